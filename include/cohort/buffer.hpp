@@ -1,0 +1,99 @@
+#pragma once
+
+/// Buffer: cohort's minimal tensor. A typed, shaped view of memory on some device, optionally
+/// keeping the memory's owner alive. Buffers are cheap handles (copying one copies the view, not
+/// the data), so collectives take them by const reference and write through them.
+
+#include <cohort/device.hpp>
+#include <cohort/dtype.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace cohort {
+
+class Buffer {
+ public:
+  /// An empty buffer: no data, shape {0}, dtype Float32, on the CPU.
+  Buffer();
+
+  /// A non-owning 1-D view of `count` elements at `data`. The caller keeps the memory alive.
+  /// Throws InvalidArgument when data is null and count > 0.
+  static Buffer view(void* data, std::size_t count, DType dtype, Device device = Device::cpu());
+  /// As above, but read-only: collectives refuse to write to it.
+  static Buffer view(const void* data, std::size_t count, DType dtype,
+                     Device device = Device::cpu());
+  /// A non-owning N-D view. `strides` are in elements; empty means row-major contiguous.
+  /// `owner` (may be null) is kept alive as long as any Buffer sharing this view exists.
+  /// Throws InvalidArgument for negative or overflowing shapes, null data with a non-empty shape,
+  /// or strides whose length differs from the shape's.
+  static Buffer view(void* data, std::vector<std::int64_t> shape, DType dtype, Device device,
+                     std::vector<std::int64_t> strides = {}, std::int64_t byte_offset = 0,
+                     std::shared_ptr<void> owner = nullptr, bool read_only = false);
+
+  /// An owning, 64-byte-aligned, zero-filled host allocation of `count` elements (1-D).
+  static Buffer allocate(std::size_t count, DType dtype);
+  /// An owning, 64-byte-aligned, zero-filled host allocation of the given shape.
+  static Buffer allocate(std::vector<std::int64_t> shape, DType dtype);
+
+  /// Concatenates along dim 0 into a new host allocation. All parts must share dtype and
+  /// trailing dims, and be host-accessible. Throws InvalidArgument naming the first mismatch.
+  static Buffer concat(std::span<const Buffer> parts);
+
+  /// Address of the first element (base pointer plus byte offset). Null for an empty view.
+  void* data() const noexcept;
+  template <class T>
+  T* data_as() const noexcept {
+    return static_cast<T*>(data());
+  }
+  DType dtype() const noexcept { return dtype_; }
+  Device device() const noexcept { return device_; }
+  const std::vector<std::int64_t>& shape() const noexcept { return shape_; }
+  /// Strides in elements; empty means row-major contiguous.
+  const std::vector<std::int64_t>& strides() const noexcept { return strides_; }
+  std::int64_t byte_offset() const noexcept { return byte_offset_; }
+  bool read_only() const noexcept { return read_only_; }
+  int ndim() const noexcept { return static_cast<int>(shape_.size()); }
+  /// Number of elements (product of the shape).
+  std::size_t count() const noexcept { return count_; }
+  std::size_t nbytes() const noexcept { return count_ * dtype_size(dtype_); }
+  std::size_t element_size() const noexcept { return dtype_size(dtype_); }
+  /// Row-major contiguous, ignoring the strides of size-1 dimensions (torch reports arbitrary
+  /// strides for those).
+  bool is_contiguous() const noexcept;
+  /// The object kept alive by this buffer (null for plain views).
+  const std::shared_ptr<void>& owner() const noexcept { return owner_; }
+
+  /// Rows [begin, end) along dim 0, sharing memory. Needs a contiguous buffer with ndim >= 1.
+  Buffer slice(std::int64_t begin, std::int64_t end) const;
+  /// The same memory seen as a 1-D buffer of count() elements (contiguous buffers only).
+  Buffer flat() const;
+  /// The same memory with another shape of equal element count (contiguous buffers only).
+  Buffer reshape(std::vector<std::int64_t> shape) const;
+  /// A read-only handle to the same memory.
+  Buffer as_read_only() const;
+
+  /// A new host allocation where dimension `dim` is extended to `size` elements, the new entries
+  /// set to `fill` (converted to the dtype). With pad_first the padding goes before the data.
+  /// Throws InvalidArgument when size is smaller than the current extent or dim is out of range.
+  Buffer pad(int dim, std::int64_t size, double fill = 0.0, bool pad_first = false) const;
+
+  /// Throws InvalidArgument unless contiguous, naming `what` (e.g. "allreduce output").
+  void require_contiguous(const char* what) const;
+
+ private:
+  void* base_ = nullptr;
+  DType dtype_ = DType::Float32;
+  Device device_{};
+  std::vector<std::int64_t> shape_{0};
+  std::vector<std::int64_t> strides_{};
+  std::int64_t byte_offset_ = 0;
+  std::size_t count_ = 0;
+  bool read_only_ = false;
+  std::shared_ptr<void> owner_;
+};
+
+}  // namespace cohort

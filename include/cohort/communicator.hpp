@@ -1,0 +1,156 @@
+#pragma once
+
+/// Communicator: a group of ranks that run collectives together, in the same order on every
+/// rank (MPI/NCCL semantics). Every collective has a blocking form and an *_async form returning
+/// a Work. Arguments are validated before any byte moves; what must agree across ranks (count,
+/// dtype, op, root) is verified by exchanging a fingerprint when COHORT_DEBUG=detail.
+///
+/// A timeout or a dead peer fails the op with an Error naming the op, its sequence number and the
+/// peers not heard from; the communicator is then poisoned and later ops fail fast with that cause.
+
+#include <cohort/algorithm.hpp>
+#include <cohort/buffer.hpp>
+#include <cohort/dtype.hpp>
+#include <cohort/environment.hpp>
+#include <cohort/store.hpp>
+#include <cohort/work.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+
+namespace cohort {
+
+/// Per-op knobs; the defaults come from the communicator.
+struct CollectiveOptions {
+  /// Deadline for the whole op. Default: the communicator's (COHORT_TIMEOUT seconds, 600).
+  std::optional<std::chrono::milliseconds> timeout;
+  /// Force an algorithm; if it declines (unsupported arguments) selection falls through.
+  Algorithm algorithm = Algorithm::Auto;
+};
+
+struct CommunicatorOptions {
+  /// Default op timeout. Unset: COHORT_TIMEOUT (seconds) or 600 s.
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+class Communicator : public std::enable_shared_from_this<Communicator> {
+ public:
+  /// Collective over all ranks of `env`: wires the transport through `store`.
+  static std::shared_ptr<Communicator> create(const Environment& env, std::shared_ptr<Store> store,
+                                              const CommunicatorOptions& options = {});
+  virtual ~Communicator();
+
+  int rank() const noexcept;
+  int size() const noexcept;
+  /// Unique id of this communicator within the job (0 for the world).
+  std::uint32_t id() const noexcept;
+  std::chrono::milliseconds default_timeout() const noexcept;
+
+  /// Pass as color to split() to stay out of every new group.
+  static constexpr int kNoColor = -1;
+  /// Collective: ranks passing the same color form a new communicator, ordered by (key, old rank).
+  /// Returns null for ranks that passed kNoColor.
+  std::shared_ptr<Communicator> split(int color, int key);
+  /// Collective: a new communicator over the same ranks, with its own tag space and thread.
+  std::shared_ptr<Communicator> dup();
+
+  // ---- Collectives. `in` is never written; `out` must not be read-only. Counts are elements.
+  // Unless stated otherwise in/out have the same dtype and device, and must be contiguous.
+
+  /// out = op over all ranks of in. in and out have equal counts; they may be the same buffer.
+  void allreduce(const Buffer& in, const Buffer& out, ReduceOp op, const CollectiveOptions& = {});
+  void allreduce(const Buffer& inout, ReduceOp op, const CollectiveOptions& o = {}) {
+    allreduce(inout, inout, op, o);
+  }
+  Work allreduce_async(const Buffer& in, const Buffer& out, ReduceOp op,
+                       const CollectiveOptions& = {});
+
+  /// out (every rank) = in (root). in is read on root only; in and out may be the same buffer.
+  void broadcast(const Buffer& in, const Buffer& out, int root, const CollectiveOptions& = {});
+  void broadcast(const Buffer& inout, int root, const CollectiveOptions& o = {}) {
+    broadcast(inout, inout, root, o);
+  }
+  Work broadcast_async(const Buffer& in, const Buffer& out, int root,
+                       const CollectiveOptions& = {});
+
+  /// out (root only) = op over all ranks of in. out is ignored on other ranks (may be empty).
+  void reduce(const Buffer& in, const Buffer& out, ReduceOp op, int root,
+              const CollectiveOptions& = {});
+  Work reduce_async(const Buffer& in, const Buffer& out, ReduceOp op, int root,
+                    const CollectiveOptions& = {});
+
+  /// out = concat of every rank's in (out.count == size * in.count). In-place when in is the
+  /// rank's own slice of out (in.data == out.data + rank * in.nbytes).
+  void allgather(const Buffer& in, const Buffer& out, const CollectiveOptions& = {});
+  Work allgather_async(const Buffer& in, const Buffer& out, const CollectiveOptions& = {});
+  /// Rank r contributes counts[r] elements; out is their concatenation (sum(counts)).
+  void allgatherv(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,
+                  const CollectiveOptions& = {});
+  Work allgatherv_async(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,
+                        const CollectiveOptions& = {});
+
+  /// out (root only, size * in.count) = concat of every rank's in.
+  void gather(const Buffer& in, const Buffer& out, int root, const CollectiveOptions& = {});
+  Work gather_async(const Buffer& in, const Buffer& out, int root, const CollectiveOptions& = {});
+  void gatherv(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts, int root,
+               const CollectiveOptions& = {});
+  Work gatherv_async(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,
+                     int root, const CollectiveOptions& = {});
+
+  /// out (every rank) = slice `rank` of root's in (in.count == size * out.count on root).
+  void scatter(const Buffer& in, const Buffer& out, int root, const CollectiveOptions& = {});
+  Work scatter_async(const Buffer& in, const Buffer& out, int root,
+                     const CollectiveOptions& = {});
+  void scatterv(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts, int root,
+                const CollectiveOptions& = {});
+  Work scatterv_async(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,
+                      int root, const CollectiveOptions& = {});
+
+  /// out = slice `rank` of (op over all ranks of in); in.count == size * out.count. In-place when
+  /// out is the rank's own slice of in.
+  void reduce_scatter(const Buffer& in, const Buffer& out, ReduceOp op,
+                      const CollectiveOptions& = {});
+  Work reduce_scatter_async(const Buffer& in, const Buffer& out, ReduceOp op,
+                            const CollectiveOptions& = {});
+
+  /// Slice j of in goes to rank j, arriving as slice `rank` of its out. in and out have equal
+  /// counts, divisible by size. in and out may be the same buffer.
+  void alltoall(const Buffer& in, const Buffer& out, const CollectiveOptions& = {});
+  Work alltoall_async(const Buffer& in, const Buffer& out, const CollectiveOptions& = {});
+  /// send_counts[j] elements go to rank j; recv_counts[j] arrive from rank j (packed in order).
+  void alltoallv(const Buffer& in, std::span<const std::size_t> send_counts, const Buffer& out,
+                 std::span<const std::size_t> recv_counts, const CollectiveOptions& = {});
+  Work alltoallv_async(const Buffer& in, std::span<const std::size_t> send_counts,
+                       const Buffer& out, std::span<const std::size_t> recv_counts,
+                       const CollectiveOptions& = {});
+
+  void barrier(const CollectiveOptions& = {});
+  Work barrier_async(const CollectiveOptions& = {});
+
+  /// Point-to-point. Messages between a pair with the same tag arrive in send order. tag >= 0.
+  void send(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});
+  void recv(const Buffer& out, int peer, int tag = 0, const CollectiveOptions& = {});
+  Work send_async(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});
+  Work recv_async(const Buffer& out, int peer, int tag = 0, const CollectiveOptions& = {});
+
+  struct Impl;
+
+ protected:
+  explicit Communicator(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+struct InitOptions {
+  EnvironmentConfig environment;
+  CommunicatorOptions communicator;
+};
+
+/// One call for the world: resolves the environment, connects the store, creates the communicator.
+std::shared_ptr<Communicator> init(const InitOptions& options = {});
+
+}  // namespace cohort

@@ -1,0 +1,132 @@
+#pragma once
+
+/// Key-value rendezvous store used to bootstrap communicators: ranks publish addresses and
+/// counters here before any collective moves data. Values are bytes. Every blocking call has a
+/// deadline; when it passes the call throws Error(Timeout) naming the keys still missing.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cohort {
+
+using Bytes = std::vector<std::uint8_t>;
+using Clock = std::chrono::steady_clock;
+
+/// Default deadline for store waits when the caller gives none (COHORT_STORE_TIMEOUT seconds
+/// overrides it; 300 s otherwise).
+std::chrono::milliseconds default_store_timeout();
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual void set(std::string_view key, const Bytes& value) = 0;
+  /// Blocks until `key` exists, then returns its value.
+  virtual Bytes get(std::string_view key, std::chrono::milliseconds timeout) = 0;
+  Bytes get(std::string_view key) { return get(key, default_store_timeout()); }
+  /// Atomically adds `delta` to the 64-bit counter at `key` (created as 0) and returns the result.
+  virtual std::int64_t add(std::string_view key, std::int64_t delta) = 0;
+  /// Sets `key` to `desired` if its value equals `expected` (an empty `expected` means "key
+  /// absent"). Returns the value now stored.
+  virtual Bytes compare_set(std::string_view key, const Bytes& expected, const Bytes& desired) = 0;
+  /// Blocks until every key exists.
+  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  /// True if every key exists, without blocking.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  /// Removes `key`; returns whether it existed.
+  virtual bool erase(std::string_view key) = 0;
+  virtual std::int64_t num_keys() = 0;
+
+  // Conveniences over bytes.
+  void set_string(std::string_view key, std::string_view value);
+  std::string get_string(std::string_view key, std::chrono::milliseconds timeout);
+  std::string get_string(std::string_view key) { return get_string(key, default_store_timeout()); }
+};
+
+/// A view of another store that prefixes every key with "<prefix>/", so communicators and
+/// subsystems sharing one store never collide.
+class PrefixStore final : public Store {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> inner);
+
+  void set(std::string_view key, const Bytes& value) override;
+  Bytes get(std::string_view key, std::chrono::milliseconds timeout) override;
+  using Store::get;
+  std::int64_t add(std::string_view key, std::int64_t delta) override;
+  Bytes compare_set(std::string_view key, const Bytes& expected, const Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool erase(std::string_view key) override;
+  /// Counts keys of the inner store (all prefixes).
+  std::int64_t num_keys() override;
+
+  const std::string& prefix() const { return prefix_; }
+  const std::shared_ptr<Store>& inner() const { return inner_; }
+
+ private:
+  std::string full(std::string_view key) const;
+  std::string prefix_;
+  std::shared_ptr<Store> inner_;
+};
+
+struct TcpStoreOptions {
+  /// Address to bind (server) or connect to (client). The server binds loopback when empty.
+  std::string host;
+  /// 0 (server only) picks a free port; port() reports it.
+  std::uint16_t port = 0;
+  /// Shared secret required in the handshake (COHORT_TOKEN). Empty means no token.
+  std::string token;
+  /// Upper bound on a key or value, in bytes; larger frames are refused before allocating.
+  std::size_t max_value_bytes = 64u << 20;
+  /// Client: how long connect() keeps retrying before failing.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+};
+
+/// The server half of TcpStore: one thread serving many clients with poll(), never a thread per
+/// client. Stops and joins in its destructor.
+class TcpStoreServer {
+ public:
+  explicit TcpStoreServer(TcpStoreOptions options);
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  /// The port actually bound.
+  std::uint16_t port() const;
+  /// The address actually bound (numeric).
+  std::string host() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+/// The client half: one connection to a TcpStoreServer. Safe to share between threads (calls
+/// are serialised). A vanished server turns calls into Error(RemoteError).
+class TcpStore final : public Store {
+ public:
+  /// Connects (retrying with backoff until options.connect_timeout) and authenticates.
+  explicit TcpStore(TcpStoreOptions options);
+  ~TcpStore() override;
+
+  void set(std::string_view key, const Bytes& value) override;
+  Bytes get(std::string_view key, std::chrono::milliseconds timeout) override;
+  using Store::get;
+  std::int64_t add(std::string_view key, std::int64_t delta) override;
+  Bytes compare_set(std::string_view key, const Bytes& expected, const Bytes& desired) override;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys) override;
+  bool erase(std::string_view key) override;
+  std::int64_t num_keys() override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cohort

@@ -1,0 +1,33 @@
+#pragma once
+
+/// Work: the handle an asynchronous collective returns.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+namespace cohort {
+
+namespace detail {
+struct WorkState;
+}
+
+class Work {
+ public:
+  Work() = default;
+  explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
+
+  /// True once the operation finished (successfully or not). Never blocks.
+  bool test() const;
+  /// Blocks until the operation finished, rethrowing its error. With a timeout, throws
+  /// Error(Timeout) if it has not finished by then (the operation itself keeps its own deadline
+  /// and is not cancelled). Waiting again after success returns at once.
+  void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
+  /// False for a default-constructed Work.
+  bool valid() const noexcept { return static_cast<bool>(state_); }
+
+ private:
+  std::shared_ptr<detail::WorkState> state_;
+};
+
+}  // namespace cohort

@@ -1,0 +1,49 @@
+#pragma once
+
+// What an algorithm gets to run one collective: the transport, who it is, the op's tag space,
+// its deadline, and reusable scratch memory. Algorithms are free functions of
+// (const OpContext&, const <Collective>Args&); see args.hpp and the selection table.
+
+#include "transport/transport.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cohort::algorithms {
+
+/// Grow-only, 64-byte-aligned scratch buffers owned by a communicator, so steady-state ops never
+/// allocate. Slot i is independent of slot j (an algorithm may hold several at once).
+class ScratchPool {
+ public:
+  /// At least `bytes` bytes for slot `slot`; contents are unspecified. Valid until the next
+  /// get() of the same slot with a larger size.
+  std::byte* get(std::size_t bytes, std::size_t slot = 0);
+
+ private:
+  struct Block {
+    std::unique_ptr<std::byte[], void (*)(std::byte*)> data{nullptr, nullptr};
+    std::size_t bytes = 0;
+  };
+  std::vector<Block> blocks_;
+};
+
+struct OpContext {
+  transport::Transport& transport;
+  int rank;
+  int size;
+  std::uint32_t comm_id;
+  std::uint32_t seq;  ///< the op's sequence number on this communicator
+  transport::Deadline deadline;
+  ScratchPool& scratch;
+  std::string what;  ///< "allreduce #17 (ring)", for error messages
+
+  /// The tag of step `step` of this op (source bits added by the transport).
+  transport::Tag tag(std::uint32_t step) const noexcept {
+    return transport::op_tag(comm_id, seq, step);
+  }
+};
+
+}  // namespace cohort::algorithms

@@ -1,0 +1,50 @@
+#include <cohort/error.hpp>
+
+#include "core/check.hpp"
+#include "core/system_error.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace cohort {
+
+std::string_view error_code_name(ErrorCode code) noexcept {
+  switch (code) {
+    case ErrorCode::InvalidArgument: return "invalid_argument";
+    case ErrorCode::InvalidUsage: return "invalid_usage";
+    case ErrorCode::Unsupported: return "unsupported";
+    case ErrorCode::Timeout: return "timeout";
+    case ErrorCode::RemoteError: return "remote_error";
+    case ErrorCode::SystemError: return "system_error";
+    case ErrorCode::Internal: return "internal";
+  }
+  return "unknown";
+}
+
+Error::Error(ErrorCode code, const std::string& message)
+    : std::runtime_error(std::string(error_code_name(code)) + ": " + message),
+      code_(code),
+      message_(message) {}
+
+Error system_error(const std::string& what, int err) {
+  char buf[256];
+  // GNU strerror_r may return a static string instead of filling buf.
+  const char* text = strerror_r(err, buf, sizeof buf);
+  const std::string message = what + ": " + text + " (errno " + std::to_string(err) + ")";
+  const bool peer_gone = err == ECONNRESET || err == EPIPE || err == ECONNABORTED;
+  return Error(peer_gone ? ErrorCode::RemoteError : ErrorCode::SystemError, message);
+}
+
+namespace detail {
+void check_failed(const char* file, int line, const char* condition,
+                  const std::string& detail) noexcept {
+  std::fprintf(stderr, "cohort: internal check failed at %s:%d: %s%s%s\n", file, line, condition,
+               detail.empty() ? "" : ": ", detail.c_str());
+  std::fflush(stderr);
+  std::abort();
+}
+}  // namespace detail
+
+}  // namespace cohort

@@ -1,0 +1,76 @@
+#include <cohort/error.hpp>
+#include <cohort/log.hpp>
+
+#include "core/log.hpp"
+
+#include <spdlog/sinks/stdout_sinks.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+namespace cohort {
+namespace {
+
+spdlog::level::level_enum to_spdlog(LogLevel level) {
+  switch (level) {
+    case LogLevel::Trace: return spdlog::level::trace;
+    case LogLevel::Debug: return spdlog::level::debug;
+    case LogLevel::Info: return spdlog::level::info;
+    case LogLevel::Warn: return spdlog::level::warn;
+    case LogLevel::Error: return spdlog::level::err;
+    case LogLevel::Off: return spdlog::level::off;
+  }
+  return spdlog::level::warn;
+}
+
+std::string pattern_for(int rank, int size) {
+  if (rank < 0) return "[cohort] %l: %v";
+  return "[cohort r" + std::to_string(rank) + "/" + std::to_string(size) + "] %l: %v";
+}
+
+// Built once; spdlog loggers are thread-safe (_mt sink).
+std::shared_ptr<spdlog::logger> make_logger() {
+  auto logger = std::make_shared<spdlog::logger>(
+      "cohort", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  logger->set_pattern(pattern_for(-1, 0));
+  LogLevel level = LogLevel::Warn;
+  if (const char* text = std::getenv("COHORT_LOG_LEVEL"); text && *text) {
+    try {
+      level = log_level_from_name(text);
+    } catch (const Error&) {
+      logger->warn("ignoring COHORT_LOG_LEVEL='{}': expected trace, debug, info, warn, error "
+                   "or off", text);
+    }
+  }
+  logger->set_level(to_spdlog(level));
+  logger->flush_on(spdlog::level::warn);
+  return logger;
+}
+
+}  // namespace
+
+namespace log {
+spdlog::logger& logger() {
+  static const std::shared_ptr<spdlog::logger> instance = make_logger();
+  return *instance;
+}
+}  // namespace log
+
+void set_log_level(LogLevel level) { log::logger().set_level(to_spdlog(level)); }
+
+LogLevel log_level_from_name(std::string_view name) {
+  if (name == "trace") return LogLevel::Trace;
+  if (name == "debug") return LogLevel::Debug;
+  if (name == "info") return LogLevel::Info;
+  if (name == "warn" || name == "warning") return LogLevel::Warn;
+  if (name == "error") return LogLevel::Error;
+  if (name == "off") return LogLevel::Off;
+  throw Error(ErrorCode::InvalidArgument,
+              "unknown log level '" + std::string(name) +
+                  "' (expected trace, debug, info, warn, error or off)");
+}
+
+void set_log_rank(int rank, int size) { log::logger().set_pattern(pattern_for(rank, size)); }
+
+}  // namespace cohort

@@ -1,0 +1,35 @@
+#pragma once
+
+// Element-wise reduction kernels: the inner loop of every reducing collective. f16, bf16 and
+// fp8 are widened to float, combined, and rounded back to nearest even (per call: a chain of
+// calls rounds after each step, as every ring/tree implementation does). Integers wrap around
+// (two's complement), never trap. Min/Max propagate NaN. Avg combines like Sum; the final
+// division is divide_by() once all contributions are in.
+
+#include <cohort/dtype.hpp>
+
+#include <cstddef>
+
+namespace cohort::reduce {
+
+/// Throws Error(InvalidArgument) naming op and dtype when the op is not defined on the dtype
+/// (bitwise ops on floats, Avg on Bool).
+void check_supported(ReduceOp op, DType dtype);
+
+/// dst[i] = dst[i] op src[i] for i < count. dst and src may be unaligned; they must not
+/// partially overlap (identical is fine).
+void reduce_into(ReduceOp op, DType dtype, void* dst, const void* src, std::size_t count);
+
+/// dst[i] = a[i] op b[i]. dst may be identical to a or b. Saves a pass over memory compared with
+/// memcpy + reduce_into when the result must land in a third buffer.
+void reduce_to(ReduceOp op, DType dtype, void* dst, const void* a, const void* b,
+               std::size_t count);
+
+/// data[i] = data[i] / divisor in the accumulate type (float for 16/8-bit floats, truncating
+/// integer division for integers). Used to finish Avg.
+void divide_by(DType dtype, void* data, std::size_t count, std::size_t divisor);
+
+/// Which instruction set the kernels dispatched to at run time ("avx512", "avx2", "portable").
+const char* active_isa() noexcept;
+
+}  // namespace cohort::reduce

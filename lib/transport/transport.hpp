@@ -1,0 +1,62 @@
+#pragma once
+
+// The narrow interface algorithms move data through. Implementations: ucx/ (CPU, shared memory
+// on one host, TCP/RDMA across hosts). Algorithms never see UCX; they post sends and receives,
+// then wait on them with a deadline.
+//
+// Contract:
+// - post_send/post_recv never block; a posted buffer must stay valid until the request completes
+//   (wait returned, or test returned true).
+// - Receives may be posted before or after the matching send; neither side may assume eager
+//   completion. Messages with the same tag between one pair of ranks match in posting order.
+// - A message larger than the posted receive is an error (Internal: a protocol bug).
+// - wait() throws Error(Timeout) when the deadline passes, Error(RemoteError) when a peer died;
+//   both messages name the peers whose requests were still pending. After such an error the
+//   transport cancels nothing by itself: the caller calls cancel_all() (the communicator then
+//   poisons itself).
+// - Not thread-safe: one thread at a time (the communicator serialises callers).
+
+#include "transport/tag.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+namespace cohort::transport {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+/// Handle to one posted send or receive. Cheap to copy; stale handles (slot reused) are detected
+/// by the generation.
+struct Request {
+  std::uint32_t slot = UINT32_MAX;
+  std::uint32_t generation = 0;
+  bool valid() const noexcept { return slot != UINT32_MAX; }
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+
+  virtual int rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+
+  /// Sends `bytes` at `data` to `peer`. `tag` comes from op_tag()/p2p_tag() (source bits zero).
+  virtual Request post_send(int peer, const void* data, std::size_t bytes, Tag tag) = 0;
+  /// Receives exactly `bytes` from `peer` into `data`.
+  virtual Request post_recv(int peer, void* data, std::size_t bytes, Tag tag) = 0;
+  /// Progresses until every request completed, or throws at the deadline / on a peer failure.
+  /// `what` names the op for error messages ("allreduce #17 (ring)").
+  virtual void wait(std::span<const Request> requests, Deadline deadline,
+                    const std::string& what) = 0;
+  /// Progresses once; true if `request` completed (and releases it). Throws on its failure.
+  virtual bool test(const Request& request) = 0;
+  /// Cancels and releases every pending request (after an error). Never throws.
+  virtual void cancel_all() noexcept = 0;
+  /// Short description for logs ("ucx posix,self").
+  virtual std::string description() const = 0;
+};
+
+}  // namespace cohort::transport
