@@ -1,0 +1,150 @@
+#include "launch/child_process.hpp"
+
+#include "core/log.hpp"
+#include "core/system_error.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <utility>
+
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace cohort::launcher {
+
+ChildProcess::~ChildProcess() {
+  kill_and_reap();
+}
+
+ChildProcess::ChildProcess(ChildProcess&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)), status_(std::exchange(other.status_, std::nullopt)) {}
+
+ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
+  if (this != &other) {
+    kill_and_reap();
+    pid_ = std::exchange(other.pid_, -1);
+    status_ = std::exchange(other.status_, std::nullopt);
+  }
+  return *this;
+}
+
+bool ChildProcess::signal_group(int signal) noexcept {
+  if (pid_ <= 0) return false;
+  // The child is its own group leader (pgid == pid); the group outlives the leader while any
+  // member it started is alive, so this also reaches stragglers after the leader was reaped.
+  if (::kill(-pid_, signal) == 0) return true;
+  if (errno == ESRCH && running()) {
+    // The child may not have called setpgid yet (the parent calls it too, but a failed race
+    // leaves the pid in our group): signal the process itself.
+    return ::kill(pid_, signal) == 0;
+  }
+  return false;
+}
+
+std::optional<ExitStatus> ChildProcess::try_reap() {
+  if (!running()) return status_;
+  int status = 0;
+  pid_t got;
+  do {
+    got = ::waitpid(pid_, &status, WNOHANG);
+  } while (got < 0 && errno == EINTR);
+  if (got == 0) return std::nullopt;
+  if (got < 0) throw system_error("waitpid(" + std::to_string(pid_) + ")", errno);
+  status_ = ExitStatus::from_wait_status(status);
+  return status_;
+}
+
+void ChildProcess::kill_and_reap() noexcept {
+  if (!running()) return;
+  signal_group(SIGKILL);
+  int status = 0;
+  pid_t got;
+  do {
+    got = ::waitpid(pid_, &status, 0);
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) {
+    COHORT_LOG_WARN("could not reap child {}: {}", pid_, std::strerror(errno));
+  } else {
+    status_ = ExitStatus::from_wait_status(status);
+  }
+}
+
+namespace {
+
+// Runs in the child between fork and `body`: only async-signal-safe calls.
+[[noreturn]] void die_in_child(const char* what) noexcept {
+  const int err = errno;
+  const char* reason = ::strerror(err);
+  write_all(STDERR_FILENO, "cohort launcher: child setup failed: ", 37);
+  write_all(STDERR_FILENO, what, std::strlen(what));
+  write_all(STDERR_FILENO, ": ", 2);
+  write_all(STDERR_FILENO, reason, std::strlen(reason));
+  write_all(STDERR_FILENO, "\n", 1);
+  ::_exit(127);
+}
+
+void prepare_child(pid_t parent, int dev_null, int out, int err,
+                   std::span<const int> close_in_child) noexcept {
+  // Own process group: stopping the rank stops its descendants too.
+  if (::setpgid(0, 0) != 0) die_in_child("setpgid");
+  // Die with the launcher. The launcher may already be gone (then we were re-parented).
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die_in_child("prctl(PR_SET_PDEATHSIG)");
+  if (::getppid() != parent) ::_exit(128 + SIGKILL);
+
+  // The launcher blocks or catches signals for its own bookkeeping; ranks start clean.
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) ::signal(sig, SIG_DFL);
+
+  if (::dup2(dev_null, STDIN_FILENO) < 0) die_in_child("dup2(stdin)");
+  if (::dup2(out, STDOUT_FILENO) < 0) die_in_child("dup2(stdout)");
+  if (::dup2(err, STDERR_FILENO) < 0) die_in_child("dup2(stderr)");
+  for (int fd : close_in_child) ::close(fd);
+}
+
+}  // namespace
+
+SpawnedChild fork_child(const std::function<int()>& body, std::span<const int> close_in_child) {
+  UniqueFd dev_null = open_dev_null();
+  Pipe out = make_pipe();
+  Pipe err = make_pipe();
+  const pid_t parent = ::getpid();
+
+  // Anything buffered in our stdio would otherwise be written twice (once by the child).
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  if (pid < 0) throw system_error("fork", errno);
+
+  if (pid == 0) {
+    prepare_child(parent, dev_null.get(), out.write.get(), err.write.get(), close_in_child);
+    ::close(out.read.get());
+    ::close(err.read.get());
+    int code = 1;
+    try {
+      code = body();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "unknown exception\n");
+    }
+    std::fflush(nullptr);
+    ::_exit(code);
+  }
+
+  // Also set the group from the parent so a signal sent right after fork reaches the group
+  // (EACCES after the child exec'd, ESRCH after it exited: both mean the child did it).
+  if (::setpgid(pid, pid) != 0 && errno != EACCES && errno != ESRCH) {
+    COHORT_LOG_DEBUG("setpgid({}) from parent: {}", pid, std::strerror(errno));
+  }
+  SpawnedChild child{ChildProcess(pid), std::move(out.read), std::move(err.read)};
+  set_nonblocking(child.stdout_read.get());
+  set_nonblocking(child.stderr_read.get());
+  return child;
+}
+
+}  // namespace cohort::launcher

@@ -1,0 +1,66 @@
+#pragma once
+
+// One child process of the launcher, owned by a move-only handle. Every child leads its own
+// process group (so stopping a rank also stops whatever it spawned), reads stdin from
+// /dev/null, writes stdout/stderr into pipes the launcher drains, and dies with the launcher
+// (PR_SET_PDEATHSIG). The handle's destructor kills and reaps a child still running, so no
+// zombie or orphan survives an exception in the launcher.
+
+#include "launch/exit_status.hpp"
+#include "launch/unique_fd.hpp"
+
+#include <functional>
+#include <optional>
+#include <span>
+
+#include <sys/types.h>
+
+namespace cohort::launcher {
+
+class ChildProcess {
+ public:
+  ChildProcess() noexcept = default;
+  explicit ChildProcess(pid_t pid) noexcept : pid_(pid) {}
+  ~ChildProcess();
+
+  ChildProcess(ChildProcess&& other) noexcept;
+  ChildProcess& operator=(ChildProcess&& other) noexcept;
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const noexcept { return pid_; }
+  /// True until the child has been reaped.
+  bool running() const noexcept { return pid_ > 0 && !status_; }
+  /// Set once reaped.
+  const std::optional<ExitStatus>& status() const noexcept { return status_; }
+
+  /// Sends `signal` to the child's process group (the child and everything it started that
+  /// stayed in the group). Harmless after the child exited. Returns whether anything got it.
+  bool signal_group(int signal) noexcept;
+  /// waitpid(WNOHANG): records and returns the status if the child has exited.
+  std::optional<ExitStatus> try_reap();
+
+ private:
+  void kill_and_reap() noexcept;
+
+  pid_t pid_ = -1;
+  std::optional<ExitStatus> status_;
+};
+
+/// A freshly forked child and the parent's (non-blocking) ends of its output pipes.
+struct SpawnedChild {
+  ChildProcess process;
+  UniqueFd stdout_read;
+  UniqueFd stderr_read;
+};
+
+/// Forks a child set up as described at the top of this file, then runs `body` in it and
+/// `_exit`s with its return value (an escaping exception becomes exit code 1, its message on
+/// stderr). `body` never returns into the caller. `close_in_child` lists parent descriptors
+/// the child must not keep (other ranks' pipes: they would delay their EOF).
+///
+/// When the parent has other threads, `body` must only do async-signal-safe work (exec);
+/// prepare argument vectors before calling this.
+SpawnedChild fork_child(const std::function<int()>& body, std::span<const int> close_in_child = {});
+
+}  // namespace cohort::launcher
