@@ -1,0 +1,216 @@
+#include "bootstrap/socket.hpp"
+
+#include <cohort/error.hpp>
+
+#include "core/log.hpp"
+#include "core/system_error.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <memory>
+
+namespace cohort::bootstrap {
+
+void UniqueFd::reset() noexcept {
+  if (fd_ < 0) return;
+  // Linux releases the descriptor even when close() reports an error, so never retry.
+  if (::close(fd_) != 0) COHORT_LOG_WARN("close(fd {}) failed: {}", fd_, std::strerror(errno));
+  fd_ = -1;
+}
+
+namespace {
+
+struct AddrInfoDeleter {
+  void operator()(addrinfo* info) const noexcept { freeaddrinfo(info); }
+};
+using AddrInfoList = std::unique_ptr<addrinfo, AddrInfoDeleter>;
+
+AddrInfoList resolve(const std::string& host, std::uint16_t port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  addrinfo* result = nullptr;
+  const std::string service = std::to_string(port);
+  const int rc =
+      getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &result);
+  if (rc != 0) {
+    if (rc == EAI_SYSTEM) throw system_error("resolve " + format_endpoint(host, port), errno);
+    throw Error(ErrorCode::InvalidArgument,
+                "cannot resolve store host '" + host + "': " + gai_strerror(rc));
+  }
+  return AddrInfoList(result);
+}
+
+UniqueFd make_socket(int family) {
+  UniqueFd fd(::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) throw system_error("socket()", errno);
+  return fd;
+}
+
+}  // namespace
+
+std::string format_endpoint(const std::string& host, std::uint16_t port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+std::string numeric_host(const sockaddr* address, socklen_t length) {
+  char text[NI_MAXHOST] = {};
+  if (getnameinfo(address, length, text, sizeof text, nullptr, 0, NI_NUMERICHOST) != 0) return "?";
+  return text;
+}
+
+std::uint16_t address_port(const sockaddr* address) {
+  if (address->sa_family == AF_INET6)
+    return ntohs(reinterpret_cast<const sockaddr_in6*>(address)->sin6_port);
+  return ntohs(reinterpret_cast<const sockaddr_in*>(address)->sin_port);
+}
+
+bool is_loopback(const sockaddr* address) {
+  if (address->sa_family == AF_INET) {
+    const auto* v4 = reinterpret_cast<const sockaddr_in*>(address);
+    return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (address->sa_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(address)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&a)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+bool host_is_loopback(const std::string& host) {
+  const AddrInfoList list = resolve(host, 0, false);
+  for (const addrinfo* ai = list.get(); ai; ai = ai->ai_next)
+    if (!is_loopback(ai->ai_addr)) return false;
+  return true;
+}
+
+void set_nonblocking(int fd) {
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+    throw system_error("fcntl(O_NONBLOCK)", errno);
+  if (::fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) throw system_error("fcntl(FD_CLOEXEC)", errno);
+}
+
+void set_no_delay(int fd) {
+  const int one = 1;
+  // Store requests are tiny round trips; Nagle would add tens of milliseconds to each.
+  if (::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+    throw system_error("setsockopt(TCP_NODELAY)", errno);
+}
+
+UniqueFd listen_on(const std::string& host, std::uint16_t port) {
+  const AddrInfoList list = resolve(host, port, true);
+  int last_errno = 0;
+  std::string last_address = format_endpoint(host, port);
+  for (const addrinfo* ai = list.get(); ai; ai = ai->ai_next) {
+    UniqueFd fd = make_socket(ai->ai_family);
+    const int one = 1;
+    // A restarted job can rebind its port while old connections sit in TIME_WAIT.
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    last_address = format_endpoint(numeric_host(ai->ai_addr, ai->ai_addrlen), port);
+    if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), SOMAXCONN) != 0) {
+      last_errno = errno;
+      continue;
+    }
+    return fd;
+  }
+  throw system_error("store server cannot bind " + last_address, last_errno);
+}
+
+UniqueFd connect_once(const std::string& host, std::uint16_t port, Deadline deadline) {
+  const AddrInfoList list = resolve(host, port, false);
+  int last_errno = ECONNREFUSED;
+  for (const addrinfo* ai = list.get(); ai; ai = ai->ai_next) {
+    UniqueFd fd = make_socket(ai->ai_family);
+    if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
+      if (errno != EINPROGRESS) {
+        last_errno = errno;
+        continue;
+      }
+      pollfd pfd{fd.get(), POLLOUT, 0};
+      const int ready = ::poll(&pfd, 1, poll_timeout_ms(deadline));
+      if (ready <= 0) {
+        last_errno = ready == 0 ? ETIMEDOUT : errno;
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof err;
+      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) {
+        last_errno = err;
+        continue;
+      }
+    }
+    set_no_delay(fd.get());
+    return fd;
+  }
+  throw system_error("connect to store at " + format_endpoint(host, port), last_errno);
+}
+
+int poll_timeout_ms(Deadline deadline) {
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  if (left.count() <= 0) return 0;
+  return left.count() > INT_MAX ? INT_MAX : static_cast<int>(left.count());
+}
+
+namespace {
+// Waits until `fd` is ready for `events` or throws Timeout once `deadline` passes.
+void wait_ready(int fd, short events, Deadline deadline, const std::string& what) {
+  for (;;) {
+    pollfd pfd{fd, events, 0};
+    const int ready = ::poll(&pfd, 1, poll_timeout_ms(deadline));
+    if (ready > 0) return;
+    if (ready < 0 && errno != EINTR) throw system_error("poll on " + what, errno);
+    if (ready == 0 && std::chrono::steady_clock::now() >= deadline)
+      throw Error(ErrorCode::Timeout,
+                  "no progress on the connection to " + what + " before the deadline");
+  }
+}
+}  // namespace
+
+void send_all(int fd, const void* data, std::size_t size, Deadline deadline,
+              const std::string& what) {
+  const auto* bytes = static_cast<const std::uint8_t*>(data);
+  while (size > 0) {
+    const ssize_t sent = ::send(fd, bytes, size, MSG_NOSIGNAL);
+    if (sent > 0) {
+      bytes += sent;
+      size -= static_cast<std::size_t>(sent);
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      wait_ready(fd, POLLOUT, deadline, what);
+    } else if (errno != EINTR) {
+      throw system_error("send to " + what, errno);
+    }
+  }
+}
+
+void recv_exact(int fd, void* data, std::size_t size, Deadline deadline, const std::string& what) {
+  auto* bytes = static_cast<std::uint8_t*>(data);
+  while (size > 0) {
+    const ssize_t got = ::recv(fd, bytes, size, 0);
+    if (got > 0) {
+      bytes += got;
+      size -= static_cast<std::size_t>(got);
+    } else if (got == 0) {
+      throw Error(ErrorCode::RemoteError, what + " closed the connection");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      wait_ready(fd, POLLIN, deadline, what);
+    } else if (errno != EINTR) {
+      throw system_error("recv from " + what, errno);
+    }
+  }
+}
+
+}  // namespace cohort::bootstrap

@@ -1,0 +1,54 @@
+#pragma once
+
+// TCP plumbing shared by the store server, its client and the rendezvous: resolving and
+// formatting endpoints, listening, connecting with a deadline, and deadline-bounded blocking I/O
+// on non-blocking sockets. Every errno goes through system_error().
+
+#include "bootstrap/unique_fd.hpp"
+
+#include <sys/socket.h>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cohort::bootstrap {
+
+using Deadline = std::chrono::steady_clock::time_point;
+
+/// "host:port", or "[host]:port" when host is an IPv6 literal.
+std::string format_endpoint(const std::string& host, std::uint16_t port);
+
+/// The numeric address and port of a socket address.
+std::string numeric_host(const sockaddr* address, socklen_t length);
+std::uint16_t address_port(const sockaddr* address);
+/// True for 127.0.0.0/8, ::1 and IPv4-mapped loopback.
+bool is_loopback(const sockaddr* address);
+
+/// True when every address `host` resolves to is a loopback address (throws if it does not
+/// resolve at all).
+bool host_is_loopback(const std::string& host);
+
+/// A non-blocking listening socket bound to host:port (port 0 picks one). Throws
+/// Error(SystemError) naming addr:port and errno when no resolved address can be bound.
+UniqueFd listen_on(const std::string& host, std::uint16_t port);
+
+/// One attempt to connect to every address of host:port, in order, each bounded by `deadline`.
+/// Returns a connected non-blocking socket with TCP_NODELAY, or throws the last error.
+UniqueFd connect_once(const std::string& host, std::uint16_t port, Deadline deadline);
+
+/// Makes `fd` non-blocking and close-on-exec.
+void set_nonblocking(int fd);
+void set_no_delay(int fd);
+
+/// Writes all `size` bytes or throws: Error(Timeout) when `deadline` passes, Error(RemoteError)
+/// when the peer went away. `what` names the peer in messages.
+void send_all(int fd, const void* data, std::size_t size, Deadline deadline,
+              const std::string& what);
+/// Reads exactly `size` bytes or throws as send_all (EOF is RemoteError).
+void recv_exact(int fd, void* data, std::size_t size, Deadline deadline, const std::string& what);
+
+/// Milliseconds from now until `deadline`, clamped to [0, INT_MAX] for poll().
+int poll_timeout_ms(Deadline deadline);
+
+}  // namespace cohort::bootstrap

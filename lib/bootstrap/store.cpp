@@ -1,0 +1,85 @@
+// Store conveniences, the default deadline and PrefixStore.
+
+#include <cohort/error.hpp>
+#include <cohort/store.hpp>
+
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+namespace cohort {
+
+std::chrono::milliseconds default_store_timeout() {
+  const char* text = std::getenv("COHORT_STORE_TIMEOUT");
+  if (text == nullptr || *text == '\0') return std::chrono::seconds(300);
+  double seconds = 0;
+  const char* end = text + std::char_traits<char>::length(text);
+  const auto [stop, ec] = std::from_chars(text, end, seconds);
+  if (ec != std::errc() || stop != end || !(seconds > 0) || seconds > 1e7)
+    throw Error(ErrorCode::InvalidArgument,
+                std::string("COHORT_STORE_TIMEOUT='") + text +
+                    "' is not a positive number of seconds (at most 1e7)");
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
+}
+
+void Store::set_string(std::string_view key, std::string_view value) {
+  set(key, Bytes(value.begin(), value.end()));
+}
+
+std::string Store::get_string(std::string_view key, std::chrono::milliseconds timeout) {
+  const Bytes value = get(key, timeout);
+  return std::string(value.begin(), value.end());
+}
+
+PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> inner)
+    : prefix_(std::move(prefix)), inner_(std::move(inner)) {
+  if (!inner_)
+    throw Error(ErrorCode::InvalidArgument, "PrefixStore '" + prefix_ + "' has no inner store");
+}
+
+std::string PrefixStore::full(std::string_view key) const {
+  std::string result;
+  result.reserve(prefix_.size() + 1 + key.size());
+  result.append(prefix_).append("/").append(key);
+  return result;
+}
+
+void PrefixStore::set(std::string_view key, const Bytes& value) {
+  inner_->set(full(key), value);
+}
+
+Bytes PrefixStore::get(std::string_view key, std::chrono::milliseconds timeout) {
+  return inner_->get(full(key), timeout);
+}
+
+std::int64_t PrefixStore::add(std::string_view key, std::int64_t delta) {
+  return inner_->add(full(key), delta);
+}
+
+Bytes PrefixStore::compare_set(std::string_view key, const Bytes& expected, const Bytes& desired) {
+  return inner_->compare_set(full(key), expected, desired);
+}
+
+void PrefixStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  std::vector<std::string> prefixed;
+  prefixed.reserve(keys.size());
+  for (const auto& key : keys) prefixed.push_back(full(key));
+  inner_->wait(prefixed, timeout);
+}
+
+bool PrefixStore::check(const std::vector<std::string>& keys) {
+  std::vector<std::string> prefixed;
+  prefixed.reserve(keys.size());
+  for (const auto& key : keys) prefixed.push_back(full(key));
+  return inner_->check(prefixed);
+}
+
+bool PrefixStore::erase(std::string_view key) {
+  return inner_->erase(full(key));
+}
+
+std::int64_t PrefixStore::num_keys() {
+  return inner_->num_keys();
+}
+
+}  // namespace cohort

@@ -1,0 +1,267 @@
+// TcpStore: the client half. One connection, one request in flight at a time (a mutex serialises
+// callers), each request answered by exactly one reply frame. Blocking get()/wait() send their
+// timeout to the server, which answers Missing when it passes; the client's own socket deadline
+// is that timeout plus a grace period, so a silent server still cannot hang a caller. A
+// connection that failed mid-frame is marked broken and every later call fails fast.
+
+#include <cohort/error.hpp>
+#include <cohort/store.hpp>
+
+#include "bootstrap/socket.hpp"
+#include "bootstrap/store_protocol.hpp"
+#include "core/log.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+namespace cohort {
+
+using bootstrap::Deadline;
+using bootstrap::FieldReader;
+using bootstrap::FrameBuilder;
+using bootstrap::MessageType;
+
+namespace {
+
+// Extra time the client allows beyond a get()/wait() timeout for the server's Missing reply.
+constexpr std::chrono::seconds kReplyGrace{10};
+constexpr std::chrono::milliseconds kFirstRetryDelay{10};
+constexpr std::chrono::milliseconds kMaxRetryDelay{500};
+
+struct Reply {
+  MessageType type;
+  Bytes body;
+};
+
+}  // namespace
+
+struct TcpStore::Impl {
+  TcpStoreOptions options;
+  std::string endpoint;
+  bootstrap::UniqueFd fd;
+  std::mutex mutex;
+  std::string broken;  // why the connection is unusable; empty while healthy
+
+  void connect_with_retry();
+  Reply exchange(const Bytes& request, Deadline deadline, const char* op);
+  /// exchange() for get/wait: a client-side Timeout (silent server) names the keys too.
+  Reply exchange_naming_keys(const Bytes& request, Deadline deadline, const char* op,
+                             const std::vector<std::string>& keys) {
+    try {
+      return exchange(request, deadline, op);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::Timeout) throw;
+      throw Error(ErrorCode::Timeout,
+                  e.message() + " (waiting for " + bootstrap::quote_keys(keys) + ")");
+    }
+  }
+  void check_size(std::string_view what, std::size_t size) const;
+  void check_key(std::string_view key) const { check_size("key", key.size()); }
+  [[noreturn]] void unexpected(const Reply& reply, const char* op) const;
+};
+
+TcpStore::TcpStore(TcpStoreOptions options) : impl_(std::make_unique<Impl>()) {
+  impl_->options = std::move(options);
+  if (impl_->options.host.empty()) impl_->options.host = "127.0.0.1";
+  if (impl_->options.port == 0)
+    throw Error(ErrorCode::InvalidArgument,
+                "TcpStore needs the server's port (got 0) for host '" + impl_->options.host + "'");
+  impl_->endpoint = bootstrap::format_endpoint(impl_->options.host, impl_->options.port);
+  impl_->connect_with_retry();
+}
+
+TcpStore::~TcpStore() = default;
+
+void TcpStore::Impl::connect_with_retry() {
+  const auto deadline = Clock::now() + options.connect_timeout;
+  auto delay = kFirstRetryDelay;
+  int attempts = 0;
+  for (;;) {
+    ++attempts;
+    try {
+      fd = bootstrap::connect_once(options.host, options.port, deadline);
+      break;
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::InvalidArgument) throw;  // the host does not resolve
+      if (Clock::now() + delay >= deadline)
+        throw Error(ErrorCode::Timeout,
+                    "could not connect to the store at " + endpoint + " within " +
+                        std::to_string(options.connect_timeout.count()) + " ms (" +
+                        std::to_string(attempts) + " attempts; last: " + e.message() + ")");
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, kMaxRetryDelay);
+    }
+  }
+  // The handshake gets at least a few seconds even when connecting used up the budget.
+  const auto handshake_deadline = std::max(deadline, Clock::now() + std::chrono::seconds(5));
+  const Reply reply = exchange(FrameBuilder(MessageType::Hello).field(options.token).finish(),
+                               handshake_deadline, "handshake");
+  if (reply.type != MessageType::Ok) unexpected(reply, "handshake");
+  COHORT_LOG_DEBUG("connected to the store at {}", endpoint);
+}
+
+void TcpStore::Impl::check_size(std::string_view what, std::size_t size) const {
+  if (size > options.max_value_bytes)
+    throw Error(ErrorCode::InvalidArgument,
+                "store " + std::string(what) + " of " + std::to_string(size) +
+                    " bytes exceeds max_value_bytes " + std::to_string(options.max_value_bytes));
+}
+
+Reply TcpStore::Impl::exchange(const Bytes& request, Deadline deadline, const char* op) {
+  if (!broken.empty())
+    throw Error(ErrorCode::RemoteError, "store connection to " + endpoint +
+                                            " is unusable after an earlier failure: " + broken);
+  Reply reply;
+  try {
+    bootstrap::send_all(fd.get(), request.data(), request.size(), deadline,
+                        "store server at " + endpoint);
+    std::uint8_t header[bootstrap::kFrameHeaderBytes];
+    bootstrap::recv_exact(fd.get(), header, sizeof header, deadline, "store server at " + endpoint);
+    const auto decoded =
+        bootstrap::decode_header(header, bootstrap::max_body_bytes(options.max_value_bytes));
+    reply.type = decoded.type;
+    reply.body.resize(decoded.body_length);
+    bootstrap::recv_exact(fd.get(), reply.body.data(), reply.body.size(), deadline,
+                          "store server at " + endpoint);
+  } catch (const Error& e) {
+    // Part of a frame may have moved: the stream is out of step, so no later call may use it.
+    broken = std::string(op) + ": " + e.message();
+    fd.reset();
+    if (e.code() == ErrorCode::InvalidArgument)
+      throw Error(ErrorCode::RemoteError,
+                  "store server at " + endpoint + " sent a malformed reply: " + e.message());
+    throw Error(e.code(), "store " + std::string(op) + ": " + e.message());
+  }
+  if (reply.type == MessageType::Failure) {
+    FieldReader fields(reply.body, options.max_value_bytes);
+    const auto code = static_cast<ErrorCode>(fields.integer());
+    throw Error(code, "store at " + endpoint + ": " + fields.text());
+  }
+  return reply;
+}
+
+void TcpStore::Impl::unexpected(const Reply& reply, const char* op) const {
+  throw Error(ErrorCode::RemoteError, "store server at " + endpoint + " answered " + op +
+                                          " with '" + bootstrap::message_type_name(reply.type) +
+                                          "'");
+}
+
+namespace {
+Deadline io_deadline() {
+  return Clock::now() + default_store_timeout();
+}
+
+std::int64_t integer_reply(const Reply& reply, std::size_t max_field) {
+  FieldReader fields(reply.body, max_field);
+  return fields.integer();
+}
+}  // namespace
+
+void TcpStore::set(std::string_view key, const Bytes& value) {
+  impl_->check_key(key);
+  impl_->check_size("value", value.size());
+  std::lock_guard lock(impl_->mutex);
+  const Reply reply = impl_->exchange(
+      FrameBuilder(MessageType::Set).field(key).field(value).finish(), io_deadline(), "set");
+  if (reply.type != MessageType::Ok) impl_->unexpected(reply, "set");
+}
+
+Bytes TcpStore::get(std::string_view key, std::chrono::milliseconds timeout) {
+  impl_->check_key(key);
+  if (timeout.count() < 0)
+    throw Error(ErrorCode::InvalidArgument,
+                "store get timeout " + std::to_string(timeout.count()) + " ms is negative");
+  std::lock_guard lock(impl_->mutex);
+  const Reply reply = impl_->exchange_naming_keys(
+      FrameBuilder(MessageType::Get).integer(timeout.count()).field(key).finish(),
+      Clock::now() + timeout + kReplyGrace, "get", {std::string(key)});
+  if (reply.type == MessageType::Missing)
+    throw Error(ErrorCode::Timeout, "store get timed out after " + std::to_string(timeout.count()) +
+                                        " ms waiting for '" + std::string(key) + "' at " +
+                                        impl_->endpoint);
+  if (reply.type != MessageType::Value) impl_->unexpected(reply, "get");
+  FieldReader fields(reply.body, impl_->options.max_value_bytes);
+  return fields.bytes();
+}
+
+std::int64_t TcpStore::add(std::string_view key, std::int64_t delta) {
+  impl_->check_key(key);
+  std::lock_guard lock(impl_->mutex);
+  const Reply reply = impl_->exchange(
+      FrameBuilder(MessageType::Add).field(key).integer(delta).finish(), io_deadline(), "add");
+  if (reply.type != MessageType::Integer) impl_->unexpected(reply, "add");
+  return integer_reply(reply, impl_->options.max_value_bytes);
+}
+
+Bytes TcpStore::compare_set(std::string_view key, const Bytes& expected, const Bytes& desired) {
+  impl_->check_key(key);
+  impl_->check_size("expected value", expected.size());
+  impl_->check_size("desired value", desired.size());
+  std::lock_guard lock(impl_->mutex);
+  const Reply reply = impl_->exchange(
+      FrameBuilder(MessageType::CompareSet).field(key).field(expected).field(desired).finish(),
+      io_deadline(), "compare_set");
+  if (reply.type != MessageType::Value) impl_->unexpected(reply, "compare_set");
+  FieldReader fields(reply.body, impl_->options.max_value_bytes);
+  return fields.bytes();
+}
+
+void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0)
+    throw Error(ErrorCode::InvalidArgument,
+                "store wait timeout " + std::to_string(timeout.count()) + " ms is negative");
+  FrameBuilder request(MessageType::Wait);
+  request.integer(timeout.count());
+  for (const auto& key : keys) {
+    impl_->check_key(key);
+    request.field(key);
+  }
+  const Bytes frame = request.finish();
+  if (frame.size() - bootstrap::kFrameHeaderBytes >
+      bootstrap::max_body_bytes(impl_->options.max_value_bytes))
+    throw Error(ErrorCode::InvalidArgument, "store wait on " + std::to_string(keys.size()) +
+                                                " keys exceeds the frame size limit");
+  std::lock_guard lock(impl_->mutex);
+  const Reply reply =
+      impl_->exchange_naming_keys(frame, Clock::now() + timeout + kReplyGrace, "wait", keys);
+  if (reply.type == MessageType::Missing) {
+    FieldReader fields(reply.body, impl_->options.max_value_bytes);
+    throw Error(ErrorCode::Timeout, "store wait timed out after " +
+                                        std::to_string(timeout.count()) + " ms waiting for " +
+                                        bootstrap::quote_keys(fields.remaining_texts()) + " at " +
+                                        impl_->endpoint);
+  }
+  if (reply.type != MessageType::Ok) impl_->unexpected(reply, "wait");
+}
+
+bool TcpStore::check(const std::vector<std::string>& keys) {
+  FrameBuilder request(MessageType::Check);
+  for (const auto& key : keys) {
+    impl_->check_key(key);
+    request.field(key);
+  }
+  std::lock_guard lock(impl_->mutex);
+  const Reply reply = impl_->exchange(request.finish(), io_deadline(), "check");
+  if (reply.type != MessageType::Integer) impl_->unexpected(reply, "check");
+  return integer_reply(reply, impl_->options.max_value_bytes) != 0;
+}
+
+bool TcpStore::erase(std::string_view key) {
+  impl_->check_key(key);
+  std::lock_guard lock(impl_->mutex);
+  const Reply reply =
+      impl_->exchange(FrameBuilder(MessageType::Erase).field(key).finish(), io_deadline(), "erase");
+  if (reply.type != MessageType::Integer) impl_->unexpected(reply, "erase");
+  return integer_reply(reply, impl_->options.max_value_bytes) != 0;
+}
+
+std::int64_t TcpStore::num_keys() {
+  std::lock_guard lock(impl_->mutex);
+  const Reply reply =
+      impl_->exchange(FrameBuilder(MessageType::NumKeys).finish(), io_deadline(), "num_keys");
+  if (reply.type != MessageType::Integer) impl_->unexpected(reply, "num_keys");
+  return integer_reply(reply, impl_->options.max_value_bytes);
+}
+
+}  // namespace cohort

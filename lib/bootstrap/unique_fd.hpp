@@ -1,0 +1,39 @@
+#pragma once
+
+// A move-only owner of a file descriptor (socket, eventfd, pipe). Closing happens in exactly one
+// place; a failing close is logged, never thrown, because it runs in destructors.
+
+#include <utility>
+
+namespace cohort::bootstrap {
+
+class UniqueFd {
+ public:
+  UniqueFd() noexcept = default;
+  explicit UniqueFd(int fd) noexcept : fd_(fd) {}
+  ~UniqueFd() { reset(); }
+
+  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept {
+    if (this != &other) {
+      reset();
+      fd_ = std::exchange(other.fd_, -1);
+    }
+    return *this;
+  }
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+
+  int get() const noexcept { return fd_; }
+  bool valid() const noexcept { return fd_ >= 0; }
+  explicit operator bool() const noexcept { return valid(); }
+  /// Gives up ownership without closing.
+  int release() noexcept { return std::exchange(fd_, -1); }
+  /// Closes the descriptor now (logging a failure) and leaves this handle empty.
+  void reset() noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace cohort::bootstrap
