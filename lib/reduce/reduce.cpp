@@ -1,0 +1,152 @@
+// Public entry points of the reduction kernels: validate, then call the kernel of the
+// instruction set chosen once per process (see dispatch.hpp).
+
+#include "reduce/reduce.hpp"
+
+#include <cohort/error.hpp>
+
+#include <atomic>
+#include <string>
+
+#include "core/check.hpp"
+#include "reduce/dispatch.hpp"
+
+namespace cohort::reduce {
+namespace {
+
+const KernelTable& table_for(Isa isa) noexcept {
+#if COHORT_REDUCE_X86
+  if (isa == Isa::Avx512) return kAvx512Kernels;
+  if (isa == Isa::Avx2) return kAvx2Kernels;
+#endif
+  (void)isa;
+  return kPortableKernels;
+}
+
+// The active ISA; initialised on first use from the CPU. Relaxed atomics suffice: every value
+// stored names a constant table that is valid on this CPU.
+std::atomic<int> g_active_isa{-1};
+
+Isa active() noexcept {
+  int isa = g_active_isa.load(std::memory_order_relaxed);
+  if (isa < 0) {
+    isa = static_cast<int>(detected_isa());
+    g_active_isa.store(isa, std::memory_order_relaxed);
+  }
+  return static_cast<Isa>(isa);
+}
+
+void check_count_fits(DType dtype, std::size_t count) {
+  if (count > SIZE_MAX / dtype_size(dtype))
+    throw Error(ErrorCode::InvalidArgument, "reduction count " + std::to_string(count) + " of " +
+                                                std::string(dtype_name(dtype)) +
+                                                " overflows the address space");
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::Avx512:
+      return "avx512";
+    case Isa::Avx2:
+      return "avx2";
+    case Isa::Portable:
+      break;
+  }
+  return "portable";
+}
+
+bool isa_available(Isa isa) noexcept {
+  switch (isa) {
+    case Isa::Portable:
+      return true;
+#if COHORT_REDUCE_X86
+    // __builtin_cpu_supports also checks that the OS saves the wider registers (XCR0).
+    case Isa::Avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case Isa::Avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("f16c");
+#else
+    case Isa::Avx2:
+    case Isa::Avx512:
+      return false;
+#endif
+  }
+  return false;
+}
+
+Isa detected_isa() noexcept {
+  if (isa_available(Isa::Avx512)) return Isa::Avx512;
+  if (isa_available(Isa::Avx2)) return Isa::Avx2;
+  return Isa::Portable;
+}
+
+void force_isa(Isa isa) {
+  if (!isa_available(isa))
+    throw Error(ErrorCode::Unsupported,
+                std::string("reduction kernels for ") + isa_name(isa) + " cannot run on this CPU");
+  g_active_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
+}
+
+const KernelTable& active_kernels() noexcept {
+  return table_for(active());
+}
+
+const char* active_isa() noexcept {
+  return isa_name(active());
+}
+
+void check_supported(ReduceOp op, DType dtype) {
+  if (static_cast<std::size_t>(op) >= kOpCount)
+    throw Error(ErrorCode::InvalidArgument,
+                "unknown reduce op " + std::to_string(static_cast<int>(op)));
+  if (static_cast<std::size_t>(dtype) >= kDTypeCount)
+    throw Error(ErrorCode::InvalidArgument,
+                "unknown dtype " + std::to_string(static_cast<int>(dtype)));
+  if (!reduce_op_supports(op, dtype))
+    throw Error(ErrorCode::InvalidArgument,
+                "reduce op " + std::string(reduce_op_name(op)) + " is not defined on dtype " +
+                    std::string(dtype_name(dtype)) +
+                    (op == ReduceOp::Avg ? " (avg needs a numeric type)"
+                                         : " (bitwise ops need an integer or bool type)"));
+}
+
+void reduce_into(ReduceOp op, DType dtype, void* dst, const void* src, std::size_t count) {
+  reduce_to(op, dtype, dst, dst, src, count);
+}
+
+void reduce_to(ReduceOp op, DType dtype, void* dst, const void* a, const void* b,
+               std::size_t count) {
+  check_supported(op, dtype);
+  check_count_fits(dtype, count);
+  if (count == 0) return;
+  if (dst == nullptr || a == nullptr || b == nullptr)
+    throw Error(ErrorCode::InvalidArgument, "null buffer passed to a reduction of " +
+                                                std::to_string(count) + " " +
+                                                std::string(dtype_name(dtype)));
+  const BinaryKernel kernel =
+      active_kernels().binary[static_cast<std::size_t>(op)][static_cast<std::size_t>(dtype)];
+  COHORT_CHECK(kernel != nullptr);
+  kernel(dst, a, b, count);
+}
+
+void divide_by(DType dtype, void* data, std::size_t count, std::size_t divisor) {
+  check_supported(ReduceOp::Avg, dtype);
+  check_count_fits(dtype, count);
+  if (divisor == 0)
+    throw Error(ErrorCode::InvalidArgument,
+                "divide_by: divisor 0 for " + std::string(dtype_name(dtype)) + " data");
+  if (count == 0) return;
+  if (data == nullptr)
+    throw Error(ErrorCode::InvalidArgument, "null buffer passed to divide_by of " +
+                                                std::to_string(count) + " " +
+                                                std::string(dtype_name(dtype)));
+  const DivideKernel kernel = active_kernels().divide[static_cast<std::size_t>(dtype)];
+  COHORT_CHECK(kernel != nullptr);
+  kernel(data, count, divisor);
+}
+
+}  // namespace cohort::reduce

@@ -1,0 +1,258 @@
+#pragma once
+
+// The reduction loops and the kernel table of one instruction set; see vector_codecs.hpp for
+// how this header is compiled once per ISA. Every element, tail included, goes through the same
+// vector code: the last partial block is copied into zero-padded stack buffers, combined there
+// and copied back, so the result never depends on where a block boundary falls.
+
+#include "reduce/dispatch.hpp"
+#include "reduce/vector_codecs.hpp"
+
+#include <initializer_list>
+
+namespace cohort::reduce::COHORT_REDUCE_ISA_NAMESPACE {
+namespace {
+
+template <class C>
+using Compute = typename C::Compute;
+
+struct SumOp {
+  template <class C>
+  static COHORT_REDUCE_INLINE Compute<C> apply(Compute<C> x, Compute<C> y) {
+    if constexpr (C::kFloating) {
+      return x + y;
+    } else {  // unsigned arithmetic wraps instead of overflowing
+      using U = typename C::Unsigned;
+      return reinterpret_cast<Compute<C>>(reinterpret_cast<U>(x) + reinterpret_cast<U>(y));
+    }
+  }
+};
+
+struct ProdOp {
+  template <class C>
+  static COHORT_REDUCE_INLINE Compute<C> apply(Compute<C> x, Compute<C> y) {
+    if constexpr (C::kFloating) {
+      return x * y;
+    } else {
+      using U = typename C::Unsigned;
+      return reinterpret_cast<Compute<C>>(reinterpret_cast<U>(x) * reinterpret_cast<U>(y));
+    }
+  }
+};
+
+// Min and Max keep x unless y is strictly better or y is NaN; a NaN x is kept because every
+// comparison with it is false. So NaN in either operand gives NaN, and ties (+0 vs -0) keep x.
+// (The hardware min/max instructions return the second operand when either is NaN, which is
+// why they are not used.)
+struct MinOp {
+  template <class C>
+  static COHORT_REDUCE_INLINE Compute<C> apply(Compute<C> x, Compute<C> y) {
+    if constexpr (C::kFloating)
+      return ((y < x) | (y != y)) ? y : x;
+    else
+      return y < x ? y : x;
+  }
+};
+
+struct MaxOp {
+  template <class C>
+  static COHORT_REDUCE_INLINE Compute<C> apply(Compute<C> x, Compute<C> y) {
+    if constexpr (C::kFloating)
+      return ((y > x) | (y != y)) ? y : x;
+    else
+      return y > x ? y : x;
+  }
+};
+
+struct AndOp {
+  template <class C>
+  static COHORT_REDUCE_INLINE Compute<C> apply(Compute<C> x, Compute<C> y) {
+    return x & y;
+  }
+};
+
+struct OrOp {
+  template <class C>
+  static COHORT_REDUCE_INLINE Compute<C> apply(Compute<C> x, Compute<C> y) {
+    return x | y;
+  }
+};
+
+struct XorOp {
+  template <class C>
+  static COHORT_REDUCE_INLINE Compute<C> apply(Compute<C> x, Compute<C> y) {
+    return x ^ y;
+  }
+};
+
+template <class C>
+constexpr std::size_t kBlockBytes = C::kLanes * sizeof(typename C::Storage);
+
+template <class C, class Op>
+void binary_kernel(void* dst, const void* a, const void* b, std::size_t count) {
+  constexpr std::size_t kLanes = C::kLanes;
+  constexpr std::size_t kStep = kBlockBytes<C>;
+  auto* out = static_cast<unsigned char*>(dst);
+  const auto* x = static_cast<const unsigned char*>(a);
+  const auto* y = static_cast<const unsigned char*>(b);
+  const std::size_t blocks = count / kLanes;
+#pragma GCC unroll 4
+  for (std::size_t i = 0; i < blocks; ++i) {
+    // Both operands are read before dst is written, so dst may be a or b.
+    const Compute<C> r = Op::template apply<C>(C::load(x + i * kStep), C::load(y + i * kStep));
+    C::store(out + i * kStep, r);
+  }
+  const std::size_t tail_bytes = (count - blocks * kLanes) * sizeof(typename C::Storage);
+  if (tail_bytes != 0) {
+    alignas(64) unsigned char ta[kStep] = {};
+    alignas(64) unsigned char tb[kStep] = {};
+    alignas(64) unsigned char tr[kStep];
+    const std::size_t done = blocks * kStep;
+    __builtin_memcpy(ta, x + done, tail_bytes);
+    __builtin_memcpy(tb, y + done, tail_bytes);
+    C::store(tr, Op::template apply<C>(C::load(ta), C::load(tb)));
+    __builtin_memcpy(out + done, tr, tail_bytes);
+  }
+}
+
+template <class C>
+void divide_kernel(void* data, std::size_t count, std::size_t divisor) {
+  constexpr std::size_t kLanes = C::kLanes;
+  constexpr std::size_t kStep = kBlockBytes<C>;
+  auto* p = static_cast<unsigned char*>(data);
+  const Compute<C> d = Compute<C>{} + static_cast<typename C::Scalar>(divisor);
+  const std::size_t blocks = count / kLanes;
+  for (std::size_t i = 0; i < blocks; ++i) C::store(p + i * kStep, C::load(p + i * kStep) / d);
+  const std::size_t tail_bytes = (count - blocks * kLanes) * sizeof(typename C::Storage);
+  if (tail_bytes != 0) {
+    alignas(64) unsigned char t[kStep] = {};
+    __builtin_memcpy(t, p + blocks * kStep, tail_bytes);
+    C::store(t, C::load(t) / d);
+    __builtin_memcpy(p + blocks * kStep, t, tail_bytes);
+  }
+}
+
+// Truncating division of integers by a size_t, exact for every value and divisor (vector
+// hardware has no integer division, so this stays scalar).
+template <class T>
+void integer_divide_kernel(void* data, std::size_t count, std::size_t divisor) {
+  auto* p = static_cast<unsigned char*>(data);
+  for (std::size_t i = 0; i < count; ++i) {
+    T value;
+    __builtin_memcpy(&value, p + i * sizeof(T), sizeof(T));
+    if constexpr (std::is_unsigned_v<T>) {
+      value = static_cast<T>(static_cast<std::uint64_t>(value) / divisor);
+    } else if (divisor <= static_cast<std::size_t>(INT64_MAX)) {
+      value = static_cast<T>(static_cast<std::int64_t>(value) / static_cast<std::int64_t>(divisor));
+    } else {  // |value| <= 2^63 <= divisor: only INT64_MIN / 2^63 is not 0
+      value = (sizeof(T) == 8 && static_cast<std::int64_t>(value) == INT64_MIN &&
+               divisor == static_cast<std::size_t>(1) << 63)
+                  ? static_cast<T>(-1)
+                  : T{0};
+    }
+    __builtin_memcpy(p + i * sizeof(T), &value, sizeof(T));
+  }
+}
+
+template <class C>
+void widen_kernel(float* dst, const void* src, std::size_t count) {
+  constexpr std::size_t kLanes = C::kLanes;
+  constexpr std::size_t kStep = kBlockBytes<C>;
+  auto* out = reinterpret_cast<unsigned char*>(dst);
+  const auto* in = static_cast<const unsigned char*>(src);
+  const std::size_t blocks = count / kLanes;
+  for (std::size_t i = 0; i < blocks; ++i) store_vector(out + i * kBytes, C::load(in + i * kStep));
+  const std::size_t tail = count - blocks * kLanes;
+  if (tail != 0) {
+    alignas(64) unsigned char t[kStep] = {};
+    alignas(64) unsigned char r[kBytes];
+    __builtin_memcpy(t, in + blocks * kStep, tail * sizeof(typename C::Storage));
+    store_vector(r, C::load(t));
+    __builtin_memcpy(out + blocks * kBytes, r, tail * sizeof(float));
+  }
+}
+
+template <class C>
+void narrow_kernel(void* dst, const float* src, std::size_t count) {
+  constexpr std::size_t kLanes = C::kLanes;
+  constexpr std::size_t kStep = kBlockBytes<C>;
+  auto* out = static_cast<unsigned char*>(dst);
+  const auto* in = reinterpret_cast<const unsigned char*>(src);
+  const std::size_t blocks = count / kLanes;
+  for (std::size_t i = 0; i < blocks; ++i)
+    C::store(out + i * kStep, load_vector<F32>(in + i * kBytes));
+  const std::size_t tail = count - blocks * kLanes;
+  if (tail != 0) {
+    alignas(64) unsigned char t[kBytes] = {};
+    alignas(64) unsigned char r[kStep];
+    __builtin_memcpy(t, in + blocks * kBytes, tail * sizeof(float));
+    C::store(r, load_vector<F32>(t));
+    __builtin_memcpy(out + blocks * kStep, r, tail * sizeof(typename C::Storage));
+  }
+}
+
+constexpr std::size_t slot(ReduceOp op) {
+  return static_cast<std::size_t>(op);
+}
+constexpr std::size_t slot(DType dtype) {
+  return static_cast<std::size_t>(dtype);
+}
+
+// Sum, Prod, Min, Max and Avg (whose combining step is Sum) plus the Avg division.
+template <class C>
+constexpr void add_arithmetic(KernelTable& table, DType dtype) {
+  table.binary[slot(ReduceOp::Sum)][slot(dtype)] = &binary_kernel<C, SumOp>;
+  table.binary[slot(ReduceOp::Avg)][slot(dtype)] = &binary_kernel<C, SumOp>;
+  table.binary[slot(ReduceOp::Prod)][slot(dtype)] = &binary_kernel<C, ProdOp>;
+  table.binary[slot(ReduceOp::Min)][slot(dtype)] = &binary_kernel<C, MinOp>;
+  table.binary[slot(ReduceOp::Max)][slot(dtype)] = &binary_kernel<C, MaxOp>;
+  if constexpr (C::kFloating) table.divide[slot(dtype)] = &divide_kernel<C>;
+}
+
+template <class C>
+constexpr void add_narrow_float(KernelTable& table, DType dtype) {
+  add_arithmetic<C>(table, dtype);
+  table.widen[slot(dtype)] = &widen_kernel<C>;
+  table.narrow[slot(dtype)] = &narrow_kernel<C>;
+}
+
+template <class T>
+constexpr void add_integer(KernelTable& table, DType dtype) {
+  add_arithmetic<Plain<T>>(table, dtype);
+  table.divide[slot(dtype)] = &integer_divide_kernel<T>;
+  table.binary[slot(ReduceOp::BAnd)][slot(dtype)] = &binary_kernel<Plain<T>, AndOp>;
+  table.binary[slot(ReduceOp::BOr)][slot(dtype)] = &binary_kernel<Plain<T>, OrOp>;
+  table.binary[slot(ReduceOp::BXor)][slot(dtype)] = &binary_kernel<Plain<T>, XorOp>;
+}
+
+// On Bool, Sum/Max/BOr are "or" and Prod/Min/BAnd are "and"; Avg is undefined.
+constexpr void add_bool(KernelTable& table) {
+  const std::size_t b = slot(DType::Bool);
+  for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::BOr})
+    table.binary[slot(op)][b] = &binary_kernel<BoolCodec, OrOp>;
+  for (ReduceOp op : {ReduceOp::Prod, ReduceOp::Min, ReduceOp::BAnd})
+    table.binary[slot(op)][b] = &binary_kernel<BoolCodec, AndOp>;
+  table.binary[slot(ReduceOp::BXor)][b] = &binary_kernel<BoolCodec, XorOp>;
+}
+
+constexpr KernelTable make_kernel_table() {
+  KernelTable table{};
+  add_arithmetic<Plain<float>>(table, DType::Float32);
+  add_arithmetic<Plain<double>>(table, DType::Float64);
+  add_narrow_float<HalfCodec>(table, DType::Float16);
+  add_narrow_float<Bf16Codec>(table, DType::BFloat16);
+  add_narrow_float<E4M3Codec>(table, DType::Float8E4M3);
+  add_narrow_float<E5M2Codec>(table, DType::Float8E5M2);
+  add_integer<std::int8_t>(table, DType::Int8);
+  add_integer<std::uint8_t>(table, DType::UInt8);
+  add_integer<std::int16_t>(table, DType::Int16);
+  add_integer<std::int32_t>(table, DType::Int32);
+  add_integer<std::int64_t>(table, DType::Int64);
+  add_integer<std::uint32_t>(table, DType::UInt32);
+  add_integer<std::uint64_t>(table, DType::UInt64);
+  add_bool(table);
+  return table;
+}
+
+}  // namespace
+}  // namespace cohort::reduce::COHORT_REDUCE_ISA_NAMESPACE
