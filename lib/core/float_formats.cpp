@@ -1,5 +1,7 @@
 #include "core/float_formats.hpp"
 
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -29,6 +31,20 @@ T saturate(double value) {
   return static_cast<T>(value);
 }
 
+// Narrows a double to float rounding to odd: truncate toward zero, then set the last mantissa
+// bit if anything was dropped. The sticky bit stops a second rounding (to half, bf16 or fp8, all
+// far narrower than float) from seeing a false tie, so double -> float -> narrow rounds as if
+// done once; two round-to-nearest steps would not (1 + 2^-11 + 2^-40 would become half 1.0).
+float narrow_round_to_odd(double value) {
+  if (!std::isfinite(value)) return static_cast<float>(value);
+  float narrowed = static_cast<float>(value);
+  if (std::fabs(static_cast<double>(narrowed)) > std::fabs(value))
+    narrowed = std::nextafter(narrowed, 0.0f);  // also brings an overflow to inf back to max
+  if (static_cast<double>(narrowed) != value)
+    narrowed = std::bit_cast<float>(std::bit_cast<std::uint32_t>(narrowed) | 1u);
+  return narrowed;
+}
+
 }  // namespace
 
 double load_as_double(DType dtype, const void* data, std::size_t index) noexcept {
@@ -55,10 +71,10 @@ void store_from_double(DType dtype, void* data, std::size_t index, double value)
   switch (dtype) {
     case DType::Float32: write(data, index, static_cast<float>(value)); return;
     case DType::Float64: write(data, index, value); return;
-    case DType::Float16: write(data, index, float_to_half(static_cast<float>(value))); return;
-    case DType::BFloat16: write(data, index, float_to_bf16(static_cast<float>(value))); return;
-    case DType::Float8E4M3: write(data, index, float_to_e4m3(static_cast<float>(value))); return;
-    case DType::Float8E5M2: write(data, index, float_to_e5m2(static_cast<float>(value))); return;
+    case DType::Float16: write(data, index, float_to_half(narrow_round_to_odd(value))); return;
+    case DType::BFloat16: write(data, index, float_to_bf16(narrow_round_to_odd(value))); return;
+    case DType::Float8E4M3: write(data, index, float_to_e4m3(narrow_round_to_odd(value))); return;
+    case DType::Float8E5M2: write(data, index, float_to_e5m2(narrow_round_to_odd(value))); return;
     case DType::Int8: write(data, index, saturate<std::int8_t>(value)); return;
     case DType::UInt8: write(data, index, saturate<std::uint8_t>(value)); return;
     case DType::Int16: write(data, index, saturate<std::int16_t>(value)); return;
