@@ -1,0 +1,97 @@
+#pragma once
+
+// The state behind a Communicator, shared by communicator.cpp (the collectives), split.cpp
+// (split/dup) and communicator_factory.cpp (create/init).
+
+#include <cohort/communicator.hpp>
+
+#include "algorithms/op_context.hpp"
+#include "comm/collective_plans.hpp"
+#include "comm/executor.hpp"
+#include "comm/validation.hpp"
+#include "transport/transport.hpp"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cohort {
+
+struct Communicator::Impl {
+  int rank = 0;
+  int size = 1;
+  std::uint32_t id = 0;
+  /// This rank's node, and how many ranks of this communicator share it (the transport sizes its
+  /// busy-polling by it).
+  int node_rank = 0;
+  int local_size = 1;
+  /// The job-wide store (not prefixed): sub-communicators are wired through it too.
+  std::shared_ptr<Store> store;
+  std::chrono::milliseconds default_timeout{0};
+  bool debug_detail = false;
+  std::unique_ptr<transport::Transport> transport;
+  /// For inputs that must be copied aside (aliasing alltoall, in-place reduce); only the thread
+  /// driving the transport touches it.
+  algorithms::ScratchPool staging;
+  /// split()/dup() calls so far: names their store keys identically on every rank.
+  std::uint32_t children = 0;
+  /// Declared last so it is destroyed first: its thread finishes before the transport goes.
+  std::unique_ptr<comm::Executor> executor;
+
+  comm::Group group() const noexcept { return {rank, size}; }
+
+  template <class Plan>
+  comm::OpInfo info(comm::OpKind kind, const CollectiveOptions& options, const Plan& plan) const {
+    comm::check_timeout(comm::op_kind_name(kind), options.timeout);
+    comm::OpInfo result{kind, options.algorithm, options.timeout.value_or(default_timeout),
+                        std::nullopt};
+    if (debug_detail) result.fingerprint = comm::fingerprint_of(plan);
+    return result;
+  }
+
+  /// Runs a planned collective to completion (inline when nothing is ahead of it).
+  template <class Plan>
+  void run(comm::OpKind kind, const CollectiveOptions& options, const Plan& plan) {
+    executor->run(info(kind, options, plan),
+                  [this, &plan, forced = options.algorithm](const algorithms::OpContext& ctx) {
+                    comm::execute(ctx, staging, plan, forced);
+                  });
+  }
+
+  /// Queues a planned collective; `keepalive` holds the buffers' owners until it ran.
+  template <class Plan>
+  Work submit(comm::OpKind kind, const CollectiveOptions& options, Plan plan,
+              std::vector<std::shared_ptr<void>> keepalive) {
+    comm::OpInfo op = info(kind, options, plan);
+    return executor->submit(std::move(op),
+                            [this, plan = std::move(plan), forced = options.algorithm,
+                             keepalive = std::move(keepalive)](const algorithms::OpContext& ctx) {
+                              comm::execute(ctx, staging, plan, forced);
+                            });
+  }
+};
+
+namespace comm {
+
+/// Builds a Communicator around a fully wired Impl (its constructor is protected).
+std::shared_ptr<Communicator> make_communicator(std::unique_ptr<Communicator::Impl> impl);
+
+/// Wires the transport for a communicator with id `id` over `rank`/`size` through
+/// "cohort/comm/<id>" in `store`, and starts its executor. Collective over the group.
+std::unique_ptr<Communicator::Impl> wire_communicator(std::shared_ptr<Store> store,
+                                                      std::uint32_t id, int rank, int size,
+                                                      int node_rank, int local_size,
+                                                      std::chrono::milliseconds default_timeout,
+                                                      bool debug_detail);
+
+/// A fresh job-wide communicator id (1, 2, ...; the first world is 0) from the store's counter.
+std::uint32_t allocate_communicator_id(Store& store);
+/// The leader allocates an id and publishes it under `key`; the others read it (waiting up to
+/// `timeout`). Every caller returns the same id.
+std::uint32_t agree_on_id(Store& store, const std::string& key, bool leader,
+                          std::chrono::milliseconds timeout);
+
+}  // namespace comm
+}  // namespace cohort

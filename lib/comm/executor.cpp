@@ -1,0 +1,278 @@
+#include "comm/executor.hpp"
+
+#include "core/log.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace cohort::comm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// While sends/receives are in flight and nothing else is queued, the progress thread polls them
+// with exponential backoff between these bounds (woken early by any new op).
+constexpr std::chrono::microseconds kMinPollInterval{20};
+constexpr std::chrono::microseconds kMaxPollInterval{1000};
+
+}  // namespace
+
+Executor::Executor(transport::Transport& transport, int rank, int size, std::uint32_t comm_id)
+    : transport_(transport), rank_(rank), size_(size), comm_id_(comm_id) {}
+
+Executor::~Executor() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Work Executor::submit(OpInfo info, OpBody body) {
+  std::unique_lock lock(mutex_);
+  throw_if_poisoned_locked(info.kind);
+  return Work(enqueue_locked(std::move(info), std::move(body), std::nullopt));
+}
+
+void Executor::run_p2p(OpInfo info, PointToPoint p2p) {
+  std::unique_lock lock(mutex_);
+  throw_if_poisoned_locked(info.kind);
+  if (!busy_ && queue_.empty()) {
+    busy_ = true;
+    const std::uint32_t seq = next_seq_++;
+    lock.unlock();
+    DriveGuard guard(*this);
+    execute_p2p_blocking(info, seq, p2p);
+    return;
+  }
+  auto work = enqueue_locked(std::move(info), nullptr, std::move(p2p));
+  lock.unlock();
+  Work(std::move(work)).wait();
+}
+
+Work Executor::submit_p2p(OpInfo info, PointToPoint p2p) {
+  std::unique_lock lock(mutex_);
+  throw_if_poisoned_locked(info.kind);
+  return Work(enqueue_locked(std::move(info), nullptr, std::move(p2p)));
+}
+
+void Executor::throw_if_poisoned_locked(OpKind kind) const {
+  if (poisoned_) throw poisoned_error(op_kind_name(kind));
+}
+
+Error Executor::poisoned_error(std::string_view what) const {
+  return Error(ErrorCode::InvalidUsage,
+               fmt::format("{}: communicator {} is unusable after an earlier failure: {}", what,
+                           comm_id_, poisoned_->what()));
+}
+
+std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody body,
+                                                            std::optional<PointToPoint> p2p) {
+  const std::uint32_t seq = next_seq_++;
+  std::string what = p2p ? describe_p2p(*p2p, seq) : describe(info, seq);
+  auto work = std::make_shared<detail::WorkState>(std::move(what));
+  queue_.push_back(QueuedOp{std::move(info), seq, std::move(body), std::move(p2p), work});
+  if (!thread_.joinable()) thread_ = std::thread([this] { thread_main(); });
+  if (!busy_) wake_.notify_one();
+  return work;
+}
+
+void Executor::end_drive() noexcept {
+  bool wake = false;
+  {
+    std::lock_guard lock(mutex_);
+    busy_ = false;
+    pending_count_ = pending_.size();
+    wake = !queue_.empty() || pending_count_ > 0 || stop_;
+  }
+  if (wake) wake_.notify_all();
+}
+
+std::string Executor::describe(const OpInfo& info, std::uint32_t seq) const {
+  if (info.forced != Algorithm::Auto)
+    return fmt::format("{} #{} ({})", op_kind_name(info.kind), seq, algorithm_name(info.forced));
+  return fmt::format("{} #{}", op_kind_name(info.kind), seq);
+}
+
+std::string Executor::describe_p2p(const PointToPoint& p2p, std::uint32_t seq) const {
+  return fmt::format("{} #{} {} rank {} (tag {})", p2p.is_send ? "send" : "recv", seq,
+                     p2p.is_send ? "to" : "from", p2p.peer, p2p.user_tag);
+}
+
+void Executor::fail(const std::string& what, const Error& error) {
+  // The transport names the op itself when given `what`; add it when a layer below did not.
+  const bool named = error.message().find(what) != std::string::npos;
+  Error failure = named ? error : Error(error.code(), what + ": " + error.message());
+  poison(failure);
+  throw failure;
+}
+
+void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
+  const algorithms::OpContext ctx{
+      transport_,         rank_, size_, comm_id_, seq, Clock::now() + info.timeout, scratch_,
+      describe(info, seq)};
+  if (info.fingerprint) {
+    try {
+      verify_fingerprint(ctx, *info.fingerprint);
+    } catch (const Error& e) {
+      // A mismatch is found by every rank after a complete exchange: nothing is in flight, so
+      // the communicator stays usable. Transport failures poison as anywhere else.
+      if (e.code() == ErrorCode::InvalidArgument) throw;
+      fail(ctx.what, e);
+    }
+  }
+  try {
+    body(ctx);
+  } catch (const Error& e) {
+    fail(ctx.what, e);
+  } catch (const std::exception& e) {
+    fail(ctx.what, Error(ErrorCode::Internal, e.what()));
+  }
+}
+
+transport::Request Executor::post(const PointToPoint& p2p) {
+  const transport::Tag tag = transport::p2p_tag(comm_id_, static_cast<std::uint32_t>(p2p.user_tag));
+  if (p2p.is_send) return transport_.post_send(p2p.peer, p2p.data, p2p.bytes, tag);
+  return transport_.post_recv(p2p.peer, p2p.data, p2p.bytes, tag);
+}
+
+void Executor::execute_p2p_blocking(const OpInfo& info, std::uint32_t seq,
+                                    const PointToPoint& p2p) {
+  const std::string what = describe_p2p(p2p, seq);
+  try {
+    const transport::Request request = post(p2p);
+    transport_.wait(std::span(&request, 1), Clock::now() + info.timeout, what);
+  } catch (const Error& e) {
+    fail(what, e);
+  }
+}
+
+void Executor::execute_queued(QueuedOp& op) noexcept {
+  try {
+    {
+      std::lock_guard lock(mutex_);
+      if (poisoned_) throw poisoned_error(op.work->what);
+    }
+    if (!op.p2p) {
+      execute(op.info, op.seq, BodyRef(op.body));
+      op.work->complete(nullptr);
+      return;
+    }
+    // Post now (keeping order with every other op) and complete in the background.
+    transport::Request request;
+    try {
+      request = post(*op.p2p);
+    } catch (const Error& e) {
+      fail(op.work->what, e);
+    }
+    pending_.push_back(PendingP2P{request, Clock::now() + op.info.timeout, op.info.timeout,
+                                  op.p2p->peer, op.work->what, op.work,
+                                  std::move(op.p2p->keepalive)});
+  } catch (...) {
+    op.work->complete(std::current_exception());
+  }
+}
+
+bool Executor::poll_pending() noexcept {
+  bool progressed = false;
+  for (std::size_t i = 0; i < pending_.size();) {
+    PendingP2P& p = pending_[i];
+    std::optional<Error> failure;
+    try {
+      if (transport_.test(p.request)) {
+        p.work->complete(nullptr);
+        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+        progressed = true;
+        continue;
+      }
+      if (Clock::now() >= p.deadline) {
+        failure = Error(ErrorCode::Timeout,
+                        fmt::format("{}: timed out after {} ms; peers not heard from: {}", p.what,
+                                    p.timeout.count(), p.peer));
+      }
+    } catch (const Error& e) {
+      failure = e;
+    } catch (const std::exception& e) {
+      failure = Error(ErrorCode::Internal, e.what());
+    }
+    if (failure) {
+      // Take it out first: poisoning fails every other in-flight request with the cause.
+      PendingP2P failed = std::move(p);
+      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+      try {
+        fail(failed.what, *failure);
+      } catch (...) {
+        failed.work->complete(std::current_exception());
+      }
+      return true;
+    }
+    ++i;
+  }
+  return progressed;
+}
+
+void Executor::poison(const Error& cause) noexcept {
+  std::deque<QueuedOp> doomed;
+  {
+    std::lock_guard lock(mutex_);
+    if (!poisoned_) poisoned_ = cause;
+    doomed.swap(queue_);
+  }
+  COHORT_LOG_ERROR("communicator {} failed and will reject further ops: {}", comm_id_,
+                   cause.what());
+  transport_.cancel_all();
+  std::vector<PendingP2P> in_flight;
+  in_flight.swap(pending_);
+  try {
+    for (auto& p : in_flight) p.work->complete(std::make_exception_ptr(poisoned_error(p.what)));
+    for (auto& op : doomed)
+      op.work->complete(std::make_exception_ptr(poisoned_error(op.work->what)));
+  } catch (const std::exception& e) {
+    // Only allocation can fail here; the Works would then never finish, so abort loudly.
+    COHORT_LOG_ERROR("failing queued ops after an error: {}", e.what());
+    std::terminate();
+  }
+}
+
+void Executor::thread_main() noexcept {
+  std::unique_lock lock(mutex_);
+  auto backoff = kMinPollInterval;
+  for (;;) {
+    if (!busy_ && !queue_.empty()) {
+      QueuedOp op = std::move(queue_.front());
+      queue_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      {
+        DriveGuard guard(*this);
+        execute_queued(op);
+      }
+      op = QueuedOp{};  // drop the body and its buffer owners outside the lock
+      lock.lock();
+      continue;
+    }
+    if (!busy_ && pending_count_ > 0) {
+      busy_ = true;
+      lock.unlock();
+      bool progressed = false;
+      {
+        DriveGuard guard(*this);
+        progressed = poll_pending();
+      }
+      lock.lock();
+      if (progressed) {
+        backoff = kMinPollInterval;
+      } else {
+        wake_.wait_for(lock, backoff);
+        backoff = std::min(backoff * 2, kMaxPollInterval);
+      }
+      continue;
+    }
+    if (stop_ && !busy_ && queue_.empty() && pending_count_ == 0) return;
+    wake_.wait(lock);
+  }
+}
+
+}  // namespace cohort::comm

@@ -1,0 +1,184 @@
+#pragma once
+
+// Executor: runs one communicator's ops one at a time, in call order, and owns the right to
+// drive its transport (which is not thread-safe: exactly one thread drives it at a time).
+//
+// Two paths, chosen per op under one mutex:
+// - Inline: a blocking call that finds nothing queued or running runs on the caller's thread.
+//   A sleep/wake handoff to another thread costs tens of microseconds, far more than a small
+//   collective, so the common blocking case never touches the progress thread.
+// - Queued: *_async calls (and blocking calls that find work ahead of them) go to a FIFO served
+//   by a progress thread, started on first use. The thread sleeps on a condition variable when
+//   idle; it polls (with backoff) only while point-to-point requests are in flight.
+//
+// Point-to-point ops are posted in order and then complete in the background: an async send
+// does not hold up the ops queued behind it (as MPI_Isend + MPI_Recv would not deadlock). A
+// blocking send still waits for its own completion, which may need the receive to be posted.
+//
+// Failures: a transport error (timeout, dead peer) or any unexpected exception fails the op and
+// poisons the executor: the transport's requests are cancelled, queued and in-flight ops fail
+// with Error(InvalidUsage) carrying the cause, and later calls fail fast the same way. A
+// cross-rank argument mismatch found by the debug fingerprint fails the op without poisoning
+// (every rank detected it after a complete exchange, so no message is left in flight).
+
+#include <cohort/algorithm.hpp>
+#include <cohort/error.hpp>
+#include <cohort/work.hpp>
+
+#include "algorithms/op_context.hpp"
+#include "comm/fingerprint.hpp"
+#include "comm/op_kind.hpp"
+#include "comm/work_state.hpp"
+#include "transport/transport.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace cohort::comm {
+
+using OpBody = std::function<void(const algorithms::OpContext&)>;
+
+/// What the executor needs to know about an op besides its body.
+struct OpInfo {
+  OpKind kind = OpKind::Barrier;
+  Algorithm forced = Algorithm::Auto;  ///< shown in error messages when set
+  std::chrono::milliseconds timeout{0};
+  std::optional<Fingerprint> fingerprint;  ///< set under COHORT_DEBUG=detail
+};
+
+/// One send or receive, already validated.
+struct PointToPoint {
+  bool is_send = true;
+  int peer = 0;
+  int user_tag = 0;
+  void* data = nullptr;  ///< read only for sends
+  std::size_t bytes = 0;
+  std::vector<std::shared_ptr<void>> keepalive;  ///< buffer owners, held until completion
+};
+
+class Executor {
+ public:
+  Executor(transport::Transport& transport, int rank, int size, std::uint32_t comm_id);
+  /// Runs every queued op and waits for in-flight sends/receives (each bounded by its own
+  /// deadline), then stops the progress thread. Never throws.
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  /// Runs `body` as the next op and returns when it finished, rethrowing its error. `body` is
+  /// called with the op's context exactly once, on this thread when nothing is ahead of it.
+  template <class F>
+  void run(OpInfo info, F&& body);
+  /// Queues `body` as the next op; the Work completes when it ran.
+  Work submit(OpInfo info, OpBody body);
+  void run_p2p(OpInfo info, PointToPoint p2p);
+  Work submit_p2p(OpInfo info, PointToPoint p2p);
+
+ private:
+  /// A non-owning callable reference, so the inline path never allocates a std::function.
+  class BodyRef {
+   public:
+    template <class F>
+    explicit BodyRef(F& f) noexcept
+        : object_(&f),
+          call_([](void* o, const algorithms::OpContext& c) { (*static_cast<F*>(o))(c); }) {}
+    void operator()(const algorithms::OpContext& ctx) const { call_(object_, ctx); }
+
+   private:
+    void* object_;
+    void (*call_)(void*, const algorithms::OpContext&);
+  };
+
+  struct QueuedOp {
+    OpInfo info;
+    std::uint32_t seq = 0;
+    OpBody body;
+    std::optional<PointToPoint> p2p;
+    std::shared_ptr<detail::WorkState> work;
+  };
+
+  struct PendingP2P {
+    transport::Request request;
+    transport::Deadline deadline;
+    std::chrono::milliseconds timeout{0};
+    int peer = 0;
+    std::string what;
+    std::shared_ptr<detail::WorkState> work;
+    std::vector<std::shared_ptr<void>> keepalive;
+  };
+
+  /// Ends a drive (inline op or progress-thread step) on every path out.
+  class DriveGuard {
+   public:
+    explicit DriveGuard(Executor& e) noexcept : executor_(e) {}
+    ~DriveGuard() { executor_.end_drive(); }
+    DriveGuard(const DriveGuard&) = delete;
+    DriveGuard& operator=(const DriveGuard&) = delete;
+
+   private:
+    Executor& executor_;
+  };
+
+  void throw_if_poisoned_locked(OpKind kind) const;
+  std::shared_ptr<detail::WorkState> enqueue_locked(OpInfo info, OpBody body,
+                                                    std::optional<PointToPoint> p2p);
+  void end_drive() noexcept;
+  std::string describe(const OpInfo& info, std::uint32_t seq) const;
+  std::string describe_p2p(const PointToPoint& p2p, std::uint32_t seq) const;
+  void execute(const OpInfo& info, std::uint32_t seq, BodyRef body);
+  void execute_p2p_blocking(const OpInfo& info, std::uint32_t seq, const PointToPoint& p2p);
+  transport::Request post(const PointToPoint& p2p);
+  void execute_queued(QueuedOp& op) noexcept;
+  bool poll_pending() noexcept;
+  [[noreturn]] void fail(const std::string& what, const Error& error);
+  void poison(const Error& cause) noexcept;
+  Error poisoned_error(std::string_view what) const;
+  void thread_main() noexcept;
+
+  transport::Transport& transport_;
+  const int rank_;
+  const int size_;
+  const std::uint32_t comm_id_;
+  // Touched only by the thread currently driving (busy_ set by it).
+  algorithms::ScratchPool scratch_;
+  std::vector<PendingP2P> pending_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<QueuedOp> queue_;     // guarded by mutex_
+  bool busy_ = false;              // guarded: some thread is driving the transport
+  bool stop_ = false;              // guarded
+  std::size_t pending_count_ = 0;  // guarded: pending_.size() as of the last drive
+  std::uint32_t next_seq_ = 0;     // guarded
+  std::optional<Error> poisoned_;  // guarded: the first failure
+  std::thread thread_;
+};
+
+template <class F>
+void Executor::run(OpInfo info, F&& body) {
+  std::unique_lock lock(mutex_);
+  throw_if_poisoned_locked(info.kind);
+  if (!busy_ && queue_.empty()) {
+    busy_ = true;
+    const std::uint32_t seq = next_seq_++;
+    lock.unlock();
+    DriveGuard guard(*this);
+    execute(info, seq, BodyRef(body));
+    return;
+  }
+  // Something is ahead: queue behind it. `body` outlives the op because we wait for it here.
+  auto work = enqueue_locked(std::move(info), OpBody(std::ref(body)), std::nullopt);
+  lock.unlock();
+  Work(std::move(work)).wait();
+}
+
+}  // namespace cohort::comm

@@ -1,0 +1,187 @@
+#include "comm/fingerprint.hpp"
+
+#include <cohort/error.hpp>
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace cohort::comm {
+namespace {
+
+constexpr std::size_t kHeaderBytes = 16;
+constexpr std::uint8_t kNone = 0xff;
+constexpr std::uint8_t kHasCounts = 1;
+constexpr std::uint8_t kHasRecvCounts = 2;
+constexpr std::size_t kShownCounts = 16;
+
+void put_u64(std::uint8_t* out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<std::uint8_t>(v >> (8 * i));
+}
+std::uint64_t get_u64(const std::uint8_t* in) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= std::uint64_t{in[i]} << (8 * i);
+  return v;
+}
+
+std::string dtype_text(const std::optional<DType>& d) {
+  return d ? std::string(dtype_name(*d)) : std::string("none");
+}
+std::string op_text(const std::optional<ReduceOp>& op) {
+  return op ? std::string(reduce_op_name(*op)) : std::string("none");
+}
+std::string counts_text(const std::vector<std::uint64_t>& counts) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < counts.size() && i < kShownCounts; ++i) {
+    if (i) text += ",";
+    text += std::to_string(counts[i]);
+  }
+  if (counts.size() > kShownCounts) text += ",...";
+  return text + "]";
+}
+
+// "rank 0 has count=10, rank 2 has count=12"
+std::string field_mismatch(const std::string& what, int r, std::string_view field,
+                           const std::string& mine, const std::string& theirs) {
+  return fmt::format("{}: ranks disagree: rank 0 has {}={}, rank {} has {}={}", what, field, mine,
+                     r, field, theirs);
+}
+
+}  // namespace
+
+std::size_t fingerprint_wire_bytes(int size) noexcept {
+  return kHeaderBytes + 16 * static_cast<std::size_t>(size);
+}
+
+void encode_fingerprint(const Fingerprint& fp, int size, std::uint8_t* out) {
+  std::memset(out, 0, fingerprint_wire_bytes(size));
+  out[0] = static_cast<std::uint8_t>(fp.kind);
+  out[1] = fp.dtype ? static_cast<std::uint8_t>(*fp.dtype) : kNone;
+  out[2] = fp.reduce_op ? static_cast<std::uint8_t>(*fp.reduce_op) : kNone;
+  out[3] = static_cast<std::uint8_t>((fp.counts.empty() ? 0 : kHasCounts) |
+                                     (fp.recv_counts.empty() ? 0 : kHasRecvCounts));
+  const auto root = static_cast<std::uint32_t>(fp.root);
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<std::uint8_t>(root >> (8 * i));
+  put_u64(out + 8, fp.count);
+  const auto n = static_cast<std::size_t>(size);
+  for (std::size_t i = 0; i < fp.counts.size() && i < n; ++i)
+    put_u64(out + kHeaderBytes + 8 * i, fp.counts[i]);
+  for (std::size_t i = 0; i < fp.recv_counts.size() && i < n; ++i)
+    put_u64(out + kHeaderBytes + 8 * (n + i), fp.recv_counts[i]);
+}
+
+Fingerprint decode_fingerprint(const std::uint8_t* in, int size) {
+  Fingerprint fp;
+  if (in[0] > static_cast<std::uint8_t>(OpKind::Recv)) {
+    throw Error(ErrorCode::Internal,
+                fmt::format("fingerprint with unknown op kind {} received", in[0]));
+  }
+  fp.kind = static_cast<OpKind>(in[0]);
+  if (in[1] != kNone) fp.dtype = static_cast<DType>(in[1]);
+  if (in[2] != kNone) fp.reduce_op = static_cast<ReduceOp>(in[2]);
+  std::uint32_t root = 0;
+  for (int i = 0; i < 4; ++i) root |= std::uint32_t{in[4 + i]} << (8 * i);
+  fp.root = static_cast<int>(root);
+  fp.count = get_u64(in + 8);
+  const auto n = static_cast<std::size_t>(size);
+  if (in[3] & kHasCounts) {
+    fp.counts.resize(n);
+    for (std::size_t i = 0; i < n; ++i) fp.counts[i] = get_u64(in + kHeaderBytes + 8 * i);
+  }
+  if (in[3] & kHasRecvCounts) {
+    fp.recv_counts.resize(n);
+    for (std::size_t i = 0; i < n; ++i)
+      fp.recv_counts[i] = get_u64(in + kHeaderBytes + 8 * (n + i));
+  }
+  return fp;
+}
+
+std::optional<std::string> find_fingerprint_mismatch(const std::string& what,
+                                                     const std::vector<Fingerprint>& table) {
+  if (table.empty()) return std::nullopt;
+  const Fingerprint& ref = table[0];
+  const int n = static_cast<int>(table.size());
+  // Field by field, so the message names the most fundamental disagreement first.
+  for (int r = 1; r < n; ++r) {
+    if (table[r].kind != ref.kind) {
+      return fmt::format("{}: ranks disagree: rank 0 called {}, rank {} called {}", what,
+                         op_kind_name(ref.kind), r, op_kind_name(table[r].kind));
+    }
+  }
+  for (int r = 1; r < n; ++r) {
+    if (table[r].dtype != ref.dtype)
+      return field_mismatch(what, r, "dtype", dtype_text(ref.dtype), dtype_text(table[r].dtype));
+  }
+  for (int r = 1; r < n; ++r) {
+    if (table[r].reduce_op != ref.reduce_op) {
+      return field_mismatch(what, r, "op", op_text(ref.reduce_op), op_text(table[r].reduce_op));
+    }
+  }
+  for (int r = 1; r < n; ++r) {
+    if (table[r].root != ref.root) {
+      return field_mismatch(what, r, "root", std::to_string(ref.root),
+                            std::to_string(table[r].root));
+    }
+  }
+  for (int r = 1; r < n; ++r) {
+    if (table[r].count != ref.count) {
+      return field_mismatch(what, r, "count", std::to_string(ref.count),
+                            std::to_string(table[r].count));
+    }
+  }
+  if (ref.kind == OpKind::Alltoallv) {
+    // What rank i sends to j must be what j expects from i.
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < n; ++j) {
+        const auto sent = table[i].counts.empty() ? 0 : table[i].counts[j];
+        const auto expected = table[j].recv_counts.empty() ? 0 : table[j].recv_counts[i];
+        if (sent != expected) {
+          return fmt::format(
+              "{}: ranks disagree: rank {} sends {} elements to rank {}, but rank {} expects {} "
+              "from rank {}",
+              what, i, sent, j, j, expected, i);
+        }
+      }
+    }
+    return std::nullopt;
+  }
+  for (int r = 1; r < n; ++r) {
+    if (table[r].counts != ref.counts) {
+      return field_mismatch(what, r, "counts", counts_text(ref.counts),
+                            counts_text(table[r].counts));
+    }
+  }
+  return std::nullopt;
+}
+
+void verify_fingerprint(const algorithms::OpContext& ctx, const Fingerprint& mine) {
+  if (ctx.size == 1) return;
+  const std::size_t record = fingerprint_wire_bytes(ctx.size);
+  std::vector<std::uint8_t> table(record * static_cast<std::size_t>(ctx.size));
+  std::uint8_t* own = table.data() + record * static_cast<std::size_t>(ctx.rank);
+  encode_fingerprint(mine, ctx.size, own);
+
+  const transport::Tag tag = ctx.tag(kFingerprintStep);
+  std::vector<transport::Request> requests;
+  requests.reserve(2 * static_cast<std::size_t>(ctx.size));
+  for (int peer = 0; peer < ctx.size; ++peer) {
+    if (peer == ctx.rank) continue;
+    requests.push_back(ctx.transport.post_recv(
+        peer, table.data() + record * static_cast<std::size_t>(peer), record, tag));
+  }
+  for (int peer = 0; peer < ctx.size; ++peer) {
+    if (peer == ctx.rank) continue;
+    requests.push_back(ctx.transport.post_send(peer, own, record, tag));
+  }
+  ctx.transport.wait(requests, ctx.deadline, ctx.what + " (debug fingerprint exchange)");
+
+  std::vector<Fingerprint> decoded;
+  decoded.reserve(static_cast<std::size_t>(ctx.size));
+  for (int r = 0; r < ctx.size; ++r)
+    decoded.push_back(
+        decode_fingerprint(table.data() + record * static_cast<std::size_t>(r), ctx.size));
+  if (auto mismatch = find_fingerprint_mismatch(ctx.what, decoded))
+    throw Error(ErrorCode::InvalidArgument, *mismatch);
+}
+
+}  // namespace cohort::comm

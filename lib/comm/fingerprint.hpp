@@ -1,0 +1,57 @@
+#pragma once
+
+// COHORT_DEBUG=detail: before a collective moves data, every rank sends every other rank a
+// fingerprint of its call (op, dtype, reduce op, root, count, per-rank counts). Each rank then
+// holds the same table and reaches the same verdict, so a mismatch fails the op on every rank
+// with one message naming the ranks and the differing field, instead of a hang or garbage.
+//
+// Cost: one message of 16 + 16 * size bytes to and from every peer per collective (debug only).
+
+#include <cohort/dtype.hpp>
+
+#include "algorithms/op_context.hpp"
+#include "comm/op_kind.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace cohort::comm {
+
+struct Fingerprint {
+  OpKind kind = OpKind::Barrier;
+  std::optional<DType> dtype;         ///< unset for barrier
+  std::optional<ReduceOp> reduce_op;  ///< set for reducing collectives only
+  int root = -1;                      ///< -1 for rootless collectives
+  /// Elements per rank for uniform collectives (the count every rank must agree on).
+  std::uint64_t count = 0;
+  /// v-collectives: the counts array (every rank must pass the same one). alltoallv: this
+  /// rank's send counts (checked against the peers' receive counts).
+  std::vector<std::uint64_t> counts;
+  /// alltoallv only: this rank's receive counts.
+  std::vector<std::uint64_t> recv_counts;
+};
+
+/// The step tag reserved for the fingerprint exchange. Same-tag messages between a pair match
+/// in posting order and each rank posts its fingerprint before any algorithm message of the op,
+/// so an algorithm that happens to use this step number too still matches correctly.
+inline constexpr std::uint32_t kFingerprintStep = 4095;
+
+/// Exchanges fingerprints among all ranks of `ctx` (within ctx.deadline) and throws
+/// Error(InvalidArgument) on every rank when they disagree, e.g.
+/// "allreduce #3: rank 0 has count=10, rank 2 has count=12". Transport failures propagate.
+void verify_fingerprint(const algorithms::OpContext& ctx, const Fingerprint& mine);
+
+/// The mismatch message for a full table (index = rank), or nullopt when consistent. Pure, so
+/// the comparison is testable without a network. `what` prefixes the message.
+std::optional<std::string> find_fingerprint_mismatch(const std::string& what,
+                                                     const std::vector<Fingerprint>& table);
+
+/// Wire form: a fixed 16-byte header followed by 2 * size little-endian u64 (zero padded), so
+/// every rank's message has the same size even when the ops differ.
+std::size_t fingerprint_wire_bytes(int size) noexcept;
+void encode_fingerprint(const Fingerprint& fp, int size, std::uint8_t* out);
+Fingerprint decode_fingerprint(const std::uint8_t* in, int size);
+
+}  // namespace cohort::comm

@@ -1,0 +1,48 @@
+#include <cohort/error.hpp>
+#include <cohort/work.hpp>
+
+#include "comm/work_state.hpp"
+
+#include <string>
+
+namespace cohort {
+
+namespace detail {
+
+void WorkState::complete(std::exception_ptr failure) noexcept {
+  {
+    std::lock_guard lock(mutex);
+    error = std::move(failure);
+    finished.store(true, std::memory_order_release);
+  }
+  finished_cv.notify_all();
+}
+
+}  // namespace detail
+
+bool Work::test() const {
+  if (!state_) throw Error(ErrorCode::InvalidUsage, "Work::test on an empty Work");
+  return state_->finished.load(std::memory_order_acquire);
+}
+
+void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
+  if (!state_) throw Error(ErrorCode::InvalidUsage, "Work::wait on an empty Work");
+  if (timeout && timeout->count() < 0) {
+    throw Error(ErrorCode::InvalidArgument,
+                "Work::wait: timeout " + std::to_string(timeout->count()) + " ms is negative");
+  }
+  std::unique_lock lock(state_->mutex);
+  const auto done = [this] { return state_->finished.load(std::memory_order_relaxed); };
+  if (timeout) {
+    if (!state_->finished_cv.wait_for(lock, *timeout, done)) {
+      throw Error(ErrorCode::Timeout, state_->what + " did not finish within the " +
+                                          std::to_string(timeout->count()) +
+                                          " ms given to Work::wait (the op keeps running)");
+    }
+  } else {
+    state_->finished_cv.wait(lock, done);
+  }
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+}  // namespace cohort
