@@ -29,6 +29,10 @@ struct Environment {
   std::string token;
   /// A job id from the launcher, used to name the rendezvous file when no store address is set.
   std::string job_id;
+  /// True when nobody hosts the store at store_addr:store_port yet, so rank 0 must bind it
+  /// itself (mpirun/srun/torchrun with COHORT_STORE_ADDR or MASTER_ADDR). False when a launcher
+  /// (cohort-run, launch()) or the caller already hosts it there. Ignored without an address.
+  bool host_store = false;
   LaunchSource source = LaunchSource::Standalone;
 };
 
@@ -39,6 +43,7 @@ struct EnvironmentConfig {
   std::optional<std::uint16_t> store_port;
   std::optional<std::string> token;
   std::optional<std::string> job_id;
+  std::optional<bool> host_store;
 };
 
 /// Reads the process environment. Throws Error(InvalidArgument) naming the variable when values

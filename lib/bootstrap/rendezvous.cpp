@@ -1,0 +1,258 @@
+// connect_store(): every rank of a job reaching the same store.
+//
+//  * Address known and hosted by a launcher or the caller: connect (with retries).
+//  * Address known and nobody hosts it (mpirun/srun/torchrun with COHORT_STORE_ADDR or
+//    MASTER_ADDR): rank 0 binds it and the others connect.
+//  * No address (or no port): rank 0 binds a free port and publishes "host, port, token" in
+//    "<COHORT_RENDEZVOUS_DIR or temp dir>/cohort-<job id>.addr", written to a temporary file and
+//    renamed so readers never see half of it. The token is random, made by rank 0 for this job,
+//    so a stale file left by an earlier job with the same id names a dead port or a server that
+//    refuses our token; readers then re-read the file until rank 0 has replaced it.
+//
+// Binding: a loopback address on a one-node job is bound as given. Otherwise rank 0 binds the
+// wildcard address (0.0.0.0, or :: for an IPv6 literal): a host name may resolve to a different
+// interface locally than on its peers (Debian maps the own host name to 127.0.1.1), and the
+// token, not the interface, keeps strangers out.
+
+#include <cohort/environment.hpp>
+#include <cohort/error.hpp>
+#include <cohort/store.hpp>
+
+#include "bootstrap/socket.hpp"
+#include "core/log.hpp"
+#include "core/system_error.hpp"
+
+#include <unistd.h>
+#include <cctype>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+namespace cohort {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::chrono::milliseconds kRendezvousAttemptTimeout{1000};
+constexpr std::chrono::milliseconds kFirstPollDelay{5};
+constexpr std::chrono::milliseconds kMaxPollDelay{200};
+
+struct Published {
+  std::string host;
+  std::uint16_t port = 0;
+  std::string token;
+  bool operator==(const Published&) const = default;
+};
+
+std::string random_token() {
+  std::random_device device;  // getrandom()/urandom on Linux
+  std::string token;
+  static const char kHex[] = "0123456789abcdef";
+  for (int i = 0; i < 32; ++i) token += kHex[device() & 15u];
+  return token;
+}
+
+std::string file_safe(const std::string& text) {
+  std::string safe = text;
+  for (char& ch : safe)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_')
+      ch = '_';
+  return safe;
+}
+
+fs::path rendezvous_path(const Environment& env) {
+  std::string job = env.job_id;
+  if (job.empty()) {
+    // Ranks on one node share their launcher as parent (mpirun, hydra proxy, slurmstepd, a
+    // forking test), so its pid is a job id they all agree on.
+    if (env.num_nodes > 1)
+      throw Error(ErrorCode::InvalidArgument,
+                  "no job id to name the rendezvous file for a " + std::to_string(env.num_nodes) +
+                      "-node job: set COHORT_JOB_ID, or COHORT_STORE_ADDR and COHORT_STORE_PORT");
+    job = "ppid" + std::to_string(::getppid());
+  }
+  const char* dir = std::getenv("COHORT_RENDEZVOUS_DIR");
+  const fs::path base = dir && *dir ? fs::path(dir) : fs::temp_directory_path();
+  return base / ("cohort-" + file_safe(job) + ".addr");
+}
+
+void publish(const fs::path& path, const Published& what) {
+  const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) throw system_error("create rendezvous file " + tmp.string(), errno);
+    out << what.host << '\n' << what.port << '\n' << what.token << '\n';
+    out.flush();
+    if (!out) throw system_error("write rendezvous file " + tmp.string(), errno);
+  }
+  // The token inside is a secret: only the job's user may read it.
+  fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    throw system_error("publish rendezvous file " + path.string(), err);
+  }
+}
+
+std::optional<Published> read_published(const fs::path& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  Published p;
+  std::string port;
+  if (!std::getline(in, p.host) || !std::getline(in, port) || !std::getline(in, p.token))
+    return std::nullopt;
+  char* end = nullptr;
+  const long value = std::strtol(port.c_str(), &end, 10);
+  if (end == port.c_str() || *end != '\0' || value <= 0 || value > 65535 || p.host.empty())
+    return std::nullopt;
+  p.port = static_cast<std::uint16_t>(value);
+  return p;
+}
+
+std::string bind_address_for(const Environment& env) {
+  if (env.store_addr.empty()) return env.num_nodes > 1 ? "0.0.0.0" : "127.0.0.1";
+  if (env.num_nodes == 1 && bootstrap::host_is_loopback(env.store_addr)) return env.store_addr;
+  return env.store_addr.find(':') != std::string::npos ? "::" : "0.0.0.0";
+}
+
+std::string local_address_of(const TcpStoreServer& server) {
+  if (server.host() == "0.0.0.0") return "127.0.0.1";
+  if (server.host() == "::") return "::1";
+  return server.host();
+}
+
+// Rank 0's store: the server plus rank 0's own client of it. Destroying it closes the client,
+// removes the rendezvous file (if it is still ours) and then stops the server.
+class HostedStore final : public Store {
+ public:
+  HostedStore(std::unique_ptr<TcpStoreServer> server, std::shared_ptr<TcpStore> client,
+              fs::path file, std::string token)
+      : server_(std::move(server)),
+        client_(std::move(client)),
+        file_(std::move(file)),
+        token_(std::move(token)) {}
+
+  ~HostedStore() override {
+    client_.reset();
+    if (file_.empty()) return;
+    const auto published = read_published(file_);
+    if (published && published->token == token_ && std::remove(file_.c_str()) != 0)
+      COHORT_LOG_WARN("cannot remove rendezvous file {}: {}", file_.string(), std::strerror(errno));
+  }
+
+  void set(std::string_view key, const Bytes& value) override { client_->set(key, value); }
+  Bytes get(std::string_view key, std::chrono::milliseconds timeout) override {
+    return client_->get(key, timeout);
+  }
+  using Store::get;
+  std::int64_t add(std::string_view key, std::int64_t delta) override {
+    return client_->add(key, delta);
+  }
+  Bytes compare_set(std::string_view key, const Bytes& expected, const Bytes& desired) override {
+    return client_->compare_set(key, expected, desired);
+  }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    client_->wait(keys, timeout);
+  }
+  bool check(const std::vector<std::string>& keys) override { return client_->check(keys); }
+  bool erase(std::string_view key) override { return client_->erase(key); }
+  std::int64_t num_keys() override { return client_->num_keys(); }
+
+ private:
+  std::unique_ptr<TcpStoreServer> server_;  // declared first: outlives the client
+  std::shared_ptr<TcpStore> client_;
+  fs::path file_;
+  std::string token_;
+};
+
+std::shared_ptr<Store> host_store(const Environment& env, std::uint16_t port, std::string token,
+                                  const fs::path& file) {
+  TcpStoreOptions options;
+  options.host = bind_address_for(env);
+  options.port = port;
+  options.token = token;
+  auto server = std::make_unique<TcpStoreServer>(options);
+  options.host = local_address_of(*server);
+  options.port = server->port();
+  auto client = std::make_shared<TcpStore>(options);
+  if (!file.empty()) {
+    std::string advertised = env.store_addr;
+    if (advertised.empty()) {
+      char name[256] = {};
+      advertised = env.num_nodes > 1 && ::gethostname(name, sizeof name - 1) == 0
+                       ? std::string(name)
+                       : options.host;
+    }
+    publish(file, {advertised, server->port(), token});
+    COHORT_LOG_INFO("rank 0 hosts the store on {}, published in {}",
+                    bootstrap::format_endpoint(advertised, server->port()), file.string());
+  }
+  return std::make_shared<HostedStore>(std::move(server), std::move(client), file,
+                                       std::move(token));
+}
+
+std::shared_ptr<Store> join_published(const Environment& env, const fs::path& file) {
+  const auto timeout = default_store_timeout();
+  const auto deadline = Clock::now() + timeout;
+  auto delay = kFirstPollDelay;
+  std::optional<Published> last_refused;
+  std::string last_error = "the file does not exist yet";
+  while (Clock::now() < deadline) {
+    const auto published = read_published(file);
+    if (published && published != last_refused) {
+      TcpStoreOptions options;
+      options.host = published->host;
+      options.port = published->port;
+      options.token = published->token;
+      options.connect_timeout = kRendezvousAttemptTimeout;
+      try {
+        return std::make_shared<TcpStore>(options);
+      } catch (const Error& e) {
+        // A stale file from an earlier job: its server is gone or refuses our token. Rank 0
+        // will replace the file; try again once it has.
+        last_error = e.message();
+        last_refused = published;
+        COHORT_LOG_DEBUG("rendezvous file {} names an unusable store ({}); waiting for rank 0",
+                         file.string(), e.message());
+      }
+    }
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, kMaxPollDelay);
+  }
+  throw Error(ErrorCode::Timeout, "rank " + std::to_string(env.rank) + " waited " +
+                                      std::to_string(timeout.count()) +
+                                      " ms for rank 0 to publish the store in " + file.string() +
+                                      " (last: " + last_error + ")");
+}
+
+}  // namespace
+
+std::shared_ptr<Store> connect_store(const Environment& env) {
+  if (env.world_size < 1 || env.rank < 0 || env.rank >= env.world_size)
+    throw Error(ErrorCode::InvalidArgument, "connect_store: rank " + std::to_string(env.rank) +
+                                                " is not in a world of " +
+                                                std::to_string(env.world_size));
+  if (env.world_size == 1 && (env.store_addr.empty() || env.source == LaunchSource::Standalone))
+    return make_local_store();
+
+  if (!env.store_addr.empty() && env.store_port != 0) {
+    if (env.host_store && env.rank == 0) return host_store(env, env.store_port, env.token, {});
+    TcpStoreOptions options;
+    options.host = env.store_addr;
+    options.port = env.store_port;
+    options.token = env.token;
+    options.connect_timeout = default_store_timeout();
+    return std::make_shared<TcpStore>(options);
+  }
+
+  const fs::path file = rendezvous_path(env);
+  if (env.rank == 0) return host_store(env, 0, random_token(), file);
+  return join_published(env, file);
+}
+
+}  // namespace cohort
