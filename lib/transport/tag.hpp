@@ -30,15 +30,13 @@ inline constexpr Tag kP2PFlag = Tag{1} << 63;
 
 /// Tag for step `step` of op `seq` on communicator `comm` (source bits zero).
 constexpr Tag op_tag(std::uint32_t comm, std::uint32_t seq, std::uint32_t step) noexcept {
-  return (Tag{comm & ((1u << kCommBits) - 1)} << 52) |
-         (Tag{seq & ((1u << kSeqBits) - 1)} << 32) |
+  return (Tag{comm & ((1u << kCommBits) - 1)} << 52) | (Tag{seq & ((1u << kSeqBits) - 1)} << 32) |
          (Tag{step & ((1u << kStepBits) - 1)} << kSourceBits);
 }
 
 /// Tag for a user point-to-point message with tag `user_tag` (source bits zero).
 constexpr Tag p2p_tag(std::uint32_t comm, std::uint32_t user_tag) noexcept {
-  return kP2PFlag | (Tag{comm & ((1u << kCommBits) - 1)} << 52) |
-         (Tag{user_tag} << kSourceBits);
+  return kP2PFlag | (Tag{comm & ((1u << kCommBits) - 1)} << 52) | (Tag{user_tag} << kSourceBits);
 }
 
 constexpr Tag with_source(Tag tag, std::uint32_t source) noexcept {

@@ -1,0 +1,30 @@
+#pragma once
+
+// Building the transport of one communicator.
+
+#include "transport/transport.hpp"
+
+#include <cohort/store.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace cohort::transport {
+
+struct TransportOptions {
+  /// Ranks on this host (decides how long waits spin before sleeping; see wait_policy.hpp).
+  int local_world_size = 1;
+  /// How long to wait for each peer's address in the store.
+  std::chrono::milliseconds connect_timeout{60000};
+};
+
+/// Collective over `size` ranks: publishes this rank's address under "<key_prefix>/addr/<rank>"
+/// in `store`, reads every peer's, connects. size == 1 needs no UCX (an in-process self
+/// transport). Throws Error(InvalidArgument) naming rank/size when 0 <= rank < size <= kMaxRanks
+/// does not hold, Error(Unsupported) when size > 1 and cohort was built without UCX,
+/// Error(Timeout) naming the key when a peer's address does not arrive in time.
+std::unique_ptr<Transport> create_transport(Store& store, const std::string& key_prefix, int rank,
+                                            int size, const TransportOptions& options = {});
+
+}  // namespace cohort::transport

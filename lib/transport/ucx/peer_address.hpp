@@ -1,0 +1,27 @@
+#pragma once
+
+// What a rank publishes in the store so peers can reach it: its UCX worker address plus the
+// identity of its host and its pid, so same-host peers can be told apart from remote ones and
+// watched for death without UCX's peer-failure handling (which would rule out shared memory).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cohort::transport::ucx {
+
+struct PeerAddress {
+  std::uint32_t pid = 0;
+  /// Equal strings mean "same host and pid namespace" (hostname, boot id, pid namespace).
+  std::string host_identity;
+  std::vector<std::uint8_t> worker_address;
+};
+
+/// This process's host identity.
+std::string local_host_identity();
+
+std::vector<std::uint8_t> encode_peer_address(const PeerAddress& address);
+/// Throws Error(Internal) naming `rank` when the bytes are not an encoded PeerAddress.
+PeerAddress decode_peer_address(const std::vector<std::uint8_t>& bytes, int rank);
+
+}  // namespace cohort::transport::ucx

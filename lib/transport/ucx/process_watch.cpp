@@ -1,0 +1,48 @@
+#include "transport/ucx/process_watch.hpp"
+
+#include "core/log.hpp"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+namespace cohort::transport::ucx {
+
+ProcessWatch::ProcessWatch(pid_t pid) noexcept : pid_(pid) {
+#ifdef SYS_pidfd_open
+  const long fd = syscall(SYS_pidfd_open, pid, 0);
+  if (fd >= 0) fd_ = static_cast<int>(fd);
+#endif
+}
+
+ProcessWatch::~ProcessWatch() {
+  if (fd_ >= 0 && close(fd_) != 0) COHORT_LOG_WARN("closing a pidfd failed (errno {})", errno);
+}
+
+ProcessWatch::ProcessWatch(ProcessWatch&& other) noexcept
+    : pid_(std::exchange(other.pid_, 0)), fd_(std::exchange(other.fd_, -1)) {}
+
+ProcessWatch& ProcessWatch::operator=(ProcessWatch&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) close(fd_);
+    pid_ = std::exchange(other.pid_, 0);
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+bool ProcessWatch::alive() const noexcept {
+  if (pid_ <= 0) return false;
+  if (fd_ >= 0) {
+    pollfd p{fd_, POLLIN, 0};
+    return poll(&p, 1, 0) == 0;
+  }
+  // EPERM means it exists but belongs to someone else: still alive.
+  return kill(pid_, 0) == 0 || errno != ESRCH;
+}
+
+}  // namespace cohort::transport::ucx

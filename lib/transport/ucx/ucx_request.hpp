@@ -1,0 +1,53 @@
+#pragma once
+
+// One UCX send or receive, owning the tri-state a ucp_*_nbx call returns: completed inline,
+// failed inline, or pending (a UCX request that must be polled, then freed). A pending receive
+// is cancelled before it is freed, so UCX never writes into a buffer after we let go of it.
+
+#include <ucp/api/ucp.h>
+
+#include <cstddef>
+
+namespace cohort::transport::ucx {
+
+class UcxRequest {
+ public:
+  enum class Kind { Send, Recv };
+
+  /// Posts a tagged send on `ep`. Never blocks.
+  static UcxRequest send(ucp_worker_h worker, ucp_ep_h ep, const void* data, std::size_t bytes,
+                         ucp_tag_t tag) noexcept;
+  /// Posts a tagged receive matching exactly `tag` (full mask). Never blocks.
+  static UcxRequest recv(ucp_worker_h worker, void* data, std::size_t bytes,
+                         ucp_tag_t tag) noexcept;
+  /// A request that failed before reaching UCX.
+  static UcxRequest failed(Kind kind, ucs_status_t status) noexcept;
+
+  ~UcxRequest();
+  UcxRequest(UcxRequest&& other) noexcept;
+  UcxRequest& operator=(UcxRequest&& other) noexcept;
+  UcxRequest(const UcxRequest&) = delete;
+  UcxRequest& operator=(const UcxRequest&) = delete;
+
+  /// UCS_INPROGRESS while pending; otherwise the final status. Does not progress the worker;
+  /// frees the UCX request as soon as it has completed.
+  ucs_status_t poll() noexcept;
+  /// Bytes a completed receive got (valid once poll() returned UCS_OK).
+  std::size_t received_bytes() const noexcept { return received_; }
+  Kind kind() const noexcept { return kind_; }
+  /// Cancels a pending receive (a no-op for sends: UCX cannot cancel them; closing the endpoint
+  /// completes them). The cancellation completes during a later progress.
+  void cancel() noexcept;
+
+ private:
+  UcxRequest(Kind kind, ucp_worker_h worker) noexcept : kind_(kind), worker_(worker) {}
+  void release() noexcept;
+
+  Kind kind_;
+  ucp_worker_h worker_;
+  void* pending_ = nullptr;  // the UCX request while it is in flight
+  ucs_status_t status_ = UCS_OK;
+  std::size_t received_ = 0;
+};
+
+}  // namespace cohort::transport::ucx
