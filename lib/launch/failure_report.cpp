@@ -13,7 +13,7 @@ std::string who(const RankFailure& f, int world_size) {
 }
 
 std::string how(const ExitStatus& status) {
-  return status.exited ? "exited with " + status.describe() : "was killed by " + status.describe();
+  return (status.exited ? "failed with " : "was killed by ") + status.describe();
 }
 
 }  // namespace

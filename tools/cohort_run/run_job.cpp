@@ -1,0 +1,312 @@
+#include "cohort_run/run_job.hpp"
+
+#include <cohort/error.hpp>
+#include <cohort/store.hpp>
+
+#include "cohort_run/interrupt_pipe.hpp"
+#include "cohort_run/launcher_store.hpp"
+#include "core/log.hpp"
+#include "core/system_error.hpp"
+#include "launch/exit_status.hpp"
+#include "launch/failure_report.hpp"
+#include "launch/rank_supervisor.hpp"
+#include "launch/rank_variables.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+namespace cohort::run {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+using launcher::UniqueFd;
+
+constexpr std::size_t kStderrTailLines = 10;
+constexpr int kTimeoutExitCode = 124;  // as timeout(1)
+// After an abort, how long node 0 keeps the store up beyond the grace period so the other
+// nodes' launchers can read why and report their stopped ranks.
+constexpr std::chrono::seconds kAbortLinger{15};
+constexpr std::chrono::milliseconds kStorePollInterval{100};
+
+std::string resolve_token(const JobConfig& config) {
+  const char* from_env = std::getenv("COHORT_TOKEN");
+  if (!config.standalone && from_env && *from_env) return from_env;
+  if (config.nnodes > 1) {
+    throw Error(ErrorCode::InvalidArgument,
+                "--nnodes " + std::to_string(config.nnodes) +
+                    " needs COHORT_TOKEN: export the same secret to every node's cohort-run "
+                    "(e.g. COHORT_TOKEN=$(od -An -tx1 -N16 /dev/urandom | tr -d ' \\n'))");
+  }
+  return launcher::random_token();
+}
+
+UniqueFd open_log_file(const std::filesystem::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (!fd) throw system_error("cannot open rank log file " + path.string(), errno);
+  return fd;
+}
+
+// Argument and environment vectors for execvpe, built before fork (the child may only do
+// async-signal-safe work: node 0 runs the store server's thread).
+struct ExecImage {
+  std::vector<std::string> argv_storage;
+  std::vector<std::string> env_storage;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+
+  ExecImage(std::vector<std::string> args, std::vector<std::string> env)
+      : argv_storage(std::move(args)), env_storage(std::move(env)) {
+    for (std::string& arg : argv_storage) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    for (std::string& entry : env_storage) envp.push_back(entry.data());
+    envp.push_back(nullptr);
+  }
+
+  int exec() const {
+    ::execvpe(argv[0], argv.data(), envp.data());
+    const int err = errno;
+    const char* reason = ::strerror(err);
+    const char* prefix = "cohort-run: cannot execute '";
+    launcher::write_all(STDERR_FILENO, prefix, std::strlen(prefix));
+    launcher::write_all(STDERR_FILENO, argv[0], std::strlen(argv[0]));
+    launcher::write_all(STDERR_FILENO, "': ", 3);
+    launcher::write_all(STDERR_FILENO, reason, std::strlen(reason));
+    launcher::write_all(STDERR_FILENO, "\n", 1);
+    return err == ENOENT ? 127 : 126;  // the shell's codes for "not found" / "not executable"
+  }
+};
+
+class NodeJob {
+ public:
+  explicit NodeJob(const JobConfig& config) : config_(config) {
+    if (config_.timeout) deadline_ = SteadyClock::now() + *config_.timeout;
+  }
+
+  int run() {
+    InterruptPipe interrupts;    // first: a Ctrl-C during setup must not be lost
+    ::signal(SIGPIPE, SIG_IGN);  // a closed terminal must not kill the launcher
+    token_ = resolve_token(config_);
+    connect_store();
+    start_ranks();
+
+    launcher::SupervisorHooks hooks;
+    hooks.interrupt_fd = interrupts.fd();
+    hooks.deadline = deadline_;
+    hooks.grace = config_.grace;
+    hooks.on_first_failure = [this](const launcher::RankFailure& failure) {
+      JobAbort mine{failure, failure.status.shell_code(), config_.node_rank, {}};
+      abort_ = publish(mine);
+    };
+    if (config_.nnodes > 1) hooks.should_stop = [this] { return remote_stop_reason(); };
+    const launcher::RankSupervisorResult result =
+        launcher::supervise_ranks(ranks_, config_.node_rank, hooks);
+
+    settle_outcome(result);
+    finish_node(interrupts.fd());
+    report(result);
+    return abort_ ? abort_->exit_code : 0;
+  }
+
+ private:
+  void connect_store() {
+    // Threads the store starts must leave the interrupt signals to this thread.
+    BlockedInterrupts blocked;
+    store_port_ = config_.master_port;
+    store_addr_ = config_.master_addr;
+    if (config_.node_rank == 0) {
+      TcpStoreOptions options;
+      options.host = config_.master_addr;
+      options.port = config_.master_port;
+      options.token = token_;
+      server_ = std::make_unique<TcpStoreServer>(options);
+      store_port_ = server_->port();
+      COHORT_LOG_INFO("store listening on {}:{}", server_->host(), store_port_);
+    }
+    TcpStoreOptions options;
+    options.host = store_addr_;
+    options.port = store_port_;
+    options.token = token_;
+    launchers_ = std::make_unique<LauncherStore>(std::make_shared<TcpStore>(options));
+  }
+
+  void start_ranks() {
+    if (!config_.log_dir.empty()) std::filesystem::create_directories(config_.log_dir);
+    const std::vector<std::string> base = launcher::current_environment();
+    for (int local = 0; local < config_.nproc_per_node; ++local) {
+      launcher::RankPlacement placement;
+      placement.rank = config_.node_rank * config_.nproc_per_node + local;
+      placement.world_size = config_.world_size();
+      placement.local_rank = local;
+      placement.local_world_size = config_.nproc_per_node;
+      placement.node_rank = config_.node_rank;
+      placement.num_nodes = config_.nnodes;
+      placement.store_addr = store_addr_;
+      placement.store_port = store_port_;
+      placement.token = token_;
+      const ExecImage image(config_.command, launcher::merge_environment(
+                                                 launcher::merge_environment(
+                                                     base, launcher::rank_variables(placement)),
+                                                 config_.extra_env));
+
+      UniqueFd out_log, err_log;
+      if (!config_.log_dir.empty()) {
+        const std::filesystem::path dir(config_.log_dir);
+        const std::string name = "rank" + std::to_string(placement.rank);
+        out_log = open_log_file(dir / (name + ".out"));
+        err_log = open_log_file(dir / (name + ".err"));
+      }
+      launcher::SpawnedChild child = launcher::fork_child([&image] { return image.exec(); });
+      const std::string prefix =
+          config_.tag_output ? "[rank " + std::to_string(placement.rank) + "] " : "";
+      ranks_.push_back(launcher::RankProcess{
+          placement.rank, local, std::move(child.process),
+          launcher::OutputStream(std::move(child.stdout_read), STDOUT_FILENO, std::move(out_log),
+                                 prefix, 0),
+          launcher::OutputStream(std::move(child.stderr_read), STDERR_FILENO, std::move(err_log),
+                                 prefix, kStderrTailLines)});
+    }
+  }
+
+  // Publishing may fail when node 0 is gone; we still stop our ranks and report our own view.
+  JobAbort publish(const JobAbort& abort) {
+    try {
+      return launchers_->publish_abort(abort);
+    } catch (const Error& e) {
+      COHORT_LOG_WARN("could not tell the other nodes that the job stopped: {}", e.what());
+      return abort;
+    }
+  }
+
+  std::optional<std::string> remote_stop_reason() {
+    try {
+      if (std::optional<JobAbort> remote = launchers_->published_abort()) {
+        abort_ = std::move(remote);
+        return "node " + std::to_string(abort_->node_rank) + " stopped the job";
+      }
+    } catch (const Error& e) {
+      lost_store_ = true;
+      return "lost the job store at " + store_addr_ + ":" + std::to_string(store_port_) + " (" +
+             e.what() + ")";
+    }
+    return std::nullopt;
+  }
+
+  void settle_outcome(const launcher::RankSupervisorResult& result) {
+    switch (result.outcome) {
+      case launcher::JobOutcome::Success:
+      case launcher::JobOutcome::RankFailed:  // abort_ set by on_first_failure
+        break;
+      case launcher::JobOutcome::StopRequested:
+        if (!abort_) abort_ = JobAbort{std::nullopt, 1, config_.node_rank, result.stop_reason};
+        break;
+      case launcher::JobOutcome::Interrupted:
+        abort_ =
+            publish(JobAbort{std::nullopt, 128 + result.interrupt_signal, config_.node_rank,
+                             "cohort-run on node " + std::to_string(config_.node_rank) +
+                                 " received " + launcher::signal_name(result.interrupt_signal)});
+        break;
+      case launcher::JobOutcome::TimedOut:
+        abort_ = publish(JobAbort{std::nullopt, kTimeoutExitCode, config_.node_rank,
+                                  "the job exceeded --timeout " +
+                                      std::to_string(config_.timeout->count() / 1000.0) + " s"});
+        break;
+    }
+  }
+
+  // Marks this node finished; node 0 then keeps the store up until every node is finished
+  // (bounded), since their ranks and launchers may still need it.
+  void finish_node(int interrupt_fd) {
+    if (lost_store_) return;
+    try {
+      launchers_->mark_node_finished(config_.node_rank);
+      if (config_.node_rank != 0) {
+        // Our ranks are done; the job may have failed elsewhere meanwhile.
+        if (!abort_) abort_ = launchers_->published_abort();
+        return;
+      }
+      if (config_.nnodes > 1) wait_for_other_nodes(interrupt_fd);
+    } catch (const Error& e) {
+      COHORT_LOG_WARN("coordinating the end of the job with the other nodes failed: {}", e.what());
+    }
+  }
+
+  void wait_for_other_nodes(int interrupt_fd) {
+    auto linger_deadline = [&] { return SteadyClock::now() + config_.grace + kAbortLinger; };
+    SteadyClock::time_point until =
+        abort_ ? linger_deadline() : SteadyClock::now() + default_store_timeout();
+    if (!abort_ && deadline_) until = std::min(until, *deadline_);
+    for (;;) {
+      const std::vector<int> missing = launchers_->unfinished_nodes(config_.nnodes);
+      if (missing.empty()) return;
+      if (SteadyClock::now() >= until) {
+        std::fprintf(stderr, "cohort-run: node(s) %s never reported finishing; closing the store\n",
+                     launcher::join_ranks(missing).c_str());
+        if (!abort_) abort_ = JobAbort{std::nullopt, 1, 0, "nodes did not finish"};
+        return;
+      }
+      if (!abort_) {
+        if ((abort_ = launchers_->published_abort())) until = linger_deadline();
+      }
+      pollfd pfd{interrupt_fd, POLLIN, 0};
+      if (::poll(&pfd, 1, static_cast<int>(kStorePollInterval.count())) > 0) {
+        unsigned char signal = 0;
+        if (::read(interrupt_fd, &signal, 1) == 1 && !abort_) {
+          abort_ =
+              publish(JobAbort{std::nullopt, 128 + signal, 0,
+                               "cohort-run on node 0 received " + launcher::signal_name(signal)});
+          until = linger_deadline();
+        }
+      }
+    }
+  }
+
+  void report(const launcher::RankSupervisorResult& result) {
+    if (!abort_) return;
+    std::string text;
+    if (abort_->failure) {
+      text = launcher::failure_summary(*abort_->failure, config_.world_size(), config_.node_rank,
+                                       result.stopped_ranks, result.killed_ranks);
+    } else {
+      text = "cohort-run: ===== job stopped =====\ncohort-run: " + abort_->reason + "\n";
+      text += "cohort-run: stopped ranks on node " + std::to_string(config_.node_rank) + ": " +
+              (result.stopped_ranks.empty() ? std::string("none (none were running)")
+                                            : launcher::join_ranks(result.stopped_ranks));
+      if (!result.killed_ranks.empty()) {
+        text +=
+            " (SIGKILL after the grace period: " + launcher::join_ranks(result.killed_ranks) + ")";
+      }
+      text += "\ncohort-run: exit code " + std::to_string(abort_->exit_code) + "\n";
+    }
+    launcher::write_all(STDERR_FILENO, text.data(), text.size());
+  }
+
+  const JobConfig& config_;
+  std::optional<SteadyClock::time_point> deadline_;
+  std::string token_;
+  std::string store_addr_;
+  std::uint16_t store_port_ = 0;
+  std::unique_ptr<TcpStoreServer> server_;
+  std::unique_ptr<LauncherStore> launchers_;
+  // Declared after the store: ranks are killed and reaped before the store goes away.
+  std::vector<launcher::RankProcess> ranks_;
+  std::optional<JobAbort> abort_;
+  bool lost_store_ = false;
+};
+
+}  // namespace
+
+int run_job(const JobConfig& config) {
+  return NodeJob(config).run();
+}
+
+}  // namespace cohort::run
