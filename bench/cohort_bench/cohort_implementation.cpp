@@ -1,0 +1,58 @@
+#include "cohort_implementation.hpp"
+
+#include <cohort/buffer.hpp>
+
+namespace cohort::bench {
+
+CohortImplementation::CohortImplementation(std::shared_ptr<Communicator> comm)
+    : comm_(std::move(comm)) {}
+
+std::optional<std::string> CohortImplementation::unsupported(const OpCall& call) const {
+  if (op_reduces(call.op) && !reduce_op_supports(call.redop, call.dtype)) {
+    return "cohort has no " + std::string(reduce_op_name(call.redop)) + " for " +
+           std::string(dtype_name(call.dtype));
+  }
+  return std::nullopt;
+}
+
+void CohortImplementation::run(const OpCall& call) {
+  const Buffer in = Buffer::view(call.in, call.in_count, call.dtype);
+  const Buffer out = Buffer::view(call.out, call.out_count, call.dtype);
+  CollectiveOptions options;
+  options.algorithm = call.algorithm;
+  Communicator& comm = *comm_;
+  switch (call.op) {
+    case BenchOp::Allreduce:
+      return comm.allreduce(in, out, call.redop, options);
+    case BenchOp::Broadcast:
+      return comm.broadcast(in, out, call.root, options);
+    case BenchOp::Reduce:
+      return comm.reduce(in, out, call.redop, call.root, options);
+    case BenchOp::Allgather:
+      return comm.allgather(in, out, options);
+    case BenchOp::ReduceScatter:
+      return comm.reduce_scatter(in, out, call.redop, options);
+    case BenchOp::Alltoall:
+      return comm.alltoall(in, out, options);
+    case BenchOp::Gather:
+      return comm.gather(in, out, call.root, options);
+    case BenchOp::Scatter:
+      return comm.scatter(in, out, call.root, options);
+    case BenchOp::Barrier:
+      return comm.barrier(options);
+    case BenchOp::Sendrecv: {
+      // Ring exchange as in nccl-tests: send to the next rank, receive from the previous one,
+      // both posted before either is waited on.
+      const int n = comm.size();
+      const int next = (comm.rank() + 1) % n;
+      const int prev = (comm.rank() - 1 + n) % n;
+      Work recv = comm.recv_async(out, prev, 0, options);
+      Work send = comm.send_async(in, next, 0, options);
+      send.wait();
+      recv.wait();
+      return;
+    }
+  }
+}
+
+}  // namespace cohort::bench

@@ -1,0 +1,202 @@
+#include "options.hpp"
+
+#include <cohort/error.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <iostream>
+
+namespace cohort::bench {
+namespace {
+
+[[noreturn]] void bad_value(const std::string& flag, const std::string& value,
+                            const std::string& accepted) {
+  throw Error(ErrorCode::InvalidArgument,
+              flag + ": unknown value '" + value + "' (accepted: " + accepted + ")");
+}
+
+std::vector<BenchOp> parse_ops(const std::string& text) {
+  if (text == "all") return {std::begin(kAllBenchOps), std::end(kAllBenchOps)};
+  if (auto op = bench_op_from_name(text)) return {*op};
+  bad_value("--op", text,
+            "allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|gather|scatter|"
+            "sendrecv|barrier|all");
+}
+
+std::vector<DType> parse_dtypes(const std::string& text) {
+  if (text == "all") return {std::begin(kBenchDTypes), std::end(kBenchDTypes)};
+  const auto dtype = dtype_from_name(text);
+  if (dtype && std::find(std::begin(kBenchDTypes), std::end(kBenchDTypes), *dtype) !=
+                   std::end(kBenchDTypes)) {
+    return {*dtype};
+  }
+  bad_value("--datatype", text,
+            "float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64|all");
+}
+
+std::vector<ReduceOp> parse_redops(const std::string& text) {
+  if (text == "all") return {std::begin(kBenchReduceOps), std::end(kBenchReduceOps)};
+  const auto op = reduce_op_from_name(text);
+  if (op && std::find(std::begin(kBenchReduceOps), std::end(kBenchReduceOps), *op) !=
+                std::end(kBenchReduceOps)) {
+    return {*op};
+  }
+  bad_value("--redop", text, "sum|prod|min|max|avg|all");
+}
+
+Peer parse_peer(const std::string& text) {
+  if (text == "none") return Peer::None;
+  if (text == "mpi") return Peer::Mpi;
+  if (text == "gloo") return Peer::Gloo;
+  bad_value("--peer", text, "mpi|gloo|none");
+}
+
+}  // namespace
+
+const char* peer_name(Peer peer) noexcept {
+  switch (peer) {
+    case Peer::Mpi:
+      return "mpi";
+    case Peer::Gloo:
+      return "gloo";
+    case Peer::None:
+      break;
+  }
+  return "none";
+}
+
+std::string BenchOptions::sweep_description() const {
+  std::string step = sweep.step_bytes > 0 ? std::to_string(sweep.step_bytes) + "(bytes)"
+                                          : std::to_string(sweep.step_factor) + "(factor)";
+  return "minBytes " + std::to_string(sweep.min_bytes) + " maxBytes " +
+         std::to_string(sweep.max_bytes) + " step: " + step;
+}
+
+namespace {
+
+// The CLI11 app and the raw values it fills, kept together so that help and errors are printed
+// by the same app that parsed.
+struct CommandLine {
+  CommandLine();
+  BenchOptions parse(std::vector<std::string> args);
+
+  CLI::App app{"cohort-bench: nccl-tests style benchmark of cohort's collectives", "cohort-bench"};
+  BenchOptions o;
+  std::string min_bytes = "8", max_bytes = "64M", step_bytes, algo, algos, peer = "none";
+  std::uint64_t step_factor = 2;
+  int check = 1, average = 1;
+  std::optional<int> inject;
+};
+
+CommandLine::CommandLine() {
+  app.add_option("-o,--op", o.op_arg,
+                 "allreduce|broadcast|reduce|allgather|reduce_scatter|alltoall|gather|scatter|"
+                 "sendrecv|barrier|all")
+      ->capture_default_str();
+  app.add_option("-b,--minbytes", min_bytes, "smallest size (K, M, G are powers of 1024)")
+      ->capture_default_str();
+  app.add_option("-e,--maxbytes", max_bytes, "largest size")->capture_default_str();
+  auto* factor_opt =
+      app.add_option("-f,--stepfactor", step_factor, "multiply the size by this between steps")
+          ->capture_default_str();
+  auto* step_opt = app.add_option("-i,--stepbytes", step_bytes, "add this many bytes per step");
+  factor_opt->excludes(step_opt);
+  app.add_option("-d,--datatype", o.dtype_arg,
+                 "float|double|half|bfloat16|int8|uint8|int32|uint32|int64|uint64|all")
+      ->capture_default_str();
+  app.add_option("-r,--redop", o.redop_arg, "sum|prod|min|max|avg|all")->capture_default_str();
+  app.add_option("--root", o.root, "root rank of broadcast, reduce, gather, scatter")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("-w,--warmup", o.run.warmup, "untimed calls before each timed loop")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("-n,--iters", o.run.iters, "timed calls per size and form")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--min-time", o.run.min_time_s,
+                 "raise iters per size so each timed loop lasts at least this many seconds")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("-c,--check", check, "check results: 0|1")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1));
+  app.add_option("-a,--average", average, "combine ranks' times: 0 rank 0, 1 mean, 2 min, 3 max")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 3));
+  auto* algo_opt = app.add_option("--algo", algo, "force this cohort algorithm (ring, tree, ...)");
+  auto* algos_opt = app.add_option("--algos", algos, "'all': one block per applicable algorithm");
+  algo_opt->excludes(algos_opt);
+  app.add_option("--peer", peer, "also run a peer library: mpi|gloo|none")->capture_default_str();
+  app.add_option("--json", o.json_path, "write all rows to this JSON file (rank 0)");
+  app.add_option("--csv", o.csv_path, "write all rows to this CSV file (rank 0)");
+  app.add_option("--plot", o.plot_path, "write busbw against size to this SVG file (rank 0)");
+  app.add_option("--inject-wrong", inject,
+                 "TEST ONLY: this rank corrupts its output after each checked call, so the "
+                 "check must report wrong values")
+      ->group("Testing")
+      ->check(CLI::NonNegativeNumber);
+}
+
+BenchOptions CommandLine::parse(std::vector<std::string> args) {
+  std::reverse(args.begin(), args.end());  // CLI11 consumes a reversed vector
+  app.parse(args);
+
+  o.ops = parse_ops(o.op_arg);
+  o.dtypes = parse_dtypes(o.dtype_arg);
+  o.redops = parse_redops(o.redop_arg);
+  o.sweep.min_bytes = parse_size(min_bytes, "--minbytes");
+  o.sweep.max_bytes = parse_size(max_bytes, "--maxbytes");
+  o.sweep.step_factor = step_factor;
+  if (!step_bytes.empty()) {
+    o.sweep.step_bytes = parse_size(step_bytes, "--stepbytes");
+    if (o.sweep.step_bytes == 0) {
+      throw Error(ErrorCode::InvalidArgument, "--stepbytes: must be positive, got 0");
+    }
+  }
+  make_sweep(o.sweep);  // rejects min > max and degenerate steps before anything starts
+  o.run.check = check != 0;
+  o.run.average = static_cast<Averaging>(average);
+  o.run.inject_wrong_rank = inject;
+  if (!algo.empty()) {
+    const auto a = algorithm_from_name(algo);
+    if (!a) {
+      bad_value("--algo", algo,
+                "auto|ring|recursive_doubling|rabenseifner|tree|scatter_allgather|"
+                "reduce_scatter_gather|bruck|recursive_halving|pairwise|dissemination");
+    }
+    const bool applies = std::any_of(o.ops.begin(), o.ops.end(),
+                                     [&](BenchOp op) { return algorithm_applies(op, *a); });
+    if (!applies) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "--algo: algorithm '" + algo + "' does not apply to op '" + o.op_arg + "'");
+    }
+    o.algorithm = *a;
+  }
+  if (!algos.empty()) {
+    if (algos != "all") bad_value("--algos", algos, "all");
+    o.all_algorithms = true;
+  }
+  o.peer = parse_peer(peer);
+  return o;
+}
+
+}  // namespace
+
+BenchOptions parse_bench_options(std::vector<std::string> args) {
+  CommandLine command_line;
+  return command_line.parse(std::move(args));
+}
+
+std::optional<int> parse_command_line(int argc, const char* const* argv, BenchOptions& out) {
+  CommandLine command_line;
+  try {
+    out = command_line.parse(std::vector<std::string>(argv + 1, argv + argc));
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    // CLI11's own printing: help on stdout, errors on stderr, with its exit code.
+    return command_line.app.exit(e);
+  }
+}
+
+}  // namespace cohort::bench

@@ -1,0 +1,170 @@
+#include "runner.hpp"
+
+#include "check_data.hpp"
+
+#include <cohort/buffer.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+namespace cohort::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string algorithm_label(const Contender& c) {
+  if (c.impl->name() != "cohort") return "default";
+  return std::string(algorithm_name(c.algorithm));
+}
+
+}  // namespace
+
+// The allocations of one size, shared by every contender at that size.
+struct Runner::Buffers {
+  Buffer in, out, inplace;
+};
+
+Runner::Runner(Communicator& comm, RunSettings settings) : comm_(comm), settings_(settings) {}
+
+std::vector<ResultRow> Runner::run_size(const BenchCase& bc, std::uint64_t requested_bytes,
+                                        std::span<const Contender> contenders) {
+  const OpShape shape = op_shape(bc.op, static_cast<std::size_t>(requested_bytes),
+                                 dtype_size(bc.dtype), comm_.size(), comm_.rank());
+  Buffers buffers{Buffer::allocate(shape.in_count, bc.dtype),
+                  Buffer::allocate(shape.out_count, bc.dtype),
+                  Buffer::allocate(op_has_in_place(bc.op) ? shape.inplace_count : 0, bc.dtype)};
+  std::vector<ResultRow> rows;
+  for (const Contender& contender : contenders) {
+    ResultRow row;
+    row.impl = std::string(contender.impl->name());
+    row.algo = algorithm_label(contender);
+    row.op = bc.op;
+    row.dtype = bc.dtype;
+    row.redop = bc.redop;
+    row.root = bc.root;
+    row.size_bytes = shape.size_bytes;
+    row.count = shape.count;
+    OpCall probe{bc.op, bc.dtype, bc.redop, bc.root, contender.algorithm};
+    probe.in_count = shape.in_count;
+    probe.out_count = shape.out_count;
+    if (auto reason = contender.impl->unsupported(probe)) {
+      row.skipped = *reason;
+    } else {
+      row.out_of_place = measure(bc, shape, buffers, contender, false);
+      if (op_has_in_place(bc.op)) {
+        probe.in_place = true;
+        if (auto in_place_reason = contender.impl->unsupported(probe)) {
+          row.skipped = "in-place: " + *in_place_reason;
+        } else {
+          row.in_place = measure(bc, shape, buffers, contender, true);
+        }
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& buffers,
+                            const Contender& contender, bool in_place) {
+  OpCall call{bc.op, bc.dtype, bc.redop, bc.root, contender.algorithm, in_place};
+  const std::size_t esize = dtype_size(bc.dtype);
+  auto* const inplace_base = static_cast<unsigned char*>(buffers.inplace.data());
+  call.in = in_place ? inplace_base + shape.in_offset * esize : buffers.in.data();
+  call.out = in_place ? inplace_base + shape.out_offset * esize : buffers.out.data();
+  call.in_count = shape.in_count;
+  call.out_count = shape.out_count;
+  const CheckCase cc{bc.op, bc.dtype, bc.redop, bc.root, comm_.size(), comm_.rank()};
+  Implementation& impl = *contender.impl;
+
+  // Timed runs start from the check's input so reductions see realistic values.
+  if (in_place) fill_sentinel(bc.dtype, buffers.inplace.data(), buffers.inplace.count());
+  fill_input(cc, call.in, call.in_count);
+
+  const auto warmup_start = Clock::now();
+  for (int i = 0; i < settings_.warmup; ++i) impl.run(call);
+  int iters = settings_.iters;
+  if (settings_.min_time_s > 0.0) {
+    // Without warmup calls, one untimed-so-far call measures the per-call cost.
+    int calibration_calls = settings_.warmup;
+    if (calibration_calls == 0) {
+      impl.run(call);
+      calibration_calls = 1;
+    }
+    iters = agreed_iters(seconds_since(warmup_start), calibration_calls);
+  }
+
+  Measurement m;
+  m.measured = true;
+  comm_.barrier();
+  const auto start = Clock::now();
+  for (int i = 0; i < iters; ++i) impl.run(call);
+  const double local_us = seconds_since(start) * 1e6 / std::max(iters, 1);
+  m.time_us = combine_time(local_us);
+  if (op_moves_data(bc.op) && m.time_us > 0.0) {
+    m.algbw_gbps = static_cast<double>(shape.size_bytes) / (m.time_us * 1e-6) / 1e9;
+    m.busbw_gbps = m.algbw_gbps * busbw_factor(bc.op, comm_.size());
+  }
+
+  if (settings_.check && op_moves_data(bc.op)) {
+    // One more call on fresh data, outside the timed loop, checked against the local model.
+    if (in_place) {
+      fill_sentinel(bc.dtype, buffers.inplace.data(), buffers.inplace.count());
+    } else {
+      fill_sentinel(bc.dtype, call.out, call.out_count);
+    }
+    fill_input(cc, call.in, call.in_count);
+    impl.run(call);
+    if (settings_.inject_wrong_rank == comm_.rank()) corrupt_output(cc, shape, call.out);
+    m.wrong = sum_over_ranks(count_wrong(cc, shape, call.out));
+  }
+  return m;
+}
+
+int Runner::agreed_iters(double warmup_seconds, int warmup_calls) {
+  const double per_call = warmup_seconds / warmup_calls;
+  std::int64_t wanted = settings_.iters;
+  if (per_call > 0.0) {
+    wanted = std::max<std::int64_t>(
+        wanted, static_cast<std::int64_t>(std::ceil(settings_.min_time_s / per_call)));
+  } else {
+    wanted = kMaxScaledIters;
+  }
+  wanted = std::min(wanted, kMaxScaledIters);
+  // Every rank must loop the same number of times, or the collectives would not match.
+  comm_.allreduce(Buffer::view(&wanted, 1, DType::Int64), ReduceOp::Max);
+  return static_cast<int>(wanted);
+}
+
+double Runner::combine_time(double local_us) {
+  double value = local_us;
+  const Buffer buffer = Buffer::view(&value, 1, DType::Float64);
+  switch (settings_.average) {
+    case Averaging::Rank0:
+      // Rank 0 prints; every rank reports rank 0's time so the JSON writers agree.
+      comm_.broadcast(buffer, 0);
+      return value;
+    case Averaging::Mean:
+      comm_.allreduce(buffer, ReduceOp::Sum);
+      return value / comm_.size();
+    case Averaging::Min:
+      comm_.allreduce(buffer, ReduceOp::Min);
+      return value;
+    case Averaging::Max:
+      comm_.allreduce(buffer, ReduceOp::Max);
+      return value;
+  }
+  return value;
+}
+
+std::uint64_t Runner::sum_over_ranks(std::uint64_t value) {
+  comm_.allreduce(Buffer::view(&value, 1, DType::UInt64), ReduceOp::Sum);
+  return value;
+}
+
+}  // namespace cohort::bench

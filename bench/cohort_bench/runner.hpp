@@ -1,0 +1,74 @@
+#pragma once
+
+// Times and checks one size of one op for a list of contenders (cohort with an algorithm, or a
+// peer library), nccl-tests style: per contender and form (out-of-place, in-place), warm up,
+// barrier, time `iters` blocking calls and divide, combine the ranks' times, then run once more
+// on fresh data and count wrong elements on every rank, summed over ranks.
+//
+// Every rank must call run_size() with the same arguments: the barrier, the time combination
+// and the wrong-count sum are cohort collectives on `comm`.
+
+#include "implementation.hpp"
+#include "results.hpp"
+
+#include <cohort/communicator.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cohort::bench {
+
+/// How per-rank times become the reported time (nccl-tests' -a).
+enum class Averaging { Rank0 = 0, Mean = 1, Min = 2, Max = 3 };
+
+struct RunSettings {
+  int warmup = 5;
+  int iters = 20;
+  /// When > 0, raise iters per size so the timed loop lasts about this long (all ranks agree).
+  double min_time_s = 0.0;
+  bool check = true;
+  Averaging average = Averaging::Mean;
+  /// Test-only: this rank corrupts its output after each checked call.
+  std::optional<int> inject_wrong_rank;
+};
+
+struct Contender {
+  Implementation* impl = nullptr;
+  Algorithm algorithm = Algorithm::Auto;
+};
+
+/// What is swept in one block of the table.
+struct BenchCase {
+  BenchOp op = BenchOp::Allreduce;
+  DType dtype = DType::Float32;
+  ReduceOp redop = ReduceOp::Sum;
+  int root = 0;
+};
+
+/// Upper bound on iterations chosen by --min-time for tiny messages.
+inline constexpr std::int64_t kMaxScaledIters = 1000000;
+
+class Runner {
+ public:
+  Runner(Communicator& comm, RunSettings settings);
+
+  /// One row per contender at `requested_bytes` (barrier ignores the size).
+  std::vector<ResultRow> run_size(const BenchCase& bench_case, std::uint64_t requested_bytes,
+                                  std::span<const Contender> contenders);
+
+ private:
+  struct Buffers;
+  Measurement measure(const BenchCase& bench_case, const OpShape& shape, Buffers& buffers,
+                      const Contender& contender, bool in_place);
+  int agreed_iters(double warmup_seconds, int warmup_calls);
+  double combine_time(double local_us);
+  std::uint64_t sum_over_ranks(std::uint64_t value);
+
+  Communicator& comm_;
+  RunSettings settings_;
+};
+
+}  // namespace cohort::bench
