@@ -39,6 +39,8 @@ class ChildProcess {
   bool signal_group(int signal) noexcept;
   /// waitpid(WNOHANG): records and returns the status if the child has exited.
   std::optional<ExitStatus> try_reap();
+  /// Records the status of a child someone else reaped (a waitpid(-1) loop).
+  void set_reaped(ExitStatus status) noexcept { status_ = status; }
 
  private:
   void kill_and_reap() noexcept;

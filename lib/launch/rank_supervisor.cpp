@@ -8,6 +8,7 @@
 #include <csignal>
 
 #include <poll.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace cohort::launcher {
@@ -18,6 +19,8 @@ using SteadyClock = std::chrono::steady_clock;
 // Upper bound on one poll(): reaping does not depend on pipe activity (a rank may close its
 // output and keep running), so we look at the children at least this often.
 constexpr std::chrono::milliseconds kMaxPollWait{50};
+// How long a subreaper launcher waits at the end for SIGKILLed group members to be reapable.
+constexpr std::chrono::milliseconds kOrphanReapWait{2000};
 
 class Supervision {
  public:
@@ -35,6 +38,7 @@ class Supervision {
     }
     // A rank may have left descendants in its group (a backgrounded command): they go too.
     for (RankProcess& rank : ranks_) rank.process.signal_group(SIGKILL);
+    if (hooks_.reap_orphans) reap_orphans_until_gone();
     for (RankProcess& rank : ranks_) result_.statuses.push_back(*rank.process.status());
     std::sort(result_.stopped_ranks.begin(), result_.stopped_ranks.end());
     std::sort(result_.killed_ranks.begin(), result_.killed_ranks.end());
@@ -101,16 +105,56 @@ class Supervision {
   }
 
   void reap_exited() {
+    if (hooks_.reap_orphans) {
+      reap_any_children();
+      return;
+    }
     for (RankProcess& rank : ranks_) {
       if (!rank.process.running()) continue;
-      const std::optional<ExitStatus> status = rank.process.try_reap();
-      if (!status) continue;
-      rank.out.finish();
-      rank.err.finish();
-      COHORT_LOG_DEBUG("rank {} (pid {}) ended: {}", rank.rank, rank.process.pid(),
-                       status->describe());
-      if (!status->success() && !stopping_) record_failure(rank, *status);
+      if (const std::optional<ExitStatus> status = rank.process.try_reap()) on_exit(rank, *status);
     }
+  }
+
+  // As a subreaper we may be the parent of a rank's orphaned descendants: reap whatever exited
+  // and route the ranks' statuses to them.
+  void reap_any_children() {
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid < 0 && errno == EINTR) continue;
+      if (pid <= 0) return;
+      const auto rank = std::find_if(ranks_.begin(), ranks_.end(), [&](const RankProcess& r) {
+        return r.process.running() && r.process.pid() == pid;
+      });
+      if (rank == ranks_.end()) {
+        COHORT_LOG_DEBUG("reaped orphaned descendant {} of a rank", pid);
+        continue;
+      }
+      const ExitStatus decoded = ExitStatus::from_wait_status(status);
+      rank->process.set_reaped(decoded);
+      on_exit(*rank, decoded);
+    }
+  }
+
+  // Members of the ranks' groups were just SIGKILLed; collect them so none stays a zombie. A
+  // descendant that left the group (setsid) is not ours to wait for: the bound covers it.
+  void reap_orphans_until_gone() {
+    const auto until = SteadyClock::now() + kOrphanReapWait;
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid > 0 || (pid < 0 && errno == EINTR)) continue;
+      if (pid < 0 || SteadyClock::now() >= until) return;  // ECHILD: nothing left
+      ::usleep(5'000);
+    }
+  }
+
+  void on_exit(RankProcess& rank, const ExitStatus& status) {
+    rank.out.finish();
+    rank.err.finish();
+    COHORT_LOG_DEBUG("rank {} (pid {}) ended: {}", rank.rank, rank.process.pid(),
+                     status.describe());
+    if (!status.success() && !stopping_) record_failure(rank, status);
   }
 
   void record_failure(const RankProcess& rank, const ExitStatus& status) {

@@ -57,6 +57,10 @@ struct SupervisorHooks {
   /// Called once, right when the first local failure is seen and before the others are
   /// signalled (publish it so other nodes start stopping in parallel). Must not throw.
   std::function<void(const RankFailure&)> on_first_failure;
+  /// The launcher is a child subreaper (PR_SET_CHILD_SUBREAPER): reap every child with
+  /// waitpid(-1), so descendants orphaned by a dying rank never linger as zombies, and at the end
+  /// wait (briefly) for the group members killed last.
+  bool reap_orphans = false;
 };
 
 struct RankSupervisorResult {

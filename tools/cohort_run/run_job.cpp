@@ -23,6 +23,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 namespace cohort::run {
@@ -95,6 +96,9 @@ class NodeJob {
   int run() {
     InterruptPipe interrupts;    // first: a Ctrl-C during setup must not be lost
     ::signal(SIGPIPE, SIG_IGN);  // a closed terminal must not kill the launcher
+    // Descendants orphaned by a dying rank are re-parented to us, so we can reap them: no
+    // zombie outlives the job.
+    if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) throw system_error("prctl(SUBREAPER)", errno);
     token_ = resolve_token(config_);
     connect_store();
     start_ranks();
@@ -103,6 +107,7 @@ class NodeJob {
     hooks.interrupt_fd = interrupts.fd();
     hooks.deadline = deadline_;
     hooks.grace = config_.grace;
+    hooks.reap_orphans = true;
     hooks.on_first_failure = [this](const launcher::RankFailure& failure) {
       JobAbort mine{failure, failure.status.shell_code(), config_.node_rank, {}};
       abort_ = publish(mine);

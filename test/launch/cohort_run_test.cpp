@@ -1,0 +1,295 @@
+// cohort-run driven as a user would: real processes, real store, real signals. Every test also
+// checks that the launcher left nothing behind (this process is a child subreaper, so orphans
+// and zombies of the launcher would become ours).
+
+#include "command_runner.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include <unistd.h>
+
+namespace {
+
+using cohort::test::CommandResult;
+using cohort::test::run_command;
+using cohort::test::RunningCommand;
+using namespace std::chrono_literals;
+
+std::vector<std::string> cohort_run(std::vector<std::string> args) {
+  args.insert(args.begin(), cohort::test::cohort_run_path());
+  return args;
+}
+
+void check_nothing_left_behind() {
+  const std::vector<pid_t> leftovers = cohort::test::leftover_descendants(2s);
+  CAPTURE(leftovers);
+  CHECK(leftovers.empty());
+}
+
+// "[rank N] KEY=VALUE" lines of `env` output, by rank.
+std::map<int, std::map<std::string, std::string>> variables_by_rank(const std::string& out) {
+  std::map<int, std::map<std::string, std::string>> result;
+  static const std::regex line_re(R"(^\[rank (\d+)\] ([A-Za-z_][A-Za-z0-9_]*)=(.*)$)");
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, line_re)) result[std::stoi(m[1])][m[2]] = m[3];
+  }
+  return result;
+}
+
+std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+struct Subreaper {
+  Subreaper() { cohort::test::become_subreaper(); }
+} const subreaper;
+
+}  // namespace
+
+TEST_CASE("cohort-run exports placement and store variables to every rank", "[cohort-run]") {
+  const CommandResult r =
+      run_command(cohort_run({"-n", "4", "--env", "EXTRA_VAR=a=b", "--", "env"}));
+  CAPTURE(r.out, r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto vars = variables_by_rank(r.out);
+  REQUIRE(vars.size() == 4);
+  const std::string port = vars.at(0).at("COHORT_STORE_PORT");
+  const std::string token = vars.at(0).at("COHORT_TOKEN");
+  CHECK(std::stoi(port) > 0);
+  CHECK(std::regex_match(token, std::regex("[0-9a-f]{32}")));
+  for (int rank = 0; rank < 4; ++rank) {
+    CAPTURE(rank);
+    const auto& v = vars.at(rank);
+    const std::map<std::string, std::string> expected{
+        {"COHORT_RANK", std::to_string(rank)},
+        {"COHORT_WORLD_SIZE", "4"},
+        {"COHORT_LOCAL_RANK", std::to_string(rank)},
+        {"COHORT_LOCAL_WORLD_SIZE", "4"},
+        {"COHORT_NODE_RANK", "0"},
+        {"COHORT_NNODES", "1"},
+        {"COHORT_STORE_ADDR", "127.0.0.1"},
+        {"COHORT_STORE_PORT", port},
+        {"COHORT_TOKEN", token},
+        {"RANK", std::to_string(rank)},
+        {"WORLD_SIZE", "4"},
+        {"LOCAL_RANK", std::to_string(rank)},
+        {"LOCAL_WORLD_SIZE", "4"},
+        {"GROUP_RANK", "0"},
+        {"MASTER_ADDR", "127.0.0.1"},
+        {"MASTER_PORT", port},
+        {"EXTRA_VAR", "a=b"},
+    };
+    for (const auto& [key, value] : expected) {
+      CAPTURE(key);
+      REQUIRE(v.count(key) == 1);
+      CHECK(v.at(key) == value);
+    }
+  }
+  check_nothing_left_behind();
+}
+
+TEST_CASE("cohort-run uses COHORT_TOKEN when set, and a fresh one with --standalone",
+          "[cohort-run]") {
+  const std::map<std::string, std::string> env{{"COHORT_TOKEN", "caller-chosen-secret"}};
+  const CommandResult given = run_command(cohort_run({"-n", "2", "env"}), env);
+  REQUIRE(given.exit_code == 0);
+  for (const auto& [rank, v] : variables_by_rank(given.out)) {
+    CHECK(v.at("COHORT_TOKEN") == "caller-chosen-secret");
+  }
+  const CommandResult fresh = run_command(cohort_run({"--standalone", "-n", "2", "env"}), env);
+  REQUIRE(fresh.exit_code == 0);
+  const auto vars = variables_by_rank(fresh.out);
+  REQUIRE(vars.size() == 2);
+  CHECK(vars.at(0).at("COHORT_TOKEN") != "caller-chosen-secret");
+  CHECK(vars.at(0).at("COHORT_TOKEN") == vars.at(1).at("COHORT_TOKEN"));
+  check_nothing_left_behind();
+}
+
+TEST_CASE("cohort-run exits with the failing rank's code and names it", "[cohort-run]") {
+  const CommandResult r = run_command(cohort_run(
+      {"-n", "3", "--", "sh", "-c",
+       "if [ $COHORT_RANK = 1 ]; then echo rank one gives up >&2; exit 7; fi; sleep 30"}));
+  CAPTURE(r.out, r.err);
+  CHECK(r.exit_code == 7);
+  CHECK(contains(r.err, "first failure: rank 1 of 3 (local rank 1, node 0, pid "));
+  CHECK(contains(r.err, "failed with exit code 7"));
+  CHECK(contains(r.err, "stopped ranks on node 0: 0, 2"));
+  CHECK(contains(r.err, "    rank one gives up"));
+  // Exactly one summary.
+  CHECK(r.err.find("job failed") == r.err.rfind("job failed"));
+  check_nothing_left_behind();
+}
+
+TEST_CASE("cohort-run reports a rank killed by a signal as 128+signal", "[cohort-run]") {
+  const CommandResult r = run_command(cohort_run(
+      {"-n", "3", "--", "sh", "-c",
+       "if [ $COHORT_RANK = 2 ]; then echo segfaulting now >&2; kill -SEGV $$; fi; sleep 30"}));
+  CAPTURE(r.out, r.err);
+  CHECK(r.exit_code == 128 + SIGSEGV);
+  CHECK(contains(r.err, "first failure: rank 2 of 3"));
+  CHECK(contains(r.err, "SIGSEGV"));
+  CHECK(contains(r.err, "segfaulting now"));
+  CHECK(contains(r.err, "stopped ranks on node 0: 0, 1"));
+  check_nothing_left_behind();
+}
+
+TEST_CASE("cohort-run kills a rank that ignores SIGTERM after the grace period", "[cohort-run]") {
+  // A marker unique to this run, to look for survivors by command line.
+  const std::string marker = "cohort_hung_rank_" + std::to_string(::getpid());
+  const CommandResult r =
+      run_command(cohort_run({"-n", "2", "--grace", "1", "--", "sh", "-c",
+                              "if [ $COHORT_RANK = 1 ]; then sleep 0.5; exit 3; fi; trap '' TERM; "
+                              "exec sh -c 'trap \"\" TERM; sleep 1000; : " +
+                                  marker + "'"}));
+  CAPTURE(r.out, r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.err, "stopped ranks on node 0: 0 (SIGKILL after the grace period: 0)"));
+  const CommandResult survivors = run_command({"pgrep", "-f", marker});
+  CHECK(survivors.exit_code == 1);  // pgrep: nothing matched
+  check_nothing_left_behind();
+}
+
+TEST_CASE("cohort-run tags output lines, flushes partial lines, and writes log files",
+          "[cohort-run]") {
+  const std::string dir = "/tmp/cohort-run-logs-" + std::to_string(::getpid());
+  const std::string script =
+      "printf 'first\\nsecond\\nno newline'; printf 'to stderr %s\\n' $COHORT_RANK >&2";
+  const CommandResult r =
+      run_command(cohort_run({"-n", "2", "--log-dir", dir, "--", "sh", "-c", script}));
+  CAPTURE(r.out, r.err);
+  REQUIRE(r.exit_code == 0);
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string tag = "[rank " + std::to_string(rank) + "] ";
+    CHECK(contains(r.out, tag + "first\n"));
+    CHECK(contains(r.out, tag + "second\n"));
+    CHECK(contains(r.out, tag + "no newline\n"));
+    CHECK(contains(r.err, tag + "to stderr " + std::to_string(rank) + "\n"));
+    // Log files hold the bytes exactly as written, untagged.
+    CHECK(read_file(dir + "/rank" + std::to_string(rank) + ".out") == "first\nsecond\nno newline");
+    CHECK(read_file(dir + "/rank" + std::to_string(rank) + ".err") ==
+          "to stderr " + std::to_string(rank) + "\n");
+  }
+  std::filesystem::remove_all(dir);
+
+  const CommandResult plain =
+      run_command(cohort_run({"-n", "2", "--no-tag-output", "--", "sh", "-c", "echo untagged"}));
+  REQUIRE(plain.exit_code == 0);
+  CHECK(plain.out == "untagged\nuntagged\n");
+  check_nothing_left_behind();
+}
+
+TEST_CASE("cohort-run forwards SIGINT to every rank", "[cohort-run]") {
+  RunningCommand launcher(
+      cohort_run({"-n", "2", "--", "sh", "-c",
+                  "trap 'echo caught INT; exit 9' INT; echo ready; sleep 100 & wait"}));
+  REQUIRE(launcher.wait_for_output("[rank 0] ready", 30s));
+  REQUIRE(launcher.wait_for_output("[rank 1] ready", 30s));
+  ::kill(launcher.pid(), SIGINT);
+  const CommandResult r = launcher.wait(30s);
+  CAPTURE(r.out, r.err);
+  CHECK(r.exit_code == 128 + SIGINT);
+  CHECK(contains(r.out, "[rank 0] caught INT"));
+  CHECK(contains(r.out, "[rank 1] caught INT"));
+  CHECK(contains(r.err, "received SIGINT"));
+  check_nothing_left_behind();
+}
+
+TEST_CASE("cohort-run --timeout stops the job with exit code 124", "[cohort-run]") {
+  const CommandResult r =
+      run_command(cohort_run({"--timeout", "0.5", "--grace", "1", "-n", "2", "sleep", "100"}));
+  CAPTURE(r.out, r.err);
+  CHECK(r.exit_code == 124);
+  CHECK(contains(r.err, "exceeded --timeout"));
+  CHECK(contains(r.err, "stopped ranks on node 0: 0, 1"));
+  check_nothing_left_behind();
+}
+
+TEST_CASE("cohort-run reports a program that cannot be executed", "[cohort-run]") {
+  const CommandResult r = run_command(cohort_run({"-n", "2", "--", "/nonexistent/program"}));
+  CAPTURE(r.out, r.err);
+  CHECK(r.exit_code == 127);
+  CHECK(contains(r.err, "cannot execute '/nonexistent/program'"));
+  check_nothing_left_behind();
+}
+
+TEST_CASE("cohort-run rejects inconsistent node options", "[cohort-run]") {
+  const CommandResult out_of_range = run_command(
+      cohort_run({"--nnodes", "2", "--node-rank", "2", "--master-port", "1234", "--", "true"}));
+  CHECK(out_of_range.exit_code == 2);
+  CHECK(contains(out_of_range.err, "--node-rank 2"));
+  const CommandResult no_port = run_command(cohort_run({"--nnodes", "2", "--", "true"}));
+  CHECK(no_port.exit_code == 2);
+  CHECK(contains(no_port.err, "--master-port"));
+  const CommandResult no_program = run_command(cohort_run({"-n", "2"}));
+  CHECK(no_program.exit_code == 2);
+  const CommandResult no_token = run_command(
+      cohort_run({"--nnodes", "2", "--master-port", "1234", "--", "true"}), {{"COHORT_TOKEN", ""}});
+  CHECK(no_token.exit_code == 1);
+  CHECK(contains(no_token.err, "COHORT_TOKEN"));
+  check_nothing_left_behind();
+}
+
+TEST_CASE("two cohort-run launchers form one job of two nodes", "[cohort-run][nodes]") {
+  const std::map<std::string, std::string> env{{"COHORT_TOKEN", "two-node-test-token"}};
+  const std::string port = std::to_string(cohort::test::free_port());
+  auto node = [&](int node_rank, const std::string& script) {
+    return cohort_run({"--nnodes", "2", "--node-rank", std::to_string(node_rank), "-n", "2",
+                       "--master-addr", "127.0.0.1", "--master-port", port, "--grace", "2", "--",
+                       "sh", "-c", script});
+  };
+
+  SECTION("ranks 0..3 are spread over the nodes, contiguous per node") {
+    const std::string script =
+        "echo placement $COHORT_RANK $COHORT_LOCAL_RANK $COHORT_NODE_RANK $COHORT_WORLD_SIZE "
+        "$COHORT_NNODES $COHORT_STORE_PORT $GROUP_RANK";
+    RunningCommand node1(node(1, script), env);
+    RunningCommand node0(node(0, script), env);
+    const CommandResult r0 = node0.wait(60s);
+    const CommandResult r1 = node1.wait(60s);
+    CAPTURE(r0.out, r0.err, r1.out, r1.err);
+    CHECK(r0.exit_code == 0);
+    CHECK(r1.exit_code == 0);
+    CHECK(contains(r0.out, "[rank 0] placement 0 0 0 4 2 " + port + " 0\n"));
+    CHECK(contains(r0.out, "[rank 1] placement 1 1 0 4 2 " + port + " 0\n"));
+    CHECK(contains(r1.out, "[rank 2] placement 2 0 1 4 2 " + port + " 1\n"));
+    CHECK(contains(r1.out, "[rank 3] placement 3 1 1 4 2 " + port + " 1\n"));
+  }
+
+  SECTION("a failure on node 1 stops node 0's ranks") {
+    RunningCommand node0(node(0, "echo up; sleep 100"), env);
+    RunningCommand node1(node(1,
+                              "if [ $COHORT_RANK = 3 ]; then sleep 0.5; echo node one fails >&2; "
+                              "exit 5; fi; sleep 100"),
+                         env);
+    const CommandResult r1 = node1.wait(60s);
+    const CommandResult r0 = node0.wait(60s);
+    CAPTURE(r0.out, r0.err, r1.out, r1.err);
+    CHECK(r1.exit_code == 5);
+    CHECK(r0.exit_code == 5);
+    for (const std::string& err : {r0.err, r1.err}) {
+      CHECK(contains(err, "first failure: rank 3 of 4 (local rank 1, node 1, pid "));
+      CHECK(contains(err, "node one fails"));
+    }
+    CHECK(contains(r1.err, "stopped ranks on node 1: 2"));
+    CHECK(contains(r0.err, "stopped ranks on node 0: 0, 1"));
+  }
+  check_nothing_left_behind();
+}

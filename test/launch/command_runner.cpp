@@ -1,0 +1,197 @@
+#include "command_runner.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace cohort::test {
+namespace {
+
+std::string temp_path(const char* suffix) {
+  std::string pattern = "/tmp/cohort-run-test-XXXXXX";
+  const int fd = ::mkstemp(pattern.data());
+  if (fd < 0) throw std::runtime_error("mkstemp failed");
+  ::close(fd);
+  return pattern + suffix;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Our children according to /proc (waitpid cannot list the live ones).
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = slurp(entry.path() / "stat");
+    // "pid (comm) state ppid ...": comm may contain spaces, so parse after the last ')'.
+    const std::size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 1));
+    char state = 0;
+    long ppid = 0;
+    if (fields >> state >> ppid && ppid == parent) children.push_back(std::stoi(name));
+  }
+  return children;
+}
+
+int decode(int status) {
+  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+}
+
+}  // namespace
+
+RunningCommand::RunningCommand(const std::vector<std::string>& argv,
+                               const std::map<std::string, std::string>& extra_env)
+    : out_path_(temp_path(".out")), err_path_(temp_path(".err")) {
+  std::vector<std::string> env_storage;
+  for (char** entry = environ; *entry; ++entry) {
+    const std::string text(*entry);
+    if (!extra_env.count(text.substr(0, text.find('=')))) env_storage.push_back(text);
+  }
+  for (const auto& [key, value] : extra_env) env_storage.push_back(key + "=" + value);
+  std::vector<char*> envp, args;
+  for (std::string& entry : env_storage) envp.push_back(entry.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> arg_storage = argv;
+  for (std::string& arg : arg_storage) args.push_back(arg.data());
+  args.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0600);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                   0600);
+  const int rc = ::posix_spawnp(&pid_, args[0], &actions, nullptr, args.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw std::runtime_error("posix_spawnp " + argv[0] + ": " + std::strerror(rc));
+}
+
+RunningCommand::~RunningCommand() {
+  if (pid_ > 0 && !reaped_) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  for (const std::string& path : {out_path_, err_path_}) {
+    ::unlink(path.c_str());
+    ::unlink(path.substr(0, path.size() - 4).c_str());  // the mkstemp placeholder
+  }
+}
+
+std::string RunningCommand::out_so_far() const {
+  return slurp(out_path_);
+}
+
+bool RunningCommand::wait_for_output(const std::string& text,
+                                     std::chrono::milliseconds timeout) const {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (out_so_far().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
+CommandResult RunningCommand::wait(std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  for (;;) {
+    const pid_t got = ::waitpid(pid_, &status, WNOHANG);
+    if (got == pid_) break;
+    if (got < 0 && errno != EINTR) throw std::runtime_error("waitpid failed");
+    if (std::chrono::steady_clock::now() >= until) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+      reaped_ = true;
+      throw std::runtime_error("command did not finish in time; stdout:\n" + out_so_far() +
+                               "\nstderr:\n" + slurp(err_path_));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  reaped_ = true;
+  return CommandResult{decode(status), slurp(out_path_), slurp(err_path_)};
+}
+
+CommandResult run_command(const std::vector<std::string>& argv,
+                          const std::map<std::string, std::string>& extra_env,
+                          std::chrono::milliseconds timeout) {
+  RunningCommand command(argv, extra_env);
+  return command.wait(timeout);
+}
+
+void become_subreaper() {
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) throw std::runtime_error("PR_SET_CHILD_SUBREAPER");
+}
+
+std::vector<pid_t> leftover_descendants(std::chrono::milliseconds settle) {
+  std::vector<pid_t> found;
+  const auto until = std::chrono::steady_clock::now() + settle;
+  for (;;) {
+    int status = 0;
+    const pid_t got = ::waitpid(-1, &status, WNOHANG);
+    if (got > 0) {
+      found.push_back(got);  // an orphan or zombie the launcher left behind
+      continue;
+    }
+    if (got < 0 && errno == ECHILD) return found;  // no descendants at all: clean
+    if (std::chrono::steady_clock::now() >= until) {
+      // Descendants still alive: name them, kill them so later tests start clean.
+      for (pid_t alive : children_of(::getpid())) {
+        found.push_back(alive);
+        ::kill(alive, SIGKILL);
+        ::waitpid(alive, nullptr, 0);
+      }
+      return found;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+std::string cohort_run_path() {
+  const char* path = std::getenv("COHORT_RUN");
+  if (!path || !*path) throw std::runtime_error("COHORT_RUN is not set (meson sets it)");
+  return path;
+}
+
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    ::close(fd);
+    throw std::runtime_error("could not find a free port");
+  }
+  const int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+}  // namespace cohort::test
