@@ -1,0 +1,28 @@
+// Dissemination barrier (Hensgen, Finkel & Manber).
+//
+// How it works: in round k rank r sends a one-byte token to r + 2^k and waits for one from
+// r - 2^k (patterns/dissemination.hpp). After round k each rank has transitively heard from the
+// 2^(k+1) - 1 ranks before it, so after ceil(log2 n) rounds no rank can leave before every rank
+// has entered.
+//
+// Cost: ceil(log2 n) rounds of one tiny message per rank, on any world size (a tree barrier
+// needs 2 log2 n rounds). Accepts every world size.
+
+#include "algorithms/implementations.hpp"
+#include "algorithms/point_to_point.hpp"
+#include "patterns/dissemination.hpp"
+
+namespace cohort::algorithms {
+
+bool barrier_dissemination(const OpContext& ctx) {
+  const std::byte token_out{1};
+  std::byte token_in{0};
+  for (int round = 0; round < patterns::dissemination_rounds(ctx.size); ++round) {
+    const auto r = patterns::dissemination_round(ctx.rank, ctx.size, round);
+    exchange(ctx, r.send_to, &token_out, 1, r.recv_from, &token_in, 1,
+             static_cast<std::uint32_t>(round));
+  }
+  return true;
+}
+
+}  // namespace cohort::algorithms

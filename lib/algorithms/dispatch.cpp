@@ -1,0 +1,193 @@
+// run_* entry points: candidates from selection, first one that accepts runs.
+
+#include "algorithms/dispatch.hpp"
+
+#include <cohort/error.hpp>
+
+#include "algorithms/implementations.hpp"
+#include "algorithms/selection.hpp"
+#include "core/log.hpp"
+
+#include <numeric>
+#include <string>
+
+namespace cohort::algorithms {
+namespace {
+
+template <class Args>
+using Implementation = bool (*)(const OpContext&, const Args&);
+
+struct NoArgs {};
+
+bool barrier_entry(const OpContext& ctx, const NoArgs&) {
+  return barrier_dissemination(ctx);
+}
+
+Implementation<AllreduceArgs> allreduce_impl(Algorithm a) {
+  switch (a) {
+    case Algorithm::Ring:
+      return allreduce_ring;
+    case Algorithm::RecursiveDoubling:
+      return allreduce_recursive_doubling;
+    case Algorithm::Rabenseifner:
+      return allreduce_rabenseifner;
+    default:
+      return nullptr;
+  }
+}
+Implementation<BroadcastArgs> broadcast_impl(Algorithm a) {
+  switch (a) {
+    case Algorithm::Tree:
+      return broadcast_tree;
+    case Algorithm::ScatterAllgather:
+      return broadcast_scatter_allgather;
+    default:
+      return nullptr;
+  }
+}
+Implementation<ReduceArgs> reduce_impl(Algorithm a) {
+  switch (a) {
+    case Algorithm::Tree:
+      return reduce_tree;
+    case Algorithm::ReduceScatterGather:
+      return reduce_reduce_scatter_gather;
+    default:
+      return nullptr;
+  }
+}
+Implementation<AllgatherArgs> allgather_impl(Algorithm a) {
+  switch (a) {
+    case Algorithm::Ring:
+      return allgather_ring;
+    case Algorithm::RecursiveDoubling:
+      return allgather_recursive_doubling;
+    case Algorithm::Bruck:
+      return allgather_bruck;
+    default:
+      return nullptr;
+  }
+}
+Implementation<GatherArgs> gather_impl(Algorithm a) {
+  return a == Algorithm::Tree ? gather_tree : nullptr;
+}
+Implementation<ScatterArgs> scatter_impl(Algorithm a) {
+  return a == Algorithm::Tree ? scatter_tree : nullptr;
+}
+Implementation<ReduceScatterArgs> reduce_scatter_impl(Algorithm a) {
+  switch (a) {
+    case Algorithm::Ring:
+      return reduce_scatter_ring;
+    case Algorithm::RecursiveHalving:
+      return reduce_scatter_recursive_halving;
+    default:
+      return nullptr;
+  }
+}
+Implementation<AlltoallArgs> alltoall_impl(Algorithm a) {
+  switch (a) {
+    case Algorithm::Pairwise:
+      return alltoall_pairwise;
+    case Algorithm::Bruck:
+      return alltoall_bruck;
+    default:
+      return nullptr;
+  }
+}
+Implementation<NoArgs> barrier_impl(Algorithm a) {
+  return a == Algorithm::Dissemination ? barrier_entry : nullptr;
+}
+
+/// ctx.what without a trailing " (<algorithm>)" the caller may have added ("allreduce #17 (auto)"),
+/// so the name of the algorithm actually running replaces it.
+std::string op_name(const std::string& what) {
+  const auto open = what.rfind(" (");
+  if (open == std::string::npos || what.back() != ')') return what;
+  const std::string_view inside(what.data() + open + 2, what.size() - open - 3);
+  return algorithm_from_name(inside) ? what.substr(0, open) : what;
+}
+
+/// Tries the candidates in order; returns the one that ran.
+template <class Args>
+Algorithm run_first_accepting(const OpContext& ctx, Collective collective, std::size_t bytes,
+                              Algorithm forced, const Args& args,
+                              Implementation<Args> (*lookup)(Algorithm)) {
+  const auto candidates =
+      select_candidates(collective, bytes, ctx.size, forced, environment_algorithm_overrides());
+  for (Algorithm algorithm : candidates) {
+    const Implementation<Args> implementation = lookup(algorithm);
+    if (implementation == nullptr)
+      throw Error(ErrorCode::Internal, std::string(algorithm_name(algorithm)) + " is listed for " +
+                                           std::string(collective_name(collective)) +
+                                           " but has no implementation");
+    // Error messages from the transport name the algorithm too: "allreduce #17 (ring)".
+    OpContext named = ctx;
+    named.what = op_name(ctx.what) + " (" + std::string(algorithm_name(algorithm)) + ")";
+    if (implementation(named, args)) {
+      COHORT_LOG_DEBUG("{}: {} bytes on {} ranks ran {}", ctx.what, bytes, ctx.size,
+                       algorithm_name(algorithm));
+      return algorithm;
+    }
+    COHORT_LOG_DEBUG("{}: {} declined {} bytes on {} ranks", ctx.what, algorithm_name(algorithm),
+                     bytes, ctx.size);
+  }
+  throw Error(ErrorCode::Internal, ctx.what + ": every candidate algorithm declined " +
+                                       std::to_string(bytes) + " bytes on " +
+                                       std::to_string(ctx.size) + " ranks");
+}
+
+std::size_t total_bytes(std::span<const std::size_t> counts, DType dtype) {
+  return std::accumulate(counts.begin(), counts.end(), std::size_t{0}) * dtype_size(dtype);
+}
+
+}  // namespace
+
+Algorithm run_allreduce(const OpContext& ctx, const AllreduceArgs& args, Algorithm forced) {
+  return run_first_accepting(ctx, Collective::Allreduce, args.count * dtype_size(args.dtype),
+                             forced, args, allreduce_impl);
+}
+
+Algorithm run_broadcast(const OpContext& ctx, const BroadcastArgs& args, Algorithm forced) {
+  return run_first_accepting(ctx, Collective::Broadcast, args.count * dtype_size(args.dtype),
+                             forced, args, broadcast_impl);
+}
+
+Algorithm run_reduce(const OpContext& ctx, const ReduceArgs& args, Algorithm forced) {
+  return run_first_accepting(ctx, Collective::Reduce, args.count * dtype_size(args.dtype), forced,
+                             args, reduce_impl);
+}
+
+Algorithm run_allgather(const OpContext& ctx, const AllgatherArgs& args, Algorithm forced) {
+  return run_first_accepting(ctx, Collective::Allgather, total_bytes(args.counts, args.dtype),
+                             forced, args, allgather_impl);
+}
+
+Algorithm run_gather(const OpContext& ctx, const GatherArgs& args, Algorithm forced) {
+  return run_first_accepting(ctx, Collective::Gather, total_bytes(args.counts, args.dtype), forced,
+                             args, gather_impl);
+}
+
+Algorithm run_scatter(const OpContext& ctx, const ScatterArgs& args, Algorithm forced) {
+  return run_first_accepting(ctx, Collective::Scatter, total_bytes(args.counts, args.dtype), forced,
+                             args, scatter_impl);
+}
+
+Algorithm run_reduce_scatter(const OpContext& ctx, const ReduceScatterArgs& args,
+                             Algorithm forced) {
+  const std::size_t bytes =
+      static_cast<std::size_t>(ctx.size) * args.count * dtype_size(args.dtype);
+  return run_first_accepting(ctx, Collective::ReduceScatter, bytes, forced, args,
+                             reduce_scatter_impl);
+}
+
+Algorithm run_alltoall(const OpContext& ctx, const AlltoallArgs& args, Algorithm forced) {
+  // alltoallv counts differ per rank: they must not steer a choice every rank has to agree on.
+  const std::size_t bytes =
+      args.uniform ? total_bytes(args.send_counts, args.dtype) : kUnknownBytes;
+  return run_first_accepting(ctx, Collective::Alltoall, bytes, forced, args, alltoall_impl);
+}
+
+Algorithm run_barrier(const OpContext& ctx, Algorithm forced) {
+  return run_first_accepting(ctx, Collective::Barrier, 0, forced, NoArgs{}, barrier_impl);
+}
+
+}  // namespace cohort::algorithms

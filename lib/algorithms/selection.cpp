@@ -1,0 +1,251 @@
+// The selection table and the COHORT_ALGO parser (see selection.hpp).
+
+#include "algorithms/selection.hpp"
+
+#include <cohort/error.hpp>
+
+#include "patterns/binomial_tree.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+namespace cohort::algorithms {
+namespace {
+
+using A = Algorithm;
+using C = Collective;
+using W = WorldSizeCondition;
+constexpr A kEnd = A::Auto;
+
+// First matching rule wins, so narrower rules (world-size limits) precede catch-alls.
+constexpr SelectionRule kTable[] = {
+    // allreduce: latency-bound -> recursive doubling; middle -> Rabenseifner; large -> ring.
+    {C::Allreduce, 0, kAllreduceLatencyMaxBytes, 1, W::Any, {A::RecursiveDoubling, A::Ring, kEnd}},
+    {C::Allreduce,
+     kAllreduceLatencyMaxBytes,
+     kAllreduceHalvingMaxBytes,
+     1,
+     W::Any,
+     {A::Rabenseifner, A::Ring, kEnd}},
+    {C::Allreduce, kAllreduceHalvingMaxBytes, kUnknownBytes, 1, W::Any, {A::Ring, kEnd, kEnd}},
+    // broadcast: tree; scatter + allgather for large messages on 3+ ranks.
+    {C::Broadcast,
+     kBroadcastTreeMaxBytes,
+     kUnknownBytes,
+     kRingMinWorldSize,
+     W::Any,
+     {A::ScatterAllgather, A::Tree, kEnd}},
+    {C::Broadcast, 0, kUnknownBytes, 1, W::Any, {A::Tree, kEnd, kEnd}},
+    // reduce: tree; reduce-scatter + gather for large messages on 3+ ranks.
+    {C::Reduce,
+     kReduceTreeMaxBytes,
+     kUnknownBytes,
+     kRingMinWorldSize,
+     W::Any,
+     {A::ReduceScatterGather, A::Tree, kEnd}},
+    {C::Reduce, 0, kUnknownBytes, 1, W::Any, {A::Tree, kEnd, kEnd}},
+    // allgather: log-round algorithms for small totals, ring for large.
+    {C::Allgather,
+     0,
+     kAllgatherLatencyMaxBytes,
+     1,
+     W::PowerOfTwo,
+     {A::RecursiveDoubling, A::Ring, kEnd}},
+    {C::Allgather, 0, kAllgatherLatencyMaxBytes, 1, W::NotPowerOfTwo, {A::Bruck, A::Ring, kEnd}},
+    {C::Allgather, kAllgatherLatencyMaxBytes, kUnknownBytes, 1, W::Any, {A::Ring, kEnd, kEnd}},
+    // gather / scatter: binomial tree.
+    {C::Gather, 0, kUnknownBytes, 1, W::Any, {A::Tree, kEnd, kEnd}},
+    {C::Scatter, 0, kUnknownBytes, 1, W::Any, {A::Tree, kEnd, kEnd}},
+    // reduce_scatter: recursive halving for small and middle inputs, ring for large.
+    {C::ReduceScatter,
+     0,
+     kReduceScatterHalvingMaxBytes,
+     1,
+     W::Any,
+     {A::RecursiveHalving, A::Ring, kEnd}},
+    {C::ReduceScatter,
+     kReduceScatterHalvingMaxBytes,
+     kUnknownBytes,
+     1,
+     W::Any,
+     {A::Ring, kEnd, kEnd}},
+    // alltoall: Bruck for tiny uniform blocks, pairwise otherwise (alltoallv: kUnknownBytes).
+    {C::Alltoall, 0, kAlltoallBruckMaxBytes, 1, W::Any, {A::Bruck, A::Pairwise, kEnd}},
+    {C::Alltoall, kAlltoallBruckMaxBytes, kUnknownBytes, 1, W::Any, {A::Pairwise, kEnd, kEnd}},
+    // barrier.
+    {C::Barrier, 0, kUnknownBytes, 1, W::Any, {A::Dissemination, kEnd, kEnd}},
+};
+
+struct Implemented {
+  Collective collective;
+  Algorithm algorithm;
+};
+
+constexpr Implemented kImplemented[] = {
+    {C::Allreduce, A::Ring},
+    {C::Allreduce, A::RecursiveDoubling},
+    {C::Allreduce, A::Rabenseifner},
+    {C::Broadcast, A::Tree},
+    {C::Broadcast, A::ScatterAllgather},
+    {C::Reduce, A::Tree},
+    {C::Reduce, A::ReduceScatterGather},
+    {C::Allgather, A::Ring},
+    {C::Allgather, A::RecursiveDoubling},
+    {C::Allgather, A::Bruck},
+    {C::Gather, A::Tree},
+    {C::Scatter, A::Tree},
+    {C::ReduceScatter, A::Ring},
+    {C::ReduceScatter, A::RecursiveHalving},
+    {C::Alltoall, A::Pairwise},
+    {C::Alltoall, A::Bruck},
+    {C::Barrier, A::Dissemination},
+};
+
+constexpr Collective kAllCollectives[] = {C::Allreduce,     C::Broadcast, C::Reduce,
+                                          C::Allgather,     C::Gather,    C::Scatter,
+                                          C::ReduceScatter, C::Alltoall,  C::Barrier};
+
+bool rule_matches(const SelectionRule& rule, Collective collective, std::size_t bytes,
+                  int world_size) noexcept {
+  if (rule.collective != collective || world_size < rule.min_world_size) return false;
+  if (bytes < rule.min_bytes) return false;
+  if (rule.max_bytes != kUnknownBytes && bytes >= rule.max_bytes) return false;
+  switch (rule.world) {
+    case W::Any:
+      return true;
+    case W::PowerOfTwo:
+      return patterns::is_power_of_two(world_size);
+    case W::NotPowerOfTwo:
+      return !patterns::is_power_of_two(world_size);
+  }
+  return false;
+}
+
+std::string_view trim(std::string_view s) {
+  const auto first = s.find_first_not_of(" \t\n");
+  if (first == std::string_view::npos) return {};
+  const auto last = s.find_last_not_of(" \t\n");
+  return s.substr(first, last - first + 1);
+}
+
+std::string joined_names(const std::vector<Algorithm>& algorithms) {
+  std::string names;
+  for (Algorithm a : algorithms) {
+    if (!names.empty()) names += ", ";
+    names += algorithm_name(a);
+  }
+  return names;
+}
+
+std::string collective_names() {
+  std::string names;
+  for (Collective c : kAllCollectives) {
+    if (!names.empty()) names += ", ";
+    names += collective_name(c);
+  }
+  return names;
+}
+
+Error not_implemented(Collective collective, Algorithm algorithm, std::string_view context) {
+  return Error(ErrorCode::InvalidArgument,
+               std::string(context) + "algorithm '" + std::string(algorithm_name(algorithm)) +
+                   "' is not implemented for " + std::string(collective_name(collective)) +
+                   " (choose one of: auto, " + joined_names(algorithms_for(collective)) + ")");
+}
+
+}  // namespace
+
+std::span<const SelectionRule> selection_table() noexcept {
+  return kTable;
+}
+
+bool algorithm_implements(Collective collective, Algorithm algorithm) noexcept {
+  return std::any_of(std::begin(kImplemented), std::end(kImplemented), [&](const Implemented& i) {
+    return i.collective == collective && i.algorithm == algorithm;
+  });
+}
+
+std::vector<Algorithm> algorithms_for(Collective collective) {
+  std::vector<Algorithm> result;
+  for (const auto& i : kImplemented)
+    if (i.collective == collective) result.push_back(i.algorithm);
+  return result;
+}
+
+AlgorithmOverrides parse_algorithm_overrides(std::string_view spec) {
+  AlgorithmOverrides overrides;
+  overrides.fill(A::Auto);
+  std::array<bool, 9> given{};
+  if (trim(spec).empty()) return overrides;
+  std::size_t start = 0;
+  while (start <= spec.size()) {
+    const auto comma = spec.find(',', start);
+    const auto end = comma == std::string_view::npos ? spec.size() : comma;
+    const std::string_view entry = trim(spec.substr(start, end - start));
+    const std::string quoted = "COHORT_ALGO entry '" + std::string(entry) + "': ";
+    if (entry.empty())
+      throw Error(ErrorCode::InvalidArgument, "COHORT_ALGO '" + std::string(spec) +
+                                                  "' has an empty entry (expected "
+                                                  "'collective:algorithm' separated by commas)");
+    const auto colon = entry.find(':');
+    if (colon == std::string_view::npos)
+      throw Error(ErrorCode::InvalidArgument,
+                  quoted + "expected 'collective:algorithm', e.g. 'allreduce:ring'");
+    const std::string_view collective_token = trim(entry.substr(0, colon));
+    const std::string_view algorithm_token = trim(entry.substr(colon + 1));
+    const auto collective = collective_from_name(collective_token);
+    if (!collective)
+      throw Error(ErrorCode::InvalidArgument, quoted + "unknown collective '" +
+                                                  std::string(collective_token) +
+                                                  "' (one of: " + collective_names() + ")");
+    const auto algorithm = algorithm_from_name(algorithm_token);
+    if (!algorithm)
+      throw Error(ErrorCode::InvalidArgument,
+                  quoted + "unknown algorithm '" + std::string(algorithm_token) + "' for " +
+                      std::string(collective_name(*collective)) + " (one of: auto, " +
+                      joined_names(algorithms_for(*collective)) + ")");
+    if (*algorithm != A::Auto && !algorithm_implements(*collective, *algorithm))
+      throw not_implemented(*collective, *algorithm, quoted);
+    const auto index = static_cast<std::size_t>(*collective);
+    if (given[index])
+      throw Error(ErrorCode::InvalidArgument,
+                  quoted + std::string(collective_name(*collective)) + " is given twice");
+    given[index] = true;
+    overrides[index] = *algorithm;
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return overrides;
+}
+
+const AlgorithmOverrides& environment_algorithm_overrides() {
+  // A throwing initialiser leaves the static uninitialised, so a malformed variable is reported
+  // on every call rather than silently ignored after the first.
+  static const AlgorithmOverrides overrides = [] {
+    const char* spec = std::getenv("COHORT_ALGO");
+    return parse_algorithm_overrides(spec == nullptr ? std::string_view{} : spec);
+  }();
+  return overrides;
+}
+
+std::vector<Algorithm> select_candidates(Collective collective, std::size_t bytes, int world_size,
+                                         Algorithm forced, const AlgorithmOverrides& overrides) {
+  std::vector<Algorithm> candidates;
+  auto add = [&](Algorithm a) {
+    if (a != A::Auto && std::find(candidates.begin(), candidates.end(), a) == candidates.end())
+      candidates.push_back(a);
+  };
+  if (forced != A::Auto && !algorithm_implements(collective, forced))
+    throw not_implemented(collective, forced, "forced ");
+  add(forced);
+  add(overrides[static_cast<std::size_t>(collective)]);
+  for (const auto& rule : kTable) {
+    if (!rule_matches(rule, collective, bytes, world_size)) continue;
+    for (Algorithm a : rule.candidates) add(a);
+    break;
+  }
+  return candidates;
+}
+
+}  // namespace cohort::algorithms

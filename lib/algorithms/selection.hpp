@@ -1,0 +1,89 @@
+#pragma once
+
+// Algorithm selection as data. A table of rules (collective, byte range, world-size condition)
+// -> ordered candidates; the first candidate that accepts the arguments runs (an algorithm may
+// decline, e.g. recursive-doubling allgather on a non-power-of-two world). Before the table come
+// the op's forced algorithm, then the job-wide COHORT_ALGO override for that collective.
+//
+// Bytes per collective (computed by the dispatcher, identical on every rank):
+//   allreduce, broadcast, reduce: count * dtype size
+//   allgather, gather, scatter:   total bytes of all blocks
+//   reduce_scatter:               bytes of one rank's input (size * count * dtype size)
+//   alltoall:                     size * block bytes when uniform; kUnknownBytes for alltoallv
+//                                 (counts differ per rank, so it must not steer the choice)
+//   barrier:                      0
+
+#include <cohort/algorithm.hpp>
+
+#include <array>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace cohort::algorithms {
+
+inline constexpr std::size_t kKiB = 1024;
+inline constexpr std::size_t kMiB = 1024 * kKiB;
+inline constexpr std::size_t kUnknownBytes = std::numeric_limits<std::size_t>::max();
+
+// Thresholds (bytes). First guesses, to be tuned with cohort-bench: below the latency limit the
+// log-round algorithms win; above the bandwidth limit the ring's n-step latency is amortised.
+/// allreduce: recursive doubling below this.
+inline constexpr std::size_t kAllreduceLatencyMaxBytes = 64 * kKiB;
+/// allreduce: Rabenseifner from kAllreduceLatencyMaxBytes up to this, ring above.
+inline constexpr std::size_t kAllreduceHalvingMaxBytes = 4 * kMiB;
+/// broadcast: binomial tree below this, scatter + allgather above.
+inline constexpr std::size_t kBroadcastTreeMaxBytes = 256 * kKiB;
+/// reduce: binomial tree below this, reduce-scatter + gather above.
+inline constexpr std::size_t kReduceTreeMaxBytes = 256 * kKiB;
+/// allgather: recursive doubling / Bruck below this (total bytes), ring above.
+inline constexpr std::size_t kAllgatherLatencyMaxBytes = 64 * kKiB;
+/// reduce_scatter: recursive halving below this (input bytes), ring above.
+inline constexpr std::size_t kReduceScatterHalvingMaxBytes = 1 * kMiB;
+/// alltoall: Bruck below this (uniform, total bytes), pairwise above.
+inline constexpr std::size_t kAlltoallBruckMaxBytes = 16 * kKiB;
+/// Ring-style alternatives only pay off from this many ranks (with 2 they move the same bytes
+/// as the simple algorithm, with more steps).
+inline constexpr int kRingMinWorldSize = 3;
+
+enum class WorldSizeCondition : std::uint8_t { Any, PowerOfTwo, NotPowerOfTwo };
+
+struct SelectionRule {
+  Collective collective;
+  std::size_t min_bytes;  ///< inclusive
+  std::size_t max_bytes;  ///< exclusive (kUnknownBytes: no upper limit, includes kUnknownBytes)
+  int min_world_size;
+  WorldSizeCondition world;
+  std::array<Algorithm, 3> candidates;  ///< in order of preference; Auto ends the list
+};
+
+/// The built-in table. For every collective, bytes and world size some rule matches, and every
+/// rule's last candidate accepts all arguments.
+std::span<const SelectionRule> selection_table() noexcept;
+
+/// Whether `algorithm` is implemented for `collective` (Auto is not an implementation).
+bool algorithm_implements(Collective collective, Algorithm algorithm) noexcept;
+/// The algorithms implemented for `collective`, for error messages and sweeps.
+std::vector<Algorithm> algorithms_for(Collective collective);
+
+/// Per-collective job-wide overrides (Auto: none), indexed by Collective.
+using AlgorithmOverrides = std::array<Algorithm, 9>;
+
+/// Parses "allreduce:ring,broadcast:tree" (whitespace around tokens allowed, "auto" clears).
+/// Throws Error(InvalidArgument) naming the bad token: unknown collective or algorithm, an
+/// algorithm the collective does not implement, a missing ':', or a collective given twice.
+AlgorithmOverrides parse_algorithm_overrides(std::string_view spec);
+
+/// COHORT_ALGO parsed once and cached (no overrides when unset). Throws like
+/// parse_algorithm_overrides on every call while the variable is malformed.
+const AlgorithmOverrides& environment_algorithm_overrides();
+
+/// Candidates in the order they are tried: `forced` (unless Auto), then the override for this
+/// collective (unless Auto), then the table's rule for (bytes, world size); duplicates removed.
+/// Throws Error(InvalidArgument) when `forced` is not implemented for `collective`.
+std::vector<Algorithm> select_candidates(Collective collective, std::size_t bytes, int world_size,
+                                         Algorithm forced, const AlgorithmOverrides& overrides);
+
+}  // namespace cohort::algorithms
