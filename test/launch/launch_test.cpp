@@ -86,6 +86,15 @@ TEST_CASE("launch runs every rank with its placement, variables and a working st
         expect(env_or_empty("COHORT_STORE_PORT") == std::to_string(env.store_port), "PORT");
         expect(env_or_empty("COHORT_TOKEN") == env.token && env.token.size() == 32, "TOKEN");
 
+        // What cohort::init() would resolve from the exported variables matches fn's env.
+        const cohort::Environment resolved = cohort::resolve_environment();
+        expect(resolved.rank == env.rank && resolved.world_size == env.world_size, "resolved rank");
+        expect(resolved.local_rank == env.local_rank && resolved.node_rank == 0, "resolved local");
+        expect(resolved.store_addr == env.store_addr && resolved.store_port == env.store_port,
+               "resolved store");
+        expect(resolved.token == env.token && !resolved.host_store, "resolved token");
+        expect(resolved.source == cohort::LaunchSource::Cohort, "resolved source");
+
         // Every rank counts itself in the parent's store and waits for the others: this only
         // completes if all world_size children run at the same time against one store.
         cohort::TcpStoreOptions options;
