@@ -1,0 +1,172 @@
+// *_async collectives and Work: several ops outstanding at once complete with the right results
+// in call order; blocking calls queue behind outstanding async ops; Work::wait(timeout) gives up
+// without cancelling the op.
+
+#include "rank_checks.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace cohort;
+using namespace cohort::test;
+using namespace std::chrono_literals;
+
+double value(int rank, std::size_t i) {
+  return static_cast<double>(rank + 1) * static_cast<double>(i % 17 + 1);
+}
+
+double sum_over_ranks(int size, std::size_t i) {
+  double acc = 0;
+  for (int r = 0; r < size; ++r) acc += value(r, i);
+  return acc;
+}
+
+void check_outstanding_ops(Communicator& c) {
+  // Eight allreduces of different sizes (small ones inline-sized, large ones past the
+  // rendezvous threshold), all outstanding at once.
+  const std::size_t counts[] = {1, 7, 100, 1000, 4096, 33333, 5, 100000};
+  std::vector<Buffer> buffers;
+  std::vector<Work> works;
+  for (std::size_t count : counts) {
+    Buffer b = Buffer::allocate(count, DType::Float32);
+    for (std::size_t i = 0; i < count; ++i) set(b, i, value(c.rank(), i));
+    works.push_back(c.allreduce_async(b, b, ReduceOp::Sum));
+    buffers.push_back(b);
+  }
+  // Order matters on one buffer: broadcast from the last rank, then allreduce; the reverse
+  // order would give a different result.
+  Buffer ordered = Buffer::allocate(64, DType::Int64);
+  for (std::size_t i = 0; i < 64; ++i) set(ordered, i, value(c.rank(), i));
+  const int last = c.size() - 1;
+  works.push_back(c.broadcast_async(ordered, ordered, last));
+  works.push_back(c.allreduce_async(ordered, ordered, ReduceOp::Sum));
+  for (Work& w : works) {
+    RANK_CHECK(w.valid(), "async op returned an empty Work");
+    w.wait();
+    RANK_CHECK(w.test(), "test() false after wait()");
+    w.wait();  // waiting again after success returns at once
+  }
+  for (std::size_t k = 0; k < buffers.size(); ++k) {
+    expect_values(
+        buffers[k], 0, counts[k], [&](std::size_t i) { return sum_over_ranks(c.size(), i); },
+        "async allreduce #" + std::to_string(k));
+  }
+  expect_values(
+      ordered, 0, 64, [&](std::size_t i) { return c.size() * value(last, i); },
+      "broadcast then allreduce, in call order");
+}
+
+void check_blocking_behind_async(Communicator& c) {
+  // A blocking call issued while async ops are outstanding queues behind them.
+  Buffer a = Buffer::allocate(50000, DType::Float64);
+  Buffer b = Buffer::allocate(10, DType::Float64);
+  for (std::size_t i = 0; i < a.count(); ++i) set(a, i, value(c.rank(), i));
+  for (std::size_t i = 0; i < b.count(); ++i) set(b, i, value(c.rank(), i));
+  Work w = c.allreduce_async(a, a, ReduceOp::Max);
+  c.allreduce(b, ReduceOp::Sum);
+  RANK_CHECK(w.test(), "an async op issued earlier had not finished after a later blocking op");
+  w.wait();
+  expect_values(
+      a, 0, a.count(), [&](std::size_t i) { return value(c.size() - 1, i); }, "async max");
+  expect_values(
+      b, 0, b.count(), [&](std::size_t i) { return sum_over_ranks(c.size(), i); }, "blocking sum");
+  // Every kind of async collective once.
+  const std::size_t n = static_cast<std::size_t>(c.size());
+  Buffer in = Buffer::allocate(2 * n, DType::Int32);
+  Buffer gathered = Buffer::allocate(2 * n * n, DType::Int32);
+  Buffer scattered = Buffer::allocate(2, DType::Int32);
+  Buffer exchanged = Buffer::allocate(2 * n, DType::Int32);
+  Buffer reduced = Buffer::allocate(2 * n, DType::Int32);
+  for (std::size_t i = 0; i < 2 * n; ++i) set(in, i, static_cast<double>(c.rank()));
+  std::vector<std::size_t> counts(n, 2);
+  std::vector<std::size_t> all(n, 2);
+  std::vector<Work> works;
+  works.push_back(c.allgather_async(in, gathered));
+  works.push_back(c.reduce_scatter_async(in, scattered, ReduceOp::Sum));
+  works.push_back(c.alltoall_async(in, exchanged));
+  works.push_back(c.reduce_async(in, reduced, ReduceOp::Max, 0));
+  works.push_back(c.barrier_async());
+  Buffer vg = Buffer::allocate(2 * n, DType::Int32);
+  works.push_back(c.allgatherv_async(in.slice(0, 2), vg, counts));
+  Buffer gv = c.rank() == 0 ? Buffer::allocate(2 * n, DType::Int32) : Buffer();
+  works.push_back(c.gatherv_async(in.slice(0, 2), gv, counts, 0));
+  Buffer sv = Buffer::allocate(2, DType::Int32);
+  works.push_back(c.scatterv_async(c.rank() == 0 ? in : Buffer(), sv, counts, 0));
+  Buffer av = Buffer::allocate(2 * n, DType::Int32);
+  works.push_back(c.alltoallv_async(in, all, av, all));
+  Buffer g = c.rank() == 0 ? Buffer::allocate(2 * n * n, DType::Int32) : Buffer();
+  works.push_back(c.gather_async(in, g, 0));
+  Buffer s = Buffer::allocate(2 * n, DType::Int32);
+  works.push_back(c.scatter_async(c.rank() == 0 ? gathered : Buffer(), s, 0));
+  for (Work& w : works) w.wait();
+  const double total = static_cast<double>(c.size() * (c.size() - 1) / 2);
+  expect_values(
+      gathered, 0, 2 * n * n, [&](std::size_t i) { return static_cast<double>(i / (2 * n)); },
+      "allgather_async");
+  expect_values(
+      scattered, 0, 2, [&](std::size_t) { return total; }, "reduce_scatter_async");
+  expect_values(
+      exchanged, 0, 2 * n, [&](std::size_t i) { return static_cast<double>(i / 2); },
+      "alltoall_async");
+  if (c.rank() == 0)
+    expect_values(
+        reduced, 0, 2 * n, [&](std::size_t) { return c.size() - 1.0; }, "reduce_async");
+  expect_values(
+      vg, 0, 2 * n, [&](std::size_t i) { return static_cast<double>(i / 2); }, "allgatherv_async");
+  if (c.rank() == 0)
+    expect_values(
+        gv, 0, 2 * n, [&](std::size_t i) { return static_cast<double>(i / 2); }, "gatherv_async");
+  expect_values(
+      sv, 0, 2, [&](std::size_t) { return 0.0; }, "scatterv_async (root 0's values)");
+  expect_values(
+      av, 0, 2 * n, [&](std::size_t i) { return static_cast<double>(i / 2); }, "alltoallv_async");
+  if (c.rank() == 0)
+    expect_values(
+        g, 0, 2 * n * n, [&](std::size_t i) { return static_cast<double>(i / (2 * n)); },
+        "gather_async");
+  // Root 0 scatters its gathered copy: rank r gets block r, which is 2n copies of... rank r's
+  // allgathered block holds rank index k at [2n*k, 2n*k+2n); block r of size 2n is all r.
+  expect_values(
+      s, 0, 2 * n, [&](std::size_t) { return static_cast<double>(c.rank()); }, "scatter_async");
+}
+
+}  // namespace
+
+TEST_CASE("async collectives: many outstanding, results right and in order", "[comm][multiproc]") {
+  const int size = GENERATE(1, 2, 3, 5);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    ::setenv("UCX_RNDV_THRESH", "4096", 1);  // exercise the rendezvous path too
+    auto c = world(env);
+    check_outstanding_ops(*c);
+    check_blocking_behind_async(*c);
+    RANK_CHECK(!Work().valid(), "a default Work is valid");
+  }));
+}
+
+TEST_CASE("Work::wait with a timeout gives up without cancelling the op", "[comm][multiproc]") {
+  REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
+    auto c = world(env);
+    Buffer b = Buffer::allocate(16, DType::Int32);
+    for (std::size_t i = 0; i < 16; ++i) set(b, i, 1.0);
+    if (env.rank == 0) {
+      // Rank 1 joins late, so the op cannot finish within 100 ms.
+      Work w = c->allreduce_async(b, b, ReduceOp::Sum);
+      expect_error([&] { w.wait(100ms); }, ErrorCode::Timeout, {"allreduce #0", "100 ms"},
+                   "Work::wait(100ms)");
+      RANK_CHECK(!w.test(), "op finished although its peer had not joined");
+      c->barrier();  // releases rank 1; queued behind the allreduce
+      w.wait();
+    } else {
+      std::this_thread::sleep_for(1500ms);
+      c->allreduce(b, ReduceOp::Sum);
+      c->barrier();
+    }
+    expect_values(
+        b, 0, 16, [](std::size_t) { return 2.0; }, "allreduce after the wait timeout");
+  }));
+}

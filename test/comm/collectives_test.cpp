@@ -1,0 +1,351 @@
+// Every collective through the public Communicator API on real processes (world sizes 1-5),
+// in-place and out-of-place, against references computed here from closed-form inputs. The
+// algorithms' own tests sweep algorithms x sizes exhaustively; this checks the communicator's
+// layer: argument normalisation, own-block copies, staging, Avg, counts and displacements.
+
+#include "rank_checks.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace {
+
+using namespace cohort;
+using namespace cohort::test;
+
+// Small integers (negative too), so every dtype and every partial sum is exact.
+double value(int rank, std::size_t i) {
+  return static_cast<double>((rank * 13 + static_cast<int>(i % 1000) * 7) % 41) - 10;
+}
+// Products of 1s and 2s stay exact for any world size used here.
+double prod_value(int rank, std::size_t i) {
+  return 1.0 + static_cast<double>((rank + i) % 2);
+}
+
+double input_for(ReduceOp op, int rank, std::size_t i) {
+  return op == ReduceOp::Prod ? prod_value(rank, i) : value(rank, i);
+}
+
+double reference(ReduceOp op, DType dtype, int size, std::size_t i) {
+  double acc = input_for(op, 0, i);
+  for (int r = 1; r < size; ++r) {
+    const double v = input_for(op, r, i);
+    switch (op) {
+      case ReduceOp::Sum:
+      case ReduceOp::Avg:
+        acc += v;
+        break;
+      case ReduceOp::Prod:
+        acc *= v;
+        break;
+      case ReduceOp::Min:
+        acc = std::min(acc, v);
+        break;
+      case ReduceOp::Max:
+        acc = std::max(acc, v);
+        break;
+      default:
+        throw std::runtime_error("reference: op not used in this test");
+    }
+  }
+  if (op == ReduceOp::Avg) {
+    const bool integer = dtype == DType::Int32 || dtype == DType::Int64;
+    acc = integer ? std::trunc(acc / size) : acc / size;
+  }
+  return acc;
+}
+
+template <class F>
+Buffer filled(std::size_t count, DType dtype, F fn) {
+  Buffer b = Buffer::allocate(count, dtype);
+  for (std::size_t i = 0; i < count; ++i) set(b, i, fn(i));
+  return b;
+}
+
+std::string label(std::string_view op, DType dtype, std::size_t count, bool in_place) {
+  return std::string(op) + " " + std::string(dtype_name(dtype)) +
+         " count=" + std::to_string(count) + (in_place ? " in-place" : " out-of-place");
+}
+
+void check_allreduce(Communicator& c) {
+  for (DType dtype : {DType::Float32, DType::Int32, DType::Float64}) {
+    for (ReduceOp op :
+         {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min, ReduceOp::Avg, ReduceOp::Prod}) {
+      for (std::size_t count :
+           {std::size_t{0}, std::size_t{1}, std::size_t{37}, std::size_t{3001}}) {
+        const auto input = [&](std::size_t i) { return input_for(op, c.rank(), i); };
+        const auto want = [&](std::size_t i) { return reference(op, dtype, c.size(), i); };
+        const std::string what = label(reduce_op_name(op), dtype, count, false);
+        Buffer in = filled(count, dtype, input);
+        Buffer out = Buffer::allocate(count, dtype);
+        c.allreduce(in.as_read_only(), out, op);
+        expect_values(out, 0, count, want, "allreduce " + what);
+        expect_values(in, 0, count, input, "allreduce input untouched " + what);
+        c.allreduce(in, op);
+        expect_values(in, 0, count, want,
+                      "allreduce " + label(reduce_op_name(op), dtype, count, true));
+      }
+    }
+  }
+}
+
+void check_broadcast(Communicator& c) {
+  const std::size_t count = 1000;
+  for (int root = 0; root < c.size(); ++root) {
+    const auto want = [&](std::size_t i) { return value(root, i); };
+    Buffer in = c.rank() == root ? filled(count, DType::Float64, want) : Buffer();
+    Buffer out = Buffer::allocate(count, DType::Float64);
+    c.broadcast(in.as_read_only(), out, root);
+    expect_values(out, 0, count, want, "broadcast out-of-place root " + std::to_string(root));
+
+    Buffer inout = c.rank() == root ? filled(count, DType::Float64, want)
+                                    : Buffer::allocate(count, DType::Float64);
+    c.broadcast(inout, root);
+    expect_values(inout, 0, count, want, "broadcast in-place root " + std::to_string(root));
+  }
+}
+
+void check_reduce(Communicator& c) {
+  const std::size_t count = 129;
+  for (int root = 0; root < c.size(); ++root) {
+    for (DType dtype : {DType::Int32, DType::Float32}) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Avg}) {
+        const auto input = [&](std::size_t i) { return value(c.rank(), i); };
+        const auto want = [&](std::size_t i) { return reference(op, dtype, c.size(), i); };
+        const std::string what = std::string(reduce_op_name(op)) + " root " + std::to_string(root);
+        Buffer in = filled(count, dtype, input);
+        // Non-roots pass no output at all: it is ignored there.
+        Buffer out = c.rank() == root ? Buffer::allocate(count, dtype) : Buffer();
+        c.reduce(in.as_read_only(), out, op, root);
+        if (c.rank() == root) expect_values(out, 0, count, want, "reduce out-of-place " + what);
+        expect_values(in, 0, count, input, "reduce input untouched " + what);
+
+        c.reduce(in, in, op, root);
+        if (c.rank() == root) expect_values(in, 0, count, want, "reduce in-place " + what);
+      }
+    }
+  }
+}
+
+// Per-rank counts for the v-collectives: uneven, with zeros (rank 1 and every fourth).
+std::vector<std::size_t> uneven_counts(int size) {
+  std::vector<std::size_t> counts(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r)
+    counts[static_cast<std::size_t>(r)] = static_cast<std::size_t>((r * 3 + 1) % 4) * 5;
+  return counts;
+}
+
+std::size_t offset_of(const std::vector<std::size_t>& counts, int rank) {
+  std::size_t offset = 0;
+  for (int r = 0; r < rank; ++r) offset += counts[static_cast<std::size_t>(r)];
+  return offset;
+}
+
+void expect_blocks(const Buffer& out, const std::vector<std::size_t>& counts,
+                   const std::string& what) {
+  for (int r = 0; r < static_cast<int>(counts.size()); ++r) {
+    expect_values(
+        out, offset_of(counts, r), counts[static_cast<std::size_t>(r)],
+        [&](std::size_t i) { return value(r, i); }, what + " block of rank " + std::to_string(r));
+  }
+}
+
+void check_allgather(Communicator& c) {
+  const std::size_t count = 5;
+  const std::vector<std::size_t> uniform(static_cast<std::size_t>(c.size()), count);
+  const auto mine = [&](std::size_t i) { return value(c.rank(), i); };
+  {
+    Buffer in = filled(count, DType::Float32, mine);
+    Buffer out = Buffer::allocate(count * static_cast<std::size_t>(c.size()), DType::Float32);
+    c.allgather(in.as_read_only(), out);
+    expect_blocks(out, uniform, "allgather out-of-place");
+  }
+  {
+    Buffer out = Buffer::allocate(count * static_cast<std::size_t>(c.size()), DType::Float32);
+    const auto start = static_cast<std::int64_t>(count) * c.rank();
+    Buffer own = out.slice(start, start + static_cast<std::int64_t>(count));
+    for (std::size_t i = 0; i < count; ++i) set(own, i, mine(i));
+    c.allgather(own, out);
+    expect_blocks(out, uniform, "allgather in-place");
+  }
+  const std::vector<std::size_t> counts = uneven_counts(c.size());
+  const std::size_t total = offset_of(counts, c.size());
+  const std::size_t my_count = counts[static_cast<std::size_t>(c.rank())];
+  {
+    Buffer in = filled(my_count, DType::Int32, mine);
+    Buffer out = Buffer::allocate(total, DType::Int32);
+    c.allgatherv(in, out, counts);
+    expect_blocks(out, counts, "allgatherv out-of-place");
+  }
+  {
+    Buffer out = Buffer::allocate(total, DType::Int32);
+    const auto start = static_cast<std::int64_t>(offset_of(counts, c.rank()));
+    Buffer own = out.slice(start, start + static_cast<std::int64_t>(my_count));
+    for (std::size_t i = 0; i < my_count; ++i) set(own, i, mine(i));
+    c.allgatherv(own, out, counts);
+    expect_blocks(out, counts, "allgatherv in-place");
+  }
+}
+
+void check_gather(Communicator& c) {
+  const std::size_t count = 6;
+  const std::vector<std::size_t> uniform(static_cast<std::size_t>(c.size()), count);
+  const std::vector<std::size_t> counts = uneven_counts(c.size());
+  const auto mine = [&](std::size_t i) { return value(c.rank(), i); };
+  for (int root = 0; root < c.size(); ++root) {
+    const bool is_root = c.rank() == root;
+    const std::string at = " root " + std::to_string(root);
+    {
+      Buffer in = filled(count, DType::Float32, mine);
+      Buffer out =
+          is_root ? Buffer::allocate(count * static_cast<std::size_t>(c.size()), DType::Float32)
+                  : Buffer();
+      c.gather(in, out, root);
+      if (is_root) expect_blocks(out, uniform, "gather out-of-place" + at);
+    }
+    if (is_root) {
+      Buffer out = Buffer::allocate(count * static_cast<std::size_t>(c.size()), DType::Float32);
+      const auto start = static_cast<std::int64_t>(count) * root;
+      Buffer own = out.slice(start, start + static_cast<std::int64_t>(count));
+      for (std::size_t i = 0; i < count; ++i) set(own, i, mine(i));
+      c.gather(own, out, root);
+      expect_blocks(out, uniform, "gather in-place" + at);
+    } else {
+      c.gather(filled(count, DType::Float32, mine), Buffer(), root);
+    }
+    {
+      Buffer in = filled(counts[static_cast<std::size_t>(c.rank())], DType::Int32, mine);
+      Buffer out = is_root ? Buffer::allocate(offset_of(counts, c.size()), DType::Int32) : Buffer();
+      c.gatherv(in, out, counts, root);
+      if (is_root) expect_blocks(out, counts, "gatherv" + at);
+    }
+  }
+}
+
+void check_scatter(Communicator& c) {
+  const std::size_t count = 4;
+  const std::vector<std::size_t> uniform(static_cast<std::size_t>(c.size()), count);
+  const std::vector<std::size_t> counts = uneven_counts(c.size());
+  const auto mine = [&](std::size_t i) { return value(c.rank(), i); };
+  const auto source = [&](const std::vector<std::size_t>& layout, DType dtype) {
+    Buffer in = Buffer::allocate(offset_of(layout, c.size()), dtype);
+    for (int r = 0; r < c.size(); ++r)
+      for (std::size_t i = 0; i < layout[static_cast<std::size_t>(r)]; ++i)
+        set(in, offset_of(layout, r) + i, value(r, i));
+    return in;
+  };
+  for (int root = 0; root < c.size(); ++root) {
+    const bool is_root = c.rank() == root;
+    const std::string at = " root " + std::to_string(root);
+    {
+      Buffer in = is_root ? source(uniform, DType::Float64) : Buffer();
+      Buffer out = Buffer::allocate(count, DType::Float64);
+      c.scatter(in, out, root);
+      expect_values(out, 0, count, mine, "scatter out-of-place" + at);
+    }
+    {
+      // In place on root: its output is its own block of the input.
+      Buffer in = is_root ? source(uniform, DType::Float64) : Buffer();
+      const auto start = static_cast<std::int64_t>(count) * c.rank();
+      Buffer out = is_root ? in.slice(start, start + static_cast<std::int64_t>(count))
+                           : Buffer::allocate(count, DType::Float64);
+      c.scatter(in, out, root);
+      expect_values(out, 0, count, mine, "scatter in-place" + at);
+    }
+    {
+      Buffer in = is_root ? source(counts, DType::Int32) : Buffer();
+      Buffer out = Buffer::allocate(counts[static_cast<std::size_t>(c.rank())], DType::Int32);
+      c.scatterv(in, out, counts, root);
+      expect_values(out, 0, out.count(), mine, "scatterv" + at);
+    }
+  }
+}
+
+void check_reduce_scatter(Communicator& c) {
+  const std::size_t count = 7;
+  const std::size_t total = count * static_cast<std::size_t>(c.size());
+  const std::size_t mine_at = count * static_cast<std::size_t>(c.rank());
+  for (DType dtype : {DType::Int32, DType::Float32}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Avg}) {
+      const auto input = [&](std::size_t i) { return value(c.rank(), i); };
+      const auto want = [&](std::size_t i) { return reference(op, dtype, c.size(), mine_at + i); };
+      const std::string what =
+          std::string(reduce_op_name(op)) + " " + std::string(dtype_name(dtype));
+      Buffer in = filled(total, dtype, input);
+      Buffer out = Buffer::allocate(count, dtype);
+      c.reduce_scatter(in.as_read_only(), out, op);
+      expect_values(out, 0, count, want, "reduce_scatter out-of-place " + what);
+
+      const auto start = static_cast<std::int64_t>(mine_at);
+      Buffer own = in.slice(start, start + static_cast<std::int64_t>(count));
+      c.reduce_scatter(in, own, op);
+      expect_values(in, mine_at, count, want, "reduce_scatter in-place " + what);
+    }
+  }
+}
+
+// Element i of the block rank `from` sends to rank `to`.
+double exchange_value(int from, int to, std::size_t i) {
+  return from * 100.0 + to * 10.0 + static_cast<double>(i);
+}
+
+void check_alltoall(Communicator& c) {
+  const std::size_t block = 3;
+  const std::size_t total = block * static_cast<std::size_t>(c.size());
+  const auto sent = [&](std::size_t i) {
+    return exchange_value(c.rank(), static_cast<int>(i / block), i % block);
+  };
+  const auto received = [&](std::size_t i) {
+    return exchange_value(static_cast<int>(i / block), c.rank(), i % block);
+  };
+  Buffer in = filled(total, DType::Int32, sent);
+  Buffer out = Buffer::allocate(total, DType::Int32);
+  c.alltoall(in.as_read_only(), out);
+  expect_values(out, 0, total, received, "alltoall out-of-place");
+  c.alltoall(in, in);  // the same buffer: staged by the communicator
+  expect_values(in, 0, total, received, "alltoall in-place");
+
+  // alltoallv: rank r sends (r + j) % 3 elements to rank j, zeros included.
+  std::vector<std::size_t> send_counts, recv_counts;
+  for (int j = 0; j < c.size(); ++j) {
+    send_counts.push_back(static_cast<std::size_t>((c.rank() + j) % 3));
+    recv_counts.push_back(static_cast<std::size_t>((j + c.rank()) % 3));
+  }
+  Buffer vin = Buffer::allocate(offset_of(send_counts, c.size()), DType::Float32);
+  for (int j = 0; j < c.size(); ++j)
+    for (std::size_t i = 0; i < send_counts[static_cast<std::size_t>(j)]; ++i)
+      set(vin, offset_of(send_counts, j) + i, exchange_value(c.rank(), j, i));
+  Buffer vout = Buffer::allocate(offset_of(recv_counts, c.size()), DType::Float32);
+  c.alltoallv(vin, send_counts, vout, recv_counts);
+  for (int j = 0; j < c.size(); ++j) {
+    expect_values(
+        vout, offset_of(recv_counts, j), recv_counts[static_cast<std::size_t>(j)],
+        [&](std::size_t i) { return exchange_value(j, c.rank(), i); },
+        "alltoallv block from rank " + std::to_string(j));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every collective, in-place and out-of-place, on 1-5 ranks", "[comm][multiproc]") {
+  const int size = GENERATE(1, 2, 3, 4, 5);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto c = world(env);
+    RANK_CHECK(c->rank() == env.rank && c->size() == env.world_size,
+               "rank " << c->rank() << " size " << c->size());
+    RANK_CHECK(c->id() == 0, "world id " << c->id());
+    check_allreduce(*c);
+    check_broadcast(*c);
+    check_reduce(*c);
+    check_allgather(*c);
+    check_gather(*c);
+    check_scatter(*c);
+    check_reduce_scatter(*c);
+    check_alltoall(*c);
+    c->barrier();
+  }));
+}

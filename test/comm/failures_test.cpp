@@ -1,0 +1,228 @@
+// What goes wrong: bad arguments rejected by name before any byte moves (and the communicator
+// still works afterwards), cross-rank mismatches caught by the COHORT_DEBUG=detail fingerprint,
+// and a rank killed mid-collective failing every other rank with its name, then fast.
+
+#include "rank_checks.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <csignal>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <thread>
+
+namespace {
+
+using namespace cohort;
+using namespace cohort::test;
+using namespace std::chrono_literals;
+
+void allreduce_works(Communicator& c, const char* when) {
+  Buffer b = Buffer::allocate(10, DType::Int32);
+  for (std::size_t i = 0; i < 10; ++i) set(b, i, 1);
+  c.allreduce(b, ReduceOp::Sum);
+  expect_values(
+      b, 0, 10, [&](std::size_t) { return c.size(); }, when);
+}
+
+void check_validation(Communicator& c) {
+  const int n = c.size();
+  const std::size_t un = static_cast<std::size_t>(n);
+  Buffer f4 = Buffer::allocate(4, DType::Float32);
+  Buffer f4n = Buffer::allocate(4 * un, DType::Float32);
+  Buffer i4 = Buffer::allocate(4, DType::Int32);
+  const auto E = ErrorCode::InvalidArgument;
+
+  expect_error([&] { c.broadcast(f4, n); }, E,
+               {"broadcast", "root " + std::to_string(n), "size " + std::to_string(n)},
+               "root == size");
+  expect_error([&] { c.reduce(f4, f4, ReduceOp::Sum, -1); }, E, {"reduce", "root -1"},
+               "negative root");
+  expect_error([&] { c.gather(f4, f4n, n + 3, {}); }, E,
+               {"gather", "root " + std::to_string(n + 3)}, "gather root");
+  expect_error([&] { c.allreduce(f4, Buffer::allocate(5, DType::Float32), ReduceOp::Sum); }, E,
+               {"allreduce", "5 elements", "expected 4"}, "allreduce count mismatch");
+  expect_error(
+      [&] { c.allgather(f4, Buffer::allocate(4 * un + 1, DType::Float32)); }, E,
+      {"allgather", std::to_string(4 * un + 1) + " elements", "expected " + std::to_string(4 * un)},
+      "allgather count");
+  expect_error([&] { c.allreduce(f4, i4, ReduceOp::Sum); }, E, {"allreduce", "float", "int32"},
+               "dtype mismatch");
+  expect_error([&] { c.allreduce(f4, f4.as_read_only(), ReduceOp::Sum); }, E,
+               {"allreduce", "read-only"}, "read-only output");
+  expect_error([&] { c.allreduce(f4, ReduceOp::BXor); }, E, {"allreduce", "bxor", "float"},
+               "bitwise op on floats");
+  const std::vector<std::size_t> short_counts(un + 1, 1);
+  expect_error(
+      [&] { c.allgatherv(f4, f4n, short_counts); }, E,
+      {"allgatherv", std::to_string(un + 1) + " entries", "expected " + std::to_string(un)},
+      "counts length");
+  expect_error([&] { c.send(f4, n); }, E, {"send", "peer " + std::to_string(n)},
+               "peer out of range");
+  expect_error([&] { c.recv(f4, c.rank()); }, E,
+               {"recv", "peer " + std::to_string(c.rank()), "this rank"}, "self peer");
+  expect_error([&] { c.send(f4, (c.rank() + 1) % n, -2); }, E, {"send", "tag -2"}, "negative tag");
+  CollectiveOptions zero;
+  zero.timeout = 0ms;
+  expect_error([&] { c.barrier(zero); }, E, {"barrier", "timeout 0 ms"}, "zero timeout");
+  // Non-contiguous: every other element of an 8-element buffer.
+  Buffer strided = Buffer::view(f4n.data(), std::vector<std::int64_t>{2}, DType::Float32,
+                                Device::cpu(), std::vector<std::int64_t>{2});
+  expect_error([&] { c.allreduce(strided, ReduceOp::Sum); }, E, {"allreduce", "not contiguous"},
+               "strided");
+  Buffer on_gpu =
+      Buffer::view(f4.data(), std::vector<std::int64_t>{4}, DType::Float32, Device::cuda(0));
+  expect_error([&] { c.allreduce(on_gpu, ReduceOp::Sum); }, E, {"allreduce", "cuda:0"}, "device");
+  // count x size overflows size_t (never dereferenced: validation fails first).
+  std::uint8_t byte = 0;
+  const std::size_t huge = std::size_t{1} << 62;
+  expect_error(
+      [&] {
+        c.allgather(Buffer::view(&byte, huge, DType::UInt8), Buffer::view(&byte, 1, DType::UInt8));
+      },
+      E, {"allgather", "overflows"}, "count x size overflow");
+  expect_error(
+      [&] {
+        c.alltoall(Buffer::allocate(un + 1, DType::Int32), Buffer::allocate(un + 1, DType::Int32));
+      },
+      E, {"alltoall", std::to_string(un + 1), "not divisible"}, "alltoall divisibility");
+  // Every rank made the same bad calls and none moved a byte: the communicator still works.
+  allreduce_works(c, "allreduce after validation errors");
+}
+
+std::string slurp(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("bad arguments are rejected by name; the communicator keeps working",
+          "[comm][multiproc]") {
+  const int size = GENERATE(1, 3, 4);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto c = world(env);
+    if (c->size() == 1) {
+      // A world of one has no peers: point-to-point checks need two ranks.
+      Buffer f4 = Buffer::allocate(4, DType::Float32);
+      expect_error([&] { c->send(f4, 0); }, ErrorCode::InvalidArgument, {"peer 0", "this rank"},
+                   "self");
+      allreduce_works(*c, "world of one");
+      return;
+    }
+    check_validation(*c);
+  }));
+}
+
+TEST_CASE("COHORT_DEBUG=detail names the ranks whose arguments disagree", "[comm][multiproc]") {
+  REQUIRE_NOTHROW(run_ranks(3, [](const Environment& env) {
+    ::setenv("COHORT_DEBUG", "detail", 1);
+    auto c = world(env);
+    allreduce_works(*c, "matching allreduce under debug");  // op #0
+    // Rank 2 passes 12 elements where the others pass 10.
+    const std::size_t count = env.rank == 2 ? 12 : 10;
+    Buffer b = Buffer::allocate(count, DType::Float32);
+    expect_error([&] { c->allreduce(b, ReduceOp::Sum); }, ErrorCode::InvalidArgument,
+                 {"allreduce #1", "rank 0 has count=10", "rank 2 has count=12"}, "count mismatch");
+    // Rank 1 broadcasts from another root.
+    Buffer d = Buffer::allocate(4, DType::Float64);
+    expect_error([&] { c->broadcast(d, env.rank == 1 ? 1 : 0); }, ErrorCode::InvalidArgument,
+                 {"broadcast #2", "rank 0 has root=0", "rank 1 has root=1"}, "root mismatch");
+    // A rank calling a different collective.
+    expect_error(
+        [&] {
+          if (env.rank == 0)
+            c->barrier();
+          else
+            c->allreduce(b, ReduceOp::Max);
+        },
+        ErrorCode::InvalidArgument, {"#3", "rank 0 called barrier", "rank 1 called allreduce"},
+        "op mismatch");
+    // alltoallv: rank 0 sends 2 to rank 1, but rank 1 expects 3 from rank 0.
+    std::vector<std::size_t> send_counts(3, 1), recv_counts(3, 1);
+    if (env.rank == 0) send_counts[1] = 2;
+    if (env.rank == 1) recv_counts[0] = 3;
+    Buffer in = Buffer::allocate(4, DType::Int32);
+    in = in.slice(0, static_cast<std::int64_t>(send_counts[0] + send_counts[1] + send_counts[2]));
+    Buffer out = Buffer::allocate(recv_counts[0] + recv_counts[1] + recv_counts[2], DType::Int32);
+    expect_error([&] { c->alltoallv(in, send_counts, out, recv_counts); },
+                 ErrorCode::InvalidArgument,
+                 {"rank 0 sends 2 elements to rank 1", "rank 1 expects 3"}, "alltoallv mismatch");
+    // Mismatches are found by all ranks after a full exchange, so nothing is poisoned.
+    allreduce_works(*c, "allreduce after mismatches");
+  }));
+}
+
+TEST_CASE("a rank killed mid-allreduce fails the others naming it, then fast",
+          "[comm][multiproc]") {
+  const int size = GENERATE(2, 4);
+  CAPTURE(size);
+  TempDir dir;
+  const int victim = size - 1;
+  // launch() reports the killed rank; the survivors report through files.
+  try {
+    LaunchOptions options;
+    options.timeout = 60s;
+    options.grace = 30s;  // survivors ignore SIGTERM and finish within the op timeout
+    launch(
+        size,
+        [&](const Environment& env) {
+          CommunicatorOptions copts;
+          copts.timeout = 5s;
+          auto c = world(env, copts);
+          allreduce_works(*c, "before the kill");
+          Buffer big = Buffer::allocate(1 << 20, DType::Float32);
+          if (env.rank == victim) {
+            Work w = c->allreduce_async(big, big, ReduceOp::Sum);
+            std::this_thread::sleep_for(50ms);  // let it get under way
+            std::raise(SIGKILL);
+          }
+          std::signal(SIGTERM, SIG_IGN);
+          std::ofstream report(dir.path() / ("rank" + std::to_string(env.rank)));
+          try {
+            c->allreduce(big, ReduceOp::Sum);
+            report << "allreduce succeeded\n";
+            return;
+          } catch (const Error& e) {
+            const bool code_ok =
+                e.code() == ErrorCode::RemoteError || e.code() == ErrorCode::Timeout;
+            const bool names_op = e.message().find("allreduce #1") != std::string::npos;
+            // Ranks waiting on the victim name it; ranks waiting on a survivor that gave up name
+            // that survivor (the parent checks that at least one names the victim).
+            const bool names_a_peer = e.message().find("rank ") != std::string::npos;
+            const bool names_victim =
+                e.message().find("rank " + std::to_string(victim)) != std::string::npos;
+            report << "first " << (code_ok && names_op && names_a_peer ? "ok" : "BAD")
+                   << (names_victim ? " names-victim " : " ") << e.what() << "\n";
+          }
+          try {
+            allreduce_works(*c, "after the failure");
+            report << "later op succeeded\n";
+          } catch (const Error& e) {
+            const bool ok = e.code() == ErrorCode::InvalidUsage &&
+                            e.message().find("allreduce #1") != std::string::npos;
+            report << "later " << (ok ? "ok" : "BAD") << " " << e.what() << "\n";
+          }
+          report.flush();
+        },
+        options);
+    FAIL("launch succeeded although rank " << victim << " was killed");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::RemoteError);
+    CHECK_THAT(e.message(), Catch::Contains("rank " + std::to_string(victim)));
+  }
+  int naming_victim = 0;
+  for (int r = 0; r < size; ++r) {
+    if (r == victim) continue;
+    const std::string report = slurp(dir.path() / ("rank" + std::to_string(r)));
+    INFO("rank " << r << " reported: " << report);
+    CHECK_THAT(report, Catch::Contains("first ok"));
+    CHECK_THAT(report, Catch::Contains("later ok"));
+    if (report.find("names-victim") != std::string::npos) ++naming_victim;
+  }
+  CHECK(naming_victim >= 1);
+}

@@ -1,0 +1,154 @@
+// split() and dup(): group membership and ordering by (key, old rank), kNoColor, unique ids,
+// and collectives on sub-communicators running concurrently with the parent's.
+
+#include "rank_checks.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace cohort;
+using namespace cohort::test;
+
+double sum_of_ranks(const std::vector<int>& ranks) {
+  double s = 0;
+  for (int r : ranks) s += r;
+  return s;
+}
+
+// World ranks of the members of `color` in a split by parity.
+std::vector<int> parity_members(int world, int parity) {
+  std::vector<int> members;
+  for (int r = parity; r < world; r += 2) members.push_back(r);
+  return members;
+}
+
+void check_parity_split(Communicator& world_comm) {
+  const int rank = world_comm.rank(), size = world_comm.size();
+  auto sub = world_comm.split(rank % 2, rank);
+  RANK_CHECK(sub, "split returned null for a real color");
+  const std::vector<int> members = parity_members(size, rank % 2);
+  RANK_CHECK(sub->size() == static_cast<int>(members.size()), "sub size " << sub->size());
+  RANK_CHECK(sub->rank() == rank / 2, "sub rank " << sub->rank() << " for world rank " << rank);
+  RANK_CHECK(sub->id() != 0 && sub->id() != world_comm.id(), "sub id " << sub->id());
+
+  // Ids: the same within a group, different across groups.
+  Buffer mine = Buffer::allocate(1, DType::Int64);
+  set(mine, 0, sub->id());
+  Buffer ids = Buffer::allocate(static_cast<std::size_t>(size), DType::Int64);
+  world_comm.allgather(mine, ids);
+  for (int r = 0; r < size; ++r) {
+    const bool same_group = r % 2 == rank % 2;
+    RANK_CHECK((get(ids, static_cast<std::size_t>(r)) == sub->id()) == same_group,
+               "rank " << r << " has sub id " << get(ids, static_cast<std::size_t>(r)) << ", mine "
+                       << sub->id());
+  }
+
+  // Concurrent traffic: a thread runs collectives on the sub-communicator while this thread
+  // runs them on the parent; each has its own transport, executor and tag space.
+  constexpr int kRounds = 30;
+  std::exception_ptr sub_failure;
+  std::thread sub_thread([&] {
+    try {
+      for (int round = 0; round < kRounds; ++round) {
+        Buffer b = Buffer::allocate(100, DType::Float64);
+        for (std::size_t i = 0; i < 100; ++i) set(b, i, rank + round);
+        sub->allreduce(b, ReduceOp::Sum);
+        expect_values(
+            b, 0, 100,
+            [&](std::size_t) {
+              return sum_of_ranks(members) + static_cast<double>(members.size()) * round;
+            },
+            "sub allreduce round " + std::to_string(round));
+      }
+    } catch (...) {
+      sub_failure = std::current_exception();
+    }
+  });
+  for (int round = 0; round < kRounds; ++round) {
+    Buffer b = Buffer::allocate(100, DType::Int32);
+    for (std::size_t i = 0; i < 100; ++i) set(b, i, 1);
+    Work w = world_comm.allreduce_async(b, b, ReduceOp::Sum);
+    w.wait();
+    expect_values(
+        b, 0, 100, [&](std::size_t) { return size; }, "parent allreduce");
+  }
+  sub_thread.join();
+  if (sub_failure) std::rethrow_exception(sub_failure);
+}
+
+void check_key_reversal(Communicator& world_comm) {
+  const int rank = world_comm.rank(), size = world_comm.size();
+  auto reversed = world_comm.split(7, -rank);
+  RANK_CHECK(reversed && reversed->size() == size, "reversed split size");
+  RANK_CHECK(reversed->rank() == size - 1 - rank, "reversed rank " << reversed->rank());
+  // Equal keys fall back to the old rank's order.
+  auto tied = world_comm.split(3, 42);
+  RANK_CHECK(tied->rank() == rank, "tied keys: rank " << tied->rank());
+  // Broadcast from the reversed communicator's root 0 (world rank size - 1).
+  Buffer b = Buffer::allocate(8, DType::Int32);
+  for (std::size_t i = 0; i < 8; ++i) set(b, i, rank);
+  reversed->broadcast(b, 0);
+  expect_values(
+      b, 0, 8, [&](std::size_t) { return size - 1.0; }, "broadcast on reversed");
+}
+
+void check_no_color(Communicator& world_comm) {
+  const int rank = world_comm.rank(), size = world_comm.size();
+  // Rank 0 opts out; the others form one group.
+  auto sub = world_comm.split(rank == 0 ? Communicator::kNoColor : 1, rank);
+  if (rank == 0) {
+    RANK_CHECK(!sub, "kNoColor got a communicator");
+  } else {
+    RANK_CHECK(sub && sub->size() == size - 1 && sub->rank() == rank - 1, "opted-in group");
+    Buffer b = Buffer::allocate(3, DType::Int64);
+    for (std::size_t i = 0; i < 3; ++i) set(b, i, rank);
+    sub->allreduce(b, ReduceOp::Sum);
+    expect_values(
+        b, 0, 3, [&](std::size_t) { return size * (size - 1) / 2.0; }, "allreduce without rank 0");
+  }
+  expect_error([&] { world_comm.split(-5, 0); }, ErrorCode::InvalidArgument, {"color -5"},
+               "split with a negative color");
+}
+
+void check_dup(Communicator& world_comm) {
+  auto copy = world_comm.dup();
+  RANK_CHECK(copy && copy->rank() == world_comm.rank() && copy->size() == world_comm.size(),
+             "dup ranks");
+  RANK_CHECK(copy->id() != world_comm.id(), "dup kept the parent's id");
+  Buffer a = Buffer::allocate(10, DType::Float32);
+  Buffer b = Buffer::allocate(10, DType::Float32);
+  for (std::size_t i = 0; i < 10; ++i) {
+    set(a, i, 1);
+    set(b, i, 2);
+  }
+  // Outstanding on both at once: separate tag spaces keep them apart.
+  Work wa = world_comm.allreduce_async(a, a, ReduceOp::Sum);
+  Work wb = copy->allreduce_async(b, b, ReduceOp::Sum);
+  wb.wait();
+  wa.wait();
+  expect_values(
+      a, 0, 10, [&](std::size_t) { return world_comm.size(); }, "parent");
+  expect_values(
+      b, 0, 10, [&](std::size_t) { return 2.0 * world_comm.size(); }, "dup");
+  // A dup of a sub-communicator works too.
+  auto copy_of_copy = copy->dup();
+  copy_of_copy->barrier();
+}
+
+}  // namespace
+
+TEST_CASE("split by parity, key order, kNoColor, dup", "[comm][multiproc]") {
+  const int size = GENERATE(1, 2, 3, 5);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto c = world(env);
+    check_parity_split(*c);
+    check_key_reversal(*c);
+    check_no_color(*c);
+    check_dup(*c);
+  }));
+}

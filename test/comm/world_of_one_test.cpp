@@ -1,0 +1,150 @@
+// init() with no launcher and no variables: a world of one whose collectives are copies, plus
+// argument checks that need no peers. Runs in-process.
+
+#include <cohort/communicator.hpp>
+#include <cohort/error.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using namespace cohort;
+
+// Removes every variable a launcher could have set, so init() sees a bare process.
+void clear_launcher_variables() {
+  const char* prefixes[] = {
+      "COHORT_",     "RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+      "MASTER_ADDR", "MASTER_PORT", "OMPI_",      "PMI_",       "PMIX_",
+      "SLURM_"};
+  std::vector<std::string> names;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    for (const char* prefix : prefixes)
+      if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  }
+  for (const auto& name : names) ::unsetenv(name.c_str());
+}
+
+std::vector<float> iota(std::size_t n, float start) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = start + static_cast<float>(i);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("init() without a launcher gives a world of one whose collectives copy", "[comm][unit]") {
+  clear_launcher_variables();
+  auto c = init();
+  REQUIRE(c);
+  CHECK(c->rank() == 0);
+  CHECK(c->size() == 1);
+  CHECK(c->id() == 0);
+  CHECK(c->default_timeout() == std::chrono::seconds(600));
+
+  std::vector<float> in = iota(100, 1.0f), out(100, 0.0f);
+  const Buffer bin = Buffer::view(static_cast<const void*>(in.data()), 100, DType::Float32);
+  const Buffer bout = Buffer::view(out.data(), 100, DType::Float32);
+
+  c->allreduce(bin, bout, ReduceOp::Sum);
+  CHECK(out == in);
+  std::fill(out.begin(), out.end(), 0.0f);
+  c->allreduce(bin, bout, ReduceOp::Avg);
+  CHECK(out == in);
+  std::fill(out.begin(), out.end(), 0.0f);
+  c->broadcast(bin, bout, 0);
+  CHECK(out == in);
+  std::fill(out.begin(), out.end(), 0.0f);
+  c->reduce(bin, bout, ReduceOp::Max, 0);
+  CHECK(out == in);
+  std::fill(out.begin(), out.end(), 0.0f);
+  c->allgather(bin, bout);
+  CHECK(out == in);
+  std::fill(out.begin(), out.end(), 0.0f);
+  c->gather(bin, bout, 0);
+  CHECK(out == in);
+  std::fill(out.begin(), out.end(), 0.0f);
+  c->scatter(bin, bout, 0);
+  CHECK(out == in);
+  std::fill(out.begin(), out.end(), 0.0f);
+  c->reduce_scatter(bin, bout, ReduceOp::Sum);
+  CHECK(out == in);
+  std::fill(out.begin(), out.end(), 0.0f);
+  c->alltoall(bin, bout);
+  CHECK(out == in);
+  std::fill(out.begin(), out.end(), 0.0f);
+  const std::size_t counts[] = {100};
+  c->allgatherv(bin, bout, counts);
+  CHECK(out == in);
+  std::fill(out.begin(), out.end(), 0.0f);
+  c->alltoallv(bin, counts, bout, counts);
+  CHECK(out == in);
+  c->barrier();
+  Work w = c->allreduce_async(bout, bout, ReduceOp::Prod);
+  w.wait();
+  CHECK(w.test());
+  CHECK(out == in);
+
+  // Sub-communicators of a world of one.
+  auto copy = c->dup();
+  REQUIRE(copy);
+  CHECK(copy->size() == 1);
+  CHECK(copy->id() != c->id());
+  CHECK_FALSE(c->split(Communicator::kNoColor, 0));
+
+  // Argument checks that need no peers, each naming the bad value.
+  const auto invalid = [](auto&& fn, const char* needle) {
+    try {
+      fn();
+      FAIL("no error for " << needle);
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::InvalidArgument);
+      CHECK_THAT(e.message(), Catch::Contains(needle));
+    }
+  };
+  invalid([&] { c->broadcast(bout, 1); }, "root 1 is out of range for a communicator of size 1");
+  invalid([&] { c->allreduce(bout, bin, ReduceOp::Sum); }, "output is read-only");
+  invalid([&] { c->allreduce(bin, Buffer::allocate(7, DType::Float32), ReduceOp::Sum); },
+          "output has 7 elements, expected 100");
+  invalid([&] { c->allreduce(bin, Buffer::allocate(100, DType::Int32), ReduceOp::Sum); },
+          "input dtype float differs from output dtype int32");
+  invalid([&] { c->allreduce(bout, ReduceOp::BAnd); }, "band is not defined for dtype float");
+  const std::size_t two[] = {50, 50};
+  invalid([&] { c->allgatherv(bin, bout, two); }, "counts has 2 entries, expected 1");
+  // Partial overlap that is not an in-place form.
+  invalid(
+      [&] {
+        c->allreduce(Buffer::view(out.data(), 50, DType::Float32),
+                     Buffer::view(out.data() + 10, 50, DType::Float32), ReduceOp::Sum);
+      },
+      "overlap");
+  // A poisoned-free communicator still works after all that.
+  c->allreduce(bout, ReduceOp::Sum);
+  CHECK(out == in);
+}
+
+TEST_CASE("COHORT_TIMEOUT sets the default timeout; a bad value is named", "[comm][unit]") {
+  clear_launcher_variables();
+  ::setenv("COHORT_TIMEOUT", "2.5", 1);
+  CHECK(init()->default_timeout() == std::chrono::milliseconds(2500));
+  InitOptions options;
+  options.communicator.timeout = std::chrono::milliseconds(1234);
+  CHECK(init(options)->default_timeout() == std::chrono::milliseconds(1234));
+  ::setenv("COHORT_TIMEOUT", "soon", 1);
+  try {
+    init();
+    FAIL("COHORT_TIMEOUT=soon accepted");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    CHECK_THAT(e.message(), Catch::Contains("COHORT_TIMEOUT='soon'"));
+  }
+  ::unsetenv("COHORT_TIMEOUT");
+}
