@@ -9,10 +9,10 @@
 // inline function shared between translation units built with different -m flags could be
 // emitted with AVX-512 instructions and picked by the linker for the portable path.
 //
-// GCC vector extensions express each loop once; the compiler lowers a 64-byte vector to one zmm
-// register, two ymm or four xmm registers. A codec loads kLanes stored elements into one
-// "compute" vector (float for the narrow floats, which reduce in float) and stores it back,
-// rounding to nearest even exactly as lib/core/float_formats.hpp does.
+// GCC vector extensions express each loop once, at the native width of each ISA (a zmm, ymm
+// or xmm register). A codec loads a block of stored elements into "compute" vectors (float for
+// the narrow floats, which reduce in float) and stores them back, rounding to nearest even
+// exactly as lib/core/float_formats.hpp does.
 
 #if !defined(COHORT_REDUCE_ISA_NAMESPACE) || !defined(COHORT_REDUCE_VECTOR_BYTES)
 #error "define COHORT_REDUCE_ISA_NAMESPACE and COHORT_REDUCE_VECTOR_BYTES before including"
@@ -43,10 +43,6 @@ using Vector = typename VectorOf<T, Bytes>::type;
 using F32 = Vector<float>;
 using U32 = Vector<std::uint32_t>;
 using I32 = Vector<std::int32_t>;
-// Stored elements that widen to one F32 vector.
-using U16Narrow = Vector<std::uint16_t, kBytes / 2>;
-using I16Narrow = Vector<std::int16_t, kBytes / 2>;
-using U8Narrow = Vector<std::uint8_t, kBytes / 4>;
 
 template <class V>
 COHORT_REDUCE_INLINE V load_vector(const unsigned char* p) {
@@ -67,6 +63,11 @@ COHORT_REDUCE_INLINE F32 round_small_to_even(F32 m) {
   return (m + magic) - magic;
 }
 
+// A codec moves one block of kLanes stored elements (kBlockBytes bytes) to and from kParts
+// compute vectors. Which element lands in which lane does not matter to element-wise ops, so
+// the narrow formats split each 32-bit lane into its 16- or 8-bit pieces (even and odd
+// elements in separate vectors) instead of shuffling across lanes.
+
 /// Elements stored as themselves (f32, f64, integers).
 template <class T>
 struct Plain {
@@ -76,18 +77,20 @@ struct Plain {
                                                       std::type_identity<T>>::type>;
   using Scalar = T;
   static constexpr bool kFloating = std::is_floating_point_v<T>;
+  static constexpr int kParts = 1;
   static constexpr std::size_t kLanes = kBytes / sizeof(T);
-  static COHORT_REDUCE_INLINE Compute load(const unsigned char* p) {
-    return load_vector<Compute>(p);
+  static COHORT_REDUCE_INLINE void load(const unsigned char* p, Compute (&v)[kParts]) {
+    v[0] = load_vector<Compute>(p);
   }
-  static COHORT_REDUCE_INLINE void store(unsigned char* p, Compute v) { store_vector(p, v); }
+  static COHORT_REDUCE_INLINE void store(unsigned char* p, const Compute (&v)[kParts]) {
+    store_vector(p, v[0]);
+  }
 };
 
 /// Bool bytes; any non-zero byte reads as 1 so bitwise ops give 0 or 1.
 struct BoolCodec : Plain<std::uint8_t> {
-  static COHORT_REDUCE_INLINE Compute load(const unsigned char* p) {
-    const Compute v = load_vector<Compute>(p);
-    return reinterpret_cast<Compute>(v != 0) & 1;  // ~0 or 0 masked to 1 or 0
+  static COHORT_REDUCE_INLINE void load(const unsigned char* p, Compute (&v)[kParts]) {
+    v[0] = reinterpret_cast<Compute>(load_vector<Compute>(p) != 0) & 1;  // ~0 or 0 -> 1 or 0
   }
 };
 
@@ -96,62 +99,48 @@ struct FloatComputed {
   using Compute = F32;
   using Scalar = float;
   static constexpr bool kFloating = true;
-  static constexpr std::size_t kLanes = kBytes / 4;
 };
+
+// bf16 bits in the high half of each lane of x (low half ignored) -> rounded bf16 in the high
+// half: ties to even, NaN made quiet, as fp::float_to_bf16.
+COHORT_REDUCE_INLINE U32 round_to_bf16_high(F32 v) {
+  const U32 x = reinterpret_cast<U32>(v);
+  const U32 rounded = x + 0x7fffu + ((x >> 16) & 1u);
+  return (x & 0x7fffffffu) > 0x7f800000u ? (x | 0x00400000u) : rounded;
+}
 
 struct Bf16Codec : FloatComputed {
   using Storage = std::uint16_t;
-  static COHORT_REDUCE_INLINE F32 load(const unsigned char* p) {
-    const U32 wide = __builtin_convertvector(load_vector<U16Narrow>(p), U32);
-    return reinterpret_cast<F32>(wide << 16);
+  static constexpr int kParts = 2;
+  static constexpr std::size_t kLanes = kBytes / 2;
+  static COHORT_REDUCE_INLINE void load(const unsigned char* p, F32 (&v)[kParts]) {
+    const U32 pair = load_vector<U32>(p);
+    v[0] = reinterpret_cast<F32>(pair << 16);          // even elements
+    v[1] = reinterpret_cast<F32>(pair & 0xffff0000u);  // odd elements
   }
-  static COHORT_REDUCE_INLINE void store(unsigned char* p, F32 v) {
-    const U32 x = reinterpret_cast<U32>(v);
-    const U32 rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-    const U32 quiet_nan = (x >> 16) | 0x40u;
-    const U32 result = (x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
-    store_vector(p, __builtin_convertvector(result, U16Narrow));
+  static COHORT_REDUCE_INLINE void store(unsigned char* p, const F32 (&v)[kParts]) {
+    store_vector(p, (round_to_bf16_high(v[0]) >> 16) | (round_to_bf16_high(v[1]) & 0xffff0000u));
   }
 };
 
-// IEEE half <-> float. With F16C the hardware converts (exactly, and ignoring DAZ/FTZ); without
-// it the bit manipulation below mirrors fp::half_to_float / fp::float_to_half lane by lane.
+// IEEE half bits (low 16 bits of each lane, the rest zero) <-> float, mirroring
+// fp::half_to_float / fp::float_to_half lane by lane. Used where F16C is absent, and for
+// e5m2, whose values are halves with the low byte zero.
 COHORT_REDUCE_INLINE F32 half_bits_to_float(U32 h) {
-#if defined(__F16C__) && COHORT_REDUCE_VECTOR_BYTES == 64
-  // The zero-masking forms: GCC 12 warns about the undefined pass-through of the plain ones.
-  return reinterpret_cast<F32>(_mm512_maskz_cvtph_ps(
-      0xffff, reinterpret_cast<__m256i>(__builtin_convertvector(h, U16Narrow))));
-#elif defined(__F16C__) && COHORT_REDUCE_VECTOR_BYTES == 32
-  return reinterpret_cast<F32>(
-      _mm256_cvtph_ps(reinterpret_cast<__m128i>(__builtin_convertvector(h, U16Narrow))));
-#else
   const U32 sign = (h & 0x8000u) << 16;
   const U32 magnitude = h & 0x7fffu;
   const U32 normal = (magnitude << 13) + (112u << 23);
   const U32 special = (magnitude << 13) | 0x7f800000u;  // Inf or NaN, payload kept
-  // Subnormal (and zero): mantissa * 2^-24, exact; done in integers-to-float so DAZ can't bite.
+  // Subnormal (and zero): mantissa * 2^-24, exact; an int-to-float conversion so DAZ can't bite.
   const U32 subnormal = reinterpret_cast<U32>(
       __builtin_convertvector(reinterpret_cast<I32>(magnitude), F32) * 0x1p-24f);
   const U32 bits = magnitude >= 0x7c00u ? special : magnitude < 0x400u ? subnormal : normal;
   return reinterpret_cast<F32>(bits | sign);
-#endif
 }
 
 COHORT_REDUCE_INLINE U32 float_to_half_bits(F32 v) {
   const U32 x = reinterpret_cast<U32>(v);
   const U32 sign = (x >> 16) & 0x8000u;
-#if defined(__F16C__) && (COHORT_REDUCE_VECTOR_BYTES == 64 || COHORT_REDUCE_VECTOR_BYTES == 32)
-#if COHORT_REDUCE_VECTOR_BYTES == 64
-  const U16Narrow converted = reinterpret_cast<U16Narrow>(_mm512_maskz_cvtps_ph(
-      0xffff, reinterpret_cast<__m512>(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#else
-  const U16Narrow converted = reinterpret_cast<U16Narrow>(
-      _mm256_cvtps_ph(reinterpret_cast<__m256>(v), _MM_FROUND_TO_NEAREST_INT));
-#endif
-  // The hardware keeps NaN payload bits; the reference makes every NaN the canonical quiet one.
-  const U32 wide = __builtin_convertvector(converted, U32);
-  return v != v ? (sign | 0x7e00u) : wide;
-#else
   const U32 magnitude = x & 0x7fffffffu;
   const U32 special = magnitude > 0x7f800000u ? U32{} + 0x7e00u : U32{} + 0x7c00u;
   const U32 normal = ((magnitude + 0xfffu + ((magnitude >> 13) & 1u)) - (112u << 23)) >> 13;
@@ -165,18 +154,50 @@ COHORT_REDUCE_INLINE U32 float_to_half_bits(F32 v) {
                    : is_subnormal             ? subnormal
                                               : normal;
   return bits | sign;
-#endif
 }
 
+#if defined(__F16C__) && (COHORT_REDUCE_VECTOR_BYTES == 64 || COHORT_REDUCE_VECTOR_BYTES == 32)
+// F16C converts exactly (and ignores DAZ/FTZ). A block is half a vector of halves.
 struct HalfCodec : FloatComputed {
   using Storage = std::uint16_t;
-  static COHORT_REDUCE_INLINE F32 load(const unsigned char* p) {
-    return half_bits_to_float(__builtin_convertvector(load_vector<U16Narrow>(p), U32));
+  static constexpr int kParts = 1;
+  static constexpr std::size_t kLanes = kBytes / 4;
+  static COHORT_REDUCE_INLINE void load(const unsigned char* p, F32 (&v)[kParts]) {
+#if COHORT_REDUCE_VECTOR_BYTES == 64
+    // The zero-masking forms: GCC 12 warns about the undefined pass-through of the plain ones.
+    v[0] = reinterpret_cast<F32>(_mm512_maskz_cvtph_ps(0xffff, load_vector<__m256i>(p)));
+#else
+    v[0] = reinterpret_cast<F32>(_mm256_cvtph_ps(load_vector<__m128i>(p)));
+#endif
   }
-  static COHORT_REDUCE_INLINE void store(unsigned char* p, F32 v) {
-    store_vector(p, __builtin_convertvector(float_to_half_bits(v), U16Narrow));
+  static COHORT_REDUCE_INLINE void store(unsigned char* p, const F32 (&v)[kParts]) {
+    // The hardware keeps NaN payload bits; the reference makes every NaN the canonical quiet
+    // one, which is what a float NaN with an empty payload converts to.
+    const U32 x = reinterpret_cast<U32>(v[0]);
+    const F32 w = reinterpret_cast<F32>(v[0] != v[0] ? (x & 0x80000000u) | 0x7fc00000u : x);
+#if COHORT_REDUCE_VECTOR_BYTES == 64
+    store_vector(p, _mm512_maskz_cvtps_ph(0xffff, reinterpret_cast<__m512>(w),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
+    store_vector(p, _mm256_cvtps_ph(reinterpret_cast<__m256>(w), _MM_FROUND_TO_NEAREST_INT));
+#endif
   }
 };
+#else
+struct HalfCodec : FloatComputed {
+  using Storage = std::uint16_t;
+  static constexpr int kParts = 2;
+  static constexpr std::size_t kLanes = kBytes / 2;
+  static COHORT_REDUCE_INLINE void load(const unsigned char* p, F32 (&v)[kParts]) {
+    const U32 pair = load_vector<U32>(p);
+    v[0] = half_bits_to_float(pair & 0xffffu);
+    v[1] = half_bits_to_float(pair >> 16);
+  }
+  static COHORT_REDUCE_INLINE void store(unsigned char* p, const F32 (&v)[kParts]) {
+    store_vector(p, float_to_half_bits(v[0]) | (float_to_half_bits(v[1]) << 16));
+  }
+};
+#endif
 
 // fp8 rounding for finite magnitudes, shared by both formats: the normal range rounds the
 // float mantissa to kMantissaBits (ties to even) and rebiases; below the smallest normal the
@@ -198,10 +219,8 @@ COHORT_REDUCE_INLINE U32 round_fp8_magnitude(U32 magnitude) {
 
 /// OCP fp8 e4m3fn: no infinities; S.1111.111 is NaN; magnitudes above 464 (the midpoint past
 /// the largest finite value, 448) become NaN.
-struct E4M3Codec : FloatComputed {
-  using Storage = std::uint8_t;
-  static COHORT_REDUCE_INLINE F32 load(const unsigned char* p) {
-    const U32 b = __builtin_convertvector(load_vector<U8Narrow>(p), U32);
+struct E4M3Format {
+  static COHORT_REDUCE_INLINE F32 to_float(U32 b) {  // b: one fp8 value per lane
     const U32 sign = (b & 0x80u) << 24;
     const U32 magnitude = b & 0x7fu;
     const U32 normal = (magnitude << 20) + (120u << 23);
@@ -210,24 +229,20 @@ struct E4M3Codec : FloatComputed {
     const U32 bits = magnitude == 0x7fu ? U32{} + 0x7fc00000u : magnitude < 8u ? subnormal : normal;
     return reinterpret_cast<F32>(bits | sign);
   }
-  static COHORT_REDUCE_INLINE void store(unsigned char* p, F32 v) {
+  static COHORT_REDUCE_INLINE U32 from_float(F32 v) {
     const U32 x = reinterpret_cast<U32>(v);
     const U32 sign = (x >> 24) & 0x80u;
     const U32 magnitude = x & 0x7fffffffu;
     const U32 finite = round_fp8_magnitude<3, 7, 0x3c800000u>(magnitude);
-    const U32 bits = magnitude > 0x43e80000u ? U32{} + 0x7fu : finite;  // NaN, Inf, overflow
-    store_vector(p, __builtin_convertvector(bits | sign, U8Narrow));
+    return (magnitude > 0x43e80000u ? U32{} + 0x7fu : finite) | sign;  // NaN, Inf, overflow
   }
 };
 
 /// OCP fp8 e5m2: the top byte of an IEEE half; magnitudes from 61440 (the midpoint past 57344,
 /// which rounds to even upward) overflow to infinity.
-struct E5M2Codec : FloatComputed {
-  using Storage = std::uint8_t;
-  static COHORT_REDUCE_INLINE F32 load(const unsigned char* p) {
-    return half_bits_to_float(__builtin_convertvector(load_vector<U8Narrow>(p), U32) << 8);
-  }
-  static COHORT_REDUCE_INLINE void store(unsigned char* p, F32 v) {
+struct E5M2Format {
+  static COHORT_REDUCE_INLINE F32 to_float(U32 b) { return half_bits_to_float(b << 8); }
+  static COHORT_REDUCE_INLINE U32 from_float(F32 v) {
     const U32 x = reinterpret_cast<U32>(v);
     const U32 sign = (x >> 24) & 0x80u;
     const U32 magnitude = x & 0x7fffffffu;
@@ -235,9 +250,28 @@ struct E5M2Codec : FloatComputed {
     const U32 bits = magnitude > 0x7f800000u    ? U32{} + 0x7eu
                      : magnitude >= 0x47700000u ? U32{} + 0x7cu
                                                 : finite;
-    store_vector(p, __builtin_convertvector(bits | sign, U8Narrow));
+    return bits | sign;
   }
 };
+
+/// Four fp8 values per 32-bit lane, one float vector per byte position.
+template <class Format>
+struct Fp8Codec : FloatComputed {
+  using Storage = std::uint8_t;
+  static constexpr int kParts = 4;
+  static constexpr std::size_t kLanes = kBytes;
+  static COHORT_REDUCE_INLINE void load(const unsigned char* p, F32 (&v)[kParts]) {
+    const U32 quad = load_vector<U32>(p);
+    for (int k = 0; k < kParts; ++k) v[k] = Format::to_float((quad >> (8 * k)) & 0xffu);
+  }
+  static COHORT_REDUCE_INLINE void store(unsigned char* p, const F32 (&v)[kParts]) {
+    U32 quad = U32{};
+    for (int k = 0; k < kParts; ++k) quad |= Format::from_float(v[k]) << (8 * k);
+    store_vector(p, quad);
+  }
+};
+using E4M3Codec = Fp8Codec<E4M3Format>;
+using E5M2Codec = Fp8Codec<E5M2Format>;
 
 }  // namespace
 }  // namespace cohort::reduce::COHORT_REDUCE_ISA_NAMESPACE

@@ -89,20 +89,27 @@ template <class C>
 constexpr std::size_t kBlockBytes = C::kLanes * sizeof(typename C::Storage);
 
 template <class C, class Op>
+COHORT_REDUCE_INLINE void combine_block(unsigned char* out, const unsigned char* x,
+                                        const unsigned char* y) {
+  // Both operands are read before dst is written, so dst may be x or y.
+  Compute<C> vx[C::kParts], vy[C::kParts];
+  C::load(x, vx);
+  C::load(y, vy);
+  for (int k = 0; k < C::kParts; ++k) vx[k] = Op::template apply<C>(vx[k], vy[k]);
+  C::store(out, vx);
+}
+
+template <class C, class Op>
 void binary_kernel(void* dst, const void* a, const void* b, std::size_t count) {
-  constexpr std::size_t kLanes = C::kLanes;
   constexpr std::size_t kStep = kBlockBytes<C>;
   auto* out = static_cast<unsigned char*>(dst);
   const auto* x = static_cast<const unsigned char*>(a);
   const auto* y = static_cast<const unsigned char*>(b);
-  const std::size_t blocks = count / kLanes;
+  const std::size_t blocks = count / C::kLanes;
 #pragma GCC unroll 4
-  for (std::size_t i = 0; i < blocks; ++i) {
-    // Both operands are read before dst is written, so dst may be a or b.
-    const Compute<C> r = Op::template apply<C>(C::load(x + i * kStep), C::load(y + i * kStep));
-    C::store(out + i * kStep, r);
-  }
-  const std::size_t tail_bytes = (count - blocks * kLanes) * sizeof(typename C::Storage);
+  for (std::size_t i = 0; i < blocks; ++i)
+    combine_block<C, Op>(out + i * kStep, x + i * kStep, y + i * kStep);
+  const std::size_t tail_bytes = (count - blocks * C::kLanes) * sizeof(typename C::Storage);
   if (tail_bytes != 0) {
     alignas(64) unsigned char ta[kStep] = {};
     alignas(64) unsigned char tb[kStep] = {};
@@ -110,24 +117,31 @@ void binary_kernel(void* dst, const void* a, const void* b, std::size_t count) {
     const std::size_t done = blocks * kStep;
     __builtin_memcpy(ta, x + done, tail_bytes);
     __builtin_memcpy(tb, y + done, tail_bytes);
-    C::store(tr, Op::template apply<C>(C::load(ta), C::load(tb)));
+    combine_block<C, Op>(tr, ta, tb);
     __builtin_memcpy(out + done, tr, tail_bytes);
   }
 }
 
 template <class C>
+COHORT_REDUCE_INLINE void divide_block(unsigned char* p, Compute<C> divisor) {
+  Compute<C> v[C::kParts];
+  C::load(p, v);
+  for (int k = 0; k < C::kParts; ++k) v[k] = v[k] / divisor;
+  C::store(p, v);
+}
+
+template <class C>
 void divide_kernel(void* data, std::size_t count, std::size_t divisor) {
-  constexpr std::size_t kLanes = C::kLanes;
   constexpr std::size_t kStep = kBlockBytes<C>;
   auto* p = static_cast<unsigned char*>(data);
   const Compute<C> d = Compute<C>{} + static_cast<typename C::Scalar>(divisor);
-  const std::size_t blocks = count / kLanes;
-  for (std::size_t i = 0; i < blocks; ++i) C::store(p + i * kStep, C::load(p + i * kStep) / d);
-  const std::size_t tail_bytes = (count - blocks * kLanes) * sizeof(typename C::Storage);
+  const std::size_t blocks = count / C::kLanes;
+  for (std::size_t i = 0; i < blocks; ++i) divide_block<C>(p + i * kStep, d);
+  const std::size_t tail_bytes = (count - blocks * C::kLanes) * sizeof(typename C::Storage);
   if (tail_bytes != 0) {
     alignas(64) unsigned char t[kStep] = {};
     __builtin_memcpy(t, p + blocks * kStep, tail_bytes);
-    C::store(t, C::load(t) / d);
+    divide_block<C>(t, d);
     __builtin_memcpy(p + blocks * kStep, t, tail_bytes);
   }
 }
@@ -154,40 +168,35 @@ void integer_divide_kernel(void* data, std::size_t count, std::size_t divisor) {
   }
 }
 
+// The codec conversions in element order (a codec may hold elements interleaved across its
+// parts: element j * kParts + k is lane j of part k). Test hooks, not tuned for speed.
 template <class C>
 void widen_kernel(float* dst, const void* src, std::size_t count) {
-  constexpr std::size_t kLanes = C::kLanes;
   constexpr std::size_t kStep = kBlockBytes<C>;
-  auto* out = reinterpret_cast<unsigned char*>(dst);
   const auto* in = static_cast<const unsigned char*>(src);
-  const std::size_t blocks = count / kLanes;
-  for (std::size_t i = 0; i < blocks; ++i) store_vector(out + i * kBytes, C::load(in + i * kStep));
-  const std::size_t tail = count - blocks * kLanes;
-  if (tail != 0) {
-    alignas(64) unsigned char t[kStep] = {};
-    alignas(64) unsigned char r[kBytes];
-    __builtin_memcpy(t, in + blocks * kStep, tail * sizeof(typename C::Storage));
-    store_vector(r, C::load(t));
-    __builtin_memcpy(out + blocks * kBytes, r, tail * sizeof(float));
+  for (std::size_t first = 0; first < count; first += C::kLanes) {
+    alignas(64) unsigned char block[kStep] = {};
+    const std::size_t n = count - first < C::kLanes ? count - first : C::kLanes;
+    __builtin_memcpy(block, in + first * sizeof(typename C::Storage),
+                     n * sizeof(typename C::Storage));
+    F32 v[C::kParts];
+    C::load(block, v);
+    for (std::size_t e = 0; e < n; ++e) dst[first + e] = v[e % C::kParts][e / C::kParts];
   }
 }
 
 template <class C>
 void narrow_kernel(void* dst, const float* src, std::size_t count) {
-  constexpr std::size_t kLanes = C::kLanes;
   constexpr std::size_t kStep = kBlockBytes<C>;
   auto* out = static_cast<unsigned char*>(dst);
-  const auto* in = reinterpret_cast<const unsigned char*>(src);
-  const std::size_t blocks = count / kLanes;
-  for (std::size_t i = 0; i < blocks; ++i)
-    C::store(out + i * kStep, load_vector<F32>(in + i * kBytes));
-  const std::size_t tail = count - blocks * kLanes;
-  if (tail != 0) {
-    alignas(64) unsigned char t[kBytes] = {};
-    alignas(64) unsigned char r[kStep];
-    __builtin_memcpy(t, in + blocks * kBytes, tail * sizeof(float));
-    C::store(r, load_vector<F32>(t));
-    __builtin_memcpy(out + blocks * kStep, r, tail * sizeof(typename C::Storage));
+  for (std::size_t first = 0; first < count; first += C::kLanes) {
+    const std::size_t n = count - first < C::kLanes ? count - first : C::kLanes;
+    F32 v[C::kParts] = {};
+    for (std::size_t e = 0; e < n; ++e) v[e % C::kParts][e / C::kParts] = src[first + e];
+    alignas(64) unsigned char block[kStep];
+    C::store(block, v);
+    __builtin_memcpy(out + first * sizeof(typename C::Storage), block,
+                     n * sizeof(typename C::Storage));
   }
 }
 
