@@ -7,7 +7,10 @@
 //    "<COHORT_RENDEZVOUS_DIR or temp dir>/cohort-<job id>.addr", written to a temporary file and
 //    renamed so readers never see half of it. The token is random, made by rank 0 for this job,
 //    so a stale file left by an earlier job with the same id names a dead port or a server that
-//    refuses our token; readers then re-read the file until rank 0 has replaced it.
+//    refuses our token; readers then re-read the file until rank 0 has replaced it. Should the
+//    earlier job's server still be alive (its rank 0 hung), the token in the stale file works,
+//    so each rank also claims the key "cohort/rendezvous/rank/<r>" with compare_set: finding it
+//    already held by another process marks the store as an earlier incarnation's.
 //
 // Binding: a loopback address on a one-node job is bound as given. Otherwise rank 0 binds the
 // wildcard address (0.0.0.0, or :: for an IPv6 literal): a host name may resolve to a different
@@ -63,6 +66,19 @@ std::string file_safe(const std::string& text) {
     if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_')
       ch = '_';
   return safe;
+}
+
+std::string rank_slot_key(int rank) {
+  return "cohort/rendezvous/rank/" + std::to_string(rank);
+}
+
+// Unique to this process across hosts and pid reuse.
+Bytes process_identity() {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  const std::string text =
+      std::string(host) + ":" + std::to_string(::getpid()) + ":" + random_token();
+  return Bytes(text.begin(), text.end());
 }
 
 fs::path rendezvous_path(const Environment& env) {
@@ -181,6 +197,7 @@ std::shared_ptr<Store> host_store(const Environment& env, std::uint16_t port, st
   options.port = server->port();
   auto client = std::make_shared<TcpStore>(options);
   if (!file.empty()) {
+    client->compare_set(rank_slot_key(0), {}, process_identity());
     std::string advertised = env.store_addr;
     if (advertised.empty()) {
       char name[256] = {};
@@ -211,7 +228,15 @@ std::shared_ptr<Store> join_published(const Environment& env, const fs::path& fi
       options.token = published->token;
       options.connect_timeout = kRendezvousAttemptTimeout;
       try {
-        return std::make_shared<TcpStore>(options);
+        auto store = std::make_shared<TcpStore>(options);
+        const Bytes me = process_identity();
+        const Bytes holder = store->compare_set(rank_slot_key(env.rank), {}, me);
+        if (holder == me) return store;
+        last_error = "rank " + std::to_string(env.rank) + "'s slot at " +
+                     bootstrap::format_endpoint(published->host, published->port) +
+                     " is held by another process (an earlier job's store)";
+        last_refused = published;
+        COHORT_LOG_DEBUG("rendezvous file {}: {}; waiting for rank 0", file.string(), last_error);
       } catch (const Error& e) {
         // A stale file from an earlier job: its server is gone or refuses our token. Rank 0
         // will replace the file; try again once it has.

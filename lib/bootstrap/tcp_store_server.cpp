@@ -38,6 +38,8 @@ namespace {
 // Stop reading a client while this much of its output is still unsent (back-pressure).
 constexpr std::size_t kOutputHighWater = 4u << 20;
 constexpr std::size_t kReadChunk = 64u << 10;
+constexpr const char* kHungUp = "client hung up";
+constexpr const char* kHandshakeRefused = "handshake refused";
 // Longest timeout a client may ask for; larger values are clamped (avoids overflow).
 constexpr std::chrono::hours kMaxWaitTimeout{24 * 365};
 
@@ -179,7 +181,12 @@ void TcpStoreServer::Impl::run() noexcept {
       if (it == connections.end()) continue;
       Connection& c = it->second;
       if (revents & (POLLERR | POLLNVAL)) {
-        drop(it->first, "socket error");
+        int err = 0;
+        socklen_t len = sizeof err;
+        ::getsockopt(c.fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+        drop(it->first, err == ECONNRESET || err == 0
+                            ? kHungUp
+                            : std::string("socket error: ") + std::strerror(err));
         continue;
       }
       if (revents & POLLOUT) flush(it->first, c);
@@ -244,11 +251,13 @@ void TcpStoreServer::Impl::read_from(std::uint64_t id, Connection& c) {
       continue;
     }
     if (got == 0) {
-      drop(id, c.parked ? "client hung up while waiting" : "client hung up");
+      drop(id, kHungUp);
       return;
     }
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK)
+    if (errno == ECONNRESET)
+      drop(id, kHungUp);
+    else if (errno != EAGAIN && errno != EWOULDBLOCK)
       drop(id, std::string("recv: ") + std::strerror(errno));
     return;
   }
@@ -482,7 +491,7 @@ void TcpStoreServer::Impl::flush(std::uint64_t id, Connection& c) {
   }
   c.out.clear();
   c.out_sent = 0;
-  if (c.closing) drop(id, "handshake refused");
+  if (c.closing) drop(id, kHandshakeRefused);
 }
 
 void TcpStoreServer::Impl::drop(std::uint64_t id, const std::string& reason) {
@@ -496,7 +505,8 @@ void TcpStoreServer::Impl::drop(std::uint64_t id, const std::string& reason) {
   c.closing = true;
   c.in.clear();
   forget_waiter(id);
-  if (reason == "client hung up" || reason == "client hung up while waiting")
+  // Hang-ups are ordinary; a refused handshake was already logged when it was refused.
+  if (reason == kHungUp || reason == kHandshakeRefused)
     COHORT_LOG_DEBUG("store server: {} ({})", reason, c.peer);
   else
     COHORT_LOG_WARN("store server {}: dropped client {}: {}",

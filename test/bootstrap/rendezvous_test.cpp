@@ -1,0 +1,224 @@
+// connect_store() with forked ranks: the file rendezvous (fresh, and over stale files left by an
+// earlier job), rank 0 hosting at a known address, a launcher-hosted store, a world of one, and
+// the deadline when rank 0 never shows up.
+
+#include <cohort/environment.hpp>
+#include <cohort/error.hpp>
+#include <cohort/store.hpp>
+
+#include "forked_child.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <poll.h>
+#include <unistd.h>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+using namespace cohort;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A private COHORT_RENDEZVOUS_DIR for one test case, removed afterwards.
+class RendezvousDir {
+ public:
+  RendezvousDir() {
+    std::string pattern = (fs::temp_directory_path() / "cohort-rdv-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path_ = pattern;
+    ::setenv("COHORT_RENDEZVOUS_DIR", path_.c_str(), 1);
+  }
+  ~RendezvousDir() {
+    ::unsetenv("COHORT_RENDEZVOUS_DIR");
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  fs::path file_for(const std::string& job) const { return path_ / ("cohort-" + job + ".addr"); }
+
+ private:
+  fs::path path_;
+};
+
+std::string unique_job(const std::string& name) {
+  return name + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(Clock::now().time_since_epoch().count());
+}
+
+Environment rank_env(int rank, int world, const std::string& job) {
+  Environment env;
+  env.rank = rank;
+  env.world_size = world;
+  env.local_rank = rank;
+  env.local_world_size = world;
+  env.job_id = job;
+  env.source = LaunchSource::Config;
+  return env;
+}
+
+// What every rank does once connected: publish itself, wait for all, add to a shared sum; rank 0
+// keeps its server up until every other rank has finished, then checks the sum.
+int exchange_as_rank(const Environment& env, std::chrono::milliseconds rank0_delay = 0ms) {
+  if (env.rank == 0) std::this_thread::sleep_for(rank0_delay);
+  auto store = connect_store(env);
+  store->set_string("rank/" + std::to_string(env.rank), std::to_string(::getpid()));
+  std::vector<std::string> all, others_done;
+  for (int r = 0; r < env.world_size; ++r) {
+    all.push_back("rank/" + std::to_string(r));
+    if (r != 0) others_done.push_back("done/" + std::to_string(r));
+  }
+  store->wait(all, 20s);
+  store->add("sum", env.rank + 1);
+  if (env.rank != 0) {
+    store->set_string("done/" + std::to_string(env.rank), "1");
+    return 0;
+  }
+  store->wait(others_done, 20s);
+  const std::int64_t expected = std::int64_t{env.world_size} * (env.world_size + 1) / 2;
+  return store->add("sum", 0) == expected ? 0 : 4;
+}
+
+int run_world(int world, const std::function<Environment(int)>& env_for,
+              std::chrono::milliseconds rank0_delay = 0ms) {
+  std::vector<test::ForkedChild> ranks;
+  for (int r = 0; r < world; ++r)
+    ranks.emplace_back([&, r] { return exchange_as_rank(env_for(r), rank0_delay); });
+  int failures = 0;
+  for (int r = 0; r < world; ++r) {
+    const int code = ranks[r].join();
+    if (code != 0) {
+      UNSCOPED_INFO("rank " << r << " exited with " << code);
+      ++failures;
+    }
+  }
+  return failures;
+}
+
+std::uint16_t free_port() {
+  TcpStoreServer probe(TcpStoreOptions{});
+  return probe.port();
+}
+
+}  // namespace
+
+TEST_CASE("file rendezvous joins forked ranks and removes its file", "[rendezvous][multiproc]") {
+  const int world = GENERATE(2, 3, 5);
+  INFO("world " << world);
+  RendezvousDir dir;
+  const std::string job = unique_job("fresh");
+  CHECK(run_world(world, [&](int r) { return rank_env(r, world, job); }) == 0);
+  CHECK_FALSE(fs::exists(dir.file_for(job)));
+}
+
+TEST_CASE("a stale file naming a dead port does not break the rendezvous",
+          "[rendezvous][multiproc]") {
+  RendezvousDir dir;
+  const std::string job = unique_job("stale-dead");
+  std::ofstream(dir.file_for(job)) << "127.0.0.1\n" << free_port() << "\nold-token\n";
+  // Rank 0 arrives late, so the others read the stale file first.
+  CHECK(run_world(
+            3, [&](int r) { return rank_env(r, 3, job); }, 300ms) == 0);
+  CHECK_FALSE(fs::exists(dir.file_for(job)));
+}
+
+TEST_CASE("a stale file naming a live server of an earlier job does not break the rendezvous",
+          "[rendezvous][multiproc]") {
+  RendezvousDir dir;
+  const std::string job = unique_job("stale-live");
+  // The earlier job: its ranks joined, then rank 0 hung with its server (and file) alive.
+  test::ForkedChild old_rank0([&] {
+    auto store = connect_store(rank_env(0, 3, job));
+    store->wait({"old/1", "old/2"}, 20s);
+    ::pause();
+    return 0;
+  });
+  for (int r = 1; r < 3; ++r) {
+    test::ForkedChild old_rank([&, r] {
+      auto store = connect_store(rank_env(r, 3, job));
+      store->set_string("old/" + std::to_string(r), "joined");
+      return 0;
+    });
+    REQUIRE(old_rank.join() == 0);
+  }
+  REQUIRE(fs::exists(dir.file_for(job)));
+  // The new job with the same id; its rank 0 arrives late so the others read the stale file.
+  CHECK(run_world(
+            3, [&](int r) { return rank_env(r, 3, job); }, 300ms) == 0);
+}
+
+TEST_CASE("rank 0 hosts the store at a known address when nobody else does",
+          "[rendezvous][multiproc]") {
+  RendezvousDir dir;  // must stay unused
+  const std::uint16_t port = free_port();
+  const std::string job = unique_job("hosted");
+  CHECK(run_world(3, [&](int r) {
+          Environment env = rank_env(r, 3, job);
+          env.store_addr = "127.0.0.1";
+          env.store_port = port;
+          env.token = "known-address";
+          env.host_store = true;
+          return env;
+        }) == 0);
+  CHECK_FALSE(fs::exists(dir.file_for(job)));
+}
+
+TEST_CASE("a launcher-hosted store is joined, not hosted", "[rendezvous][unit]") {
+  TcpStoreServer launcher(TcpStoreOptions{.token = "launcher"});
+  Environment env = rank_env(1, 2, "unused");
+  env.store_addr = launcher.host();
+  env.store_port = launcher.port();
+  env.token = "launcher";
+  auto store = connect_store(env);
+  store->set_string("from-rank-1", "hi");
+  TcpStore observer(TcpStoreOptions{.port = launcher.port(), .token = "launcher"});
+  CHECK(observer.get_string("from-rank-1", 1s) == "hi");
+}
+
+TEST_CASE("a world of one gets an in-process store", "[rendezvous][unit]") {
+  Environment env;
+  auto store = connect_store(env);
+  store->set_string("solo", "1");
+  CHECK(store->get_string("solo", 0ms) == "1");
+  CHECK(store->add("n", 2) == 2);
+}
+
+TEST_CASE("connect_store refuses what it cannot do, naming why", "[rendezvous][unit]") {
+  RendezvousDir dir;
+  SECTION("rank outside the world") {
+    Environment env = rank_env(3, 3, "x");
+    try {
+      connect_store(env);
+      FAIL("connect_store accepted rank 3 of 3");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::InvalidArgument);
+      CHECK_THAT(e.message(), Catch::Contains("rank 3"));
+    }
+  }
+  SECTION("several nodes and no job id") {
+    Environment env = rank_env(1, 4, "");
+    env.num_nodes = 2;
+    env.local_world_size = 2;
+    try {
+      connect_store(env);
+      FAIL("connect_store guessed a job id across nodes");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::InvalidArgument);
+      CHECK_THAT(e.message(), Catch::Contains("COHORT_JOB_ID"));
+    }
+  }
+  SECTION("rank 0 never publishes: Timeout naming the file") {
+    ::setenv("COHORT_STORE_TIMEOUT", "0.2", 1);
+    const std::string job = unique_job("lonely");
+    try {
+      connect_store(rank_env(1, 3, job));
+      FAIL("connect_store returned without rank 0");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Timeout);
+      CHECK_THAT(e.message(), Catch::Contains(dir.file_for(job).string()));
+    }
+    ::unsetenv("COHORT_STORE_TIMEOUT");
+  }
+}

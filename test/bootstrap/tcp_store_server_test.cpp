@@ -1,0 +1,378 @@
+// TcpStoreServer under concurrent and hostile clients in one process: many client threads,
+// wrong tokens, oversized frame headers, garbage bytes, a vanished server, IPv6, connect and bind
+// failures. Raw sockets speak the wire format directly (see lib/bootstrap/store_protocol.hpp).
+
+#include <cohort/error.hpp>
+#include <cohort/store.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <thread>
+
+using namespace cohort;
+using namespace std::chrono_literals;
+
+namespace {
+
+Bytes bytes_of(std::string_view text) {
+  return Bytes(text.begin(), text.end());
+}
+
+ErrorCode code_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  FAIL("the call did not throw");
+  return ErrorCode::Internal;
+}
+
+std::string message_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e.message();
+  }
+  FAIL("the call did not throw");
+  return {};
+}
+
+// A plain blocking IPv4 socket for speaking (or abusing) the protocol by hand.
+class RawSocket {
+ public:
+  explicit RawSocket(std::uint16_t port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    REQUIRE(fd_ >= 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  }
+  ~RawSocket() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  RawSocket(const RawSocket&) = delete;
+  RawSocket& operator=(const RawSocket&) = delete;
+
+  void send_bytes(const Bytes& bytes) {
+    REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+            static_cast<ssize_t>(bytes.size()));
+  }
+  /// True when the server closed the connection within `timeout` (reading and discarding
+  /// whatever it sent first).
+  bool closed_by_server(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd pfd{fd_, POLLIN, 0};
+      if (::poll(&pfd, 1, 50) <= 0) continue;
+      std::uint8_t sink[4096];
+      const ssize_t got = ::recv(fd_, sink, sizeof sink, 0);
+      if (got <= 0) return true;
+    }
+    return false;
+  }
+
+ private:
+  int fd_;
+};
+
+void put_le(Bytes& out, std::uint64_t value, int width) {
+  for (int i = 0; i < width; ++i) out.push_back(static_cast<std::uint8_t>(value >> (8 * i)));
+}
+
+// A frame header as the wire format defines it: magic, version, type, reserved, body length.
+Bytes frame_header(std::uint8_t type, std::uint64_t body_length) {
+  Bytes header;
+  put_le(header, 0x54534843u, 4);
+  header.push_back(1);
+  header.push_back(type);
+  put_le(header, 0, 2);
+  put_le(header, body_length, 8);
+  return header;
+}
+
+Bytes field(std::string_view text) {
+  Bytes out;
+  put_le(out, text.size(), 8);
+  out.insert(out.end(), text.begin(), text.end());
+  return out;
+}
+
+Bytes hello_frame(std::string_view token) {
+  const Bytes body = field(token);
+  Bytes frame = frame_header(1, body.size());
+  frame.insert(frame.end(), body.begin(), body.end());
+  return frame;
+}
+
+TcpStoreOptions options_for(const TcpStoreServer& server, std::string token) {
+  TcpStoreOptions options;
+  options.host = server.host();
+  options.port = server.port();
+  options.token = std::move(token);
+  options.connect_timeout = 5s;
+  return options;
+}
+
+// The server still answers a well-behaved client.
+void expect_server_alive(const TcpStoreServer& server, const std::string& token) {
+  TcpStore client(options_for(server, token));
+  client.set_string("alive", "yes");
+  CHECK(client.get_string("alive", 1s) == "yes");
+}
+
+}  // namespace
+
+TEST_CASE("server binds loopback by default and reports its port", "[tcp_store][unit]") {
+  TcpStoreServer server(TcpStoreOptions{});
+  CHECK(server.host() == "127.0.0.1");
+  CHECK(server.port() != 0);
+}
+
+TEST_CASE("many client threads: add races and concurrent blocking gets", "[tcp_store][unit]") {
+  TcpStoreServer server(TcpStoreOptions{.token = "t"});
+  constexpr int kClients = 12;
+  constexpr int kAdds = 150;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        TcpStore client(options_for(server, "t"));
+        for (int k = 0; k < kAdds; ++k) client.add("counter", 1);
+        client.set_string("done/" + std::to_string(i), "1");
+        // Every client blocks until the main thread releases all of them with one key.
+        if (client.get_string("release", 20s) != "go") failures++;
+      } catch (const std::exception& e) {
+        UNSCOPED_INFO("client " << i << ": " << e.what());
+        failures++;
+      }
+    });
+  }
+  TcpStore main_client(options_for(server, "t"));
+  std::vector<std::string> done_keys;
+  for (int i = 0; i < kClients; ++i) done_keys.push_back("done/" + std::to_string(i));
+  main_client.wait(done_keys, 20s);
+  CHECK(main_client.add("counter", 0) == kClients * kAdds);
+  main_client.set_string("release", "go");
+  for (auto& t : threads) t.join();
+  CHECK(failures == 0);
+}
+
+TEST_CASE("one TcpStore shared by threads serialises its calls", "[tcp_store][unit]") {
+  TcpStoreServer server(TcpStoreOptions{});
+  auto client = std::make_shared<TcpStore>(options_for(server, ""));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      const std::string key = std::string("t").append(std::to_string(t));
+      for (int k = 0; k < 100; ++k) {
+        client->add("shared", 2);
+        client->set_string(key, std::to_string(k));
+      }
+    });
+  for (auto& t : threads) t.join();
+  CHECK(client->get_string("shared", 1s) == "800");
+  CHECK(client->get_string("t3", 1s) == "99");
+}
+
+TEST_CASE("compare_set elects exactly one winner among racing clients", "[tcp_store][unit]") {
+  TcpStoreServer server(TcpStoreOptions{});
+  constexpr int kClients = 8;
+  std::atomic<int> winners{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i)
+    threads.emplace_back([&, i] {
+      TcpStore client(options_for(server, ""));
+      const Bytes mine = bytes_of("client-" + std::to_string(i));
+      if (client.compare_set("leader", {}, mine) == mine) winners++;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(winners == 1);
+}
+
+TEST_CASE("a wrong token is refused and the server keeps serving", "[tcp_store][unit]") {
+  TcpStoreServer server(TcpStoreOptions{.token = "right"});
+  for (const std::string bad : {"wrong", "", "right-but-longer"}) {
+    INFO("token '" << bad << "'");
+    TcpStoreOptions options = options_for(server, bad);
+    CHECK(code_of([&] { TcpStore client(options); }) == ErrorCode::InvalidArgument);
+    CHECK_THAT(message_of([&] { TcpStore client(options); }), Catch::Contains("token"));
+  }
+  // A raw client skipping the handshake is dropped too.
+  RawSocket raw(server.port());
+  raw.send_bytes(frame_header(9 /* num_keys */, 0));
+  CHECK(raw.closed_by_server(5s));
+  expect_server_alive(server, "right");
+}
+
+TEST_CASE("an oversized frame header is refused before allocating", "[tcp_store][unit]") {
+  TcpStoreServer server(TcpStoreOptions{.token = "tok"});
+  SECTION("1 TiB claimed before the handshake") {
+    RawSocket raw(server.port());
+    raw.send_bytes(frame_header(1 /* hello */, std::uint64_t{1} << 40));
+    CHECK(raw.closed_by_server(5s));
+  }
+  SECTION("1 TiB claimed after a valid handshake") {
+    RawSocket raw(server.port());
+    raw.send_bytes(hello_frame("tok"));
+    Bytes header = frame_header(2 /* set */, std::uint64_t{1} << 40);
+    raw.send_bytes(header);
+    CHECK(raw.closed_by_server(5s));
+  }
+  SECTION("a field longer than max_value_bytes inside a legal body") {
+    TcpStoreServer small(TcpStoreOptions{.token = "tok", .max_value_bytes = 1024});
+    RawSocket raw(small.port());
+    raw.send_bytes(hello_frame("tok"));
+    Bytes body = field("k");
+    put_le(body, 2000, 8);  // claims 2000 bytes, only 8 follow
+    put_le(body, 0, 8);
+    Bytes frame = frame_header(2, body.size());
+    frame.insert(frame.end(), body.begin(), body.end());
+    raw.send_bytes(frame);
+    CHECK(raw.closed_by_server(5s));
+    expect_server_alive(small, "tok");
+    // The client refuses to send what the bound forbids, naming the size.
+    TcpStore client(options_for(small, "tok"));
+    client.set("ok", Bytes(1024, 7));
+    CHECK(client.get("ok", 1s).size() == 1024);
+    TcpStoreOptions limited = options_for(small, "tok");
+    limited.max_value_bytes = 1024;
+    TcpStore bounded(limited);
+    CHECK(code_of([&] { bounded.set("big", Bytes(1025, 1)); }) == ErrorCode::InvalidArgument);
+    CHECK_THAT(message_of([&] { bounded.set("big", Bytes(1025, 1)); }), Catch::Contains("1025"));
+  }
+  expect_server_alive(server, "tok");
+}
+
+TEST_CASE("garbage on the port does not hurt the server", "[tcp_store][unit]") {
+  TcpStoreServer server(TcpStoreOptions{.token = "tok"});
+  std::mt19937 random(12345);
+  {
+    RawSocket raw(server.port());
+    Bytes junk(4096);
+    for (auto& b : junk) b = static_cast<std::uint8_t>(random());
+    raw.send_bytes(junk);
+    CHECK(raw.closed_by_server(5s));
+  }
+  {
+    RawSocket raw(server.port());
+    raw.send_bytes(bytes_of("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+    CHECK(raw.closed_by_server(5s));
+  }
+  {
+    // A valid header with an unknown message type.
+    RawSocket raw(server.port());
+    raw.send_bytes(frame_header(0x42, 0));
+    CHECK(raw.closed_by_server(5s));
+  }
+  {
+    // Half a frame, then the client vanishes.
+    RawSocket raw(server.port());
+    raw.send_bytes(hello_frame("tok"));
+    Bytes partial = frame_header(2, 100);
+    partial.resize(partial.size() + 10, 0);
+    raw.send_bytes(partial);
+  }
+  { RawSocket connect_and_leave(server.port()); }
+  expect_server_alive(server, "tok");
+}
+
+TEST_CASE("a client that hangs up while parked leaves the server healthy", "[tcp_store][unit]") {
+  TcpStoreServer server(TcpStoreOptions{});
+  {
+    RawSocket raw(server.port());
+    raw.send_bytes(hello_frame(""));
+    Bytes body;
+    put_le(body, 8, 8);
+    put_le(body, 60000, 8);  // timeout_ms
+    const Bytes key = field("never-set");
+    body.insert(body.end(), key.begin(), key.end());
+    Bytes frame = frame_header(3 /* get */, body.size());
+    frame.insert(frame.end(), body.begin(), body.end());
+    raw.send_bytes(frame);
+    std::this_thread::sleep_for(20ms);
+  }
+  TcpStore client(options_for(server, ""));
+  client.set_string("never-set", "now set");
+  CHECK(client.get_string("never-set", 1s) == "now set");
+}
+
+TEST_CASE("a vanished server turns calls into RemoteError", "[tcp_store][unit]") {
+  auto server = std::make_unique<TcpStoreServer>(TcpStoreOptions{});
+  TcpStore idle(options_for(*server, ""));
+  TcpStore blocked(options_for(*server, ""));
+  idle.set_string("k", "v");
+  std::atomic<int> blocked_code{-1};
+  std::thread waiter([&] {
+    try {
+      blocked.get("never", 20s);
+    } catch (const Error& e) {
+      blocked_code = static_cast<int>(e.code());
+    }
+  });
+  std::this_thread::sleep_for(50ms);
+  server.reset();
+  waiter.join();
+  CHECK(blocked_code == static_cast<int>(ErrorCode::RemoteError));
+  CHECK(code_of([&] { idle.get("k", 1s); }) == ErrorCode::RemoteError);
+  // Later calls fail fast with the cause.
+  CHECK(code_of([&] { idle.set_string("k", "w"); }) == ErrorCode::RemoteError);
+}
+
+TEST_CASE("IPv6 loopback works end to end", "[tcp_store][unit]") {
+  TcpStoreServer server(TcpStoreOptions{.host = "::1", .token = "six"});
+  CHECK(server.host() == "::1");
+  TcpStore client(options_for(server, "six"));
+  client.set_string("v6", "yes");
+  CHECK(client.get_string("v6", 1s) == "yes");
+  CHECK(client.add("n", 4) == 4);
+}
+
+TEST_CASE("connect gives up with Timeout naming host:port", "[tcp_store][unit]") {
+  std::uint16_t port;
+  {
+    TcpStoreServer gone(TcpStoreOptions{});
+    port = gone.port();
+  }
+  TcpStoreOptions options;
+  options.host = "127.0.0.1";
+  options.port = port;
+  options.connect_timeout = 150ms;
+  CHECK(code_of([&] { TcpStore client(options); }) == ErrorCode::Timeout);
+  CHECK_THAT(message_of([&] { TcpStore client(options); }),
+             Catch::Contains(std::string("127.0.0.1:").append(std::to_string(port))));
+  options.port = 0;
+  CHECK(code_of([&] { TcpStore client(options); }) == ErrorCode::InvalidArgument);
+}
+
+TEST_CASE("a port in use fails the bind naming addr:port and errno", "[tcp_store][unit]") {
+  TcpStoreServer first(TcpStoreOptions{});
+  TcpStoreOptions same;
+  same.port = first.port();
+  const std::string message = message_of([&] { TcpStoreServer second(same); });
+  CHECK(code_of([&] { TcpStoreServer second(same); }) == ErrorCode::SystemError);
+  CHECK_THAT(message,
+             Catch::Contains(std::string("127.0.0.1:").append(std::to_string(first.port()))));
+  CHECK_THAT(message, Catch::Contains("errno"));
+}
+
+TEST_CASE("large values cross intact", "[tcp_store][unit]") {
+  TcpStoreServer server(TcpStoreOptions{});
+  TcpStore client(options_for(server, ""));
+  Bytes big(8u << 20);
+  std::mt19937 random(7);
+  for (auto& b : big) b = static_cast<std::uint8_t>(random());
+  client.set("big", big);
+  CHECK(client.get("big", 5s) == big);
+  CHECK(client.compare_set("big", big, bytes_of("small")) == bytes_of("small"));
+}
