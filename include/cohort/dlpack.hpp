@@ -23,7 +23,8 @@ Buffer from_dlpack(DLManagedTensorVersioned* tensor);
 /// Exports a view of `buffer`. The buffer's memory stays alive until the consumer calls the
 /// returned tensor's deleter. Throws InvalidArgument for dtypes DLPack cannot describe.
 DLManagedTensor* to_dlpack(const Buffer& buffer);
-/// As above, producing a versioned tensor (version 1.0, read-only flag set from the Buffer).
+/// As above, producing a versioned tensor (DLPack 1.1, whose dtype codes cover fp8 and bool;
+/// the read-only flag is set from the Buffer).
 DLManagedTensorVersioned* to_dlpack_versioned(const Buffer& buffer);
 
 }  // namespace cohort
