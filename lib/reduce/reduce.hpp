@@ -3,8 +3,11 @@
 // Element-wise reduction kernels: the inner loop of every reducing collective. f16, bf16 and
 // fp8 are widened to float, combined, and rounded back to nearest even (per call: a chain of
 // calls rounds after each step, as every ring/tree implementation does). Integers wrap around
-// (two's complement), never trap. Min/Max propagate NaN. Avg combines like Sum; the final
-// division is divide_by() once all contributions are in.
+// (two's complement), never trap. Min/Max propagate NaN; when the operands compare equal
+// (+0 and -0) they keep the first (dst for reduce_into, a for reduce_to). Bool reads any
+// non-zero byte as true and writes 0 or 1. Avg combines like Sum; the final division is
+// divide_by() once all contributions are in. Denormals are never flushed (the kernels do not
+// touch MXCSR; they assume the caller has not set FTZ/DAZ).
 
 #include <cohort/dtype.hpp>
 

@@ -62,7 +62,8 @@ std::vector<float> boundary_floats() {
   for (std::uint32_t high = 0; high < 0x10000; ++high)
     for (std::uint32_t low : kLow) values.push_back(std::bit_cast<float>((high << 16) | low));
   std::mt19937 rng(99);
-  for (int i = 0; i < 200000; ++i) values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
+  for (int i = 0; i < 200000; ++i)
+    values.push_back(std::bit_cast<float>(static_cast<std::uint32_t>(rng())));
   return values;
 }
 
