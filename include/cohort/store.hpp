@@ -30,9 +30,11 @@ class Store {
   virtual Bytes get(std::string_view key, std::chrono::milliseconds timeout) = 0;
   Bytes get(std::string_view key) { return get(key, default_store_timeout()); }
   /// Atomically adds `delta` to the 64-bit counter at `key` (created as 0) and returns the result.
+  /// Counters are stored as decimal ASCII text ("42"), so get() reads them and set_string("5")
+  /// seeds one; add() on any other value throws Error(InvalidArgument) naming the key.
   virtual std::int64_t add(std::string_view key, std::int64_t delta) = 0;
   /// Sets `key` to `desired` if its value equals `expected` (an empty `expected` means "key
-  /// absent"). Returns the value now stored.
+  /// absent"). Returns the value now stored (empty when the key is absent and stays absent).
   virtual Bytes compare_set(std::string_view key, const Bytes& expected, const Bytes& desired) = 0;
   /// Blocks until every key exists.
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;

@@ -10,7 +10,7 @@
 // Integers travel as 8-byte little-endian fields. A receiver validates the header before
 // allocating anything: a wrong magic/version, or a body longer than max_body_bytes(), drops the
 // connection. Each field is further bounded by max_value_bytes. The first request on a
-// connection must be Hello carrying the token; anything else is refused.
+// connection must be Hello carrying the token (body at most 64 KiB); anything else is refused.
 
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>

@@ -38,6 +38,7 @@ namespace {
 // Stop reading a client while this much of its output is still unsent (back-pressure).
 constexpr std::size_t kOutputHighWater = 4u << 20;
 constexpr std::size_t kReadChunk = 64u << 10;
+constexpr std::uint64_t kMaxHandshakeBytes = 64u << 10;
 constexpr const char* kHungUp = "client hung up";
 constexpr const char* kHandshakeRefused = "handshake refused";
 // Longest timeout a client may ask for; larger values are clamped (avoids overflow).
@@ -264,10 +265,13 @@ void TcpStoreServer::Impl::read_from(std::uint64_t id, Connection& c) {
 }
 
 void TcpStoreServer::Impl::process_input(std::uint64_t id, Connection& c) {
-  const std::uint64_t max_body = bootstrap::max_body_bytes(options.max_value_bytes);
   std::size_t consumed = 0;
   try {
     while (!c.parked && !c.closing && c.in.size() - consumed >= bootstrap::kFrameHeaderBytes) {
+      // Until it has shown the token, a client may only send a small handshake: strangers
+      // cannot make the server reserve value-sized buffers.
+      const std::uint64_t max_body =
+          c.authenticated ? bootstrap::max_body_bytes(options.max_value_bytes) : kMaxHandshakeBytes;
       const auto header = bootstrap::decode_header(c.in.data() + consumed, max_body);
       const std::size_t frame = bootstrap::kFrameHeaderBytes + header.body_length;
       if (c.in.size() - consumed < frame) {
@@ -286,6 +290,9 @@ void TcpStoreServer::Impl::process_input(std::uint64_t id, Connection& c) {
     return;
   } catch (const ProtocolViolation& v) {
     drop(id, v.reason);
+    return;
+  } catch (const std::bad_alloc&) {
+    drop(id, "out of memory buffering its request");
     return;
   }
   c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(consumed));

@@ -222,6 +222,11 @@ TEST_CASE("an oversized frame header is refused before allocating", "[tcp_store]
     raw.send_bytes(frame_header(1 /* hello */, std::uint64_t{1} << 40));
     CHECK(raw.closed_by_server(5s));
   }
+  SECTION("a handshake claiming 1 MiB: strangers may not make the server reserve much") {
+    RawSocket raw(server.port());
+    raw.send_bytes(frame_header(1 /* hello */, std::uint64_t{1} << 20));
+    CHECK(raw.closed_by_server(5s));
+  }
   SECTION("1 TiB claimed after a valid handshake") {
     RawSocket raw(server.port());
     raw.send_bytes(hello_frame("tok"));
