@@ -1,0 +1,408 @@
+// The transport with real processes (cohort::launch), a real TCP store and real UCX: every pair
+// of ranks exchanges data in every posting order, large messages take the rendezvous path,
+// same-tag messages keep their order, and failures (a silent peer, a dead peer, a size mismatch)
+// come back as the right Error naming the peer instead of hanging. Checks run inside the ranks;
+// a failed check throws, which fails the rank and so the launch.
+
+#include "transport/primitives.hpp"
+#include "transport/transport_factory.hpp"
+
+#include <cohort/error.hpp>
+#include <cohort/launch.hpp>
+#include <cohort/store.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace cohort::transport;
+using namespace std::chrono_literals;
+
+void expect(bool condition, const std::string& what) {
+  if (!condition) throw std::runtime_error("check failed in rank: " + what);
+}
+
+cohort::LaunchOptions bounded() {
+  cohort::LaunchOptions options;
+  options.grace = 2s;
+  options.timeout = 90s;
+  return options;
+}
+
+std::unique_ptr<cohort::TcpStore> open_store(const cohort::Environment& env) {
+  cohort::TcpStoreOptions options;
+  options.host = env.store_addr;
+  options.port = env.store_port;
+  options.token = env.token;
+  return std::make_unique<cohort::TcpStore>(options);
+}
+
+std::unique_ptr<Transport> connect(cohort::Store& store, const cohort::Environment& env,
+                                   const std::string& prefix = "t") {
+  TransportOptions options;
+  options.local_world_size = env.local_world_size;
+  options.connect_timeout = 30s;
+  return create_transport(store, prefix, env.rank, env.world_size, options);
+}
+
+Deadline after(std::chrono::milliseconds d) {
+  return std::chrono::steady_clock::now() + d;
+}
+
+std::uint8_t pattern(int from, int to, std::size_t i, int salt) {
+  return static_cast<std::uint8_t>(from * 131 + to * 31 + static_cast<int>(i) * 7 + salt);
+}
+
+std::vector<std::uint8_t> payload(int from, int to, std::size_t bytes, int salt) {
+  std::vector<std::uint8_t> data(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) data[i] = pattern(from, to, i, salt);
+  return data;
+}
+
+void expect_payload(const std::vector<std::uint8_t>& data, int from, int to, int salt) {
+  for (std::size_t i = 0; i < data.size(); ++i)
+    if (data[i] != pattern(from, to, i, salt))
+      throw std::runtime_error("wrong byte " + std::to_string(i) + " of " +
+                               std::to_string(data.size()) + " from rank " + std::to_string(from) +
+                               " to rank " + std::to_string(to));
+}
+
+/// Every rank exchanges a message with every rank (itself included): all receives posted
+/// first, then all sends, then one wait.
+void all_pairs(Transport& t, std::size_t (*size_of)(int, int), int salt) {
+  const int me = t.rank(), n = t.size();
+  std::vector<std::vector<std::uint8_t>> in(static_cast<std::size_t>(n)), out(in.size());
+  std::vector<Request> requests;
+  for (int p = 0; p < n; ++p) {
+    in[static_cast<std::size_t>(p)].assign(size_of(p, me), 0);
+    requests.push_back(t.post_recv(p, in[static_cast<std::size_t>(p)].data(),
+                                   in[static_cast<std::size_t>(p)].size(),
+                                   op_tag(1, static_cast<std::uint32_t>(salt), 0)));
+  }
+  for (int p = 0; p < n; ++p) {
+    out[static_cast<std::size_t>(p)] = payload(me, p, size_of(me, p), salt);
+    requests.push_back(t.post_send(p, out[static_cast<std::size_t>(p)].data(),
+                                   out[static_cast<std::size_t>(p)].size(),
+                                   op_tag(1, static_cast<std::uint32_t>(salt), 0)));
+  }
+  t.wait(requests, after(30s), "all-pairs #" + std::to_string(salt));
+  for (int p = 0; p < n; ++p) expect_payload(in[static_cast<std::size_t>(p)], p, me, salt);
+}
+
+/// Rank 0 bounces a counter off every other rank `rounds` times.
+void ping_pong(Transport& t, int rounds) {
+  for (int peer = 1; peer < t.size(); ++peer) {
+    for (int round = 0; round < rounds; ++round) {
+      const Tag tag =
+          op_tag(2, static_cast<std::uint32_t>(peer), static_cast<std::uint32_t>(round));
+      std::int64_t value = 0;
+      if (t.rank() == 0) {
+        value = peer * 1000 + round;
+        send(t, peer, &value, sizeof value, tag, after(30s), "ping");
+        recv(t, peer, &value, sizeof value, tag, after(30s), "pong");
+        expect(value == -(peer * 1000 + round), "pong value");
+      } else if (t.rank() == peer) {
+        recv(t, 0, &value, sizeof value, tag, after(30s), "ping");
+        expect(value == peer * 1000 + round, "ping value");
+        value = -value;
+        send(t, 0, &value, sizeof value, tag, after(30s), "pong");
+      }
+    }
+  }
+}
+
+std::size_t mixed_size(int from, int to) {
+  return 1 + 997u * static_cast<std::size_t>(from * 3 + to);
+}
+std::size_t rndv_size(int from, int to) {
+  return (256u << 10) + static_cast<std::size_t>(from + to);
+}
+std::size_t zero_size(int, int) {
+  return 0;
+}
+
+void barrier(cohort::Store& store, const std::string& name, int rank, int size) {
+  store.set_string(name + "/" + std::to_string(rank), "1");
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(name + "/" + std::to_string(r));
+  store.wait(keys, 30s);
+}
+
+}  // namespace
+
+TEST_CASE("ping-pong and all-pairs exchange", "[transport][multiproc]") {
+  const int world_size = GENERATE(1, 2, 3, 4, 5);
+  CAPTURE(world_size);
+  REQUIRE_NOTHROW(cohort::launch(
+      world_size,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        expect(t->rank() == env.rank && t->size() == env.world_size, "rank and size");
+        ping_pong(*t, 20);
+        all_pairs(*t, mixed_size, 1);
+        all_pairs(*t, rndv_size, 2);
+        all_pairs(*t, zero_size, 3);
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("receive posted after the send and before it; no spinning", "[transport][multiproc]") {
+  const int world_size = GENERATE(2, 3);
+  CAPTURE(world_size);
+  REQUIRE_NOTHROW(cohort::launch(
+      world_size,
+      [](const cohort::Environment& env) {
+        // Spin budget 0: every wait sleeps on the event fd, so wakeups must work.
+        setenv("COHORT_SPIN_US", "0", 1);
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        const int last = env.world_size - 1;
+        for (const std::size_t bytes : {std::size_t{64}, std::size_t{1} << 20}) {
+          const std::string round = std::to_string(bytes);
+          // Send first: rank 0 posts its send, and only then does the last rank post the receive.
+          if (env.rank == 0) {
+            const auto data = payload(0, last, bytes, 5);
+            const Request s = t->post_send(last, data.data(), bytes, op_tag(3, 1, 0));
+            store->set_string("sent/" + round, "1");
+            t->wait(std::span<const Request>(&s, 1), after(30s), "send before recv");
+          } else if (env.rank == last) {
+            store->get("sent/" + round, 30s);
+            std::vector<std::uint8_t> data(bytes);
+            recv(*t, 0, data.data(), bytes, op_tag(3, 1, 0), after(30s), "recv after send");
+            expect_payload(data, 0, last, 5);
+          }
+          // Receive first: the last rank posts, rank 0 sends once it knows.
+          if (env.rank == last) {
+            std::vector<std::uint8_t> data(bytes);
+            const Request r = t->post_recv(0, data.data(), bytes, op_tag(3, 2, 0));
+            store->set_string("posted/" + round, "1");
+            t->wait(std::span<const Request>(&r, 1), after(30s), "recv before send");
+            expect_payload(data, 0, last, 6);
+          } else if (env.rank == 0) {
+            store->get("posted/" + round, 30s);
+            const auto data = payload(0, last, bytes, 6);
+            send(*t, last, data.data(), bytes, op_tag(3, 2, 0), after(30s), "send after recv");
+          }
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("16 MiB messages and same-tag ordering over rendezvous (UCX_RNDV_THRESH=1024)",
+          "[transport][multiproc]") {
+  const int world_size = GENERATE(2, 3);
+  CAPTURE(world_size);
+  REQUIRE_NOTHROW(cohort::launch(
+      world_size,
+      [](const cohort::Environment& env) {
+        setenv("UCX_RNDV_THRESH", "1024", 1);
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        const int n = env.world_size, me = env.rank;
+        const int next = (me + 1) % n, prev = (me + n - 1) % n;
+        // Ring exchange of 16 MiB.
+        const std::size_t big = 16u << 20;
+        const auto out = payload(me, next, big, 7);
+        std::vector<std::uint8_t> got(big);
+        sendrecv(*t, next, out.data(), big, prev, got.data(), big, op_tag(4, 0, 0), after(60s),
+                 "16 MiB ring");
+        expect_payload(got, prev, me, 7);
+
+        // 24 messages on one tag, alternating eager (64 B) and rendezvous (64 KiB): they must
+        // arrive in posting order.
+        constexpr int kMessages = 24;
+        const auto size_of = [](int i) -> std::size_t { return i % 2 ? 64u << 10 : 64u; };
+        std::vector<std::vector<std::uint8_t>> sends, recvs;
+        std::vector<Request> requests;
+        for (int i = 0; i < kMessages; ++i) {
+          recvs.emplace_back(size_of(i));
+          requests.push_back(t->post_recv(prev, recvs.back().data(), size_of(i), op_tag(4, 1, 0)));
+        }
+        for (int i = 0; i < kMessages; ++i) {
+          sends.push_back(payload(me, next, size_of(i), 100 + i));
+          requests.push_back(t->post_send(next, sends.back().data(), size_of(i), op_tag(4, 1, 0)));
+        }
+        t->wait(requests, after(60s), "same-tag ordering");
+        for (int i = 0; i < kMessages; ++i)
+          expect_payload(recvs[static_cast<std::size_t>(i)], prev, me, 100 + i);
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("UCX_TLS=tcp and peer-failure handling everywhere still work", "[transport][multiproc]") {
+  const char* mode = GENERATE("tls-tcp", "err-peer");
+  CAPTURE(mode);
+  REQUIRE_NOTHROW(cohort::launch(
+      3,
+      [mode](const cohort::Environment& env) {
+        if (std::string(mode) == "tls-tcp")
+          setenv("UCX_TLS", "tcp", 1);
+        else
+          setenv("COHORT_UCX_ERR_HANDLING", "peer", 1);
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        if (std::string(mode) == "tls-tcp")
+          expect(t->description().find("tls=tcp") != std::string::npos, t->description());
+        ping_pong(*t, 5);
+        all_pairs(*t, mixed_size, 1);
+        all_pairs(*t, rndv_size, 2);
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("a peer that never sends: Timeout naming the peer and the op", "[transport][multiproc]") {
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        if (env.rank == 1) {
+          std::int32_t value = 0;
+          const Request r = t->post_recv(0, &value, sizeof value, op_tag(5, 17, 2));
+          try {
+            t->wait(std::span<const Request>(&r, 1), after(1s), "allreduce #17 (ring)");
+            throw std::runtime_error("wait on a message never sent returned");
+          } catch (const cohort::Error& e) {
+            expect(e.code() == cohort::ErrorCode::Timeout, std::string("code: ") + e.what());
+            expect(e.message().find("allreduce #17 (ring)") != std::string::npos, e.what());
+            expect(e.message().find("receive from rank 0") != std::string::npos, e.what());
+            expect(e.message().find("seq 17 step 2") != std::string::npos, e.what());
+          }
+          t->cancel_all();
+          // The cancelled receive is gone; the transport still works afterwards.
+          expect(!store->check({"unused"}), "store alive");
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+        const std::int64_t mine = env.rank;
+        std::int64_t theirs = -1;
+        sendrecv(*t, 1 - env.rank, &mine, sizeof mine, 1 - env.rank, &theirs, sizeof theirs,
+                 op_tag(5, 18, 0), after(30s), "after cancel");
+        expect(theirs == 1 - env.rank, "exchange after cancel_all");
+      },
+      bounded()));
+}
+
+TEST_CASE("a peer that dies: pending requests fail naming it, never hang",
+          "[transport][multiproc]") {
+  const char* mode = GENERATE("auto", "peer");
+  CAPTURE(mode);
+  REQUIRE_NOTHROW(cohort::launch(
+      3,
+      [mode](const cohort::Environment& env) {
+        setenv("COHORT_UCX_ERR_HANDLING", mode, 1);
+        if (env.rank == 2) {
+          // Rank 2 joins the transport from a child process that kills itself, so the launch
+          // (which stops everyone on a rank's death) sees rank 2 exit normally.
+          const pid_t child = fork();
+          if (child == 0) {
+            auto store = open_store(env);
+            auto t = connect(*store, env);
+            store->get("posted/0", 30s);
+            store->get("posted/1", 30s);
+            raise(SIGKILL);
+          }
+          int status = 0;
+          waitpid(child, &status, 0);
+          expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child killed itself");
+          return;
+        }
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        std::vector<std::uint8_t> in_buf(1 << 20), out_buf(1 << 20, 1);
+        std::vector<Request> requests;
+        requests.push_back(t->post_recv(2, in_buf.data(), in_buf.size(), op_tag(6, 1, 0)));
+        if (env.rank == 0)  // a rendezvous-sized send rank 2 never receives
+          requests.push_back(t->post_send(2, out_buf.data(), out_buf.size(), op_tag(6, 1, 0)));
+        store->set_string("posted/" + std::to_string(env.rank), "1");
+        try {
+          t->wait(requests, after(20s), "broadcast #1 (tree)");
+          throw std::runtime_error("wait on a dead peer returned");
+        } catch (const cohort::Error& e) {
+          expect(
+              e.code() == cohort::ErrorCode::RemoteError || e.code() == cohort::ErrorCode::Timeout,
+              std::string("code: ") + e.what());
+          expect(e.message().find("broadcast #1 (tree)") != std::string::npos, e.what());
+          expect(e.message().find("rank 2") != std::string::npos, e.what());
+        }
+        t->cancel_all();
+        // Ranks 0 and 1 are still fine with each other.
+        if (env.rank < 2) {
+          const std::int64_t mine = env.rank;
+          std::int64_t theirs = -1;
+          sendrecv(*t, 1 - env.rank, &mine, sizeof mine, 1 - env.rank, &theirs, sizeof theirs,
+                   op_tag(6, 2, 0), after(30s), "survivors");
+          expect(theirs == 1 - env.rank, "survivors exchange");
+        }
+        t.reset();  // teardown with a dead peer is bounded
+      },
+      bounded()));
+}
+
+TEST_CASE("size mismatches, bad peers and recv_reduce", "[transport][multiproc]") {
+  REQUIRE_NOTHROW(cohort::launch(
+      3,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        const int n = env.world_size, me = env.rank;
+        try {
+          t->post_send(n, nullptr, 0, 0);
+          throw std::runtime_error("peer == size accepted");
+        } catch (const cohort::Error& e) {
+          expect(e.code() == cohort::ErrorCode::InvalidArgument, e.what());
+          expect(e.message().find("peer rank 3") != std::string::npos, e.what());
+        }
+        try {
+          t->post_recv(-1, nullptr, 0, 0);
+          throw std::runtime_error("peer -1 accepted");
+        } catch (const cohort::Error& e) {
+          expect(e.code() == cohort::ErrorCode::InvalidArgument, e.what());
+        }
+
+        // Rank 0 sends 16 bytes where rank 1 expects 8 (truncation), then 4 where it expects 8.
+        if (me == 0) {
+          std::uint8_t data[16] = {};
+          send(*t, 1, data, 16, op_tag(7, 1, 0), after(30s), "long");
+          send(*t, 1, data, 4, op_tag(7, 2, 0), after(30s), "short");
+        } else if (me == 1) {
+          for (const std::uint32_t seq : {1u, 2u}) {
+            std::uint8_t data[8];
+            try {
+              recv(*t, 0, data, 8, op_tag(7, seq, 0), after(30s), "mismatch");
+              throw std::runtime_error("size mismatch not reported");
+            } catch (const cohort::Error& e) {
+              expect(e.code() == cohort::ErrorCode::Internal, e.what());
+              expect(e.message().find("rank 0") != std::string::npos, e.what());
+            }
+          }
+        }
+
+        // recv_reduce around the ring: own (rank + 1) plus prev's (prev + 1) in every element.
+        const int next = (me + 1) % n, prev = (me + n - 1) % n;
+        constexpr std::size_t kCount = 1000;
+        std::vector<float> mine(kCount, static_cast<float>(me + 1)), scratch(kCount);
+        const std::vector<float> out(kCount, static_cast<float>(me + 1));
+        const Request s = t->post_send(next, out.data(), kCount * sizeof(float), op_tag(7, 3, 0));
+        recv_reduce(*t, prev, mine.data(), scratch.data(), kCount, cohort::DType::Float32,
+                    cohort::ReduceOp::Sum, op_tag(7, 3, 0), after(30s), "recv_reduce");
+        t->wait(std::span<const Request>(&s, 1), after(30s), "recv_reduce send");
+        for (float v : mine) expect(v == static_cast<float>(me + 1 + prev + 1), "reduced value");
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
