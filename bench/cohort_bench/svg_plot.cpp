@@ -74,7 +74,9 @@ std::string busbw_plot_svg(const RunInfo& info, const std::vector<ResultRow>& ro
   // Name the series by what varies: always implementation/algorithm, plus op, dtype and redop
   // when the run covered more than one of them.
   std::set<std::tuple<BenchOp, DType, std::string>> blocks;
-  for (const auto& row : rows) blocks.emplace(row.op, row.dtype, redop_label(row));
+  for (const auto& row : rows) {
+    if (row.out_of_place.measured) blocks.emplace(row.op, row.dtype, redop_label(row));
+  }
   const bool several_blocks = blocks.size() > 1;
   std::map<std::string, std::vector<Point>> series;
   std::vector<std::string> order;  // first appearance, so the legend follows the table
@@ -123,10 +125,16 @@ std::string busbw_plot_svg(const RunInfo& info, const std::vector<ResultRow>& ro
       xml_escape(fmt::format("cohort-bench {} {} {}: out-of-place bus bandwidth, {} ranks", info.op,
                              info.dtype, info.redop, info.world_size)));
 
-  // Grid and ticks. X: every power of two, thinned to at most kMaxXTicks labels.
+  // Grid and ticks. X: powers of two whose exponent is a multiple of the stride, the stride
+  // chosen so that at most kMaxXTicks are labelled.
   const int x_steps = static_cast<int>(x_hi - x_lo);
-  const int x_stride = std::max(1, (x_steps + kMaxXTicks - 1) / kMaxXTicks);
-  for (int e = static_cast<int>(x_lo); e <= static_cast<int>(x_hi); e += x_stride) {
+  int x_stride = 1;
+  for (int stride : {1, 2, 5, 10}) {
+    x_stride = stride;
+    if (x_steps / stride + 1 <= kMaxXTicks) break;
+  }
+  const int x_first = static_cast<int>(std::ceil(x_lo / x_stride)) * x_stride;
+  for (int e = x_first; e <= static_cast<int>(x_hi); e += x_stride) {
     const double x = px(std::exp2(e));
     svg += fmt::format(
         "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#dddddd\"/>\n"

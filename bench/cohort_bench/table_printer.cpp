@@ -50,7 +50,8 @@ void print_block_header(std::FILE* out, BenchOp op, DType dtype, ReduceOp redop,
   if (op_reduces(op)) title += fmt::format(" {}", reduce_op_name(redop));
   if (op_has_root(op)) title += fmt::format(" root {}", root);
   fmt::print(out, "#\n# {}\n#\n", title);
-  fmt::print(out, "# {:>60}{:>35}\n", "out-of-place", "in-place");
+  // Centred over the two groups: the label columns end at 52, each group is 33 wide.
+  fmt::print(out, "# {:>73}{:>30}\n", "out-of-place", "in-place");
   fmt::print(out, "# {:>10}  {:>12}  {:>8}  {:>6}  {:>6}", "size", "count", "type", "redop",
              "root");
   for (int group = 0; group < 2; ++group) {
