@@ -1,0 +1,111 @@
+// Correctness sweep of every collective x every algorithm (forced) x world sizes 1, 2, 3, 4, 5, 7
+// x counts 0, 1, 7, 1031 (prime, divisible by none of the sizes) and a prime larger than a ring
+// chunk x dtypes f32, f64, bf16, f16, i32, i64, u8 x every op valid for the dtype, with real
+// processes (cohort::launch), a real TCP store and real UCX. One launch per world size runs
+// every combination in the same process set. Floats compare with zero tolerance: the data are
+// small integers whose sums and products are exact in every dtype (see sweep_data.hpp).
+
+#include "sweep_rank.hpp"
+
+#include <cohort/environment.hpp>
+#include <cohort/launch.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+namespace {
+
+using cohort::sweep::SweepPlan;
+using cohort::sweep::SweepRank;
+using namespace std::chrono_literals;
+
+void sweep_everything(SweepRank& rank, const SweepPlan& plan) {
+  rank.barrier();
+  rank.allreduce(plan);
+  rank.reduce(plan);
+  rank.reduce_scatter(plan);
+  rank.broadcast(plan);
+  rank.allgather(plan);
+  rank.gather(plan);
+  rank.scatter(plan);
+  rank.alltoall(plan);
+  rank.barrier();
+}
+
+void launch_sweep(int world_size, const SweepPlan& plan) {
+  cohort::LaunchOptions options;
+  options.grace = 2s;
+  options.timeout = 600s;
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE_NOTHROW(cohort::launch(
+      world_size,
+      [&plan](const cohort::Environment& env) {
+        SweepRank rank(env);
+        sweep_everything(rank, plan);
+        if (env.rank == 0)
+          std::printf("world size %d: %u ops checked\n", env.world_size,
+                      static_cast<unsigned>(rank.ops()));
+      },
+      options));
+  const auto seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("world size %d: %.1f s\n", world_size, seconds);
+}
+
+/// Sets an environment variable for the launches of one test case (children inherit it).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+}  // namespace
+
+TEST_CASE("every collective and algorithm on every small world", "[.][sweep]") {
+  const int world_size = GENERATE(1, 2, 3, 4, 5, 7);
+  CAPTURE(world_size);
+  SweepPlan plan;
+  plan.counts = {0, 1, 7, 1031};
+  plan.large_subset = true;
+  launch_sweep(world_size, plan);
+}
+
+TEST_CASE("the sweep over the rendezvous protocol", "[.][sweep-ucx]") {
+  // Messages above 4 KiB take UCX's rendezvous path, where a send cannot complete before its
+  // receive is posted: catches any algorithm relying on eager completion.
+  ScopedEnv rndv("UCX_RNDV_THRESH", "4096");
+  const int world_size = GENERATE(3, 4);
+  CAPTURE(world_size);
+  SweepPlan plan;
+  plan.counts = {7, 1031};
+  plan.large_subset = true;
+  launch_sweep(world_size, plan);
+}
+
+TEST_CASE("the sweep over TCP only", "[.][sweep-ucx]") {
+  ScopedEnv tls("UCX_TLS", "tcp");
+  const int world_size = GENERATE(2, 5);
+  CAPTURE(world_size);
+  SweepPlan plan;
+  plan.counts = {1, 1031};
+  plan.large_subset = true;
+  plan.layouts = world_size == 5;
+  launch_sweep(world_size, plan);
+}
+
+TEST_CASE("the large count with every dtype and op", "[.][sweep-slow]") {
+  const int world_size = GENERATE(2, 3, 4, 7);
+  CAPTURE(world_size);
+  SweepPlan plan;
+  plan.large_all = true;
+  launch_sweep(world_size, plan);
+}

@@ -1,0 +1,268 @@
+// The data-moving collectives of the sweep: broadcast, allgather, gather, scatter, alltoall
+// (uniform and v-count layouts with gaps that must stay untouched) and barrier.
+
+#include "sweep_data.hpp"
+#include "sweep_rank.hpp"
+
+#include "algorithms/dispatch.hpp"
+#include "algorithms/selection.hpp"
+
+#include <cstring>
+#include <vector>
+
+namespace cohort::sweep {
+namespace {
+
+constexpr unsigned char kPoison = 0xa5;
+/// Elements left unused between blocks of the varied layouts.
+constexpr std::size_t kGap = 3;
+
+/// Where each rank's block sits in a gathered buffer.
+struct Layout {
+  std::vector<std::size_t> counts;
+  std::vector<std::size_t> displs;
+  std::size_t extent = 0;  ///< elements spanned, gaps included
+  bool uniform = true;
+};
+
+Layout uniform_layout(std::size_t count, int size) {
+  Layout l;
+  for (int r = 0; r < size; ++r) {
+    l.counts.push_back(count);
+    l.displs.push_back(count * static_cast<std::size_t>(r));
+  }
+  l.extent = count * static_cast<std::size_t>(size);
+  return l;
+}
+
+/// Rank 1's block is empty, the others differ in size, blocks sit in reverse rank order with
+/// kGap unused elements after each: exercises v-counts, empty blocks and non-contiguous layouts.
+Layout varied_layout(std::size_t count, int size) {
+  Layout l;
+  l.uniform = false;
+  l.counts.resize(static_cast<std::size_t>(size));
+  l.displs.resize(static_cast<std::size_t>(size));
+  for (int r = size - 1; r >= 0; --r) {
+    const auto i = static_cast<std::size_t>(r);
+    l.counts[i] = r == 1 ? 0 : count + i;
+    l.displs[i] = l.extent;
+    l.extent += l.counts[i] + kGap;
+  }
+  return l;
+}
+
+std::vector<Layout> layouts(const SweepPlan& plan, std::size_t count, int size) {
+  std::vector<Layout> result{uniform_layout(count, size)};
+  if (plan.layouts) result.push_back(varied_layout(count, size));
+  return result;
+}
+
+/// A poisoned buffer of the layout's extent holding every rank's block (salt, rank) in place.
+std::vector<unsigned char> gathered(const Layout& l, DType dtype, std::uint64_t salt) {
+  const std::size_t es = dtype_size(dtype);
+  std::vector<unsigned char> buf(l.extent * es, kPoison);
+  for (std::size_t r = 0; r < l.counts.size(); ++r)
+    fill_contribution(dtype, ReduceOp::Sum, static_cast<int>(r), salt, 0, l.counts[r],
+                      buf.data() + l.displs[r] * es);
+  return buf;
+}
+
+std::vector<unsigned char> block_of(int rank, const Layout& l, DType dtype, std::uint64_t salt) {
+  const auto r = static_cast<std::size_t>(rank);
+  std::vector<unsigned char> block(l.counts[r] * dtype_size(dtype));
+  fill_contribution(dtype, ReduceOp::Sum, rank, salt, 0, l.counts[r], block.data());
+  return block;
+}
+
+std::string layout_name(const Layout& l) {
+  return l.uniform ? "uniform" : "varied";
+}
+
+/// Elements per rank for the gathering collectives: keep the total near kLargeCount.
+std::size_t per_rank(std::size_t count, int size) {
+  return count == kLargeCount ? kLargeCount / static_cast<std::size_t>(size) + 1 : count;
+}
+
+}  // namespace
+
+void SweepRank::broadcast(const SweepPlan& plan) {
+  for (Algorithm algorithm : algorithms::algorithms_for(Collective::Broadcast)) {
+    for (const Case& c : moving_cases(plan)) {
+      for (int root : roots()) {
+        auto ctx = context(Collective::Broadcast);
+        const std::uint64_t salt = ctx.seq;
+        std::vector<unsigned char> expected(c.count * dtype_size(c.dtype));
+        fill_contribution(c.dtype, ReduceOp::Sum, root, salt, 0, c.count, expected.data());
+        std::vector<unsigned char> buf =
+            rank_ == root ? expected : std::vector<unsigned char>(expected.size(), kPoison);
+        const std::string what = describe(Collective::Broadcast, algorithm, c, rank_, size_,
+                                          "root " + std::to_string(root));
+        const Algorithm ran =
+            algorithms::run_broadcast(ctx, {buf.data(), c.count, c.dtype, root}, algorithm);
+        check_ran(Collective::Broadcast, algorithm, ran, true, what);
+        const auto mismatch = first_mismatch(c.dtype, buf.data(), expected.data(), c.count);
+        expect(mismatch.empty(), what + ": " + mismatch);
+      }
+    }
+  }
+}
+
+void SweepRank::allgather(const SweepPlan& plan) {
+  for (Algorithm algorithm : algorithms::algorithms_for(Collective::Allgather)) {
+    for (const Case& c : moving_cases(plan)) {
+      for (const Layout& l : layouts(plan, per_rank(c.count, size_), size_)) {
+        const std::size_t es = dtype_size(c.dtype);
+        auto ctx = context(Collective::Allgather);
+        const std::uint64_t salt = ctx.seq;
+        const auto expected = gathered(l, c.dtype, salt);
+        // The caller has already put this rank's block in place.
+        std::vector<unsigned char> buf(expected.size(), kPoison);
+        const auto mine = block_of(rank_, l, c.dtype, salt);
+        if (!mine.empty())
+          std::memcpy(buf.data() + l.displs[static_cast<std::size_t>(rank_)] * es, mine.data(),
+                      mine.size());
+        const std::string what =
+            describe(Collective::Allgather, algorithm, c, rank_, size_, layout_name(l));
+        const Algorithm ran =
+            algorithms::run_allgather(ctx, {buf.data(), l.counts, l.displs, c.dtype}, algorithm);
+        check_ran(Collective::Allgather, algorithm, ran, l.uniform, what);
+        const auto mismatch = first_mismatch(c.dtype, buf.data(), expected.data(), l.extent);
+        expect(mismatch.empty(), what + ": " + mismatch);
+      }
+    }
+  }
+}
+
+void SweepRank::gather(const SweepPlan& plan) {
+  for (Algorithm algorithm : algorithms::algorithms_for(Collective::Gather)) {
+    for (const Case& c : moving_cases(plan)) {
+      for (const Layout& l : layouts(plan, per_rank(c.count, size_), size_)) {
+        for (int root : roots()) {
+          const std::size_t es = dtype_size(c.dtype);
+          auto ctx = context(Collective::Gather);
+          const std::uint64_t salt = ctx.seq;
+          const auto expected = gathered(l, c.dtype, salt);
+          const auto mine = block_of(rank_, l, c.dtype, salt);
+          std::vector<unsigned char> out;
+          if (rank_ == root) {
+            // The root's own block is already in place.
+            out.assign(expected.size(), kPoison);
+            if (!mine.empty())
+              std::memcpy(out.data() + l.displs[static_cast<std::size_t>(rank_)] * es, mine.data(),
+                          mine.size());
+          }
+          const std::string what = describe(Collective::Gather, algorithm, c, rank_, size_,
+                                            layout_name(l) + " root " + std::to_string(root));
+          const Algorithm ran =
+              algorithms::run_gather(ctx,
+                                     {mine.data(), rank_ == root ? out.data() : nullptr, l.counts,
+                                      l.displs, c.dtype, root},
+                                     algorithm);
+          check_ran(Collective::Gather, algorithm, ran, l.uniform, what);
+          if (rank_ == root) {
+            const auto mismatch = first_mismatch(c.dtype, out.data(), expected.data(), l.extent);
+            expect(mismatch.empty(), what + ": " + mismatch);
+          }
+        }
+      }
+    }
+  }
+}
+
+void SweepRank::scatter(const SweepPlan& plan) {
+  for (Algorithm algorithm : algorithms::algorithms_for(Collective::Scatter)) {
+    for (const Case& c : moving_cases(plan)) {
+      for (const Layout& l : layouts(plan, per_rank(c.count, size_), size_)) {
+        for (int root : roots()) {
+          auto ctx = context(Collective::Scatter);
+          const std::uint64_t salt = ctx.seq;
+          const auto in = rank_ == root ? gathered(l, c.dtype, salt) : std::vector<unsigned char>{};
+          const auto expected = block_of(rank_, l, c.dtype, salt);
+          std::vector<unsigned char> out(expected.size(), kPoison);
+          const std::string what = describe(Collective::Scatter, algorithm, c, rank_, size_,
+                                            layout_name(l) + " root " + std::to_string(root));
+          const Algorithm ran = algorithms::run_scatter(
+              ctx,
+              {rank_ == root ? in.data() : nullptr, out.data(), l.counts, l.displs, c.dtype, root},
+              algorithm);
+          check_ran(Collective::Scatter, algorithm, ran, l.uniform, what);
+          const auto mismatch = first_mismatch(c.dtype, out.data(), expected.data(),
+                                               l.counts[static_cast<std::size_t>(rank_)]);
+          expect(mismatch.empty(), what + ": " + mismatch);
+        }
+      }
+    }
+  }
+}
+
+void SweepRank::alltoall(const SweepPlan& plan) {
+  const auto n = static_cast<std::size_t>(size_);
+  const auto me = static_cast<std::size_t>(rank_);
+  for (Algorithm algorithm : algorithms::algorithms_for(Collective::Alltoall)) {
+    for (const Case& c : moving_cases(plan)) {
+      const std::size_t block = c.count == kLargeCount ? kLargeCount / (n * n) + 1 : c.count;
+      for (bool uniform : {true, false}) {
+        if (!uniform && !plan.layouts) continue;
+        // Elements rank `from` sends rank `to`: varied sizes with some empty blocks.
+        auto amount = [&](std::size_t from, std::size_t to) {
+          if (uniform) return block;
+          return (from + 2 * to + block) % 4 == 0 ? std::size_t{0} : block + from + to;
+        };
+        const std::size_t es = dtype_size(c.dtype);
+        auto ctx = context(Collective::Alltoall);
+        const std::uint64_t salt = ctx.seq;
+        // Send blocks packed in rank order; receive blocks in reverse order with gaps.
+        std::vector<std::size_t> send_counts(n), send_displs(n), recv_counts(n), recv_displs(n);
+        std::size_t send_total = 0, recv_extent = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+          send_counts[j] = amount(me, j);
+          send_displs[j] = send_total;
+          send_total += send_counts[j];
+        }
+        for (std::size_t j = n; j-- > 0;) {
+          recv_counts[j] = amount(j, me);
+          recv_displs[j] = recv_extent;
+          recv_extent += recv_counts[j] + (uniform ? 0 : kGap);
+        }
+        // Block from `from` to `to` carries (from, salt * 64 + to) data.
+        std::vector<unsigned char> in(send_total * es), out(recv_extent * es, kPoison);
+        std::vector<unsigned char> expected(recv_extent * es, kPoison);
+        for (std::size_t j = 0; j < n; ++j) {
+          fill_contribution(c.dtype, ReduceOp::Sum, rank_, salt * 64 + j, 0, send_counts[j],
+                            in.data() + send_displs[j] * es);
+          fill_contribution(c.dtype, ReduceOp::Sum, static_cast<int>(j), salt * 64 + me, 0,
+                            recv_counts[j], expected.data() + recv_displs[j] * es);
+        }
+        const std::string what = describe(Collective::Alltoall, algorithm, c, rank_, size_,
+                                          uniform ? "uniform" : "varied");
+        const Algorithm ran =
+            algorithms::run_alltoall(ctx,
+                                     {in.data(), out.data(), send_counts, send_displs, recv_counts,
+                                      recv_displs, c.dtype, uniform},
+                                     algorithm);
+        check_ran(Collective::Alltoall, algorithm, ran, uniform, what);
+        const auto mismatch = first_mismatch(c.dtype, out.data(), expected.data(), recv_extent);
+        expect(mismatch.empty(), what + ": " + mismatch);
+      }
+    }
+  }
+}
+
+void SweepRank::barrier() {
+  // Each rank counts itself in through the store before the barrier; nobody may leave the
+  // barrier before every rank has counted itself in.
+  for (int i = 0; i < 3; ++i) {
+    const int round = barrier_rounds_++;
+    const std::string key = "sweep-barrier/" + std::to_string(round);
+    store_->add(key, 1);
+    auto ctx = context(Collective::Barrier);
+    const Algorithm ran = algorithms::run_barrier(ctx, Algorithm::Dissemination);
+    expect(ran == Algorithm::Dissemination, "barrier ran " + std::string(algorithm_name(ran)));
+    const auto arrived = store_->add(key, 0);
+    expect(arrived == size_, "barrier round " + std::to_string(round) + ": left after only " +
+                                 std::to_string(arrived) + " of " + std::to_string(size_) +
+                                 " ranks arrived (rank " + std::to_string(rank_) + ")");
+  }
+}
+
+}  // namespace cohort::sweep

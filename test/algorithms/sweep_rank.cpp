@@ -1,0 +1,115 @@
+// SweepRank plumbing: transport, contexts, cases, checks. The per-collective sweeps live in
+// sweep_reducing.cpp and sweep_moving.cpp.
+
+#include "sweep_rank.hpp"
+
+#include "sweep_data.hpp"
+
+#include "transport/transport_factory.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+namespace cohort::sweep {
+namespace {
+
+constexpr DType kSweptDTypes[] = {DType::Float32, DType::Float64, DType::BFloat16, DType::Float16,
+                                  DType::Int32,   DType::Int64,   DType::UInt8};
+
+/// The large count's few combinations when not sweeping all: multi-chunk f64, bf16 rounding
+/// through float, integer wrap-around and bitwise ops.
+constexpr Case kLargeSubset[] = {
+    {kLargeCount, DType::Float32, ReduceOp::Sum},  {kLargeCount, DType::Float64, ReduceOp::Max},
+    {kLargeCount, DType::BFloat16, ReduceOp::Sum}, {kLargeCount, DType::Int32, ReduceOp::BXor},
+    {kLargeCount, DType::UInt8, ReduceOp::Prod},
+};
+
+/// Per-op deadline: generous, because 7 ranks share 2 cores; a hang still fails the op.
+constexpr auto kOpTimeout = std::chrono::seconds(120);
+
+}  // namespace
+
+void expect(bool ok, const std::string& message) {
+  if (!ok) throw std::runtime_error("sweep check failed: " + message);
+}
+
+std::string describe(Collective collective, Algorithm algorithm, const Case& c, int rank, int size,
+                     const std::string& extra) {
+  return std::string(collective_name(collective)) + " " + std::string(algorithm_name(algorithm)) +
+         " " + std::string(dtype_name(c.dtype)) + " " + std::string(reduce_op_name(c.op)) +
+         " count " + std::to_string(c.count) + (extra.empty() ? "" : " " + extra) + " (rank " +
+         std::to_string(rank) + " of " + std::to_string(size) + ")";
+}
+
+std::vector<Case> reducing_cases(const SweepPlan& plan) {
+  std::vector<Case> cases;
+  auto add_all = [&](std::size_t count) {
+    for (DType dtype : kSweptDTypes)
+      for (ReduceOp op : kAllReduceOps)
+        if (op_applies(op, dtype)) cases.push_back({count, dtype, op});
+  };
+  for (std::size_t count : plan.counts) add_all(count);
+  if (plan.large_all)
+    add_all(kLargeCount);
+  else if (plan.large_subset)
+    cases.insert(cases.end(), std::begin(kLargeSubset), std::end(kLargeSubset));
+  return cases;
+}
+
+std::vector<Case> moving_cases(const SweepPlan& plan) {
+  std::vector<Case> cases;
+  for (const Case& c : reducing_cases(plan)) {
+    const bool seen = std::any_of(cases.begin(), cases.end(), [&](const Case& x) {
+      return x.count == c.count && x.dtype == c.dtype;
+    });
+    if (!seen) cases.push_back({c.count, c.dtype, ReduceOp::Sum});
+  }
+  return cases;
+}
+
+bool must_decline(Collective collective, Algorithm algorithm, int world_size, bool uniform) {
+  const bool power_of_two = (world_size & (world_size - 1)) == 0;
+  if (collective == Collective::Allgather && algorithm == Algorithm::RecursiveDoubling)
+    return !power_of_two;
+  if (collective == Collective::Alltoall && algorithm == Algorithm::Bruck) return !uniform;
+  return false;
+}
+
+SweepRank::SweepRank(const Environment& env)
+    : rank_(env.rank), size_(env.world_size), store_(connect_store(env)) {
+  transport::TransportOptions options;
+  options.local_world_size = env.local_world_size;
+  options.connect_timeout = std::chrono::seconds(60);
+  transport_ = transport::create_transport(*store_, "sweep", rank_, size_, options);
+}
+
+SweepRank::~SweepRank() = default;
+
+algorithms::OpContext SweepRank::context(Collective collective) {
+  const std::uint32_t seq = seq_++;
+  return algorithms::OpContext{
+      *transport_, rank_,
+      size_,       3,
+      seq,         std::chrono::steady_clock::now() + kOpTimeout,
+      scratch_,    std::string(collective_name(collective)) + " #" + std::to_string(seq)};
+}
+
+void SweepRank::check_ran(Collective collective, Algorithm forced, Algorithm ran, bool uniform,
+                          const std::string& what) const {
+  if (must_decline(collective, forced, size_, uniform))
+    expect(ran != forced,
+           what + ": ran " + std::string(algorithm_name(ran)) + ", which should have declined");
+  else
+    expect(ran == forced,
+           what + ": forced algorithm did not run; ran " + std::string(algorithm_name(ran)));
+}
+
+std::vector<int> SweepRank::roots() const {
+  std::vector<int> roots{0};
+  if (size_ > 2) roots.push_back(size_ / 2);
+  if (size_ > 1) roots.push_back(size_ - 1);
+  return roots;
+}
+
+}  // namespace cohort::sweep

@@ -1,0 +1,90 @@
+#pragma once
+
+// One rank of the algorithm sweep: a real store and UCX transport, and one method per
+// collective that runs every algorithm of that collective (forced) over every case of the plan,
+// checks the result against sweep_data's reference, and checks the forced algorithm really ran
+// (or, where it must decline, that another one did). A failed check throws, which fails the
+// rank and so the launch.
+
+#include "algorithms/op_context.hpp"
+
+#include <cohort/algorithm.hpp>
+#include <cohort/dtype.hpp>
+#include <cohort/environment.hpp>
+#include <cohort/store.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cohort::sweep {
+
+/// Prime, and larger than a ring chunk for every dtype (more elements than kRingChunkBytes).
+inline constexpr std::size_t kLargeCount = 262147;
+
+struct Case {
+  std::size_t count;  ///< elements per rank (per block for alltoall: see SweepRank)
+  DType dtype;
+  ReduceOp op;  ///< ignored by collectives that do not reduce
+};
+
+/// Every (count, dtype, op) to sweep: `counts` with every dtype and applicable op, plus
+/// kLargeCount with every combination (`large_all`) or a handful (`large_subset`).
+struct SweepPlan {
+  std::vector<std::size_t> counts;
+  bool large_subset = false;
+  bool large_all = false;
+  /// Also sweep the varied-count layouts (v-collectives) and every root.
+  bool layouts = true;
+};
+
+std::vector<Case> reducing_cases(const SweepPlan& plan);
+/// reducing_cases with the op dropped and duplicates removed.
+std::vector<Case> moving_cases(const SweepPlan& plan);
+
+/// Whether `algorithm` must decline these arguments (the rules documented per algorithm).
+bool must_decline(Collective collective, Algorithm algorithm, int world_size, bool uniform);
+
+class SweepRank {
+ public:
+  explicit SweepRank(const Environment& env);
+  ~SweepRank();
+
+  void allreduce(const SweepPlan& plan);
+  void reduce(const SweepPlan& plan);
+  void reduce_scatter(const SweepPlan& plan);
+  void broadcast(const SweepPlan& plan);
+  void allgather(const SweepPlan& plan);
+  void gather(const SweepPlan& plan);
+  void scatter(const SweepPlan& plan);
+  void alltoall(const SweepPlan& plan);
+  void barrier();
+
+  /// Ops run so far.
+  std::uint32_t ops() const noexcept { return seq_; }
+
+ private:
+  algorithms::OpContext context(Collective collective);
+  /// Throws naming the op when `ran` is not what forcing `forced` should have run.
+  void check_ran(Collective collective, Algorithm forced, Algorithm ran, bool uniform,
+                 const std::string& what) const;
+  std::vector<int> roots() const;
+
+  int rank_;
+  int size_;
+  std::shared_ptr<Store> store_;
+  std::unique_ptr<transport::Transport> transport_;
+  algorithms::ScratchPool scratch_;
+  std::uint32_t seq_ = 0;
+  int barrier_rounds_ = 0;  ///< store keys of barrier checks are never reused
+};
+
+/// Throws std::runtime_error(message) unless `ok`.
+void expect(bool ok, const std::string& message);
+/// "allreduce ring f32 sum count 7 root 0 (rank 2 of 5)"-style description of one op.
+std::string describe(Collective collective, Algorithm algorithm, const Case& c, int rank, int size,
+                     const std::string& extra = {});
+
+}  // namespace cohort::sweep
