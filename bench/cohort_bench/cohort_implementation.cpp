@@ -12,6 +12,9 @@ std::optional<std::string> CohortImplementation::unsupported(const OpCall& call)
     return "cohort has no " + std::string(reduce_op_name(call.redop)) + " for " +
            std::string(dtype_name(call.dtype));
   }
+  if (call.op == BenchOp::Sendrecv && comm_->size() < 2) {
+    return "cohort's point-to-point needs another rank";  // a world of one has no peer
+  }
   return std::nullopt;
 }
 

@@ -46,7 +46,9 @@ void print_run_header(std::FILE* out, const RunInfo& info) {
 }
 
 void print_block_header(std::FILE* out, BenchOp op, DType dtype, ReduceOp redop, int root) {
-  std::string title = fmt::format("{} {}", bench_op_name(op), dtype_name(dtype));
+  // A barrier has no payload, so its block names no dtype.
+  std::string title(bench_op_name(op));
+  if (op_moves_data(op)) title += fmt::format(" {}", dtype_name(dtype));
   if (op_reduces(op)) title += fmt::format(" {}", reduce_op_name(redop));
   if (op_has_root(op)) title += fmt::format(" root {}", root);
   fmt::print(out, "#\n# {}\n#\n", title);

@@ -40,19 +40,22 @@ def main():
     parser.add_argument("bench_args", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     bench_args = [a for a in args.bench_args if a != "--"]
+    # Meson passes build-relative paths; the run happens in a scratch directory.
+    bench = os.path.abspath(args.bench)
+    launcher = os.path.abspath(args.launcher) if args.launcher else None
 
     with tempfile.TemporaryDirectory(prefix="cohort-bench-run-") as tmp:
         json_path = os.path.join(tmp, "results.json")
         csv_path = os.path.join(tmp, "results.csv")
         svg_path = os.path.join(tmp, "results.svg")
-        command = [args.bench] + bench_args + ["--json", json_path]
+        command = [bench] + bench_args + ["--json", json_path]
         if args.files:
             command += ["--csv", csv_path, "--plot", svg_path]
-        if args.launcher and args.mpirun:
-            command = [args.launcher, "--allow-run-as-root", "--oversubscribe", "-n",
+        if launcher and args.mpirun:
+            command = [launcher, "--allow-run-as-root", "--oversubscribe", "-n",
                        str(args.n)] + command
-        elif args.launcher:
-            command = [args.launcher, "-n", str(args.n), "--"] + command
+        elif launcher:
+            command = [launcher, "-n", str(args.n), "--"] + command
         env = dict(os.environ, COHORT_RENDEZVOUS_DIR=tmp, COHORT_TIMEOUT="60")
         try:
             proc = subprocess.run(command, capture_output=True, text=True, env=env,
