@@ -55,6 +55,7 @@ UcxTransport::UcxTransport(Store& store, const std::string& key_prefix, int rank
     peer.endpoint = UcxEndpoint(worker_, address.worker_address,
                                 ucx_handles_failure ? &on_endpoint_error : nullptr, &peer);
   }
+  handshake(connect_timeout);
   COHORT_LOG_DEBUG("{}: rank {} of {} connected (spin {} us{})", description(), rank, size,
                    policy_.spin.count(), policy_.yield_while_spinning ? ", yielding" : "");
 }
@@ -71,6 +72,23 @@ UcxTransport::~UcxTransport() {
   }
   UcxEndpoint::close_all(worker_, endpoints, std::span<const bool>(force.get(), peers_.size()),
                          std::chrono::steady_clock::now() + kCloseTimeout);
+}
+
+void UcxTransport::handshake(std::chrono::milliseconds timeout) {
+  // A zero-byte message each way with every peer finishes UCX's lazy wireup now, while every
+  // rank is alive and inside this constructor: UCX 1.13 aborts (wireup_ep.c assertion) when a
+  // peer fails while an endpoint's wireup is still pending. The tag cannot collide with any op:
+  // this worker is new and no op can be posted before the constructor returns.
+  constexpr Tag kHandshakeTag = p2p_tag((1u << kCommBits) - 1, UINT32_MAX);
+  std::vector<Request> requests;
+  for (int p = 0; p < size_; ++p) requests.push_back(post_recv(p, nullptr, 0, kHandshakeTag));
+  for (int p = 0; p < size_; ++p) requests.push_back(post_send(p, nullptr, 0, kHandshakeTag));
+  try {
+    wait(requests, std::chrono::steady_clock::now() + timeout, "connecting the transport");
+  } catch (...) {
+    cancel_all();
+    throw;
+  }
 }
 
 void UcxTransport::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) noexcept {

@@ -28,7 +28,8 @@ namespace cohort::transport::ucx {
 class UcxTransport final : public Transport {
  public:
   /// Collective: publishes this rank's address under "<key_prefix>/addr/<rank>", reads every
-  /// peer's (waiting up to `connect_timeout` for each) and connects.
+  /// peer's (waiting up to `connect_timeout` for each), connects, and exchanges an empty message
+  /// with every peer so all connections are fully established before the first op.
   UcxTransport(Store& store, const std::string& key_prefix, int rank, int size,
                int local_world_size, std::chrono::milliseconds connect_timeout);
   ~UcxTransport() override;
@@ -60,6 +61,8 @@ class UcxTransport final : public Transport {
     UcxRequest request;
   };
 
+  /// Exchanges an empty message with every peer (see the .cpp for why).
+  void handshake(std::chrono::milliseconds timeout);
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) noexcept;
   void check_peer(int peer, const char* what) const;
   void check_liveness() noexcept;
