@@ -41,7 +41,7 @@ void Executor::run_p2p(OpInfo info, PointToPoint p2p) {
   throw_if_poisoned_locked(info.kind);
   if (!busy_ && queue_.empty()) {
     busy_ = true;
-    const std::uint32_t seq = next_seq_++;
+    const std::uint32_t seq = next_p2p_seq_++;
     lock.unlock();
     DriveGuard guard(*this);
     execute_p2p_blocking(info, seq, p2p);
@@ -70,7 +70,7 @@ Error Executor::poisoned_error(std::string_view what) const {
 
 std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody body,
                                                             std::optional<PointToPoint> p2p) {
-  const std::uint32_t seq = next_seq_++;
+  const std::uint32_t seq = p2p ? next_p2p_seq_++ : next_seq_++;
   std::string what = p2p ? describe_p2p(*p2p, seq) : describe(info, seq);
   auto work = std::make_shared<detail::WorkState>(std::move(what));
   queue_.push_back(QueuedOp{std::move(info), seq, std::move(body), std::move(p2p), work});

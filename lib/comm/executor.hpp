@@ -11,6 +11,9 @@
 //   by a progress thread, started on first use. The thread sleeps on a condition variable when
 //   idle; it polls (with backoff) only while point-to-point requests are in flight.
 //
+// Collectives are numbered in call order (the number is part of their message tags); sends and
+// receives have their own numbering, since ranks make different point-to-point calls.
+//
 // Point-to-point ops are posted in order and then complete in the background: an async send
 // does not hold up the ops queued behind it (as MPI_Isend + MPI_Recv would not deadlock). A
 // blocking send still waits for its own completion, which may need the receive to be posted.
@@ -158,8 +161,12 @@ class Executor {
   bool busy_ = false;              // guarded: some thread is driving the transport
   bool stop_ = false;              // guarded
   std::size_t pending_count_ = 0;  // guarded: pending_.size() as of the last drive
-  std::uint32_t next_seq_ = 0;     // guarded
-  std::optional<Error> poisoned_;  // guarded: the first failure
+  // Collectives and point-to-point ops are numbered separately: every rank makes the same
+  // collective calls, so collective numbers (which form the message tags) agree across ranks,
+  // while point-to-point calls differ per rank and use the user's tag instead.
+  std::uint32_t next_seq_ = 0;      // guarded: next collective's sequence number
+  std::uint32_t next_p2p_seq_ = 0;  // guarded: next send/recv's number (for messages only)
+  std::optional<Error> poisoned_;   // guarded: the first failure
   std::thread thread_;
 };
 
