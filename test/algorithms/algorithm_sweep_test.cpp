@@ -1,6 +1,6 @@
 // Correctness sweep of every collective x every algorithm (forced) x world sizes 1, 2, 3, 4, 5, 7
-// x counts 0, 1, 7, 1031 (prime, divisible by none of the sizes) and a prime larger than a ring
-// chunk x dtypes f32, f64, bf16, f16, i32, i64, u8 x every op valid for the dtype, with real
+// x counts 0, 1, 7, 1031 (prime, divisible by none of the sizes) and 524309, a prime larger than a
+// ring chunk x dtypes f32, f64, bf16, f16, i32, i64, u8 x every op valid for the dtype, with real
 // processes (cohort::launch), a real TCP store and real UCX. One launch per world size runs
 // every combination in the same process set. Floats compare with zero tolerance: the data are
 // small integers whose sums and products are exact in every dtype (see sweep_data.hpp).
@@ -102,10 +102,11 @@ TEST_CASE("the sweep over TCP only", "[.][sweep-ucx]") {
   launch_sweep(world_size, plan);
 }
 
-TEST_CASE("the large count with every dtype and op", "[.][sweep-slow]") {
-  const int world_size = GENERATE(2, 3, 4, 7);
+TEST_CASE("the large count with every dtype and op, and more world sizes", "[.][sweep-slow]") {
+  const int world_size = GENERATE(2, 3, 4, 5, 6, 7, 8);
   CAPTURE(world_size);
   SweepPlan plan;
+  plan.counts = {2, 64, 4099};
   plan.large_all = true;
   launch_sweep(world_size, plan);
 }

@@ -7,6 +7,7 @@
 // rank and so the launch.
 
 #include "algorithms/op_context.hpp"
+#include "algorithms/ring_pipeline.hpp"
 
 #include <cohort/algorithm.hpp>
 #include <cohort/dtype.hpp>
@@ -22,7 +23,8 @@
 namespace cohort::sweep {
 
 /// Prime, and larger than a ring chunk for every dtype (more elements than kRingChunkBytes).
-inline constexpr std::size_t kLargeCount = 262147;
+inline constexpr std::size_t kLargeCount = 524309;
+static_assert(kLargeCount > algorithms::kRingChunkBytes);
 
 struct Case {
   std::size_t count;  ///< elements per rank (per block for alltoall: see SweepRank)
