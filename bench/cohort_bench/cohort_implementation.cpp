@@ -18,9 +18,16 @@ std::optional<std::string> CohortImplementation::unsupported(const OpCall& call)
   return std::nullopt;
 }
 
+const Buffer& CohortImplementation::view_of(Buffer& cached, void* data, std::size_t count,
+                                            DType dtype) {
+  if (cached.data() != data || cached.count() != count || cached.dtype() != dtype)
+    cached = Buffer::view(data, count, dtype);
+  return cached;
+}
+
 void CohortImplementation::run(const OpCall& call) {
-  const Buffer in = Buffer::view(call.in, call.in_count, call.dtype);
-  const Buffer out = Buffer::view(call.out, call.out_count, call.dtype);
+  const Buffer& in = view_of(in_, call.in, call.in_count, call.dtype);
+  const Buffer& out = view_of(out_, call.out, call.out_count, call.dtype);
   CollectiveOptions options;
   options.algorithm = call.algorithm;
   Communicator& comm = *comm_;

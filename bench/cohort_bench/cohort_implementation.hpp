@@ -4,6 +4,7 @@
 
 #include "implementation.hpp"
 
+#include <cohort/buffer.hpp>
 #include <cohort/communicator.hpp>
 
 #include <memory>
@@ -19,7 +20,12 @@ class CohortImplementation final : public Implementation {
   void run(const OpCall& call) override;
 
  private:
+  /// A view of `data`, rebuilt only when the call's buffers change: an engine keeps its tensors'
+  /// Buffers across steps, so the timed loop should not measure building them either.
+  const Buffer& view_of(Buffer& cached, void* data, std::size_t count, DType dtype);
+
   std::shared_ptr<Communicator> comm_;
+  Buffer in_, out_;
 };
 
 }  // namespace cohort::bench

@@ -11,6 +11,7 @@
 // packed back to back in scratch, so each round is still one message), every world size and
 // count. Scratch: the rotated result (kSlotWork0).
 
+#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
@@ -36,7 +37,7 @@ bool allgather_bruck(const OpContext& ctx, const AllgatherArgs& args) {
   std::byte* rotated = ctx.scratch.get(slot_at[n], kSlotWork0);
 
   // 1. Our own block goes to slot 0.
-  std::memcpy(rotated, buf + args.displs[rank_at(0)] * es, slot_at[1]);
+  copy_bytes(rotated, buf + args.displs[rank_at(0)] * es, slot_at[1]);
   // 2. Round k: pass the first min(d, n - d) slots to rank - d, receive rank + d's.
   for (int round = 0; round < patterns::bruck_rounds(n); ++round) {
     const auto r = patterns::bruck_round(ctx.rank, n, round);
@@ -46,7 +47,7 @@ bool allgather_bruck(const OpContext& ctx, const AllgatherArgs& args) {
   }
   // 3. Undo the rotation into the caller's layout (our own block is already there).
   for (int i = 1; i < n; ++i)
-    std::memcpy(buf + args.displs[rank_at(i)] * es, rotated + slot_at[i],
+    copy_bytes(buf + args.displs[rank_at(i)] * es, rotated + slot_at[i],
                 slot_at[i + 1] - slot_at[i]);
   return true;
 }

@@ -15,6 +15,7 @@
 // extra ranks' fold costs one full-vector transfer each way. The selection table uses it for
 // middle sizes. Accepts every world size and count. Scratch: one vector (kSlotWork0).
 
+#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
@@ -33,7 +34,7 @@ bool allreduce_rabenseifner(const OpContext& ctx, const AllreduceArgs& args) {
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
   if (ctx.size == 1 || args.count == 0) {
-    if (out != in && bytes > 0) std::memcpy(out, in, bytes);
+    if (out != in && bytes > 0) copy_bytes(out, in, bytes);
     return true;
   }
   const auto fold = patterns::fold_position(ctx.rank, ctx.size);

@@ -13,6 +13,7 @@
 // The selection table uses it for small messages. Accepts every world size and count.
 // Scratch: one vector (kSlotWork0).
 
+#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
@@ -29,7 +30,7 @@ bool allreduce_recursive_doubling(const OpContext& ctx, const AllreduceArgs& arg
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
   if (ctx.size == 1 || args.count == 0) {
-    if (out != in && bytes > 0) std::memcpy(out, in, bytes);
+    if (out != in && bytes > 0) copy_bytes(out, in, bytes);
     return true;
   }
   const auto fold = patterns::fold_position(ctx.rank, ctx.size);

@@ -13,6 +13,7 @@
 // latency grows linearly with n: the selection table uses it for large messages.
 // Accepts every world size and count.
 
+#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/ring_pipeline.hpp"
 #include "patterns/block_partition.hpp"
@@ -27,7 +28,7 @@ bool allreduce_ring(const OpContext& ctx, const AllreduceArgs& args) {
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
   if (ctx.size == 1 || args.count == 0) {
-    if (out != in && args.count > 0) std::memcpy(out, in, args.count * es);
+    if (out != in && args.count > 0) copy_bytes(out, in, args.count * es);
     return true;
   }
   const auto n = static_cast<std::size_t>(ctx.size);

@@ -11,6 +11,7 @@
 // tiny blocks only. Declines alltoallv (args.uniform false). Accepts every world size and count.
 // Scratch: the rotated blocks, a send pack and a receive pack (kSlotWork0/1/2).
 
+#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
@@ -30,7 +31,7 @@ bool alltoall_bruck(const OpContext& ctx, const AlltoallArgs& args) {
   auto rank_at = [&](int i) { return static_cast<std::size_t>(patterns::wrap(ctx.rank + i, n)); };
   if (block == 0) return true;
   if (n == 1) {
-    std::memcpy(out + args.recv_displs[0] * es, in + args.send_displs[0] * es, block);
+    copy_bytes(out + args.recv_displs[0] * es, in + args.send_displs[0] * es, block);
     return true;
   }
   const std::size_t all = static_cast<std::size_t>(n) * block;
@@ -40,23 +41,23 @@ bool alltoall_bruck(const OpContext& ctx, const AlltoallArgs& args) {
 
   // 1. Rotate: slot i holds our block for rank r + i.
   for (int i = 0; i < n; ++i)
-    std::memcpy(rotated + i * block, in + args.send_displs[rank_at(i)] * es, block);
+    copy_bytes(rotated + i * block, in + args.send_displs[rank_at(i)] * es, block);
   // 2. Round k: ship the slots with bit k set to r + d, take r - d's in their place.
   for (int round = 0; round < patterns::bruck_rounds(n); ++round) {
     const int d = 1 << round;
     std::size_t packed = 0;
     for (int i = d; i < n; ++i)
-      if (i & d) std::memcpy(outgoing + block * packed++, rotated + i * block, block);
+      if (i & d) copy_bytes(outgoing + block * packed++, rotated + i * block, block);
     exchange(ctx, patterns::wrap(ctx.rank + d, n), outgoing, packed * block,
              patterns::wrap(ctx.rank - d, n), incoming, packed * block,
              static_cast<std::uint32_t>(round));
     packed = 0;
     for (int i = d; i < n; ++i)
-      if (i & d) std::memcpy(rotated + i * block, incoming + block * packed++, block);
+      if (i & d) copy_bytes(rotated + i * block, incoming + block * packed++, block);
   }
   // 3. The block from rank j sits in slot r - j.
   for (int j = 0; j < n; ++j)
-    std::memcpy(out + args.recv_displs[j] * es,
+    copy_bytes(out + args.recv_displs[j] * es,
                 rotated + static_cast<std::size_t>(patterns::wrap(ctx.rank - j, n)) * block, block);
   return true;
 }

@@ -106,6 +106,18 @@ std::string op_name(const std::string& what) {
   return algorithm_from_name(inside) ? what.substr(0, open) : what;
 }
 
+/// `message` with the first mention of the op (`what`, possibly carrying a stale " (<algo>)")
+/// naming `algorithm` instead; prefixed with it when the message does not mention the op.
+std::string with_algorithm(const std::string& message, const std::string& what,
+                           Algorithm algorithm) {
+  const std::string name = op_name(what);
+  const std::string named = name + " (" + std::string(algorithm_name(algorithm)) + ")";
+  const auto at = message.find(what);
+  if (at != std::string::npos)
+    return message.substr(0, at) + named + message.substr(at + what.size());
+  return named + ": " + message;
+}
+
 /// Tries the candidates in order; returns the one that ran.
 template <class Args>
 Algorithm run_first_accepting(const OpContext& ctx, Collective collective, std::size_t bytes,
@@ -119,10 +131,15 @@ Algorithm run_first_accepting(const OpContext& ctx, Collective collective, std::
       throw Error(ErrorCode::Internal, std::string(algorithm_name(algorithm)) + " is listed for " +
                                            std::string(collective_name(collective)) +
                                            " but has no implementation");
-    // Error messages from the transport name the algorithm too: "allreduce #17 (ring)".
-    OpContext named = ctx;
-    named.what = op_name(ctx.what) + " (" + std::string(algorithm_name(algorithm)) + ")";
-    if (implementation(named, args)) {
+    bool accepted = false;
+    try {
+      accepted = implementation(ctx, args);
+    } catch (const Error& e) {
+      // Errors name the algorithm that was running ("allreduce #17 (ring)"); the string is
+      // built only here, never on the success path of a small collective.
+      throw Error(e.code(), with_algorithm(e.message(), ctx.what, algorithm));
+    }
+    if (accepted) {
       COHORT_LOG_DEBUG("{}: {} bytes on {} ranks ran {}", ctx.what, bytes, ctx.size,
                        algorithm_name(algorithm));
       return algorithm;

@@ -11,6 +11,7 @@
 // messages, each rank sends its subtree's data once. Handles any counts and displacements,
 // every world size, root and count. Scratch: the subtree's packed blocks (kSlotWork0).
 
+#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
@@ -73,7 +74,7 @@ bool gather_tree(const OpContext& ctx, const GatherArgs& args) {
     }
   }
   // 2. An inner rank adds its own block in front while the children's data arrives.
-  if (v != 0) std::memcpy(packed, args.in, packed_at[1]);
+  if (v != 0) copy_bytes(packed, args.in, packed_at[1]);
   from_children.wait();
 
   if (v != 0) {
@@ -90,7 +91,7 @@ bool gather_tree(const OpContext& ctx, const GatherArgs& args) {
     const int child = children[i];
     const int child_extent = patterns::binomial_subtree_extent(child, n);
     for (int x = child; x < child + child_extent; ++x)
-      std::memcpy(out + args.displs[rank_of(x)] * es, packed + packed_at[x],
+      copy_bytes(out + args.displs[rank_of(x)] * es, packed + packed_at[x],
                   packed_at[x + 1] - packed_at[x]);
   }
   return true;

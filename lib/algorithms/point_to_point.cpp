@@ -24,20 +24,33 @@ void wait_request(const OpContext& ctx, transport::Request& request) {
   request = {};
 }
 
+void RequestBatch::add(const transport::Request& request) {
+  if (!request.valid()) return;
+  if (count_ < inline_.size() && overflow_.empty()) {
+    inline_[count_++] = request;
+    return;
+  }
+  if (overflow_.empty()) overflow_.assign(inline_.begin(), inline_.begin() + count_);
+  overflow_.push_back(request);
+  ++count_;
+}
+
 void RequestBatch::send(int peer, const void* data, std::size_t bytes, std::uint32_t step) {
-  const auto request = post_send(ctx_, peer, data, bytes, step);
-  if (request.valid()) requests_.push_back(request);
+  add(post_send(ctx_, peer, data, bytes, step));
 }
 
 void RequestBatch::recv(int peer, void* data, std::size_t bytes, std::uint32_t step) {
-  const auto request = post_recv(ctx_, peer, data, bytes, step);
-  if (request.valid()) requests_.push_back(request);
+  add(post_recv(ctx_, peer, data, bytes, step));
 }
 
 void RequestBatch::wait() {
-  if (requests_.empty()) return;
-  ctx_.transport.wait(requests_, ctx_.deadline, ctx_.what);
-  requests_.clear();
+  if (count_ == 0) return;
+  const std::span<const transport::Request> requests =
+      overflow_.empty() ? std::span<const transport::Request>(inline_.data(), count_)
+                        : std::span<const transport::Request>(overflow_);
+  ctx_.transport.wait(requests, ctx_.deadline, ctx_.what);
+  overflow_.clear();
+  count_ = 0;
 }
 
 void exchange(const OpContext& ctx, int send_peer, const void* send_data, std::size_t send_bytes,

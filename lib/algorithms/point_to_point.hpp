@@ -7,8 +7,10 @@
 
 #include "algorithms/op_context.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace cohort::algorithms {
@@ -32,11 +34,18 @@ class RequestBatch {
   /// Waits for every request posted since the last wait() (throws at the op's deadline).
   void wait();
   /// Requests not yet waited for.
-  std::size_t pending() const noexcept { return requests_.size(); }
+  std::size_t pending() const noexcept { return count_; }
 
  private:
+  void add(const transport::Request& request);
+
+  // Most steps post a handful of requests: keep them on the stack so a small collective does not
+  // allocate; larger batches spill into the vector.
+  static constexpr std::size_t kInlineRequests = 8;
   const OpContext& ctx_;
-  std::vector<transport::Request> requests_;
+  std::array<transport::Request, kInlineRequests> inline_{};
+  std::vector<transport::Request> overflow_;
+  std::size_t count_ = 0;
 };
 
 /// Receives from `recv_peer` and sends to `send_peer` at the same step, then waits for both.

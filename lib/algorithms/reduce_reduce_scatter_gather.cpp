@@ -10,6 +10,7 @@
 // combining order is fixed by the world size, so the result is deterministic.
 // Scratch: the ring's slots and this rank's final block (kSlotWork0, non-roots).
 
+#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/ring_pipeline.hpp"
@@ -27,7 +28,7 @@ bool reduce_reduce_scatter_gather(const OpContext& ctx, const ReduceArgs& args) 
   auto* out = static_cast<std::byte*>(args.out);
   if (args.count == 0) return true;
   if (ctx.size == 1) {
-    if (out != in) std::memcpy(out, in, args.count * es);
+    if (out != in) copy_bytes(out, in, args.count * es);
     return true;
   }
   const auto n = static_cast<std::size_t>(ctx.size);

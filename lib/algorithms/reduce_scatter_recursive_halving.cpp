@@ -14,6 +14,7 @@
 // costs the extra ranks one full-input transfer. Accepts every world size and count, and out
 // aliasing in's block `rank`. Scratch: partial results and one receive buffer (kSlotWork0/1).
 
+#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
@@ -32,7 +33,7 @@ bool reduce_scatter_recursive_halving(const OpContext& ctx, const ReduceScatterA
   const auto me = static_cast<std::size_t>(ctx.rank);
   if (args.count == 0) return true;
   if (ctx.size == 1) {
-    if (out != in) std::memcpy(out, in, block_bytes);
+    if (out != in) copy_bytes(out, in, block_bytes);
     return true;
   }
   const std::size_t total = static_cast<std::size_t>(ctx.size) * args.count;

@@ -12,6 +12,7 @@
 // reduce moves less for large m. Accepts every world size, root and count.
 // Scratch: the partial result (non-roots, kSlotWork0) and two receive buffers (kSlotWork1/2).
 
+#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
@@ -30,7 +31,7 @@ bool reduce_tree(const OpContext& ctx, const ReduceArgs& args) {
   auto* out = static_cast<std::byte*>(args.out);
   if (bytes == 0) return true;
   if (ctx.size == 1) {
-    if (out != in) std::memcpy(out, in, bytes);
+    if (out != in) copy_bytes(out, in, bytes);
     return true;
   }
   const int v = patterns::relative_rank(ctx.rank, args.root, ctx.size);

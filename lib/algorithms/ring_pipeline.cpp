@@ -1,5 +1,6 @@
 // The chunked ring engine behind ring_reduce_scatter and ring_allgather (see ring_pipeline.hpp).
 
+#include "core/copy_bytes.hpp"
 #include "algorithms/ring_pipeline.hpp"
 
 #include "algorithms/point_to_point.hpp"
@@ -130,7 +131,7 @@ std::uint32_t ring_reduce_scatter(const OpContext& ctx, const RingLayout& ring, 
   COHORT_CHECK(blocks.counts.size() == static_cast<std::size_t>(n));
   if (n == 1) {
     if (final_dst != in + blocks.offsets[0] * es)
-      std::memcpy(final_dst, in + blocks.offsets[0] * es, blocks.counts[0] * es);
+      copy_bytes(final_dst, in + blocks.offsets[0] * es, blocks.counts[0] * es);
     return 0;
   }
   const std::size_t chunks = chunks_per_block(blocks, es);

@@ -10,6 +10,7 @@
 // messages. Handles any counts and displacements, every world size, root and count.
 // Scratch: the packed subtree (kSlotWork0).
 
+#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
@@ -33,7 +34,7 @@ bool scatter_tree(const OpContext& ctx, const ScatterArgs& args) {
   if (v == 0 && out != nullptr) {
     // The root's own block (a no-op when the communicator already put it in place).
     const std::byte* own = in + args.displs[rank_of(0)] * es;
-    if (own != out) std::memmove(out, own, args.counts[rank_of(0)] * es);
+    if (own != out) move_bytes(out, own, args.counts[rank_of(0)] * es);
   }
   if (n == 1) return true;
   const int extent = patterns::binomial_subtree_extent(v, n);
@@ -62,7 +63,7 @@ bool scatter_tree(const OpContext& ctx, const ScatterArgs& args) {
     RequestBatch from_parent(ctx);
     from_parent.recv(parent, packed, packed_at[extent], kStep);
     from_parent.wait();
-    std::memcpy(out, packed, packed_at[1]);
+    copy_bytes(out, packed, packed_at[1]);
   }
   // 2. Send each child its subtree's blocks, deepest subtree first; on the root, pack them first
   //    unless they are already back to back in relative order.
@@ -79,7 +80,7 @@ bool scatter_tree(const OpContext& ctx, const ScatterArgs& args) {
                                        args.displs[rank_of(x + 1)];
       if (!contiguous) {
         for (int x = child; x < child + child_extent; ++x)
-          std::memcpy(packed + packed_at[x], source_of(x), packed_at[x + 1] - packed_at[x]);
+          copy_bytes(packed + packed_at[x], source_of(x), packed_at[x + 1] - packed_at[x]);
         data = packed + packed_at[child];
       }
     }

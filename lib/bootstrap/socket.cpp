@@ -19,13 +19,6 @@
 
 namespace cohort::bootstrap {
 
-void UniqueFd::reset() noexcept {
-  if (fd_ < 0) return;
-  // Linux releases the descriptor even when close() reports an error, so never retry.
-  if (::close(fd_) != 0) COHORT_LOG_WARN("close(fd {}) failed: {}", fd_, std::strerror(errno));
-  fd_ = -1;
-}
-
 namespace {
 
 struct AddrInfoDeleter {

@@ -4,7 +4,7 @@
 // formatting endpoints, listening, connecting with a deadline, and deadline-bounded blocking I/O
 // on non-blocking sockets. Every errno goes through system_error().
 
-#include "bootstrap/unique_fd.hpp"
+#include "core/unique_fd.hpp"
 
 #include <sys/socket.h>
 #include <chrono>

@@ -39,7 +39,7 @@ struct Reply {
 struct TcpStore::Impl {
   TcpStoreOptions options;
   std::string endpoint;
-  bootstrap::UniqueFd fd;
+  UniqueFd fd;
   std::mutex mutex;
   std::string broken;  // why the connection is unusable; empty while healthy
 

@@ -31,7 +31,7 @@ namespace cohort {
 using bootstrap::FieldReader;
 using bootstrap::FrameBuilder;
 using bootstrap::MessageType;
-using bootstrap::UniqueFd;
+using cohort::UniqueFd;
 
 namespace {
 

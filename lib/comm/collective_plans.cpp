@@ -1,3 +1,4 @@
+#include "core/copy_bytes.hpp"
 #include "comm/collective_plans.hpp"
 
 #include <cohort/error.hpp>
@@ -20,7 +21,7 @@ std::byte* at(void* base, std::size_t elements, DType dtype) {
 }
 
 void copy_elements(void* dst, const void* src, std::size_t count, DType dtype) {
-  if (count != 0 && dst != src) std::memcpy(dst, src, count * dtype_size(dtype));
+  if (count != 0 && dst != src) copy_bytes(dst, src, count * dtype_size(dtype));
 }
 
 // Avg travels as Sum; the communicator divides once every contribution is in.
@@ -304,7 +305,7 @@ void execute(const algorithms::OpContext& ctx, algorithms::ScratchPool&, const B
              Algorithm forced) {
   // Broadcast is in place for the algorithms: the root's data must already sit in out.
   if (ctx.rank == plan.root && plan.count != 0 && plan.in != plan.out)
-    std::memmove(plan.out, plan.in, plan.count * dtype_size(plan.dtype));
+    move_bytes(plan.out, plan.in, plan.count * dtype_size(plan.dtype));
   algorithms::run_broadcast(ctx, {plan.out, plan.count, plan.dtype, plan.root}, forced);
 }
 
@@ -314,7 +315,7 @@ void execute(const algorithms::OpContext& ctx, algorithms::ScratchPool& staging,
   if (plan.stage_input && plan.count != 0) {
     const std::size_t bytes = plan.count * dtype_size(plan.dtype);
     std::byte* copy = staging.get(bytes);
-    std::memcpy(copy, plan.in, bytes);
+    copy_bytes(copy, plan.in, bytes);
     in = copy;
   }
   algorithms::run_reduce(ctx, {in, plan.out, plan.count, plan.dtype, wire_op(plan.op), plan.root},
@@ -373,7 +374,7 @@ void execute(const algorithms::OpContext& ctx, algorithms::ScratchPool& staging,
     // The algorithms need disjoint buffers; an aliasing call exchanges from a copy.
     const std::size_t bytes = plan.send.total * dtype_size(plan.dtype);
     std::byte* copy = staging.get(bytes);
-    std::memcpy(copy, plan.in, bytes);
+    copy_bytes(copy, plan.in, bytes);
     in = copy;
   }
   algorithms::run_alltoall(ctx,

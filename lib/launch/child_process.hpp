@@ -7,7 +7,7 @@
 // zombie or orphan survives an exception in the launcher.
 
 #include "launch/exit_status.hpp"
-#include "launch/unique_fd.hpp"
+#include "launch/pipes.hpp"
 
 #include <functional>
 #include <optional>

@@ -25,7 +25,7 @@
 namespace cohort {
 namespace {
 
-using launcher::UniqueFd;
+using cohort::UniqueFd;
 
 constexpr std::size_t kStderrTailLines = 10;
 // How long a child waits for the parent to publish the store port: the parent only has to

@@ -5,7 +5,7 @@
 // ranks never interleave mid-line; the raw bytes also go to an optional per-rank log file; the
 // last few lines are kept for the failure summary.
 
-#include "launch/unique_fd.hpp"
+#include "launch/pipes.hpp"
 
 #include <cstddef>
 #include <deque>

@@ -1,7 +1,7 @@
 #include "launch/rank_variables.hpp"
 
 #include "core/system_error.hpp"
-#include "launch/unique_fd.hpp"
+#include "launch/pipes.hpp"
 
 #include <cerrno>
 #include <cstdint>

@@ -7,8 +7,10 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -158,12 +160,46 @@ TEST_CASE("COHORT_DEBUG=detail names the ranks whose arguments disagree", "[comm
   }));
 }
 
+namespace {
+/// Sets an environment variable for the ranks launched in one test case, restoring it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      ::setenv(name_, old_->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+}  // namespace
+
 TEST_CASE("a rank killed mid-allreduce fails the others naming it, then fast",
           "[comm][multiproc]") {
   const int size = GENERATE(2, 4);
-  CAPTURE(size);
+  // Two ways a peer dies, each with the peer-failure detection that can report it safely:
+  // - "peer": the victim dies with its part of the allreduce under way, so survivors may be
+  //   mid-way through reading its memory. UCX 1.13's shared-memory transports abort a process
+  //   whose source segment vanishes, so this runs with UCX's own peer-failure handling
+  //   (COHORT_UCX_ERR_HANDLING=peer).
+  // - "auto" (the default): the victim dies before it joins, so survivors are waiting on it and
+  //   the same-host process watch must turn the silence into an error naming it.
+  const std::string mode = GENERATE(std::string("peer"), std::string("auto"));
+  CAPTURE(size, mode);
+  ScopedEnv err_handling("COHORT_UCX_ERR_HANDLING", mode);
   TempDir dir;
   const int victim = size - 1;
+  const bool victim_joins = mode == "peer";
   // launch() reports the killed rank; the survivors report through files.
   try {
     LaunchOptions options;
@@ -181,9 +217,10 @@ TEST_CASE("a rank killed mid-allreduce fails the others naming it, then fast",
           allreduce_works(*c, "before the kill");
           Buffer big = Buffer::allocate(1 << 20, DType::Float32);
           if (env.rank == victim) {
-            // The victim's part gets under way (its progress thread posts and waits), then it
-            // dies before the others have joined, so they cannot finish without it.
-            Work w = c->allreduce_async(big, big, ReduceOp::Sum);
+            // With victim_joins its part gets under way (its progress thread posts and waits)
+            // before it dies; either way the others cannot finish without it.
+            Work w;
+            if (victim_joins) w = c->allreduce_async(big, big, ReduceOp::Sum);
             std::this_thread::sleep_for(100ms);
             std::raise(SIGKILL);
           }

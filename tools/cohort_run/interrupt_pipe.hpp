@@ -4,7 +4,7 @@
 // the supervisor's poll() loop sees them and forwards them to every rank instead of the
 // launcher dying and leaving its ranks behind.
 
-#include "launch/unique_fd.hpp"
+#include "launch/pipes.hpp"
 
 #include <csignal>
 #include <initializer_list>

@@ -30,7 +30,7 @@ namespace cohort::run {
 namespace {
 
 using SteadyClock = std::chrono::steady_clock;
-using launcher::UniqueFd;
+using cohort::UniqueFd;
 
 constexpr std::size_t kStderrTailLines = 10;
 constexpr int kTimeoutExitCode = 124;  // as timeout(1)

@@ -12,6 +12,9 @@ Error ucx_error(ucs_status_t status, const std::string& what) {
     case UCS_ERR_REJECTED:
     case UCS_ERR_NOT_CONNECTED:
     case UCS_ERR_CANCELED:
+    // A same-host peer's shared-memory segment vanishes when that peer exits: this is how a
+    // dead neighbour usually shows up on the shared-memory transports.
+    case UCS_ERR_SHMEM_SEGMENT:
       code = ErrorCode::RemoteError;
       break;
     case UCS_ERR_MESSAGE_TRUNCATED:

@@ -1,5 +1,7 @@
 #include "transport/ucx/ucx_transport.hpp"
 
+#include <array>
+
 #include <cohort/error.hpp>
 
 #include "core/log.hpp"
@@ -168,12 +170,18 @@ bool UcxTransport::poll_request(const Request& request, Pending& pending, const 
     throw Error(ErrorCode::RemoteError, what + ": rank " + std::to_string(peer.rank) + " failed (" +
                                             peer.failure + ")" + pending_summary(all));
   }
-  const std::string description = describe(pending);
   const std::size_t received = pending.request.received_bytes();
   const bool wrong_size = status == UCS_OK && pending.request.kind() == UcxRequest::Kind::Recv &&
                           received != pending.bytes;
+  if (status == UCS_OK && !wrong_size) {
+    requests_.release(request);
+    return true;
+  }
+  // Only failures pay for formatting: this is the hot path of every small collective.
+  const std::string description = describe(pending);
   requests_.release(request);
-  if (status == UCS_OK && !wrong_size) return true;
+  // A failed transfer is most often a dead peer; look before blaming UCX so the error names it.
+  if (!wrong_size) check_liveness();
   if (wrong_size)
     throw Error(ErrorCode::Internal, what + ": " + description + " got a " +
                                          std::to_string(received) + "-byte message" +
@@ -194,23 +202,43 @@ void UcxTransport::wait(std::span<const Request> requests, Deadline deadline,
                   what + ": wait() on a stale or invalid request handle (slot " +
                       std::to_string(request.slot) + ", generation " +
                       std::to_string(request.generation) + ")");
-  std::vector<bool> done(requests.size(), false);
+  // Small op waits (the common case) track completion on the stack, not in a heap vector.
+  constexpr std::size_t kInlineRequests = 16;
+  std::array<bool, kInlineRequests> done_inline{};
+  std::vector<bool> done_heap;
+  if (requests.size() > kInlineRequests) done_heap.assign(requests.size(), false);
+  auto is_done = [&](std::size_t i) {
+    return requests.size() > kInlineRequests ? bool(done_heap[i]) : done_inline[i];
+  };
+  auto mark_done = [&](std::size_t i) {
+    if (requests.size() > kInlineRequests) {
+      done_heap[i] = true;
+    } else {
+      done_inline[i] = true;
+    }
+  };
   const auto spin_until = std::chrono::steady_clock::now() + policy_.spin;
-  for (;;) {
+  for (std::uint32_t round = 1;; ++round) {
     worker_.progress();
     bool all_done = true;
     for (std::size_t i = 0; i < requests.size(); ++i) {
-      if (done[i]) continue;
-      done[i] = poll_request(requests[i], *requests_.find(requests[i]), what, requests);
-      all_done = all_done && done[i];
+      if (is_done(i)) continue;
+      if (poll_request(requests[i], *requests_.find(requests[i]), what, requests)) {
+        mark_done(i);
+      } else {
+        all_done = false;
+      }
     }
     if (all_done) return;
+    // Reading the clock costs about as much as a progress call; spin a few rounds between reads.
+    constexpr std::uint32_t kRoundsPerClockRead = 16;
+    if (round % kRoundsPerClockRead != 0) continue;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       check_liveness();
       // A peer found dead just now explains the silence better than the timeout does.
       for (std::size_t i = 0; i < requests.size(); ++i)
-        if (!done[i]) poll_request(requests[i], *requests_.find(requests[i]), what, requests);
+        if (!is_done(i)) poll_request(requests[i], *requests_.find(requests[i]), what, requests);
       throw Error(ErrorCode::Timeout, what + ": deadline passed" + pending_summary(requests));
     }
     if (now < spin_until) {

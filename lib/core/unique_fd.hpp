@@ -1,11 +1,11 @@
 #pragma once
 
-// A move-only owner of a file descriptor (socket, eventfd, pipe). Closing happens in exactly one
-// place; a failing close is logged, never thrown, because it runs in destructors.
+// A move-only owner of one file descriptor (socket, eventfd, pipe end). Closing happens in exactly
+// one place; a failing close is logged, never thrown, because it runs in destructors.
 
 #include <utility>
 
-namespace cohort::bootstrap {
+namespace cohort {
 
 class UniqueFd {
  public:
@@ -13,12 +13,9 @@ class UniqueFd {
   explicit UniqueFd(int fd) noexcept : fd_(fd) {}
   ~UniqueFd() { reset(); }
 
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.release()) {}
   UniqueFd& operator=(UniqueFd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
+    if (this != &other) reset(other.release());
     return *this;
   }
   UniqueFd(const UniqueFd&) = delete;
@@ -27,13 +24,14 @@ class UniqueFd {
   int get() const noexcept { return fd_; }
   bool valid() const noexcept { return fd_ >= 0; }
   explicit operator bool() const noexcept { return valid(); }
+
   /// Gives up ownership without closing.
   int release() noexcept { return std::exchange(fd_, -1); }
-  /// Closes the descriptor now (logging a failure) and leaves this handle empty.
-  void reset() noexcept;
+  /// Closes the current descriptor (a failing close is logged) and takes `fd`.
+  void reset(int fd = -1) noexcept;
 
  private:
   int fd_ = -1;
 };
 
-}  // namespace cohort::bootstrap
+}  // namespace cohort

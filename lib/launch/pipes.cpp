@@ -1,4 +1,4 @@
-#include "launch/unique_fd.hpp"
+#include "launch/pipes.hpp"
 
 #include "core/log.hpp"
 #include "core/system_error.hpp"
@@ -10,14 +10,6 @@
 #include <unistd.h>
 
 namespace cohort::launcher {
-
-void UniqueFd::reset(int fd) noexcept {
-  if (fd_ >= 0 && ::close(fd_) != 0 && errno != EINTR) {
-    // EINTR still releases the descriptor on Linux, so only other errors are worth a word.
-    COHORT_LOG_WARN("close(fd {}) failed: {}", fd_, std::strerror(errno));
-  }
-  fd_ = fd;
-}
 
 Pipe make_pipe() {
   int fds[2];
