@@ -21,8 +21,9 @@ constexpr auto kPollSleep = std::chrono::microseconds(50);
 constexpr int kBusyPolls = 1000;
 
 std::string deadline_message(const std::string& what) {
-  return what + ": timed out waiting for the GPU collective to finish (a peer may be dead or "
-                "not calling the same op); the NCCL communicator was aborted";
+  return what +
+         ": timed out waiting for the GPU collective to finish (a peer may be dead or "
+         "not calling the same op); the NCCL communicator was aborted";
 }
 
 }  // namespace
@@ -42,9 +43,9 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Store& store,
                                                            Deadline deadline) {
   const int devices = visible_device_count();
   if (devices == 0)
-    throw Error(ErrorCode::Unsupported,
-                "CUDA buffers need a GPU, but no CUDA device is visible to rank " +
-                    std::to_string(rank));
+    throw Error(
+        ErrorCode::Unsupported,
+        "CUDA buffers need a GPU, but no CUDA device is visible to rank " + std::to_string(rank));
   if (device < 0 || device >= devices)
     throw Error(ErrorCode::InvalidArgument, "CUDA device " + std::to_string(device) +
                                                 " does not exist (rank " + std::to_string(rank) +
@@ -111,7 +112,9 @@ void NcclCommunicator::abort() noexcept {
   comm_ = nullptr;
 }
 
-void NcclCommunicator::bind_device() const { check_cuda(cudaSetDevice(device_), "cudaSetDevice"); }
+void NcclCommunicator::bind_device() const {
+  check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+}
 
 void NcclCommunicator::require_usable(const std::string& what) const {
   if (aborted_ || comm_ == nullptr)
@@ -119,22 +122,25 @@ void NcclCommunicator::require_usable(const std::string& what) const {
                 what + ": the NCCL communicator was aborted by an earlier failure");
 }
 
-void NcclCommunicator::await_nccl(Deadline deadline, const std::string& what) {
-  for (int polls = 0;; ++polls) {
-    ncclResult_t state = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
-    if (state == ncclSuccess) return;
-    if (state != ncclInProgress) {
-      Error error = nccl_error(what, state);
-      abort();
-      throw error;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
-      abort();
-      throw Error(ErrorCode::Timeout, deadline_message(what));
-    }
-    if (polls >= kBusyPolls) std::this_thread::sleep_for(kPollSleep);
+bool NcclCommunicator::nccl_idle(Deadline deadline, const std::string& what) {
+  ncclResult_t state = ncclSuccess;
+  check_nccl(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
+  if (state == ncclSuccess) return true;
+  if (state != ncclInProgress) {
+    Error error = nccl_error(what, state);
+    abort();
+    throw error;
   }
+  if (std::chrono::steady_clock::now() >= deadline) {
+    abort();
+    throw Error(ErrorCode::Timeout, deadline_message(what));
+  }
+  return false;
+}
+
+void NcclCommunicator::await_nccl(Deadline deadline, const std::string& what) {
+  for (int polls = 0; !nccl_idle(deadline, what); ++polls)
+    if (polls >= kBusyPolls) std::this_thread::sleep_for(kPollSleep);
 }
 
 void NcclCommunicator::await_stream(Deadline deadline, const std::string& what) {
@@ -144,15 +150,9 @@ void NcclCommunicator::await_stream(Deadline deadline, const std::string& what) 
     const cudaError_t status = cudaEventQuery(done_.get());
     if (status == cudaSuccess) return;
     if (status != cudaErrorNotReady) throw cuda_error(what, status);
-    // NCCL reports a failed peer through its async error, not through the stream.
-    ncclResult_t state = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(comm_, &state), "ncclCommGetAsyncError");
-    if (state != ncclSuccess && state != ncclInProgress) {
-      Error error = nccl_error(what, state);
-      abort();
-      throw error;
-    }
-    if (std::chrono::steady_clock::now() >= deadline) {
+    // NCCL reports a failed peer through its async error, not through the stream; while the
+    // stream runs, "in progress" is the expected state.
+    if (nccl_idle(deadline, what) && std::chrono::steady_clock::now() >= deadline) {
       abort();
       throw Error(ErrorCode::Timeout, deadline_message(what));
     }
@@ -190,8 +190,8 @@ void NcclCommunicator::reduce(const void* in, void* out, std::size_t count, DTyp
   await_stream(deadline, what);
 }
 
-void NcclCommunicator::allgather(const void* in, void* out, std::size_t count_per_rank,
-                                 DType dtype, Deadline deadline, const std::string& what) {
+void NcclCommunicator::allgather(const void* in, void* out, std::size_t count_per_rank, DType dtype,
+                                 Deadline deadline, const std::string& what) {
   require_usable(what);
   bind_device();
   check_nccl(ncclAllGather(in, out, count_per_rank, require_nccl_dtype(dtype, what.c_str()), comm_,
@@ -211,8 +211,8 @@ void NcclCommunicator::reduce_scatter(const void* in, void* out, std::size_t cou
   await_stream(deadline, what);
 }
 
-void NcclCommunicator::alltoall(const void* in, void* out, std::size_t count_per_peer,
-                                DType dtype, Deadline deadline, const std::string& what) {
+void NcclCommunicator::alltoall(const void* in, void* out, std::size_t count_per_peer, DType dtype,
+                                Deadline deadline, const std::string& what) {
   require_usable(what);
   bind_device();
   // Grouped point-to-point keeps this working on every NCCL 2.x, not only those with AlltoAll.
@@ -235,19 +235,19 @@ void NcclCommunicator::send(const void* in, std::size_t count, DType dtype, int 
                             Deadline deadline, const std::string& what) {
   require_usable(what);
   bind_device();
-  check_nccl(ncclSend(in, count, require_nccl_dtype(dtype, what.c_str()), peer, comm_,
-                      stream_.get()),
-             "ncclSend");
+  check_nccl(
+      ncclSend(in, count, require_nccl_dtype(dtype, what.c_str()), peer, comm_, stream_.get()),
+      "ncclSend");
   await_stream(deadline, what);
 }
 
-void NcclCommunicator::recv(void* out, std::size_t count, DType dtype, int peer,
-                            Deadline deadline, const std::string& what) {
+void NcclCommunicator::recv(void* out, std::size_t count, DType dtype, int peer, Deadline deadline,
+                            const std::string& what) {
   require_usable(what);
   bind_device();
-  check_nccl(ncclRecv(out, count, require_nccl_dtype(dtype, what.c_str()), peer, comm_,
-                      stream_.get()),
-             "ncclRecv");
+  check_nccl(
+      ncclRecv(out, count, require_nccl_dtype(dtype, what.c_str()), peer, comm_, stream_.get()),
+      "ncclRecv");
   await_stream(deadline, what);
 }
 

@@ -70,6 +70,9 @@ class NcclCommunicator {
 
  private:
   NcclCommunicator(ncclComm_t comm, int device, int size);
+  /// One look at NCCL's async state: true when idle; throws (after aborting) on an NCCL error or
+  /// once the deadline passed.
+  bool nccl_idle(Deadline deadline, const std::string& what);
   /// Polls NCCL's async state until no operation is in progress (nonblocking mode).
   void await_nccl(Deadline deadline, const std::string& what);
   /// Waits for everything enqueued on the stream.

@@ -115,7 +115,8 @@ void run_form(Form form, ReduceOp op, DType dtype, std::size_t count, std::size_
   CHECK(pa.guards_intact());
   CHECK(pb.guards_intact());
   CHECK(dst.guards_intact());
-  if (form != Form::InPlaceSecond && !b.empty()) CHECK(std::memcmp(pb.ptr(), b.data(), b.size()) == 0);
+  if (form != Form::InPlaceSecond && !b.empty())
+    CHECK(std::memcmp(pb.ptr(), b.data(), b.size()) == 0);
 }
 
 TEST_CASE("every op on every dtype matches the scalar reference on every ISA", "[reduce]") {
