@@ -11,10 +11,10 @@
 // packed back to back in scratch, so each round is still one message), every world size and
 // count. Scratch: the rotated result (kSlotWork0).
 
-#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/bruck.hpp"
 
 #include <cstring>
@@ -48,7 +48,7 @@ bool allgather_bruck(const OpContext& ctx, const AllgatherArgs& args) {
   // 3. Undo the rotation into the caller's layout (our own block is already there).
   for (int i = 1; i < n; ++i)
     copy_bytes(buf + args.displs[rank_at(i)] * es, rotated + slot_at[i],
-                slot_at[i + 1] - slot_at[i]);
+               slot_at[i + 1] - slot_at[i]);
   return true;
 }
 

@@ -15,11 +15,12 @@
 // extra ranks' fold costs one full-vector transfer each way. The selection table uses it for
 // middle sizes. Accepts every world size and count. Scratch: one vector (kSlotWork0).
 
-#include "core/copy_bytes.hpp"
+#include "algorithms/allreduce_fold.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
 #include "core/check.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/block_partition.hpp"
 #include "patterns/power_of_two_fold.hpp"
 #include "reduce/reduce.hpp"
@@ -44,31 +45,12 @@ bool allreduce_rabenseifner(const OpContext& ctx, const AllreduceArgs& args) {
     return patterns::balanced_offset(args.count, pof2, static_cast<std::size_t>(v));
   };
   std::byte* incoming = ctx.scratch.get(bytes, kSlotWork0);
-  constexpr std::uint32_t kFoldStep = 0;
-  constexpr std::uint32_t kUnfoldStep = 1;
-  constexpr std::uint32_t kFirstRoundStep = 2;
-
-  // Fold: an extra rank hands its vector to its partner and waits for the final result.
-  if (fold.role == patterns::FoldRole::Extra) {
-    // In place, the result lands where the input is read from: finish sending first.
-    RequestBatch batch(ctx);
-    batch.send(fold.partner, in, bytes, kFoldStep);
-    batch.wait();
-    batch.recv(fold.partner, out, bytes, kUnfoldStep);
-    batch.wait();
-    return true;
-  }
-  const std::byte* current = in;
-  if (fold.role == patterns::FoldRole::Partner) {
-    RequestBatch batch(ctx);
-    batch.recv(fold.partner, incoming, bytes, kFoldStep);
-    batch.wait();
-    reduce::reduce_to(args.op, args.dtype, out, in, incoming, args.count);
-    current = out;
-  }
+  // Fold (non-powers of two): an extra rank is done once its partner sent the result back.
+  const std::byte* current = allreduce_fold_in(ctx, args, fold, incoming);
+  if (current == nullptr) return true;
 
   const int v = fold.new_rank;
-  std::uint32_t step = kFirstRoundStep;
+  std::uint32_t step = kFoldFirstRoundStep;
   // Reduce-scatter by recursive halving: send the half we give up, reduce the half we keep.
   for (int mask = fold.pof2 / 2; mask >= 1; mask /= 2, ++step) {
     const auto split = patterns::halving_split(v, mask);
@@ -97,11 +79,7 @@ bool allreduce_rabenseifner(const OpContext& ctx, const AllreduceArgs& args) {
   }
 
   // Unfold: partners return the result to their extra rank.
-  if (fold.role == patterns::FoldRole::Partner) {
-    RequestBatch batch(ctx);
-    batch.send(fold.partner, out, bytes, kUnfoldStep);
-    batch.wait();
-  }
+  allreduce_unfold(ctx, args, fold);
   return true;
 }
 

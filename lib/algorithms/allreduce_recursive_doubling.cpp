@@ -13,11 +13,12 @@
 // The selection table uses it for small messages. Accepts every world size and count.
 // Scratch: one vector (kSlotWork0).
 
-#include "core/copy_bytes.hpp"
+#include "algorithms/allreduce_fold.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
 #include "core/check.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/power_of_two_fold.hpp"
 #include "reduce/reduce.hpp"
 
@@ -35,48 +36,24 @@ bool allreduce_recursive_doubling(const OpContext& ctx, const AllreduceArgs& arg
   }
   const auto fold = patterns::fold_position(ctx.rank, ctx.size);
   std::byte* incoming = ctx.scratch.get(bytes, kSlotWork0);
-  constexpr std::uint32_t kFoldStep = 0;
-  constexpr std::uint32_t kUnfoldStep = 1;
-  constexpr std::uint32_t kFirstRoundStep = 2;
-
-  // Fold: an extra rank hands its vector to its partner and waits for the final result.
-  if (fold.role == patterns::FoldRole::Extra) {
-    // In place, the result lands where the input is read from: finish sending first.
-    RequestBatch batch(ctx);
-    batch.send(fold.partner, in, bytes, kFoldStep);
-    batch.wait();
-    batch.recv(fold.partner, out, bytes, kUnfoldStep);
-    batch.wait();
-    return true;
-  }
-  // `current` is where this rank's running reduction lives: `in` until the first reduction
-  // writes out = in op received.
-  const std::byte* current = in;
-  if (fold.role == patterns::FoldRole::Partner) {
-    RequestBatch batch(ctx);
-    batch.recv(fold.partner, incoming, bytes, kFoldStep);
-    batch.wait();
-    reduce::reduce_to(args.op, args.dtype, out, current, incoming, args.count);
-    current = out;
-  }
+  // Fold (non-powers of two): an extra rank is done once its partner sent the result back.
+  // `current` is where this rank's running reduction lives.
+  const std::byte* current = allreduce_fold_in(ctx, args, fold, incoming);
+  if (current == nullptr) return true;
 
   // Round k: swap the running reduction with the partner 2^k away (in new ranks), reduce.
   for (int round = 0; (1 << round) < fold.pof2; ++round) {
     const int partner =
         patterns::fold_active_rank(patterns::doubling_partner(fold.new_rank, round), ctx.size);
     exchange(ctx, partner, current, bytes, partner, incoming, bytes,
-             kFirstRoundStep + static_cast<std::uint32_t>(round));
+             kFoldFirstRoundStep + static_cast<std::uint32_t>(round));
     reduce::reduce_to(args.op, args.dtype, out, current, incoming, args.count);
     current = out;
   }
   COHORT_CHECK(current == out);  // size >= 2 means at least one round ran
 
   // Unfold: partners return the result to their extra rank.
-  if (fold.role == patterns::FoldRole::Partner) {
-    RequestBatch result(ctx);
-    result.send(fold.partner, out, bytes, kUnfoldStep);
-    result.wait();
-  }
+  allreduce_unfold(ctx, args, fold);
   return true;
 }
 

@@ -13,9 +13,9 @@
 // latency grows linearly with n: the selection table uses it for large messages.
 // Accepts every world size and count.
 
-#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/ring_pipeline.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/block_partition.hpp"
 
 #include <cstring>
@@ -32,12 +32,9 @@ bool allreduce_ring(const OpContext& ctx, const AllreduceArgs& args) {
     return true;
   }
   const auto n = static_cast<std::size_t>(ctx.size);
-  std::vector<std::size_t> offsets(n), counts(n);
-  for (std::size_t b = 0; b < n; ++b) {
-    const auto block = patterns::balanced_block(args.count, n, b);
-    offsets[b] = block.offset;
-    counts[b] = block.count;
-  }
+  const BalancedBlocks table(args.count, n);
+  const std::vector<std::size_t>& offsets = table.offsets;
+  const std::vector<std::size_t>& counts = table.counts;
   const RingBlocks blocks{offsets, counts};
   const RingLayout ring = rank_ring(ctx);
   // Phase 1: partial sums accumulate in `out` (each block is written once per rank), and rank

@@ -11,10 +11,10 @@
 // tiny blocks only. Declines alltoallv (args.uniform false). Accepts every world size and count.
 // Scratch: the rotated blocks, a send pack and a receive pack (kSlotWork0/1/2).
 
-#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/bruck.hpp"
 
 #include <cstring>
@@ -58,7 +58,7 @@ bool alltoall_bruck(const OpContext& ctx, const AlltoallArgs& args) {
   // 3. The block from rank j sits in slot r - j.
   for (int j = 0; j < n; ++j)
     copy_bytes(out + args.recv_displs[j] * es,
-                rotated + static_cast<std::size_t>(patterns::wrap(ctx.rank - j, n)) * block, block);
+               rotated + static_cast<std::size_t>(patterns::wrap(ctx.rank - j, n)) * block, block);
   return true;
 }
 

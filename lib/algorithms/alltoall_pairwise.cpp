@@ -9,10 +9,10 @@
 // once: bandwidth-optimal, latency linear in n (Bruck is better for tiny uniform blocks).
 // Handles any counts and displacements, every world size and count.
 
-#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "core/check.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/ring.hpp"
 
 #include <array>
@@ -35,7 +35,7 @@ bool alltoall_pairwise(const OpContext& ctx, const AlltoallArgs& args) {
   COHORT_CHECK(args.send_counts[me] == args.recv_counts[me]);
   if (args.send_counts[me] > 0)
     copy_bytes(out + args.recv_displs[me] * es, in + args.send_displs[me] * es,
-                args.send_counts[me] * es);
+               args.send_counts[me] * es);
 
   std::vector<std::array<transport::Request, 2>> in_flight(kPairwiseWindow);
   for (int s = 1; s < ctx.size; ++s) {

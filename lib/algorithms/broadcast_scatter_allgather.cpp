@@ -54,12 +54,9 @@ bool broadcast_scatter_allgather(const OpContext& ctx, const BroadcastArgs& args
   to_children.wait();
 
   // 2. Ring allgather over relative ranks: relative rank v holds block v.
-  std::vector<std::size_t> offsets(n), counts(n);
-  for (std::size_t b = 0; b < n; ++b) {
-    const auto block = patterns::balanced_block(args.count, n, b);
-    offsets[b] = block.offset;
-    counts[b] = block.count;
-  }
+  const BalancedBlocks table(args.count, n);
+  const std::vector<std::size_t>& offsets = table.offsets;
+  const std::vector<std::size_t>& counts = table.counts;
   ring_allgather(ctx, rooted_ring(ctx, args.root), buf, RingBlocks{offsets, counts}, args.dtype,
                  kAllgatherFirstStep);
   return true;

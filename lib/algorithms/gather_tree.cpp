@@ -11,10 +11,10 @@
 // messages, each rank sends its subtree's data once. Handles any counts and displacements,
 // every world size, root and count. Scratch: the subtree's packed blocks (kSlotWork0).
 
-#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/binomial_tree.hpp"
 #include "patterns/ring.hpp"
 
@@ -92,7 +92,7 @@ bool gather_tree(const OpContext& ctx, const GatherArgs& args) {
     const int child_extent = patterns::binomial_subtree_extent(child, n);
     for (int x = child; x < child + child_extent; ++x)
       copy_bytes(out + args.displs[rank_of(x)] * es, packed + packed_at[x],
-                  packed_at[x + 1] - packed_at[x]);
+                 packed_at[x + 1] - packed_at[x]);
   }
   return true;
 }

@@ -10,11 +10,11 @@
 // combining order is fixed by the world size, so the result is deterministic.
 // Scratch: the ring's slots and this rank's final block (kSlotWork0, non-roots).
 
-#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/ring_pipeline.hpp"
 #include "algorithms/scratch_slots.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/block_partition.hpp"
 
 #include <cstring>
@@ -32,12 +32,9 @@ bool reduce_reduce_scatter_gather(const OpContext& ctx, const ReduceArgs& args) 
     return true;
   }
   const auto n = static_cast<std::size_t>(ctx.size);
-  std::vector<std::size_t> offsets(n), counts(n);
-  for (std::size_t b = 0; b < n; ++b) {
-    const auto block = patterns::balanced_block(args.count, n, b);
-    offsets[b] = block.offset;
-    counts[b] = block.count;
-  }
+  const BalancedBlocks table(args.count, n);
+  const std::vector<std::size_t>& offsets = table.offsets;
+  const std::vector<std::size_t>& counts = table.counts;
   const bool is_root = ctx.rank == args.root;
   const auto me = static_cast<std::size_t>(ctx.rank);
   // 1. Reduce-scatter: block r ends on rank r (in place in `out` on the root).

@@ -14,10 +14,10 @@
 // costs the extra ranks one full-input transfer. Accepts every world size and count, and out
 // aliasing in's block `rank`. Scratch: partial results and one receive buffer (kSlotWork0/1).
 
-#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/power_of_two_fold.hpp"
 #include "reduce/reduce.hpp"
 

@@ -12,10 +12,10 @@
 // reduce moves less for large m. Accepts every world size, root and count.
 // Scratch: the partial result (non-roots, kSlotWork0) and two receive buffers (kSlotWork1/2).
 
-#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/binomial_tree.hpp"
 #include "patterns/ring.hpp"
 #include "reduce/reduce.hpp"

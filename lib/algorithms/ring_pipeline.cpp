@@ -1,11 +1,11 @@
 // The chunked ring engine behind ring_reduce_scatter and ring_allgather (see ring_pipeline.hpp).
 
-#include "core/copy_bytes.hpp"
 #include "algorithms/ring_pipeline.hpp"
 
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
 #include "core/check.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/block_partition.hpp"
 #include "patterns/ring.hpp"
 #include "reduce/reduce.hpp"
@@ -15,6 +15,14 @@
 #include <cstring>
 
 namespace cohort::algorithms {
+
+BalancedBlocks::BalancedBlocks(std::size_t count, std::size_t n) : offsets(n), counts(n) {
+  for (std::size_t b = 0; b < n; ++b) {
+    const auto block = patterns::balanced_block(count, n, b);
+    offsets[b] = block.offset;
+    counts[b] = block.count;
+  }
+}
 namespace {
 
 using patterns::balanced_block;

@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace cohort::algorithms {
 
@@ -50,6 +51,15 @@ RingLayout rooted_ring(const OpContext& ctx, int root);
 struct RingBlocks {
   std::span<const std::size_t> offsets;
   std::span<const std::size_t> counts;
+};
+
+/// `count` elements cut into `n` balanced blocks (patterns/block_partition.hpp), as the tables a
+/// RingBlocks views.
+struct BalancedBlocks {
+  BalancedBlocks(std::size_t count, std::size_t n);
+  RingBlocks view() const noexcept { return {offsets, counts}; }
+  std::vector<std::size_t> offsets;
+  std::vector<std::size_t> counts;
 };
 
 /// Reduce-scatter phase. `in` holds this rank's contribution to every block. Position p's final

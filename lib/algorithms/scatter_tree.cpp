@@ -10,10 +10,10 @@
 // messages. Handles any counts and displacements, every world size, root and count.
 // Scratch: the packed subtree (kSlotWork0).
 
-#include "core/copy_bytes.hpp"
 #include "algorithms/implementations.hpp"
 #include "algorithms/point_to_point.hpp"
 #include "algorithms/scratch_slots.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/binomial_tree.hpp"
 #include "patterns/ring.hpp"
 

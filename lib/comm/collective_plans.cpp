@@ -1,9 +1,9 @@
-#include "core/copy_bytes.hpp"
 #include "comm/collective_plans.hpp"
 
 #include <cohort/error.hpp>
 
 #include "algorithms/dispatch.hpp"
+#include "core/copy_bytes.hpp"
 #include "reduce/reduce.hpp"
 
 #include <fmt/format.h>
