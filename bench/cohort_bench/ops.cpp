@@ -22,7 +22,7 @@ constexpr std::array<std::pair<BenchOp, std::string_view>, 10> kOpNames = {{
 
 // The algorithm lists mirror the documentation of cohort::Algorithm (include/cohort/algorithm.hpp).
 constexpr Algorithm kAllreduceAlgos[] = {Algorithm::Ring, Algorithm::RecursiveDoubling,
-                                         Algorithm::Rabenseifner};
+                                         Algorithm::Rabenseifner, Algorithm::SharedMemory};
 constexpr Algorithm kBroadcastAlgos[] = {Algorithm::Tree, Algorithm::ScatterAllgather};
 constexpr Algorithm kReduceAlgos[] = {Algorithm::Tree, Algorithm::ReduceScatterGather};
 constexpr Algorithm kAllgatherAlgos[] = {Algorithm::Ring, Algorithm::RecursiveDoubling,
@@ -30,7 +30,7 @@ constexpr Algorithm kAllgatherAlgos[] = {Algorithm::Ring, Algorithm::RecursiveDo
 constexpr Algorithm kReduceScatterAlgos[] = {Algorithm::Ring, Algorithm::RecursiveHalving};
 constexpr Algorithm kAlltoallAlgos[] = {Algorithm::Bruck, Algorithm::Pairwise};
 constexpr Algorithm kTreeAlgos[] = {Algorithm::Tree};
-constexpr Algorithm kBarrierAlgos[] = {Algorithm::Dissemination};
+constexpr Algorithm kBarrierAlgos[] = {Algorithm::Dissemination, Algorithm::SharedMemory};
 
 }  // namespace
 

@@ -33,13 +33,15 @@ enum class Algorithm : std::uint8_t {
   RecursiveHalving,   ///< reduce_scatter
   Pairwise,           ///< alltoall
   Dissemination,      ///< barrier
+  SharedMemory,       ///< allreduce, barrier: one shared segment, all ranks on one host
 };
 
 /// "allreduce", "broadcast", ... (also accepts "reduce_scatter" / "reducescatter").
 std::string_view collective_name(Collective c) noexcept;
 std::optional<Collective> collective_from_name(std::string_view name) noexcept;
 /// "auto", "ring", "recursive_doubling", "rabenseifner", "tree", "scatter_allgather",
-/// "reduce_scatter_gather", "bruck", "recursive_halving", "pairwise", "dissemination".
+/// "reduce_scatter_gather", "bruck", "recursive_halving", "pairwise", "dissemination",
+/// "shared_memory".
 std::string_view algorithm_name(Algorithm a) noexcept;
 std::optional<Algorithm> algorithm_from_name(std::string_view name) noexcept;
 

@@ -20,7 +20,7 @@ constexpr std::array<std::pair<Collective, std::string_view>, 9> kCollectiveName
     {Collective::Barrier, "barrier"},
 }};
 
-constexpr std::array<std::pair<Algorithm, std::string_view>, 11> kAlgorithmNames{{
+constexpr std::array<std::pair<Algorithm, std::string_view>, 12> kAlgorithmNames{{
     {Algorithm::Auto, "auto"},
     {Algorithm::Ring, "ring"},
     {Algorithm::RecursiveDoubling, "recursive_doubling"},
@@ -32,6 +32,7 @@ constexpr std::array<std::pair<Algorithm, std::string_view>, 11> kAlgorithmNames
     {Algorithm::RecursiveHalving, "recursive_halving"},
     {Algorithm::Pairwise, "pairwise"},
     {Algorithm::Dissemination, "dissemination"},
+    {Algorithm::SharedMemory, "shared_memory"},
 }};
 
 }  // namespace

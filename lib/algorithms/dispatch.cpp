@@ -19,8 +19,11 @@ using Implementation = bool (*)(const OpContext&, const Args&);
 
 struct NoArgs {};
 
-bool barrier_entry(const OpContext& ctx, const NoArgs&) {
+bool barrier_dissemination_entry(const OpContext& ctx, const NoArgs&) {
   return barrier_dissemination(ctx);
+}
+bool barrier_shared_memory_entry(const OpContext& ctx, const NoArgs&) {
+  return barrier_shared_memory(ctx);
 }
 
 Implementation<AllreduceArgs> allreduce_impl(Algorithm a) {
@@ -31,6 +34,8 @@ Implementation<AllreduceArgs> allreduce_impl(Algorithm a) {
       return allreduce_recursive_doubling;
     case Algorithm::Rabenseifner:
       return allreduce_rabenseifner;
+    case Algorithm::SharedMemory:
+      return allreduce_shared_memory;
     default:
       return nullptr;
   }
@@ -94,7 +99,14 @@ Implementation<AlltoallArgs> alltoall_impl(Algorithm a) {
   }
 }
 Implementation<NoArgs> barrier_impl(Algorithm a) {
-  return a == Algorithm::Dissemination ? barrier_entry : nullptr;
+  switch (a) {
+    case Algorithm::Dissemination:
+      return barrier_dissemination_entry;
+    case Algorithm::SharedMemory:
+      return barrier_shared_memory_entry;
+    default:
+      return nullptr;
+  }
 }
 
 /// ctx.what without a trailing " (<algorithm>)" the caller may have added ("allreduce #17 (auto)"),

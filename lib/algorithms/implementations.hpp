@@ -13,6 +13,8 @@ namespace cohort::algorithms {
 bool allreduce_ring(const OpContext& ctx, const AllreduceArgs& args);
 bool allreduce_recursive_doubling(const OpContext& ctx, const AllreduceArgs& args);
 bool allreduce_rabenseifner(const OpContext& ctx, const AllreduceArgs& args);
+/// Declines without a shared arena (ranks on several hosts, or COHORT_SHARED_MEMORY=off).
+bool allreduce_shared_memory(const OpContext& ctx, const AllreduceArgs& args);
 
 bool broadcast_tree(const OpContext& ctx, const BroadcastArgs& args);
 bool broadcast_scatter_allgather(const OpContext& ctx, const BroadcastArgs& args);
@@ -36,5 +38,7 @@ bool alltoall_pairwise(const OpContext& ctx, const AlltoallArgs& args);
 bool alltoall_bruck(const OpContext& ctx, const AlltoallArgs& args);
 
 bool barrier_dissemination(const OpContext& ctx);
+/// Declines without a shared arena.
+bool barrier_shared_memory(const OpContext& ctx);
 
 }  // namespace cohort::algorithms

@@ -4,6 +4,7 @@
 // its deadline, and reusable scratch memory. Algorithms are free functions of
 // (const OpContext&, const <Collective>Args&); see args.hpp and the selection table.
 
+#include "transport/shared_arena.hpp"
 #include "transport/transport.hpp"
 
 #include <cstddef>
@@ -39,6 +40,8 @@ struct OpContext {
   transport::Deadline deadline;
   ScratchPool& scratch;
   std::string what;  ///< "allreduce #17 (ring)", for error messages
+  /// The communicator's shared segment when all its ranks share this host, else null.
+  transport::SharedArena* arena = nullptr;
 
   /// The tag of step `step` of this op (source bits added by the transport).
   transport::Tag tag(std::uint32_t step) const noexcept {

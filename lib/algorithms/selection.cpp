@@ -21,14 +21,20 @@ constexpr A kEnd = A::Auto;
 // First matching rule wins, so narrower rules (world-size limits) precede catch-alls.
 constexpr SelectionRule kTable[] = {
     // allreduce: latency-bound -> recursive doubling; middle -> Rabenseifner; large -> ring.
-    {C::Allreduce, 0, kAllreduceLatencyMaxBytes, 1, W::Any, {A::RecursiveDoubling, A::Ring, kEnd}},
+    // Shared memory first whenever every rank is on one host (it declines otherwise).
+    {C::Allreduce,
+     0,
+     kAllreduceLatencyMaxBytes,
+     1,
+     W::Any,
+     {A::SharedMemory, A::RecursiveDoubling, A::Ring}},
     {C::Allreduce,
      kAllreduceLatencyMaxBytes,
      kAllreduceHalvingMaxBytes,
      1,
      W::Any,
-     {A::Rabenseifner, A::Ring, kEnd}},
-    {C::Allreduce, kAllreduceHalvingMaxBytes, kUnknownBytes, 1, W::Any, {A::Ring, kEnd, kEnd}},
+     {A::SharedMemory, A::Rabenseifner, A::Ring}},
+    {C::Allreduce, kAllreduceHalvingMaxBytes, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Ring, kEnd}},
     // broadcast: tree; scatter + allgather for large messages on 3+ ranks.
     {C::Broadcast,
      kBroadcastTreeMaxBytes,
@@ -74,7 +80,7 @@ constexpr SelectionRule kTable[] = {
     {C::Alltoall, 0, kAlltoallBruckMaxBytes, 1, W::Any, {A::Bruck, A::Pairwise, kEnd}},
     {C::Alltoall, kAlltoallBruckMaxBytes, kUnknownBytes, 1, W::Any, {A::Pairwise, kEnd, kEnd}},
     // barrier.
-    {C::Barrier, 0, kUnknownBytes, 1, W::Any, {A::Dissemination, kEnd, kEnd}},
+    {C::Barrier, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Dissemination, kEnd}},
 };
 
 struct Implemented {
@@ -86,6 +92,7 @@ constexpr Implemented kImplemented[] = {
     {C::Allreduce, A::Ring},
     {C::Allreduce, A::RecursiveDoubling},
     {C::Allreduce, A::Rabenseifner},
+    {C::Allreduce, A::SharedMemory},
     {C::Broadcast, A::Tree},
     {C::Broadcast, A::ScatterAllgather},
     {C::Reduce, A::Tree},
@@ -100,6 +107,7 @@ constexpr Implemented kImplemented[] = {
     {C::Alltoall, A::Pairwise},
     {C::Alltoall, A::Bruck},
     {C::Barrier, A::Dissemination},
+    {C::Barrier, A::SharedMemory},
 };
 
 constexpr Collective kAllCollectives[] = {C::Allreduce,     C::Broadcast, C::Reduce,

@@ -49,9 +49,13 @@ std::unique_ptr<Communicator::Impl> wire_communicator(std::shared_ptr<Store> sto
   // several communicators never reads another's addresses.
   impl->transport = transport::create_transport(*impl->store, fmt::format("cohort/comm/{}", id),
                                                 rank, size, options);
-  impl->executor = std::make_unique<Executor>(*impl->transport, rank, size, id);
-  COHORT_LOG_DEBUG("communicator {}: rank {} of {} over {}", id, rank, size,
-                   impl->transport->description());
+  impl->arena = transport::SharedArena::create(*impl->store, fmt::format("cohort/comm/{}", id),
+                                               rank, size, local_size, default_timeout);
+  impl->executor =
+      std::make_unique<Executor>(*impl->transport, impl->arena.get(), rank, size, id);
+  COHORT_LOG_DEBUG("communicator {}: rank {} of {} over {}{}", id, rank, size,
+                   impl->transport->description(),
+                   impl->arena ? " and " + impl->arena->description() : std::string());
   return impl;
 }
 

@@ -9,6 +9,7 @@
 #include "comm/collective_plans.hpp"
 #include "comm/executor.hpp"
 #include "comm/validation.hpp"
+#include "transport/shared_arena.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
@@ -32,6 +33,8 @@ struct Communicator::Impl {
   std::chrono::milliseconds default_timeout{0};
   bool debug_detail = false;
   std::unique_ptr<transport::Transport> transport;
+  /// Shared segment for the shared-memory algorithms, when every rank is on this host.
+  std::unique_ptr<transport::SharedArena> arena;
   /// For inputs that must be copied aside (aliasing alltoall, in-place reduce); only the thread
   /// driving the transport touches it.
   algorithms::ScratchPool staging;

@@ -18,8 +18,9 @@ constexpr std::chrono::microseconds kMaxPollInterval{1000};
 
 }  // namespace
 
-Executor::Executor(transport::Transport& transport, int rank, int size, std::uint32_t comm_id)
-    : transport_(transport), rank_(rank), size_(size), comm_id_(comm_id) {}
+Executor::Executor(transport::Transport& transport, transport::SharedArena* arena, int rank,
+                   int size, std::uint32_t comm_id)
+    : transport_(transport), arena_(arena), rank_(rank), size_(size), comm_id_(comm_id) {}
 
 Executor::~Executor() {
   {
@@ -111,8 +112,8 @@ void Executor::fail(const std::string& what, const Error& error) {
 
 void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
   const algorithms::OpContext ctx{
-      transport_,         rank_, size_, comm_id_, seq, Clock::now() + info.timeout, scratch_,
-      describe(info, seq)};
+      transport_,          rank_, size_, comm_id_, seq, Clock::now() + info.timeout, scratch_,
+      describe(info, seq), arena_};
   if (info.fingerprint) {
     try {
       verify_fingerprint(ctx, *info.fingerprint);

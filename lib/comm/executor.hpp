@@ -70,7 +70,9 @@ struct PointToPoint {
 
 class Executor {
  public:
-  Executor(transport::Transport& transport, int rank, int size, std::uint32_t comm_id);
+  /// `arena` (may be null) is handed to algorithms; it must outlive the executor.
+  Executor(transport::Transport& transport, transport::SharedArena* arena, int rank, int size,
+           std::uint32_t comm_id);
   /// Runs every queued op and waits for in-flight sends/receives (each bounded by its own
   /// deadline), then stops the progress thread. Never throws.
   ~Executor();
@@ -148,6 +150,7 @@ class Executor {
   void thread_main() noexcept;
 
   transport::Transport& transport_;
+  transport::SharedArena* arena_;
   const int rank_;
   const int size_;
   const std::uint32_t comm_id_;

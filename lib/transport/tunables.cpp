@@ -30,6 +30,16 @@ TransportTunables read_transport_tunables() {
       throw Error(ErrorCode::InvalidArgument,
                   std::string(kUcxErrHandlingEnv) + "='" + text + "' (expected 'auto' or 'peer')");
   }
+  if (const char* text = std::getenv(kSharedMemoryEnv); text && *text) {
+    const std::string_view value(text);
+    if (value == "auto")
+      tunables.shared_memory = true;
+    else if (value == "off")
+      tunables.shared_memory = false;
+    else
+      throw Error(ErrorCode::InvalidArgument,
+                  std::string(kSharedMemoryEnv) + "='" + text + "' (expected 'auto' or 'off')");
+  }
   return tunables;
 }
 

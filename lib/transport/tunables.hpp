@@ -18,11 +18,17 @@ inline constexpr const char* kSpinUsEnv = "COHORT_SPIN_US";
 /// peer-failure handling everywhere, which routes same-host traffic over TCP loopback (~3x slower).
 inline constexpr const char* kUcxErrHandlingEnv = "COHORT_UCX_ERR_HANDLING";
 
+/// COHORT_SHARED_MEMORY: "auto" (default) or "off". "auto" maps a shared segment among the ranks
+/// of a communicator when all of them are on one host, and the shared-memory algorithms use it;
+/// "off" on any rank leaves every collective to the message transport.
+inline constexpr const char* kSharedMemoryEnv = "COHORT_SHARED_MEMORY";
+
 enum class PeerErrorHandling { Auto, Peer };
 
 struct TransportTunables {
   std::optional<std::chrono::microseconds> spin;
   PeerErrorHandling err_handling = PeerErrorHandling::Auto;
+  bool shared_memory = true;
 };
 
 /// Reads the variables above. Throws Error(InvalidArgument) naming the variable and its value

@@ -66,7 +66,7 @@ void require_invalid(std::string_view spec, const std::string& fragment) {
 }  // namespace
 
 TEST_CASE("algorithm and collective names round-trip", "[selection]") {
-  for (int i = 0; i <= static_cast<int>(Algorithm::Dissemination); ++i) {
+  for (int i = 0; i <= static_cast<int>(Algorithm::SharedMemory); ++i) {
     const auto a = static_cast<Algorithm>(i);
     REQUIRE(algorithm_name(a) != "unknown");
     REQUIRE(algorithm_from_name(algorithm_name(a)) == a);
@@ -97,12 +97,15 @@ TEST_CASE("every (collective, bytes, world size) has candidates ending in a univ
 }
 
 TEST_CASE("the table picks latency algorithms for small and the ring for large", "[selection]") {
+  // Shared memory leads every allreduce rule; it declines when ranks span hosts.
   REQUIRE(pick(Collective::Allreduce, 1024, 8) ==
-          std::vector<Algorithm>{Algorithm::RecursiveDoubling, Algorithm::Ring});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::RecursiveDoubling,
+                                 Algorithm::Ring});
   REQUIRE(pick(Collective::Allreduce, kAllreduceLatencyMaxBytes, 5) ==
-          std::vector<Algorithm>{Algorithm::Rabenseifner, Algorithm::Ring});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Rabenseifner,
+                                 Algorithm::Ring});
   REQUIRE(pick(Collective::Allreduce, kAllreduceHalvingMaxBytes, 5) ==
-          std::vector<Algorithm>{Algorithm::Ring});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Ring});
   REQUIRE(pick(Collective::Allgather, 100, 8).front() == Algorithm::RecursiveDoubling);
   REQUIRE(pick(Collective::Allgather, 100, 6).front() == Algorithm::Bruck);
   REQUIRE(pick(Collective::Allgather, kAllgatherLatencyMaxBytes, 6) ==
@@ -119,7 +122,8 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   // alltoallv has no meaningful common size: only pairwise.
   REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 3) ==
           std::vector<Algorithm>{Algorithm::Pairwise});
-  REQUIRE(pick(Collective::Barrier, 0, 9) == std::vector<Algorithm>{Algorithm::Dissemination});
+  REQUIRE(pick(Collective::Barrier, 0, 9) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Dissemination});
 }
 
 TEST_CASE("every rule is well formed", "[selection]") {
@@ -144,14 +148,15 @@ TEST_CASE("forced algorithm first, then the override, then the table", "[selecti
   auto o = none();
   o[static_cast<std::size_t>(Collective::Allreduce)] = Algorithm::Rabenseifner;
   REQUIRE(pick(Collective::Allreduce, 10, 4, Algorithm::Auto, o) ==
-          std::vector<Algorithm>{Algorithm::Rabenseifner, Algorithm::RecursiveDoubling,
-                                 Algorithm::Ring});
+          std::vector<Algorithm>{Algorithm::Rabenseifner, Algorithm::SharedMemory,
+                                 Algorithm::RecursiveDoubling, Algorithm::Ring});
   REQUIRE(pick(Collective::Allreduce, 10, 4, Algorithm::Ring, o) ==
-          std::vector<Algorithm>{Algorithm::Ring, Algorithm::Rabenseifner,
+          std::vector<Algorithm>{Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::SharedMemory,
                                  Algorithm::RecursiveDoubling});
   // Duplicates are dropped: forcing the table's own first choice changes nothing.
-  REQUIRE(pick(Collective::Allreduce, 10, 4, Algorithm::RecursiveDoubling) ==
-          std::vector<Algorithm>{Algorithm::RecursiveDoubling, Algorithm::Ring});
+  REQUIRE(pick(Collective::Allreduce, 10, 4, Algorithm::SharedMemory) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::RecursiveDoubling,
+                                 Algorithm::Ring});
   // An override for another collective does not leak.
   REQUIRE(pick(Collective::Broadcast, 10, 4, Algorithm::Auto, o) ==
           std::vector<Algorithm>{Algorithm::Tree});
@@ -179,7 +184,7 @@ TEST_CASE("forcing an algorithm a collective does not have is an error naming bo
     REQUIRE(what.find("pairwise") != std::string::npos);
     REQUIRE(what.find("broadcast") != std::string::npos);
   }
-  REQUIRE(algorithms_for(Collective::Allreduce).size() == 3);
+  REQUIRE(algorithms_for(Collective::Allreduce).size() == 4);
   REQUIRE_FALSE(algorithm_implements(Collective::Barrier, Algorithm::Ring));
   REQUIRE_FALSE(algorithm_implements(Collective::Allreduce, Algorithm::Auto));
 }

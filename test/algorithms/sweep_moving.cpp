@@ -251,13 +251,15 @@ void SweepRank::alltoall(const SweepPlan& plan) {
 void SweepRank::barrier() {
   // Each rank counts itself in through the store before the barrier; nobody may leave the
   // barrier before every rank has counted itself in.
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 6; ++i) {
+    const Algorithm algorithm = i % 2 ? Algorithm::SharedMemory : Algorithm::Dissemination;
     const int round = barrier_rounds_++;
     const std::string key = "sweep-barrier/" + std::to_string(round);
     store_->add(key, 1);
     auto ctx = context(Collective::Barrier);
-    const Algorithm ran = algorithms::run_barrier(ctx, Algorithm::Dissemination);
-    expect(ran == Algorithm::Dissemination, "barrier ran " + std::string(algorithm_name(ran)));
+    const Algorithm ran = algorithms::run_barrier(ctx, algorithm);
+    expect(ran == algorithm, "barrier ran " + std::string(algorithm_name(ran)) + " instead of " +
+                                 std::string(algorithm_name(algorithm)));
     const auto arrived = store_->add(key, 0);
     expect(arrived == size_, "barrier round " + std::to_string(round) + ": left after only " +
                                  std::to_string(arrived) + " of " + std::to_string(size_) +

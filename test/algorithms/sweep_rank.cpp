@@ -82,6 +82,10 @@ SweepRank::SweepRank(const Environment& env)
   options.local_world_size = env.local_world_size;
   options.connect_timeout = std::chrono::seconds(60);
   transport_ = transport::create_transport(*store_, "sweep", rank_, size_, options);
+  arena_ = transport::SharedArena::create(*store_, "sweep", rank_, size_, env.local_world_size,
+                                          std::chrono::seconds(60));
+  // Every sweep runs on one host: the shared-memory algorithms must not silently decline.
+  expect(size_ == 1 || arena_ != nullptr, "no shared arena on a single-host sweep");
 }
 
 SweepRank::~SweepRank() = default;
@@ -92,7 +96,8 @@ algorithms::OpContext SweepRank::context(Collective collective) {
       *transport_, rank_,
       size_,       3,
       seq,         std::chrono::steady_clock::now() + kOpTimeout,
-      scratch_,    std::string(collective_name(collective)) + " #" + std::to_string(seq)};
+      scratch_,    std::string(collective_name(collective)) + " #" + std::to_string(seq),
+      arena_.get()};
 }
 
 void SweepRank::check_ran(Collective collective, Algorithm forced, Algorithm ran, bool uniform,

@@ -78,6 +78,7 @@ class SweepRank {
   int size_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<transport::Transport> transport_;
+  std::unique_ptr<transport::SharedArena> arena_;
   algorithms::ScratchPool scratch_;
   std::uint32_t seq_ = 0;
   int barrier_rounds_ = 0;  ///< store keys of barrier checks are never reused

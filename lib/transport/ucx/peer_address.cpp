@@ -2,11 +2,8 @@
 
 #include <cohort/error.hpp>
 
-#include <unistd.h>
-
 #include <climits>
 #include <cstring>
-#include <fstream>
 #include <iterator>
 
 namespace cohort::transport::ucx {
@@ -24,23 +21,7 @@ std::uint32_t get_u32(const std::uint8_t* in) {
   return value;
 }
 
-std::string first_line(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 }  // namespace
-
-std::string local_host_identity() {
-  char host[HOST_NAME_MAX + 1] = {};
-  gethostname(host, sizeof host - 1);
-  char ns[64] = {};
-  const ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof ns - 1);
-  return std::string(host) + "|" + first_line("/proc/sys/kernel/random/boot_id") + "|" +
-         (n > 0 ? std::string(ns, static_cast<std::size_t>(n)) : std::string());
-}
 
 std::vector<std::uint8_t> encode_peer_address(const PeerAddress& address) {
   std::vector<std::uint8_t> out;

@@ -12,13 +12,10 @@ namespace cohort::transport::ucx {
 
 struct PeerAddress {
   std::uint32_t pid = 0;
-  /// Equal strings mean "same host and pid namespace" (hostname, boot id, pid namespace).
+  /// local_host_identity() of the publishing process (transport/host_identity.hpp).
   std::string host_identity;
   std::vector<std::uint8_t> worker_address;
 };
-
-/// This process's host identity.
-std::string local_host_identity();
 
 std::vector<std::uint8_t> encode_peer_address(const PeerAddress& address);
 /// Throws Error(Internal) naming `rank` when the bytes are not an encoded PeerAddress.

@@ -5,6 +5,7 @@
 #include <cohort/error.hpp>
 
 #include "core/log.hpp"
+#include "transport/host_identity.hpp"
 #include "transport/ucx/ucx_status.hpp"
 
 #include <poll.h>

@@ -10,7 +10,7 @@
 #include "transport/transport.hpp"
 #include "transport/tunables.hpp"
 #include "transport/ucx/peer_address.hpp"
-#include "transport/ucx/process_watch.hpp"
+#include "transport/process_watch.hpp"
 #include "transport/ucx/ucx_endpoint.hpp"
 #include "transport/ucx/ucx_request.hpp"
 #include "transport/ucx/ucx_worker.hpp"

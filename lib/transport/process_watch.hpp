@@ -6,7 +6,7 @@
 
 #include <sys/types.h>
 
-namespace cohort::transport::ucx {
+namespace cohort::transport {
 
 class ProcessWatch {
  public:
@@ -29,4 +29,4 @@ class ProcessWatch {
   int fd_ = -1;
 };
 
-}  // namespace cohort::transport::ucx
+}  // namespace cohort::transport

@@ -1,4 +1,4 @@
-#include "transport/ucx/process_watch.hpp"
+#include "transport/process_watch.hpp"
 
 #include "core/log.hpp"
 
@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <utility>
 
-namespace cohort::transport::ucx {
+namespace cohort::transport {
 
 ProcessWatch::ProcessWatch(pid_t pid) noexcept : pid_(pid) {
 #ifdef SYS_pidfd_open
@@ -45,4 +45,4 @@ bool ProcessWatch::alive() const noexcept {
   return kill(pid_, 0) == 0 || errno != ESRCH;
 }
 
-}  // namespace cohort::transport::ucx
+}  // namespace cohort::transport

@@ -1,0 +1,110 @@
+#pragma once
+
+// Host-local shared memory for collectives among ranks of one host, moved by loads and stores
+// instead of messages.
+//
+// Why: over a message transport every byte of a collective is copied into a FIFO by the sender,
+// out of it by the receiver, and then reduced: three passes over memory, plus a software
+// handoff per message. When every rank of a communicator maps one segment, a rank copies its
+// piece in once, each rank reduces its share of the piece straight from everyone's copy, and
+// everyone copies the finished piece out: the user's buffers are read and written once, the
+// segment stays cache-resident because pieces are small, and a small collective costs one
+// cache-line handoff per rank instead of a matched send and receive.
+//
+// Layout: one memfd segment created by the communicator's rank 0 and mapped by the others
+// through /proc/<pid>/fd (so nothing is left behind in /dev/shm when a job dies). Per rank: a
+// control block (one flag per phase, each on its own cache lines so a rank's stores never
+// invalidate a line another rank is polling for a different reason) and two data and two result
+// slots of kSlotBytes (pieces alternate between them).
+//
+// Synchronisation is by generation numbers. Ops of a communicator run in the same order on every
+// rank, so each rank counts pieces identically; piece g uses slot parity g % 2 and is announced
+// by storing g into a flag (release) that peers poll (acquire). Reusing a parity needs no
+// separate acknowledgement: a rank announces piece g + 1 only after it finished reading piece
+// g - 1 everywhere, and a rank only starts piece g + 1 after seeing every peer's announcement of
+// piece g. Any error poisons the communicator, so the counters never need to resynchronise.
+
+#include "transport/process_watch.hpp"
+#include "transport/transport.hpp"
+#include "transport/wait_policy.hpp"
+
+#include <cohort/store.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace cohort::transport {
+
+class SharedArena {
+ public:
+  /// Bytes of one data or result slot: the largest piece one pipeline step moves. Small enough
+  /// that a piece from every rank stays in cache between being copied in and reduced.
+  static constexpr std::size_t kSlotBytes = 256 * 1024;
+
+  enum class Flag : int {
+    Arrived = 0,  ///< this rank's piece g is in its data slot
+    Reduced = 1,  ///< this rank's share of piece g is in its result slot
+  };
+
+  /// Collective over the `size` ranks of a communicator. Every rank returns an arena, or every
+  /// rank returns null: when some rank is on another host, COHORT_SHARED_MEMORY=off on some
+  /// rank, size is 1, or some rank could not map the segment. `key_prefix` names the store keys
+  /// (unique per communicator). Throws on store failures (a timeout names the missing ranks).
+  static std::unique_ptr<SharedArena> create(Store& store, const std::string& key_prefix,
+                                             int rank, int size, int local_world_size,
+                                             std::chrono::milliseconds timeout);
+
+  ~SharedArena();
+  SharedArena(const SharedArena&) = delete;
+  SharedArena& operator=(const SharedArena&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+
+  /// The next piece's generation (1, 2, ...): the same sequence on every rank.
+  std::uint64_t next_generation() noexcept { return ++generation_; }
+
+  /// Rank r's data / result slot for piece `generation` (kSlotBytes each, 64-byte aligned).
+  std::byte* data(int r, std::uint64_t generation) const noexcept;
+  std::byte* result(int r, std::uint64_t generation) const noexcept;
+
+  /// Announces that this rank reached `generation` for `flag` (a release store: everything
+  /// written to this rank's slots before it is visible to a peer that sees the flag).
+  void publish(Flag flag, std::uint64_t generation) noexcept;
+
+  /// Waits until rank `r` announced `generation` for `flag`.
+  void wait_for(int r, Flag flag, std::uint64_t generation, Deadline deadline,
+                const std::string& what);
+  /// Waits until every other rank announced `generation` for `flag`.
+  void wait_for_all(Flag flag, std::uint64_t generation, Deadline deadline,
+                    const std::string& what);
+
+  std::string description() const;
+
+ private:
+  struct Control;
+  SharedArena(int rank, int size, void* base, std::size_t bytes, std::size_t rank_stride,
+              WaitPolicy policy, std::vector<ProcessWatch> watches);
+
+  std::atomic<std::uint64_t>& flag(int r, Flag flag) const noexcept;
+  bool reached(int r, Flag flag, std::uint64_t generation) const noexcept;
+  /// The slow path of wait_for: spin, yield, then sleep with liveness checks until the deadline.
+  void block_until(int r, Flag flag, std::uint64_t generation, Deadline deadline,
+                   const std::string& what);
+
+  int rank_;
+  int size_;
+  void* base_;
+  std::size_t bytes_;
+  std::size_t rank_stride_;
+  WaitPolicy policy_;
+  std::vector<ProcessWatch> watches_;  ///< by rank; empty watch for this rank
+  std::uint64_t generation_ = 0;
+};
+
+}  // namespace cohort::transport
