@@ -32,14 +32,21 @@ using transport::SharedArena;
 /// below it the second handoff of the share scheme costs more than the redundant reduction.
 constexpr std::size_t kDirectMaxBytes = 16 * 1024;
 
+/// Where rank r's contribution to piece `generation` of `bytes` bytes lives.
+std::byte* contribution(const SharedArena& arena, int r, std::uint64_t generation,
+                        std::size_t bytes) {
+  return bytes <= SharedArena::kInlineBytes ? arena.inline_data(r, generation)
+                                            : arena.data(r, generation);
+}
+
 /// dst = slot_0 op slot_1 op ... op slot_{n-1}, each slot at `offset` bytes into the piece.
-void reduce_slots(const SharedArena& arena, std::uint64_t generation, std::size_t offset,
-                  std::byte* dst, std::size_t count, DType dtype, ReduceOp op) {
+void reduce_slots(const SharedArena& arena, std::uint64_t generation, std::size_t piece_bytes,
+                  std::size_t offset, std::byte* dst, std::size_t count, DType dtype,
+                  ReduceOp op) {
   if (count == 0) return;
-  reduce::reduce_to(op, dtype, dst, arena.data(0, generation) + offset,
-                    arena.data(1, generation) + offset, count);
-  for (int r = 2; r < arena.size(); ++r)
-    reduce::reduce_into(op, dtype, dst, arena.data(r, generation) + offset, count);
+  auto slot = [&](int r) { return contribution(arena, r, generation, piece_bytes) + offset; };
+  reduce::reduce_to(op, dtype, dst, slot(0), slot(1), count);
+  for (int r = 2; r < arena.size(); ++r) reduce::reduce_into(op, dtype, dst, slot(r), count);
 }
 
 }  // namespace
@@ -62,18 +69,18 @@ bool allreduce_shared_memory(const OpContext& ctx, const AllreduceArgs& args) {
     const std::size_t count = std::min(piece_elems, args.count - done);
     const std::size_t bytes = count * es;
     const std::uint64_t g = arena->next_generation();
-    copy_bytes(arena->data(me, g), in + done * es, bytes);
+    copy_bytes(contribution(*arena, me, g, bytes), in + done * es, bytes);
     arena->publish(SharedArena::Flag::Arrived, g);
     arena->wait_for_all(SharedArena::Flag::Arrived, g, ctx.deadline, ctx.what);
     std::byte* dst = out + done * es;
     if (bytes <= kDirectMaxBytes) {
-      reduce_slots(*arena, g, 0, dst, count, args.dtype, args.op);
+      reduce_slots(*arena, g, bytes, 0, dst, count, args.dtype, args.op);
       continue;
     }
     const auto mine = patterns::balanced_block(count, static_cast<std::size_t>(n),
                                                static_cast<std::size_t>(me));
-    reduce_slots(*arena, g, mine.offset * es, arena->result(me, g) + mine.offset * es, mine.count,
-                 args.dtype, args.op);
+    reduce_slots(*arena, g, bytes, mine.offset * es, arena->result(me, g) + mine.offset * es,
+                 mine.count, args.dtype, args.op);
     arena->publish(SharedArena::Flag::Reduced, g);
     // Own share first (already here), then the others in ring order from the next rank, so
     // ranks spread their reads over different owners' slots.

@@ -39,7 +39,9 @@ struct OpContext {
   std::uint32_t seq;  ///< the op's sequence number on this communicator
   transport::Deadline deadline;
   ScratchPool& scratch;
-  std::string what;  ///< "allreduce #17 (ring)", for error messages
+  /// "allreduce #17 (ring)", for error messages. A reference to storage the caller reuses op
+  /// after op, so a small collective formats its name without allocating.
+  const std::string& what;
   /// The communicator's shared segment when all its ranks share this host, else null.
   transport::SharedArena* arena = nullptr;
 

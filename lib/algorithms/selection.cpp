@@ -237,9 +237,9 @@ const AlgorithmOverrides& environment_algorithm_overrides() {
   return overrides;
 }
 
-std::vector<Algorithm> select_candidates(Collective collective, std::size_t bytes, int world_size,
-                                         Algorithm forced, const AlgorithmOverrides& overrides) {
-  std::vector<Algorithm> candidates;
+Candidates select_candidates(Collective collective, std::size_t bytes, int world_size,
+                             Algorithm forced, const AlgorithmOverrides& overrides) {
+  Candidates candidates;
   auto add = [&](Algorithm a) {
     if (a != A::Auto && std::find(candidates.begin(), candidates.end(), a) == candidates.end())
       candidates.push_back(a);

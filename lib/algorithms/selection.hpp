@@ -80,10 +80,28 @@ AlgorithmOverrides parse_algorithm_overrides(std::string_view spec);
 /// parse_algorithm_overrides on every call while the variable is malformed.
 const AlgorithmOverrides& environment_algorithm_overrides();
 
+/// The algorithms to try, in order: a fixed-capacity list (a forced one, an override and a rule's
+/// candidates), so choosing costs no allocation on the path of every small collective.
+class Candidates {
+ public:
+  static constexpr std::size_t kCapacity = 2 + std::tuple_size_v<decltype(SelectionRule::candidates)>;
+  void push_back(Algorithm a) noexcept {
+    if (size_ < kCapacity) items_[size_++] = a;
+  }
+  const Algorithm* begin() const noexcept { return items_.data(); }
+  const Algorithm* end() const noexcept { return items_.data() + size_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+ private:
+  std::array<Algorithm, kCapacity> items_{};
+  std::size_t size_ = 0;
+};
+
 /// Candidates in the order they are tried: `forced` (unless Auto), then the override for this
 /// collective (unless Auto), then the table's rule for (bytes, world size); duplicates removed.
 /// Throws Error(InvalidArgument) when `forced` is not implemented for `collective`.
-std::vector<Algorithm> select_candidates(Collective collective, std::size_t bytes, int world_size,
-                                         Algorithm forced, const AlgorithmOverrides& overrides);
+Candidates select_candidates(Collective collective, std::size_t bytes, int world_size,
+                             Algorithm forced, const AlgorithmOverrides& overrides);
 
 }  // namespace cohort::algorithms

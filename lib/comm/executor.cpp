@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 
 namespace cohort::comm {
 namespace {
@@ -92,9 +93,23 @@ void Executor::end_drive() noexcept {
 }
 
 std::string Executor::describe(const OpInfo& info, std::uint32_t seq) const {
-  if (info.forced != Algorithm::Auto)
-    return fmt::format("{} #{} ({})", op_kind_name(info.kind), seq, algorithm_name(info.forced));
-  return fmt::format("{} #{}", op_kind_name(info.kind), seq);
+  std::string what;
+  describe_into(what, info, seq);
+  return what;
+}
+
+void Executor::describe_into(std::string& what, const OpInfo& info, std::uint32_t seq) const {
+  // Appends into reused capacity (no fmt, no allocation once warm): this runs for every op.
+  what.assign(op_kind_name(info.kind));
+  what += " #";
+  char digits[16];
+  const auto end = std::to_chars(digits, digits + sizeof digits, seq).ptr;
+  what.append(digits, end);
+  if (info.forced != Algorithm::Auto) {
+    what += " (";
+    what += algorithm_name(info.forced);
+    what += ')';
+  }
 }
 
 std::string Executor::describe_p2p(const PointToPoint& p2p, std::uint32_t seq) const {
@@ -111,9 +126,9 @@ void Executor::fail(const std::string& what, const Error& error) {
 }
 
 void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
+  describe_into(what_, info, seq);
   const algorithms::OpContext ctx{
-      transport_,          rank_, size_, comm_id_, seq, Clock::now() + info.timeout, scratch_,
-      describe(info, seq), arena_};
+      transport_, rank_, size_, comm_id_, seq, Clock::now() + info.timeout, scratch_, what_, arena_};
   if (info.fingerprint) {
     try {
       verify_fingerprint(ctx, *info.fingerprint);

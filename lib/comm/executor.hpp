@@ -147,10 +147,14 @@ class Executor {
   [[noreturn]] void fail(const std::string& what, const Error& error);
   void poison(const Error& cause) noexcept;
   Error poisoned_error(std::string_view what) const;
+  /// "allreduce #17" or "allreduce #17 (ring)" into `what`, reusing its capacity.
+  void describe_into(std::string& what, const OpInfo& info, std::uint32_t seq) const;
   void thread_main() noexcept;
 
   transport::Transport& transport_;
   transport::SharedArena* arena_;
+  /// The running collective's name (OpContext::what); only the driving thread touches it.
+  std::string what_;
   const int rank_;
   const int size_;
   const std::uint32_t comm_id_;

@@ -26,10 +26,15 @@ namespace cohort::transport {
 /// sharing a pair with another rank's or another phase's flag would bounce with every store.
 struct alignas(128) FlagLine {
   std::atomic<std::uint64_t> value{0};
+  std::byte inline_data[SharedArena::kInlineBytes];
 };
+static_assert(offsetof(FlagLine, inline_data) + SharedArena::kInlineBytes <= 64,
+              "a flag and its inline bytes must share one cache line");
 
+/// Flags by [Flag][generation parity]: a line only ever holds generations of one parity, so a
+/// piece's inline bytes stay put until every peer has moved two pieces on.
 struct SharedArena::Control {
-  FlagLine flags[2];  // by Flag
+  FlagLine flags[2][2];
 };
 
 namespace {
@@ -44,7 +49,7 @@ std::size_t round_up(std::size_t n, std::size_t to) {
 
 /// Per rank: control block, then data slots 0/1, then result slots 0/1.
 std::size_t rank_stride() {
-  return round_up(2 * sizeof(FlagLine), kPage) + 4 * SharedArena::kSlotBytes;
+  return round_up(4 * sizeof(FlagLine), kPage) + 4 * SharedArena::kSlotBytes;
 }
 
 void cpu_relax() noexcept {
@@ -192,25 +197,32 @@ SharedArena::~SharedArena() {
 
 std::byte* SharedArena::data(int r, std::uint64_t generation) const noexcept {
   return static_cast<std::byte*>(base_) + static_cast<std::size_t>(r) * rank_stride_ +
-         round_up(2 * sizeof(FlagLine), kPage) + (generation & 1) * kSlotBytes;
+         round_up(sizeof(Control), kPage) + (generation & 1) * kSlotBytes;
 }
 
 std::byte* SharedArena::result(int r, std::uint64_t generation) const noexcept {
   return data(r, generation) + 2 * kSlotBytes;
 }
 
-std::atomic<std::uint64_t>& SharedArena::flag(int r, Flag which) const noexcept {
+std::byte* SharedArena::inline_data(int r, std::uint64_t generation) const noexcept {
   auto* control = reinterpret_cast<Control*>(static_cast<std::byte*>(base_) +
                                              static_cast<std::size_t>(r) * rank_stride_);
-  return control->flags[static_cast<int>(which)].value;
+  return control->flags[static_cast<int>(Flag::Arrived)][generation & 1].inline_data;
+}
+
+std::atomic<std::uint64_t>& SharedArena::flag(int r, Flag which,
+                                              std::uint64_t generation) const noexcept {
+  auto* control = reinterpret_cast<Control*>(static_cast<std::byte*>(base_) +
+                                             static_cast<std::size_t>(r) * rank_stride_);
+  return control->flags[static_cast<int>(which)][generation & 1].value;
 }
 
 bool SharedArena::reached(int r, Flag which, std::uint64_t generation) const noexcept {
-  return flag(r, which).load(std::memory_order_acquire) >= generation;
+  return flag(r, which, generation).load(std::memory_order_acquire) >= generation;
 }
 
 void SharedArena::publish(Flag which, std::uint64_t generation) noexcept {
-  flag(rank_, which).store(generation, std::memory_order_release);
+  flag(rank_, which, generation).store(generation, std::memory_order_release);
 }
 
 void SharedArena::wait_for(int r, Flag which, std::uint64_t generation, Deadline deadline,

@@ -13,9 +13,10 @@
 //
 // Layout: one memfd segment created by the communicator's rank 0 and mapped by the others
 // through /proc/<pid>/fd (so nothing is left behind in /dev/shm when a job dies). Per rank: a
-// control block (one flag per phase, each on its own cache lines so a rank's stores never
-// invalidate a line another rank is polling for a different reason) and two data and two result
-// slots of kSlotBytes (pieces alternate between them).
+// control block (one flag per phase and slot parity, each on its own cache lines so a rank's
+// stores never invalidate a line another rank is polling for a different reason; the Arrived
+// lines also carry kInlineBytes of data) and two data and two result slots of kSlotBytes
+// (pieces alternate between them).
 //
 // Synchronisation is by generation numbers. Ops of a communicator run in the same order on every
 // rank, so each rank counts pieces identically; piece g uses slot parity g % 2 and is announced
@@ -45,6 +46,9 @@ class SharedArena {
   /// Bytes of one data or result slot: the largest piece one pipeline step moves. Small enough
   /// that a piece from every rank stays in cache between being copied in and reduced.
   static constexpr std::size_t kSlotBytes = 256 * 1024;
+  /// Bytes carried in the cache line of the Arrived flag itself: a piece this small reaches a
+  /// peer in the same line transfer that tells it the piece is there.
+  static constexpr std::size_t kInlineBytes = 56;
 
   enum class Flag : int {
     Arrived = 0,  ///< this rank's piece g is in its data slot
@@ -72,6 +76,8 @@ class SharedArena {
   /// Rank r's data / result slot for piece `generation` (kSlotBytes each, 64-byte aligned).
   std::byte* data(int r, std::uint64_t generation) const noexcept;
   std::byte* result(int r, std::uint64_t generation) const noexcept;
+  /// Rank r's inline bytes for piece `generation` (kInlineBytes, next to its Arrived flag).
+  std::byte* inline_data(int r, std::uint64_t generation) const noexcept;
 
   /// Announces that this rank reached `generation` for `flag` (a release store: everything
   /// written to this rank's slots before it is visible to a peer that sees the flag).
@@ -91,7 +97,7 @@ class SharedArena {
   SharedArena(int rank, int size, void* base, std::size_t bytes, std::size_t rank_stride,
               WaitPolicy policy, std::vector<ProcessWatch> watches);
 
-  std::atomic<std::uint64_t>& flag(int r, Flag flag) const noexcept;
+  std::atomic<std::uint64_t>& flag(int r, Flag flag, std::uint64_t generation) const noexcept;
   bool reached(int r, Flag flag, std::uint64_t generation) const noexcept;
   /// The slow path of wait_for: spin, yield, then sleep with liveness checks until the deadline.
   void block_until(int r, Flag flag, std::uint64_t generation, Deadline deadline,

@@ -49,7 +49,8 @@ AlgorithmOverrides none() {
 std::vector<Algorithm> pick(Collective c, std::size_t bytes, int world,
                             Algorithm forced = Algorithm::Auto,
                             const AlgorithmOverrides& o = none()) {
-  return select_candidates(c, bytes, world, forced, o);
+  const Candidates candidates = select_candidates(c, bytes, world, forced, o);
+  return std::vector<Algorithm>(candidates.begin(), candidates.end());
 }
 
 void require_invalid(std::string_view spec, const std::string& fragment) {

@@ -80,6 +80,7 @@ class SweepRank {
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::SharedArena> arena_;
   algorithms::ScratchPool scratch_;
+  std::string what_;  ///< OpContext::what of the latest context()
   std::uint32_t seq_ = 0;
   int barrier_rounds_ = 0;  ///< store keys of barrier checks are never reused
 };
