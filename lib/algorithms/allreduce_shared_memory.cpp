@@ -18,6 +18,7 @@
 
 #include "algorithms/implementations.hpp"
 #include "core/copy_bytes.hpp"
+#include "core/stream_copy.hpp"
 #include "patterns/block_partition.hpp"
 #include "reduce/reduce.hpp"
 
@@ -31,6 +32,10 @@ using transport::SharedArena;
 /// Pieces up to this size are reduced whole by every rank. Measured (README, shared memory):
 /// below it the second handoff of the share scheme costs more than the redundant reduction.
 constexpr std::size_t kDirectMaxBytes = 16 * 1024;
+
+/// Out-of-place outputs from this size on are written with non-temporal stores
+/// (core/stream_copy.hpp): they exceed what the caches could keep anyway.
+constexpr std::size_t kStreamOutputMinBytes = 8 * 1024 * 1024;
 
 /// Where rank r's contribution to piece `generation` of `bytes` bytes lives.
 std::byte* contribution(const SharedArena& arena, int r, std::uint64_t generation,
@@ -64,6 +69,9 @@ bool allreduce_shared_memory(const OpContext& ctx, const AllreduceArgs& args) {
   const int n = ctx.size;
   const int me = ctx.rank;
   const std::size_t piece_elems = SharedArena::kSlotBytes / es;
+  // In place, the output lines were just read for the copy-in and are cached: plain stores win.
+  const bool stream_output = out != in && args.count * es >= kStreamOutputMinBytes;
+  const auto copy_out = stream_output ? stream_copy : copy_bytes;
 
   for (std::size_t done = 0; done < args.count; done += piece_elems) {
     const std::size_t count = std::min(piece_elems, args.count - done);
@@ -89,8 +97,8 @@ bool allreduce_shared_memory(const OpContext& ctx, const AllreduceArgs& args) {
       if (owner != me) arena->wait_for(owner, SharedArena::Flag::Reduced, g, ctx.deadline, ctx.what);
       const auto share = patterns::balanced_block(count, static_cast<std::size_t>(n),
                                                   static_cast<std::size_t>(owner));
-      copy_bytes(dst + share.offset * es, arena->result(owner, g) + share.offset * es,
-                 share.count * es);
+      copy_out(dst + share.offset * es, arena->result(owner, g) + share.offset * es,
+               share.count * es);
     }
   }
   return true;
