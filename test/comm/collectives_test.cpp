@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <vector>
 
@@ -346,6 +347,21 @@ TEST_CASE("every collective, in-place and out-of-place, on 1-5 ranks", "[comm][m
     check_scatter(*c);
     check_reduce_scatter(*c);
     check_alltoall(*c);
+    c->barrier();
+  }));
+}
+
+TEST_CASE("without shared memory (COHORT_SHARED_MEMORY=off) collectives use the transport",
+          "[comm][multiproc]") {
+  // Selection puts the shared-memory algorithms first; without an arena they decline on every
+  // rank alike and the message-based algorithms behind them must take over.
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    setenv("COHORT_SHARED_MEMORY", "off", 1);
+    auto c = world(env);
+    check_allreduce(*c);
+    check_reduce_scatter(*c);
     c->barrier();
   }));
 }

@@ -11,6 +11,8 @@
 #include <cohort/launch.hpp>
 #include <cohort/store.hpp>
 
+#include "rank_helpers.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <signal.h>
@@ -28,24 +30,10 @@ namespace {
 using namespace cohort::transport;
 using namespace std::chrono_literals;
 
-void expect(bool condition, const std::string& what) {
-  if (!condition) throw std::runtime_error("check failed in rank: " + what);
-}
-
-cohort::LaunchOptions bounded() {
-  cohort::LaunchOptions options;
-  options.grace = 2s;
-  options.timeout = 90s;
-  return options;
-}
-
-std::unique_ptr<cohort::TcpStore> open_store(const cohort::Environment& env) {
-  cohort::TcpStoreOptions options;
-  options.host = env.store_addr;
-  options.port = env.store_port;
-  options.token = env.token;
-  return std::make_unique<cohort::TcpStore>(options);
-}
+using cohort::test::after;
+using cohort::test::bounded;
+using cohort::test::expect;
+using cohort::test::open_store;
 
 std::unique_ptr<Transport> connect(cohort::Store& store, const cohort::Environment& env,
                                    const std::string& prefix = "t") {
@@ -55,9 +43,6 @@ std::unique_ptr<Transport> connect(cohort::Store& store, const cohort::Environme
   return create_transport(store, prefix, env.rank, env.world_size, options);
 }
 
-Deadline after(std::chrono::milliseconds d) {
-  return std::chrono::steady_clock::now() + d;
-}
 
 std::uint8_t pattern(int from, int to, std::size_t i, int salt) {
   return static_cast<std::uint8_t>(from * 131 + to * 31 + static_cast<int>(i) * 7 + salt);
