@@ -23,11 +23,14 @@ constexpr std::array<std::pair<BenchOp, std::string_view>, 10> kOpNames = {{
 // The algorithm lists mirror the documentation of cohort::Algorithm (include/cohort/algorithm.hpp).
 constexpr Algorithm kAllreduceAlgos[] = {Algorithm::Ring, Algorithm::RecursiveDoubling,
                                          Algorithm::Rabenseifner, Algorithm::SharedMemory};
-constexpr Algorithm kBroadcastAlgos[] = {Algorithm::Tree, Algorithm::ScatterAllgather};
-constexpr Algorithm kReduceAlgos[] = {Algorithm::Tree, Algorithm::ReduceScatterGather};
+constexpr Algorithm kBroadcastAlgos[] = {Algorithm::Tree, Algorithm::ScatterAllgather,
+                                         Algorithm::SharedMemory};
+constexpr Algorithm kReduceAlgos[] = {Algorithm::Tree, Algorithm::ReduceScatterGather,
+                                      Algorithm::SharedMemory};
 constexpr Algorithm kAllgatherAlgos[] = {Algorithm::Ring, Algorithm::RecursiveDoubling,
-                                         Algorithm::Bruck};
-constexpr Algorithm kReduceScatterAlgos[] = {Algorithm::Ring, Algorithm::RecursiveHalving};
+                                         Algorithm::Bruck, Algorithm::SharedMemory};
+constexpr Algorithm kReduceScatterAlgos[] = {Algorithm::Ring, Algorithm::RecursiveHalving,
+                                             Algorithm::SharedMemory};
 constexpr Algorithm kAlltoallAlgos[] = {Algorithm::Bruck, Algorithm::Pairwise};
 constexpr Algorithm kTreeAlgos[] = {Algorithm::Tree};
 constexpr Algorithm kBarrierAlgos[] = {Algorithm::Dissemination, Algorithm::SharedMemory};

@@ -33,7 +33,8 @@ enum class Algorithm : std::uint8_t {
   RecursiveHalving,   ///< reduce_scatter
   Pairwise,           ///< alltoall
   Dissemination,      ///< barrier
-  SharedMemory,       ///< allreduce, barrier: one shared segment, all ranks on one host
+  SharedMemory,       ///< allreduce, broadcast, reduce, allgather, reduce_scatter, barrier:
+                      ///< one shared segment, all ranks on one host
 };
 
 /// "allreduce", "broadcast", ... (also accepts "reduce_scatter" / "reducescatter").

@@ -1,158 +1,25 @@
-// Shared-memory allreduce: for ranks that all live on one host (transport/shared_arena.hpp).
+// Shared-memory allreduce, for communicators whose ranks all live on one host: every rank takes
+// part in shared_memory_reduction (shared_memory_reduction.cpp describes the schemes) and
+// collects the whole result.
 //
-// How it works: the vector is cut into pieces of one arena slot.
-// - Small vectors (at most kDirectMaxBytes, one piece): every rank copies its contribution into
-//   its slot (inline in the flag's cache line when tiny), announces it, and reduces all n slots
-//   straight into its output. One handoff; the n-fold reading is cheaper than a second one.
-// - Larger vectors: each piece is split into n shares, and rank r owns share r. A rank copies
-//   the other ranks' shares of its piece into its data slot, announces it, reduces its own share
-//   from everyone's slots (its own contribution read straight from its input) into its result
-//   slot, announces that, and copies every share from its owner's result slot into its output.
-//   The next piece is copied in and announced before this piece is copied out, so a rank's
-//   copy-in overlaps the other ranks' reductions and a straggler delays, but does not serialise,
-//   the pipeline.
-// Operands are combined in rank order (rank 0 op rank 1 op ...), so every element is reduced
-// identically whichever rank computes it, and all ranks get identical bits.
-//
-// Cost per rank, m bytes: the user's input is read once and the output written once; the
-// arena's slots are touched while cache-resident (a piece from every rank is n * 256 KiB).
-// Slot reuse needs no extra handoff: a rank announces piece g + 1 only after it stopped reading
-// piece g - 1 (see shared_arena.hpp). Accepts every world size, dtype and count; declines only
-// without an arena (ranks on several hosts, or COHORT_SHARED_MEMORY=off) on more than one rank.
+// Cost per rank, m bytes: input read once, output written once, the arena touched while in
+// cache; one handoff for vectors up to 16 KiB, two per 256 KiB piece above. Accepts every world
+// size, dtype and count; declines only without an arena (ranks on several hosts, or
+// COHORT_SHARED_MEMORY=off) on more than one rank.
 
 #include "algorithms/implementations.hpp"
+#include "algorithms/shared_memory_reduction.hpp"
 #include "core/copy_bytes.hpp"
-#include "core/stream_copy.hpp"
-#include "patterns/block_partition.hpp"
-#include "reduce/reduce.hpp"
-
-#include <algorithm>
 
 namespace cohort::algorithms {
-namespace {
-
-using transport::SharedArena;
-
-/// Pieces up to this size are reduced whole by every rank. Measured (README, shared memory):
-/// below it the second handoff of the share scheme costs more than the redundant reduction.
-constexpr std::size_t kDirectMaxBytes = 16 * 1024;
-
-/// Out-of-place outputs from this size on are written with non-temporal stores
-/// (core/stream_copy.hpp): they exceed what the caches could keep anyway.
-constexpr std::size_t kStreamOutputMinBytes = 8 * 1024 * 1024;
-
-/// Where rank r's contribution to piece `generation` lives: next to its flag (a tiny vector on
-/// the direct path) or in its data slot.
-std::byte* contribution(const SharedArena& arena, int r, std::uint64_t generation, bool tiny) {
-  return tiny ? arena.inline_data(r, generation) : arena.data(r, generation);
-}
-
-/// dst = op over ranks r (in rank order) of rank r's contribution at `offset` bytes into the
-/// piece: its slot, or `own` for this rank when not null.
-void reduce_slots(const SharedArena& arena, std::uint64_t generation, bool tiny,
-                  std::size_t offset, const std::byte* own, std::byte* dst, std::size_t count,
-                  DType dtype, ReduceOp op) {
-  if (count == 0) return;
-  auto operand = [&](int r) -> const std::byte* {
-    if (own != nullptr && r == arena.rank()) return own;
-    return contribution(arena, r, generation, tiny) + offset;
-  };
-  reduce::reduce_to(op, dtype, dst, operand(0), operand(1), count);
-  for (int r = 2; r < arena.size(); ++r) reduce::reduce_into(op, dtype, dst, operand(r), count);
-}
-
-/// The pieces of a vector and each piece's share of one rank, in elements.
-struct Pieces {
-  std::size_t count;        ///< elements in the vector
-  std::size_t piece_elems;  ///< elements per piece (the last may be shorter)
-  std::size_t n;            ///< ranks
-
-  std::size_t number() const noexcept { return (count + piece_elems - 1) / piece_elems; }
-  std::size_t offset(std::size_t i) const noexcept { return i * piece_elems; }
-  std::size_t length(std::size_t i) const noexcept {
-    return std::min(piece_elems, count - offset(i));
-  }
-  patterns::BlockRange share(std::size_t i, int r) const noexcept {
-    return patterns::balanced_block(length(i), n, static_cast<std::size_t>(r));
-  }
-};
-
-/// One op's pieces through the share scheme (see the top of the file).
-void allreduce_shares(const OpContext& ctx, SharedArena& arena, const AllreduceArgs& args) {
-  const std::size_t es = dtype_size(args.dtype);
-  const auto* in = static_cast<const std::byte*>(args.in);
-  auto* out = static_cast<std::byte*>(args.out);
-  const int n = ctx.size;
-  const int me = ctx.rank;
-  const Pieces pieces{args.count, SharedArena::kSlotBytes / es, static_cast<std::size_t>(n)};
-  // In place, the output lines were just read for the copy-in and are cached: plain stores win.
-  const bool stream_output = out != in && args.count * es >= kStreamOutputMinBytes;
-  const auto copy_out = stream_output ? stream_copy : copy_bytes;
-
-  // Everything of piece i except this rank's share goes into the slot: the others read it.
-  auto copy_in = [&](std::size_t i, std::uint64_t g) {
-    const auto mine = pieces.share(i, me);
-    const std::byte* from = in + pieces.offset(i) * es;
-    std::byte* slot = arena.data(me, g);
-    copy_bytes(slot, from, mine.offset * es);
-    const std::size_t after = mine.offset + mine.count;
-    copy_bytes(slot + after * es, from + after * es, (pieces.length(i) - after) * es);
-    arena.publish(SharedArena::Flag::Arrived, g);
-  };
-
-  std::uint64_t g = arena.next_generation();
-  copy_in(0, g);
-  for (std::size_t i = 0; i < pieces.number(); ++i) {
-    const auto mine = pieces.share(i, me);
-    arena.wait_for_all(SharedArena::Flag::Arrived, g, ctx.deadline, ctx.what);
-    reduce_slots(arena, g, false, mine.offset * es, in + (pieces.offset(i) + mine.offset) * es,
-                 arena.result(me, g) + mine.offset * es, mine.count, args.dtype, args.op);
-    arena.publish(SharedArena::Flag::Reduced, g);
-    // Start the next piece before finishing this one (safe: see shared_arena.hpp).
-    const std::uint64_t this_piece = g;
-    if (i + 1 < pieces.number()) {
-      g = arena.next_generation();
-      copy_in(i + 1, g);
-    }
-    // Own share first (already here), then the others in ring order from the next rank, so
-    // ranks spread their reads over different owners' slots.
-    std::byte* dst = out + pieces.offset(i) * es;
-    for (int k = 0; k < n; ++k) {
-      const int owner = (me + k) % n;
-      if (owner != me)
-        arena.wait_for(owner, SharedArena::Flag::Reduced, this_piece, ctx.deadline, ctx.what);
-      const auto share = pieces.share(i, owner);
-      copy_out(dst + share.offset * es, arena.result(owner, this_piece) + share.offset * es,
-               share.count * es);
-    }
-  }
-}
-
-}  // namespace
 
 bool allreduce_shared_memory(const OpContext& ctx, const AllreduceArgs& args) {
-  const std::size_t es = dtype_size(args.dtype);
-  const auto* in = static_cast<const std::byte*>(args.in);
-  auto* out = static_cast<std::byte*>(args.out);
   if (ctx.size == 1) {
-    if (out != in) copy_bytes(out, in, args.count * es);
+    if (args.out != args.in) copy_bytes(args.out, args.in, args.count * dtype_size(args.dtype));
     return true;
   }
-  SharedArena* arena = ctx.arena;
-  if (arena == nullptr) return false;
-  const std::size_t bytes = args.count * es;
-  if (bytes == 0) return true;
-  if (bytes > kDirectMaxBytes) {
-    allreduce_shares(ctx, *arena, args);
-    return true;
-  }
-  static_assert(kDirectMaxBytes <= SharedArena::kSlotBytes, "a direct vector is one piece");
-  const std::uint64_t g = arena->next_generation();
-  const bool tiny = bytes <= SharedArena::kInlineBytes;
-  copy_bytes(contribution(*arena, ctx.rank, g, tiny), in, bytes);
-  arena->publish(SharedArena::Flag::Arrived, g);
-  arena->wait_for_all(SharedArena::Flag::Arrived, g, ctx.deadline, ctx.what);
-  reduce_slots(*arena, g, tiny, 0, nullptr, out, args.count, args.dtype, args.op);
+  if (ctx.arena == nullptr) return false;
+  shared_memory_reduction(ctx, args.in, args.out, args.count, args.dtype, args.op);
   return true;
 }
 

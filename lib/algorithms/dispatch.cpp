@@ -46,6 +46,8 @@ Implementation<BroadcastArgs> broadcast_impl(Algorithm a) {
       return broadcast_tree;
     case Algorithm::ScatterAllgather:
       return broadcast_scatter_allgather;
+    case Algorithm::SharedMemory:
+      return broadcast_shared_memory;
     default:
       return nullptr;
   }
@@ -56,6 +58,8 @@ Implementation<ReduceArgs> reduce_impl(Algorithm a) {
       return reduce_tree;
     case Algorithm::ReduceScatterGather:
       return reduce_reduce_scatter_gather;
+    case Algorithm::SharedMemory:
+      return reduce_shared_memory;
     default:
       return nullptr;
   }
@@ -68,6 +72,8 @@ Implementation<AllgatherArgs> allgather_impl(Algorithm a) {
       return allgather_recursive_doubling;
     case Algorithm::Bruck:
       return allgather_bruck;
+    case Algorithm::SharedMemory:
+      return allgather_shared_memory;
     default:
       return nullptr;
   }
@@ -84,6 +90,8 @@ Implementation<ReduceScatterArgs> reduce_scatter_impl(Algorithm a) {
       return reduce_scatter_ring;
     case Algorithm::RecursiveHalving:
       return reduce_scatter_recursive_halving;
+    case Algorithm::SharedMemory:
+      return reduce_scatter_shared_memory;
     default:
       return nullptr;
   }

@@ -20,10 +20,14 @@
 //
 // Synchronisation is by generation numbers. Ops of a communicator run in the same order on every
 // rank, so each rank counts pieces identically; piece g uses slot parity g % 2 and is announced
-// by storing g into a flag (release) that peers poll (acquire). Reusing a parity needs no
-// separate acknowledgement: a rank announces piece g + 1 only after it finished reading piece
-// g - 1 everywhere, and a rank only starts piece g + 1 after seeing every peer's announcement of
-// piece g. Any error poisons the communicator, so the counters never need to resynchronise.
+// by storing g into a flag (release) that peers poll (acquire). Any error poisons the
+// communicator, so the counters never need to resynchronise.
+//
+// Reusing a parity needs no acknowledgement of its own, because every algorithm keeps one rule:
+//   a rank announces Arrived(g) only once it no longer reads any rank's data slot (or inline
+//   bytes) of a generation below g, nor any result slot of a generation below g - 1.
+// So a rank may overwrite its data slot for g once every peer announced Arrived(g - 1)
+// (wait_until_data_free), and its result slot for g once every peer announced Arrived(g).
 
 #include "transport/process_watch.hpp"
 #include "transport/transport.hpp"
@@ -89,6 +93,11 @@ class SharedArena {
   /// Waits until every other rank announced `generation` for `flag`.
   void wait_for_all(Flag flag, std::uint64_t generation, Deadline deadline,
                     const std::string& what);
+  /// Waits until this rank may write its data slot and inline bytes for `generation`: every
+  /// peer announced Arrived(generation - 1). Usually already true (a flag check per peer).
+  void wait_until_data_free(std::uint64_t generation, Deadline deadline, const std::string& what) {
+    if (generation > 1) wait_for_all(Flag::Arrived, generation - 1, deadline, what);
+  }
 
   std::string description() const;
 

@@ -107,18 +107,28 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
                                  Algorithm::Ring});
   REQUIRE(pick(Collective::Allreduce, kAllreduceHalvingMaxBytes, 5) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Ring});
-  REQUIRE(pick(Collective::Allgather, 100, 8).front() == Algorithm::RecursiveDoubling);
-  REQUIRE(pick(Collective::Allgather, 100, 6).front() == Algorithm::Bruck);
+  // Behind shared memory (which declines across hosts), the message-based choices:
+  REQUIRE(pick(Collective::Allgather, 100, 8) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::RecursiveDoubling,
+                                 Algorithm::Ring});
+  REQUIRE(pick(Collective::Allgather, 100, 6) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Bruck, Algorithm::Ring});
   REQUIRE(pick(Collective::Allgather, kAllgatherLatencyMaxBytes, 6) ==
-          std::vector<Algorithm>{Algorithm::Ring});
-  REQUIRE(pick(Collective::Broadcast, 100, 7) == std::vector<Algorithm>{Algorithm::Tree});
-  REQUIRE(pick(Collective::Broadcast, kBroadcastTreeMaxBytes, 7).front() ==
-          Algorithm::ScatterAllgather);
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Ring});
+  REQUIRE(pick(Collective::Broadcast, 100, 7) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  REQUIRE(pick(Collective::Broadcast, kBroadcastTreeMaxBytes, 7) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::ScatterAllgather,
+                                 Algorithm::Tree});
   // Two ranks: scatter + allgather moves the same bytes as the tree in more steps.
   REQUIRE(pick(Collective::Broadcast, kBroadcastTreeMaxBytes, 2) ==
-          std::vector<Algorithm>{Algorithm::Tree});
-  REQUIRE(pick(Collective::Reduce, 10 * kMiB, 4).front() == Algorithm::ReduceScatterGather);
-  REQUIRE(pick(Collective::ReduceScatter, 100, 3).front() == Algorithm::RecursiveHalving);
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  REQUIRE(pick(Collective::Reduce, 10 * kMiB, 4) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::ReduceScatterGather,
+                                 Algorithm::Tree});
+  REQUIRE(pick(Collective::ReduceScatter, 100, 3) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::RecursiveHalving,
+                                 Algorithm::Ring});
   REQUIRE(pick(Collective::Alltoall, 100, 3).front() == Algorithm::Bruck);
   // alltoallv has no meaningful common size: only pairwise.
   REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 3) ==
@@ -160,15 +170,15 @@ TEST_CASE("forced algorithm first, then the override, then the table", "[selecti
                                  Algorithm::Ring});
   // An override for another collective does not leak.
   REQUIRE(pick(Collective::Broadcast, 10, 4, Algorithm::Auto, o) ==
-          std::vector<Algorithm>{Algorithm::Tree});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
 }
 
 TEST_CASE("a declining candidate falls through to the next", "[selection]") {
   // Recursive doubling allgather declines on 6 ranks; forcing it still leaves Bruck and the ring
   // behind it, so the dispatcher has somewhere to fall through to.
   const auto candidates = pick(Collective::Allgather, 100, 6, Algorithm::RecursiveDoubling);
-  REQUIRE(candidates ==
-          std::vector<Algorithm>{Algorithm::RecursiveDoubling, Algorithm::Bruck, Algorithm::Ring});
+  REQUIRE(candidates == std::vector<Algorithm>{Algorithm::RecursiveDoubling, Algorithm::SharedMemory,
+                                               Algorithm::Bruck, Algorithm::Ring});
   // Bruck alltoall declines alltoallv; pairwise follows it.
   REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 4, Algorithm::Bruck) ==
           std::vector<Algorithm>{Algorithm::Bruck, Algorithm::Pairwise});

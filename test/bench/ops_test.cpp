@@ -68,7 +68,11 @@ TEST_CASE("algorithms that apply to each op", "[bench][ops]") {
   CHECK(algorithm_applies(BenchOp::Barrier, Algorithm::Dissemination));
   CHECK(op_algorithms(BenchOp::Sendrecv).empty());
   for (BenchOp op : kAllBenchOps) CHECK(algorithm_applies(op, Algorithm::Auto));
-  CHECK(op_algorithms(BenchOp::Allgather).size() == 3);
+  CHECK(op_algorithms(BenchOp::Allgather).size() == 4);
+  for (BenchOp op : {BenchOp::Allreduce, BenchOp::Broadcast, BenchOp::Reduce, BenchOp::Allgather,
+                     BenchOp::ReduceScatter, BenchOp::Barrier})
+    CHECK(algorithm_applies(op, Algorithm::SharedMemory));
+  CHECK_FALSE(algorithm_applies(BenchOp::Alltoall, Algorithm::SharedMemory));
 }
 
 TEST_CASE("sizes map to buffer counts as in nccl-tests", "[bench][ops]") {

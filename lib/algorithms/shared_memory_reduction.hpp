@@ -1,0 +1,21 @@
+#pragma once
+
+// The reduction engine behind the shared-memory allreduce and reduce
+// (transport/shared_arena.hpp): one implementation of the direct and share schemes, described
+// in shared_memory_reduction.cpp.
+
+#include "algorithms/op_context.hpp"
+
+#include <cohort/dtype.hpp>
+
+#include <cstddef>
+
+namespace cohort::algorithms {
+
+/// out = op over ranks of in (count elements), written on every rank whose `out` is not null
+/// (allreduce: every rank; reduce: the root). `in` may equal `out`. Needs ctx.arena and a world
+/// of two or more; every rank must call it with the same count, dtype and op.
+void shared_memory_reduction(const OpContext& ctx, const void* in, void* out, std::size_t count,
+                             DType dtype, ReduceOp op);
+
+}  // namespace cohort::algorithms
