@@ -4,6 +4,10 @@
 
 #include <fmt/format.h>
 
+#include "transport/wait_policy.hpp"
+
+#include <sched.h>
+
 #include <algorithm>
 #include <charconv>
 
@@ -255,6 +259,10 @@ void Executor::poison(const Error& cause) noexcept {
 void Executor::thread_main() noexcept {
   std::unique_lock lock(mutex_);
   auto backoff = kMinPollInterval;
+  // While sends/receives are in flight, the thread keeps polling (yielding the core between
+  // polls) for transport::kYieldPhase after the last progress before it backs off into timed
+  // sleeps: a sleep/wake costs 25-35 us here, which would otherwise be added to every exchange.
+  auto last_progress = Clock::now();
   for (;;) {
     if (!busy_ && !queue_.empty()) {
       QueuedOp op = std::move(queue_.front());
@@ -266,6 +274,7 @@ void Executor::thread_main() noexcept {
         execute_queued(op);
       }
       op = QueuedOp{};  // drop the body and its buffer owners outside the lock
+      last_progress = Clock::now();  // a freshly posted send/receive starts a new poll phase
       lock.lock();
       continue;
     }
@@ -277,13 +286,18 @@ void Executor::thread_main() noexcept {
         DriveGuard guard(*this);
         progressed = poll_pending();
       }
-      lock.lock();
       if (progressed) {
+        last_progress = Clock::now();
         backoff = kMinPollInterval;
+      } else if (Clock::now() - last_progress < transport::kYieldPhase) {
+        sched_yield();
       } else {
+        lock.lock();
         wake_.wait_for(lock, backoff);
         backoff = std::min(backoff * 2, kMaxPollInterval);
+        continue;
       }
+      lock.lock();
       continue;
     }
     if (stop_ && !busy_ && queue_.empty() && pending_count_ == 0) return;

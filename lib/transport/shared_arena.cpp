@@ -243,7 +243,6 @@ void SharedArena::block_until(int r, Flag which, std::uint64_t generation, Deadl
   // Three phases: busy-poll (a peer on its own core answers within a microsecond or two),
   // then yield (oversubscribed ranks hand the core to the peer we wait for), then sleep with
   // growing naps so a rank that waits for seconds costs no CPU, checking the peer is alive.
-  constexpr auto kYieldPhase = std::chrono::milliseconds(5);
   constexpr auto kLongestNap = std::chrono::microseconds(1000);
   const auto start = Clock::now();
   const auto spin_until = start + policy_.spin;

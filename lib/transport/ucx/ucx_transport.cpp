@@ -218,7 +218,9 @@ void UcxTransport::wait(std::span<const Request> requests, Deadline deadline,
       done_inline[i] = true;
     }
   };
-  const auto spin_until = std::chrono::steady_clock::now() + policy_.spin;
+  const auto start = std::chrono::steady_clock::now();
+  const auto spin_until = start + policy_.spin;
+  const auto yield_until = start + kYieldPhase;
   for (std::uint32_t round = 1;; ++round) {
     worker_.progress();
     bool all_done = true;
@@ -244,6 +246,10 @@ void UcxTransport::wait(std::span<const Request> requests, Deadline deadline,
     }
     if (now < spin_until) {
       if (policy_.yield_while_spinning) sched_yield();
+      continue;
+    }
+    if (now < yield_until) {
+      sched_yield();
       continue;
     }
     block_until(deadline);
