@@ -4,10 +4,6 @@
 
 #include <fmt/format.h>
 
-#include "transport/wait_policy.hpp"
-
-#include <sched.h>
-
 #include <algorithm>
 #include <charconv>
 
@@ -25,9 +21,22 @@ constexpr std::chrono::microseconds kMaxPollInterval{1000};
 
 Executor::Executor(transport::Transport& transport, transport::SharedArena* arena, int rank,
                    int size, std::uint32_t comm_id)
-    : transport_(transport), arena_(arena), rank_(rank), size_(size), comm_id_(comm_id) {}
+    : transport_(transport),
+      arena_(arena),
+      rank_(rank),
+      size_(size),
+      comm_id_(comm_id),
+      hook_(std::make_shared<detail::ProgressHook>()) {
+  hook_->context = this;
+  hook_->help = [](void* self) noexcept { static_cast<Executor*>(self)->help(); };
+}
 
 Executor::~Executor() {
+  {
+    // Waits for a Work::wait that is helping right now; later ones find no help.
+    std::lock_guard helping(hook_->mutex);
+    hook_->help = nullptr;
+  }
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -61,7 +70,28 @@ void Executor::run_p2p(OpInfo info, PointToPoint p2p) {
 Work Executor::submit_p2p(OpInfo info, PointToPoint p2p) {
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);
-  return Work(enqueue_locked(std::move(info), nullptr, std::move(p2p)));
+  if (busy_ || !queue_.empty()) return Work(enqueue_locked(std::move(info), nullptr, std::move(p2p)));
+  // Nothing ahead and nobody driving: post from this thread (posting never blocks), so neither
+  // this call nor its completion waits for the progress thread to wake up.
+  busy_ = true;
+  const std::uint32_t seq = next_p2p_seq_++;
+  auto work = new_work(describe_p2p(p2p, seq));
+  // The op may stay in flight after this call returns; someone must keep polling it while its
+  // owner computes or sleeps in Work::wait.
+  start_thread_locked();
+  lock.unlock();
+  QueuedOp op{std::move(info), seq, nullptr, std::move(p2p), work};
+  {
+    DriveGuard guard(*this);
+    execute_queued(op);
+  }
+  return Work(std::move(work));
+}
+
+std::shared_ptr<detail::WorkState> Executor::new_work(std::string what) const {
+  auto work = std::make_shared<detail::WorkState>(std::move(what));
+  work->hook = hook_;
+  return work;
 }
 
 void Executor::throw_if_poisoned_locked(OpKind kind) const {
@@ -77,12 +107,15 @@ Error Executor::poisoned_error(std::string_view what) const {
 std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody body,
                                                             std::optional<PointToPoint> p2p) {
   const std::uint32_t seq = p2p ? next_p2p_seq_++ : next_seq_++;
-  std::string what = p2p ? describe_p2p(*p2p, seq) : describe(info, seq);
-  auto work = std::make_shared<detail::WorkState>(std::move(what));
+  auto work = new_work(p2p ? describe_p2p(*p2p, seq) : describe(info, seq));
   queue_.push_back(QueuedOp{std::move(info), seq, std::move(body), std::move(p2p), work});
-  if (!thread_.joinable()) thread_ = std::thread([this] { thread_main(); });
+  start_thread_locked();
   if (!busy_) wake_.notify_one();
   return work;
+}
+
+void Executor::start_thread_locked() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { thread_main(); });
 }
 
 void Executor::end_drive() noexcept {
@@ -256,13 +289,33 @@ void Executor::poison(const Error& cause) noexcept {
   }
 }
 
+void Executor::help() noexcept {
+  std::unique_lock lock(mutex_);
+  if (busy_) return;
+  // Only steps that never block: posting a queued send/receive, or polling in-flight ones. A
+  // queued collective stays with the progress thread, so Work::wait(timeout) can still give up
+  // on time.
+  if (!queue_.empty() && queue_.front().p2p) {
+    QueuedOp op = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    {
+      DriveGuard guard(*this);
+      execute_queued(op);
+    }
+    return;  // op (and its buffer owners) go out of scope without the lock
+  }
+  if (pending_count_ == 0 || !queue_.empty()) return;
+  busy_ = true;
+  lock.unlock();
+  DriveGuard guard(*this);
+  poll_pending();
+}
+
 void Executor::thread_main() noexcept {
   std::unique_lock lock(mutex_);
   auto backoff = kMinPollInterval;
-  // While sends/receives are in flight, the thread keeps polling (yielding the core between
-  // polls) for transport::kYieldPhase after the last progress before it backs off into timed
-  // sleeps: a sleep/wake costs 25-35 us here, which would otherwise be added to every exchange.
-  auto last_progress = Clock::now();
   for (;;) {
     if (!busy_ && !queue_.empty()) {
       QueuedOp op = std::move(queue_.front());
@@ -274,7 +327,6 @@ void Executor::thread_main() noexcept {
         execute_queued(op);
       }
       op = QueuedOp{};  // drop the body and its buffer owners outside the lock
-      last_progress = Clock::now();  // a freshly posted send/receive starts a new poll phase
       lock.lock();
       continue;
     }
@@ -286,18 +338,15 @@ void Executor::thread_main() noexcept {
         DriveGuard guard(*this);
         progressed = poll_pending();
       }
+      // Sleeps between polls: a thread waiting on a Work polls for itself (help()), so this
+      // loop only has to keep sends/receives moving while their owner computes.
+      lock.lock();
       if (progressed) {
-        last_progress = Clock::now();
         backoff = kMinPollInterval;
-      } else if (Clock::now() - last_progress < transport::kYieldPhase) {
-        sched_yield();
       } else {
-        lock.lock();
         wake_.wait_for(lock, backoff);
         backoff = std::min(backoff * 2, kMaxPollInterval);
-        continue;
       }
-      lock.lock();
       continue;
     }
     if (stop_ && !busy_ && queue_.empty() && pending_count_ == 0) return;

@@ -136,7 +136,11 @@ class Executor {
   void throw_if_poisoned_locked(OpKind kind) const;
   std::shared_ptr<detail::WorkState> enqueue_locked(OpInfo info, OpBody body,
                                                     std::optional<PointToPoint> p2p);
+  /// Starts the progress thread on first use (mutex_ held).
+  void start_thread_locked();
   void end_drive() noexcept;
+  /// A Work's state for an op named `what`, able to help this executor along.
+  std::shared_ptr<detail::WorkState> new_work(std::string what) const;
   std::string describe(const OpInfo& info, std::uint32_t seq) const;
   std::string describe_p2p(const PointToPoint& p2p, std::uint32_t seq) const;
   void execute(const OpInfo& info, std::uint32_t seq, BodyRef body);
@@ -150,6 +154,9 @@ class Executor {
   /// "allreduce #17" or "allreduce #17 (ring)" into `what`, reusing its capacity.
   void describe_into(std::string& what, const OpInfo& info, std::uint32_t seq) const;
   void thread_main() noexcept;
+  /// One non-blocking drive step on a thread waiting on a Work (ProgressHook::help): posts the
+  /// next queued send/receive or polls the in-flight ones, unless another thread is driving.
+  void help() noexcept;
 
   transport::Transport& transport_;
   transport::SharedArena* arena_;
@@ -174,6 +181,7 @@ class Executor {
   std::uint32_t next_seq_ = 0;      // guarded: next collective's sequence number
   std::uint32_t next_p2p_seq_ = 0;  // guarded: next send/recv's number (for messages only)
   std::optional<Error> poisoned_;   // guarded: the first failure
+  std::shared_ptr<detail::ProgressHook> hook_;  ///< handed (weakly) to every Work
   std::thread thread_;
 };
 

@@ -43,8 +43,15 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
                                       *timeout, transport::kYieldPhase)
                                 : std::chrono::steady_clock::duration(transport::kYieldPhase);
   while (!state_->finished.load(std::memory_order_acquire) &&
-         std::chrono::steady_clock::now() - start < poll_for)
-    sched_yield();
+         std::chrono::steady_clock::now() - start < poll_for) {
+    // Drive the communicator from this thread when nobody else is (the progress thread may be
+    // asleep between polls); otherwise give the core to whoever is driving.
+    if (const auto hook = state_->hook.lock()) {
+      std::unique_lock helping(hook->mutex, std::try_to_lock);
+      if (helping.owns_lock() && hook->help != nullptr) hook->help(hook->context);
+    }
+    if (!state_->finished.load(std::memory_order_acquire)) sched_yield();
+  }
   std::unique_lock lock(state_->mutex);
   const auto done = [this] { return state_->finished.load(std::memory_order_relaxed); };
   if (timeout) {

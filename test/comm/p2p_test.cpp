@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -107,7 +109,41 @@ void check_mixed_with_collectives(Communicator& c) {
       in, 0, 100000, [&](std::size_t i) { return payload(prev, 1, i); }, "late recv");
 }
 
+void check_first_op_left_in_flight(Communicator& c) {
+  // The communicator's very first op is a rendezvous send whose receive is posted long after the
+  // sender's Work::wait has stopped polling for itself and gone to sleep: only the progress
+  // thread can finish it then.
+  const int next = (c.rank() + 1) % c.size();
+  const int prev = (c.rank() + c.size() - 1) % c.size();
+  Buffer out = message(c.rank(), 2, 100000);
+  Work sent = c.send_async(out, next, 2);
+  Buffer in = Buffer::allocate(100000, DType::Float64);
+  if (c.rank() % 2 == 1) {
+    sent.wait();  // its receiver (even, or rank 0 when the size is odd) has not posted yet
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    c.recv(in, prev, 2);
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    c.recv(in, prev, 2);
+    sent.wait();
+  }
+  expect_values(
+      in, 0, 100000, [&](std::size_t i) { return payload(prev, 2, i); }, "delayed receive");
+}
+
 }  // namespace
+
+TEST_CASE("send/recv: a send_async as the first op completes while its sender sleeps in wait",
+          "[comm][multiproc]") {
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    ::setenv("UCX_RNDV_THRESH", "8192", 1);
+    auto c = world(env);
+    check_first_op_left_in_flight(*c);
+    c->barrier();
+  }));
+}
 
 TEST_CASE("send/recv: ring, blocking in matching order, tags, mixed with collectives",
           "[comm][multiproc]") {
