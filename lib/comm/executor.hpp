@@ -9,7 +9,7 @@
 //   collective, so the common blocking case never touches the progress thread.
 // - Queued: *_async calls (and blocking calls that find work ahead of them) go to a FIFO served
 //   by a progress thread, started on first use. The thread sleeps on a condition variable when
-//   idle; it polls (with backoff) only while point-to-point requests are in flight.
+//   idle; it polls (once per millisecond) only while point-to-point requests are in flight.
 //
 // Collectives are numbered in call order (the number is part of their message tags); sends and
 // receives have their own numbering, since ranks make different point-to-point calls.
@@ -175,6 +175,7 @@ class Executor {
   bool busy_ = false;              // guarded: some thread is driving the transport
   bool stop_ = false;              // guarded
   std::size_t pending_count_ = 0;  // guarded: pending_.size() as of the last drive
+  bool idle_ = false;  // guarded: the progress thread sleeps with no timeout (nothing to poll)
   // Collectives and point-to-point ops are numbered separately: every rank makes the same
   // collective calls, so collective numbers (which form the message tags) agree across ranks,
   // while point-to-point calls differ per rank and use the user's tag instead.
