@@ -102,6 +102,8 @@ Implementation<AlltoallArgs> alltoall_impl(Algorithm a) {
       return alltoall_pairwise;
     case Algorithm::Bruck:
       return alltoall_bruck;
+    case Algorithm::SharedMemory:
+      return alltoall_shared_memory;
     default:
       return nullptr;
   }

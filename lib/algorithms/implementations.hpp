@@ -41,6 +41,7 @@ bool reduce_scatter_shared_memory(const OpContext& ctx, const ReduceScatterArgs&
 bool alltoall_pairwise(const OpContext& ctx, const AlltoallArgs& args);
 /// Declines alltoallv (args.uniform false).
 bool alltoall_bruck(const OpContext& ctx, const AlltoallArgs& args);
+bool alltoall_shared_memory(const OpContext& ctx, const AlltoallArgs& args);
 
 bool barrier_dissemination(const OpContext& ctx);
 bool barrier_shared_memory(const OpContext& ctx);

@@ -4,6 +4,8 @@
 
 #include <cohort/error.hpp>
 
+#include "core/bulk_allocation.hpp"
+
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -26,9 +28,9 @@ std::byte* ScratchPool::get(std::size_t bytes, std::size_t slot) {
   // Grow at least geometrically so a slowly growing sequence of ops reallocates O(log n) times;
   // round to the alignment because aligned_alloc requires a multiple of it.
   std::size_t want = bytes > 2 * block.bytes ? bytes : 2 * block.bytes;
-  want = (want + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
   if (want == 0) want = kScratchAlignment;
-  void* memory = std::aligned_alloc(kScratchAlignment, want);
+  // Bulk memory: large scratch gets huge pages, which peers' single-copy reads need to be fast.
+  void* memory = allocate_bulk(want, kScratchAlignment, &want);
   if (memory == nullptr)
     throw Error(ErrorCode::SystemError,
                 "cannot allocate " + std::to_string(want) + " bytes of collective scratch memory");

@@ -86,9 +86,15 @@ constexpr SelectionRule kTable[] = {
      1,
      W::Any,
      {A::SharedMemory, A::Ring, kEnd}},
-    // alltoall: Bruck for tiny uniform blocks, pairwise otherwise (alltoallv: kUnknownBytes).
-    {C::Alltoall, 0, kAlltoallBruckMaxBytes, 1, W::Any, {A::Bruck, A::Pairwise, kEnd}},
-    {C::Alltoall, kAlltoallBruckMaxBytes, kUnknownBytes, 1, W::Any, {A::Pairwise, kEnd, kEnd}},
+    // alltoall: shared memory on one host; else Bruck for tiny uniform blocks, pairwise
+    // otherwise (alltoallv: kUnknownBytes).
+    {C::Alltoall, 0, kAlltoallBruckMaxBytes, 1, W::Any, {A::SharedMemory, A::Bruck, A::Pairwise}},
+    {C::Alltoall,
+     kAlltoallBruckMaxBytes,
+     kUnknownBytes,
+     1,
+     W::Any,
+     {A::SharedMemory, A::Pairwise, kEnd}},
     // barrier.
     {C::Barrier, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Dissemination, kEnd}},
 };
@@ -120,6 +126,7 @@ constexpr Implemented kImplemented[] = {
     {C::ReduceScatter, A::SharedMemory},
     {C::Alltoall, A::Pairwise},
     {C::Alltoall, A::Bruck},
+    {C::Alltoall, A::SharedMemory},
     {C::Barrier, A::Dissemination},
     {C::Barrier, A::SharedMemory},
 };

@@ -1,10 +1,10 @@
 #include <cohort/buffer.hpp>
 #include <cohort/error.hpp>
 
+#include "core/bulk_allocation.hpp"
 #include "core/float_formats.hpp"
 #include "core/system_error.hpp"
 
-#include <sys/mman.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -17,11 +17,6 @@ namespace cohort {
 namespace {
 
 constexpr std::size_t kAllocationAlignment = 64;
-/// From this size on, allocations are aligned to and advised for transparent huge pages: a
-/// collective streams through the whole buffer, and with 4 KiB pages (worse under a hypervisor's
-/// nested page tables) TLB misses cost a large share of memory bandwidth. Measured here with
-/// memcpy of 64 MiB: 6-8 GB/s on 4 KiB pages, 9-12 GB/s with huge pages.
-constexpr std::size_t kHugePageBytes = 2 * 1024 * 1024;
 
 [[noreturn]] void invalid(const std::string& message) {
   throw Error(ErrorCode::InvalidArgument, message);
@@ -73,13 +68,10 @@ std::size_t checked_count(const std::vector<std::int64_t>& shape, DType dtype) {
 
 std::shared_ptr<void> allocate_zeroed(std::size_t nbytes) {
   if (nbytes == 0) return nullptr;
-  const std::size_t alignment = nbytes >= kHugePageBytes ? kHugePageBytes : kAllocationAlignment;
-  const std::size_t rounded = (nbytes + alignment - 1) / alignment * alignment;
-  void* memory = std::aligned_alloc(alignment, rounded);
+  std::size_t rounded = 0;
+  void* memory = allocate_bulk(nbytes, kAllocationAlignment, &rounded);
   if (memory == nullptr)
     throw system_error("allocating " + std::to_string(nbytes) + " bytes for a Buffer", ENOMEM);
-  // Advice only: kernels without THP (or with it disabled) keep 4 KiB pages, which is correct.
-  if (alignment == kHugePageBytes) (void)madvise(memory, rounded, MADV_HUGEPAGE);
   std::memset(memory, 0, rounded);
   return std::shared_ptr<void>(memory, std::free);
 }

@@ -129,10 +129,12 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   REQUIRE(pick(Collective::ReduceScatter, 100, 3) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::RecursiveHalving,
                                  Algorithm::Ring});
-  REQUIRE(pick(Collective::Alltoall, 100, 3).front() == Algorithm::Bruck);
-  // alltoallv has no meaningful common size: only pairwise.
+  REQUIRE(pick(Collective::Alltoall, 100, 3) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Bruck, Algorithm::Pairwise});
+  // alltoallv has no meaningful common size: shared memory, else pairwise (Bruck needs uniform
+  // blocks).
   REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 3) ==
-          std::vector<Algorithm>{Algorithm::Pairwise});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
   REQUIRE(pick(Collective::Barrier, 0, 9) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Dissemination});
 }
@@ -179,9 +181,9 @@ TEST_CASE("a declining candidate falls through to the next", "[selection]") {
   const auto candidates = pick(Collective::Allgather, 100, 6, Algorithm::RecursiveDoubling);
   REQUIRE(candidates == std::vector<Algorithm>{Algorithm::RecursiveDoubling, Algorithm::SharedMemory,
                                                Algorithm::Bruck, Algorithm::Ring});
-  // Bruck alltoall declines alltoallv; pairwise follows it.
+  // Bruck alltoall declines alltoallv; shared memory and pairwise follow it.
   REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 4, Algorithm::Bruck) ==
-          std::vector<Algorithm>{Algorithm::Bruck, Algorithm::Pairwise});
+          std::vector<Algorithm>{Algorithm::Bruck, Algorithm::SharedMemory, Algorithm::Pairwise});
 }
 
 TEST_CASE("forcing an algorithm a collective does not have is an error naming both",
