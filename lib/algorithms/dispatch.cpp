@@ -79,10 +79,24 @@ Implementation<AllgatherArgs> allgather_impl(Algorithm a) {
   }
 }
 Implementation<GatherArgs> gather_impl(Algorithm a) {
-  return a == Algorithm::Tree ? gather_tree : nullptr;
+  switch (a) {
+    case Algorithm::Tree:
+      return gather_tree;
+    case Algorithm::SharedMemory:
+      return gather_shared_memory;
+    default:
+      return nullptr;
+  }
 }
 Implementation<ScatterArgs> scatter_impl(Algorithm a) {
-  return a == Algorithm::Tree ? scatter_tree : nullptr;
+  switch (a) {
+    case Algorithm::Tree:
+      return scatter_tree;
+    case Algorithm::SharedMemory:
+      return scatter_shared_memory;
+    default:
+      return nullptr;
+  }
 }
 Implementation<ReduceScatterArgs> reduce_scatter_impl(Algorithm a) {
   switch (a) {

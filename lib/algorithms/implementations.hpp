@@ -32,7 +32,9 @@ bool allgather_bruck(const OpContext& ctx, const AllgatherArgs& args);
 bool allgather_shared_memory(const OpContext& ctx, const AllgatherArgs& args);
 
 bool gather_tree(const OpContext& ctx, const GatherArgs& args);
+bool gather_shared_memory(const OpContext& ctx, const GatherArgs& args);
 bool scatter_tree(const OpContext& ctx, const ScatterArgs& args);
+bool scatter_shared_memory(const OpContext& ctx, const ScatterArgs& args);
 
 bool reduce_scatter_ring(const OpContext& ctx, const ReduceScatterArgs& args);
 bool reduce_scatter_recursive_halving(const OpContext& ctx, const ReduceScatterArgs& args);

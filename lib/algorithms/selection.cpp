@@ -70,9 +70,9 @@ constexpr SelectionRule kTable[] = {
      1,
      W::Any,
      {A::SharedMemory, A::Ring, kEnd}},
-    // gather / scatter: binomial tree.
-    {C::Gather, 0, kUnknownBytes, 1, W::Any, {A::Tree, kEnd, kEnd}},
-    {C::Scatter, 0, kUnknownBytes, 1, W::Any, {A::Tree, kEnd, kEnd}},
+    // gather / scatter: shared memory on one host, else binomial tree.
+    {C::Gather, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
+    {C::Scatter, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
     // reduce_scatter: recursive halving for small and middle inputs, ring for large.
     {C::ReduceScatter,
      0,
@@ -120,7 +120,9 @@ constexpr Implemented kImplemented[] = {
     {C::Allgather, A::Bruck},
     {C::Allgather, A::SharedMemory},
     {C::Gather, A::Tree},
+    {C::Gather, A::SharedMemory},
     {C::Scatter, A::Tree},
+    {C::Scatter, A::SharedMemory},
     {C::ReduceScatter, A::Ring},
     {C::ReduceScatter, A::RecursiveHalving},
     {C::ReduceScatter, A::SharedMemory},

@@ -137,6 +137,10 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
   REQUIRE(pick(Collective::Barrier, 0, 9) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Dissemination});
+  REQUIRE(pick(Collective::Gather, 10 * kMiB, 5) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  REQUIRE(pick(Collective::Scatter, 100, 2) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
 }
 
 TEST_CASE("every rule is well formed", "[selection]") {

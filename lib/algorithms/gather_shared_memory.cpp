@@ -1,0 +1,68 @@
+// Shared-memory gather(v), for communicators whose ranks all live on one host
+// (transport/shared_arena.hpp).
+//
+// How it works: in round c every rank except the root copies piece c of its block (up to one
+// 256 KiB slot) into its data slot and announces it; the root announces that it is done with the
+// previous round and copies every announced piece into place, taking ranks in order from the
+// one after it.
+//
+// Every rank knows every block's length (the counts are the same on all ranks), so all count
+// the same ceil(largest block / 256 KiB) rounds without talking. Cost: each block is written
+// into the arena once and read once, one handoff per round, against ceil(log2 n) message rounds
+// of the binomial tree, where inner ranks forward their subtrees. Declines only without an arena.
+
+#include "algorithms/implementations.hpp"
+#include "core/copy_bytes.hpp"
+
+#include <algorithm>
+
+namespace cohort::algorithms {
+namespace {
+
+/// One round moves up to one slot of every rank's block.
+constexpr std::size_t kPiece = transport::SharedArena::kSlotBytes;
+
+}  // namespace
+
+bool gather_shared_memory(const OpContext& ctx, const GatherArgs& args) {
+  using Arena = transport::SharedArena;
+  if (ctx.size == 1) return true;  // the root's own block is already in place
+  Arena* arena = ctx.arena;
+  if (arena == nullptr) return false;
+  const auto n = static_cast<std::size_t>(ctx.size);
+  const auto me = static_cast<std::size_t>(ctx.rank);
+  const auto root = static_cast<std::size_t>(args.root);
+  const std::size_t es = dtype_size(args.dtype);
+  const auto* in = static_cast<const std::byte*>(args.in);
+  auto* out = static_cast<std::byte*>(args.out);
+
+  std::size_t largest = 0;
+  for (std::size_t r = 0; r < n; ++r)
+    if (r != root) largest = std::max(largest, args.counts[r] * es);
+  const std::size_t rounds = (largest + kPiece - 1) / kPiece;
+  auto piece = [](std::size_t total, std::size_t c) -> std::size_t {
+    const std::size_t at = c * kPiece;
+    return at < total ? std::min(kPiece, total - at) : 0;
+  };
+
+  for (std::size_t c = 0; c < rounds; ++c) {
+    const std::uint64_t g = arena->next_generation();
+    if (me != root) {
+      arena->wait_until_data_free(g, ctx.deadline, ctx.what);
+      copy_bytes(arena->data(ctx.rank, g), in + c * kPiece, piece(args.counts[me] * es, c));
+      arena->publish(Arena::Flag::Arrived, g);
+      continue;
+    }
+    // Done with the previous round's slots: the others may refill that parity next round.
+    arena->publish(Arena::Flag::Arrived, g);
+    for (std::size_t k = 1; k < n; ++k) {
+      const std::size_t r = (root + k) % n;
+      arena->wait_for(static_cast<int>(r), Arena::Flag::Arrived, g, ctx.deadline, ctx.what);
+      copy_bytes(out + args.displs[r] * es + c * kPiece, arena->data(static_cast<int>(r), g),
+                 piece(args.counts[r] * es, c));
+    }
+  }
+  return true;
+}
+
+}  // namespace cohort::algorithms
