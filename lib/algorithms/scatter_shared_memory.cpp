@@ -26,8 +26,7 @@ bool scatter_shared_memory(const OpContext& ctx, const ScatterArgs& args) {
   const auto n = static_cast<std::size_t>(ctx.size);
   const auto me = static_cast<std::size_t>(ctx.rank);
   const auto root = static_cast<std::size_t>(args.root);
-  constexpr std::size_t kLine = 64;
-  const std::size_t sub = Arena::kSlotBytes / n / kLine * kLine;
+  const std::size_t sub = Arena::sub_slot_bytes(n);
   if (sub == 0) return false;  // the same on every rank: n is
   const std::size_t es = dtype_size(args.dtype);
   const auto* in = static_cast<const std::byte*>(args.in);

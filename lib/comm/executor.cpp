@@ -293,6 +293,18 @@ void Executor::poison(const Error& cause) noexcept {
   }
 }
 
+void Executor::run_front(std::unique_lock<std::mutex>& lock) noexcept {
+  QueuedOp op = std::move(queue_.front());
+  queue_.pop_front();
+  busy_ = true;
+  lock.unlock();
+  {
+    DriveGuard guard(*this);
+    execute_queued(op);
+  }
+  op = QueuedOp{};  // drop the body and its buffer owners outside the lock
+}
+
 void Executor::help() noexcept {
   std::unique_lock lock(mutex_);
   if (busy_) return;
@@ -300,15 +312,8 @@ void Executor::help() noexcept {
   // queued collective stays with the progress thread, so Work::wait(timeout) can still give up
   // on time.
   if (!queue_.empty() && queue_.front().p2p) {
-    QueuedOp op = std::move(queue_.front());
-    queue_.pop_front();
-    busy_ = true;
-    lock.unlock();
-    {
-      DriveGuard guard(*this);
-      execute_queued(op);
-    }
-    return;  // op (and its buffer owners) go out of scope without the lock
+    run_front(lock);
+    return;
   }
   if (pending_count_ == 0 || !queue_.empty()) return;
   busy_ = true;
@@ -321,15 +326,7 @@ void Executor::thread_main() noexcept {
   std::unique_lock lock(mutex_);
   for (;;) {
     if (!busy_ && !queue_.empty()) {
-      QueuedOp op = std::move(queue_.front());
-      queue_.pop_front();
-      busy_ = true;
-      lock.unlock();
-      {
-        DriveGuard guard(*this);
-        execute_queued(op);
-      }
-      op = QueuedOp{};  // drop the body and its buffer owners outside the lock
+      run_front(lock);
       lock.lock();
       continue;
     }

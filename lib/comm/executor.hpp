@@ -154,6 +154,9 @@ class Executor {
   /// "allreduce #17" or "allreduce #17 (ring)" into `what`, reusing its capacity.
   void describe_into(std::string& what, const OpInfo& info, std::uint32_t seq) const;
   void thread_main() noexcept;
+  /// Takes the queue's front op and drives it to its end; `lock` (on mutex_, with busy_ false)
+  /// is released on the way and not retaken.
+  void run_front(std::unique_lock<std::mutex>& lock) noexcept;
   /// One non-blocking drive step on a thread waiting on a Work (ProgressHook::help): posts the
   /// next queued send/receive or polls the in-flight ones, unless another thread is driving.
   void help() noexcept;

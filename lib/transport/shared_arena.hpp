@@ -74,6 +74,13 @@ class SharedArena {
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
 
+  /// Bytes of one of n equal, cache-line-aligned parts of a slot (alltoall's and scatter's
+  /// per-destination sub-slots); 0 when a part would be under one cache line.
+  static constexpr std::size_t sub_slot_bytes(std::size_t n) noexcept {
+    constexpr std::size_t kLine = 64;
+    return kSlotBytes / n / kLine * kLine;
+  }
+
   /// The next piece's generation (1, 2, ...): the same sequence on every rank.
   std::uint64_t next_generation() noexcept { return ++generation_; }
 
