@@ -17,6 +17,7 @@
 // message pairs per round trip for pairwise exchange. Declines without an arena, or when a
 // sub-slot would be under one cache line (more than 4096 ranks).
 
+#include "algorithms/arena_rounds.hpp"
 #include "algorithms/implementations.hpp"
 #include "core/copy_bytes.hpp"
 
@@ -42,16 +43,7 @@ bool alltoall_shared_memory(const OpContext& ctx, const AlltoallArgs& args) {
   if (n == 1) return true;
   if (args.uniform && args.send_counts[me] == 0) return true;  // every block is empty
 
-  // Bytes of a block of `total` bytes that fall in round c.
-  auto piece = [&](std::size_t total, std::uint64_t c) -> std::size_t {
-    const std::size_t at = c * sub;
-    return at < total ? std::min(sub, total - at) : 0;
-  };
-  std::uint64_t my_rounds = 0;
-  for (std::size_t j = 0; j < n; ++j) {
-    if (j == me) continue;
-    my_rounds = std::max<std::uint64_t>(my_rounds, (args.send_counts[j] * es + sub - 1) / sub);
-  }
+  const std::uint64_t my_rounds = rounds_for_others(args.send_counts, es, me, sub);
 
   // Round 0 runs always: it carries every rank's round count.
   std::uint64_t rounds = std::max<std::uint64_t>(1, my_rounds);
@@ -62,7 +54,8 @@ bool alltoall_shared_memory(const OpContext& ctx, const AlltoallArgs& args) {
     for (std::size_t j = 0; j < n; ++j) {
       if (j == me) continue;
       const std::size_t total = args.send_counts[j] * es;
-      copy_bytes(slot + j * sub, in + args.send_displs[j] * es + c * sub, piece(total, c));
+      copy_bytes(slot + j * sub, in + args.send_displs[j] * es + c * sub,
+                 round_bytes(total, c, sub));
     }
     if (c == 0) std::memcpy(arena->inline_data(ctx.rank, g), &my_rounds, sizeof my_rounds);
     arena->publish(Arena::Flag::Arrived, g);
@@ -77,7 +70,7 @@ bool alltoall_shared_memory(const OpContext& ctx, const AlltoallArgs& args) {
       const auto from = static_cast<std::size_t>(r);
       const std::size_t total = args.recv_counts[from] * es;
       copy_bytes(out + args.recv_displs[from] * es + c * sub, arena->data(r, g) + me * sub,
-                 piece(total, c));
+                 round_bytes(total, c, sub));
     }
   }
   return true;

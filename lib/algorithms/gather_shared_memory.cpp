@@ -11,6 +11,7 @@
 // into the arena once and read once, one handoff per round, against ceil(log2 n) message rounds
 // of the binomial tree, where inner ranks forward their subtrees. Declines only without an arena.
 
+#include "algorithms/arena_rounds.hpp"
 #include "algorithms/implementations.hpp"
 #include "core/copy_bytes.hpp"
 
@@ -36,20 +37,13 @@ bool gather_shared_memory(const OpContext& ctx, const GatherArgs& args) {
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
 
-  std::size_t largest = 0;
-  for (std::size_t r = 0; r < n; ++r)
-    if (r != root) largest = std::max(largest, args.counts[r] * es);
-  const std::size_t rounds = (largest + kPiece - 1) / kPiece;
-  auto piece = [](std::size_t total, std::size_t c) -> std::size_t {
-    const std::size_t at = c * kPiece;
-    return at < total ? std::min(kPiece, total - at) : 0;
-  };
+  const std::size_t rounds = rounds_for_others(args.counts, es, root, kPiece);
 
   for (std::size_t c = 0; c < rounds; ++c) {
     const std::uint64_t g = arena->next_generation();
     if (me != root) {
       arena->wait_until_data_free(g, ctx.deadline, ctx.what);
-      copy_bytes(arena->data(ctx.rank, g), in + c * kPiece, piece(args.counts[me] * es, c));
+      copy_bytes(arena->data(ctx.rank, g), in + c * kPiece, round_bytes(args.counts[me] * es, c, kPiece));
       arena->publish(Arena::Flag::Arrived, g);
       continue;
     }
@@ -59,7 +53,7 @@ bool gather_shared_memory(const OpContext& ctx, const GatherArgs& args) {
       const std::size_t r = (root + k) % n;
       arena->wait_for(static_cast<int>(r), Arena::Flag::Arrived, g, ctx.deadline, ctx.what);
       copy_bytes(out + args.displs[r] * es + c * kPiece, arena->data(static_cast<int>(r), g),
-                 piece(args.counts[r] * es, c));
+                 round_bytes(args.counts[r] * es, c, kPiece));
     }
   }
   return true;

@@ -12,6 +12,7 @@
 // against ceil(log2 n) message rounds of the binomial tree, where inner ranks forward subtrees.
 // Declines without an arena, or when a sub-slot would be under one cache line (over 4096 ranks).
 
+#include "algorithms/arena_rounds.hpp"
 #include "algorithms/implementations.hpp"
 #include "core/copy_bytes.hpp"
 
@@ -37,14 +38,7 @@ bool scatter_shared_memory(const OpContext& ctx, const ScatterArgs& args) {
     const std::byte* own = in + args.displs[root] * es;
     if (own != out) move_bytes(out, own, args.counts[root] * es);
   }
-  std::size_t largest = 0;
-  for (std::size_t r = 0; r < n; ++r)
-    if (r != root) largest = std::max(largest, args.counts[r] * es);
-  const std::size_t rounds = (largest + sub - 1) / sub;
-  auto piece = [&](std::size_t total, std::size_t c) -> std::size_t {
-    const std::size_t at = c * sub;
-    return at < total ? std::min(sub, total - at) : 0;
-  };
+  const std::size_t rounds = rounds_for_others(args.counts, es, root, sub);
 
   for (std::size_t c = 0; c < rounds; ++c) {
     const std::uint64_t g = arena->next_generation();
@@ -54,7 +48,7 @@ bool scatter_shared_memory(const OpContext& ctx, const ScatterArgs& args) {
       for (std::size_t r = 0; r < n; ++r) {
         if (r == root) continue;
         copy_bytes(slot + r * sub, in + args.displs[r] * es + c * sub,
-                   piece(args.counts[r] * es, c));
+                   round_bytes(args.counts[r] * es, c, sub));
       }
       arena->publish(Arena::Flag::Arrived, g);
     } else {
@@ -62,7 +56,7 @@ bool scatter_shared_memory(const OpContext& ctx, const ScatterArgs& args) {
       arena->publish(Arena::Flag::Arrived, g);
       arena->wait_for(args.root, Arena::Flag::Arrived, g, ctx.deadline, ctx.what);
       copy_bytes(out + c * sub, arena->data(args.root, g) + me * sub,
-                 piece(args.counts[me] * es, c));
+                 round_bytes(args.counts[me] * es, c, sub));
     }
   }
   return true;
