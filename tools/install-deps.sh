@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   meson ninja-build pkg-config g++ git
   libucx-dev ucx-utils
-  catch2 libspdlog-dev libfmt-dev libcli11-dev libdlpack-dev libbenchmark-dev
+  catch2 libspdlog-dev libfmt-dev libcli11-dev libdlpack-dev libbenchmark-dev nlohmann-json3-dev
   openmpi-bin libopenmpi-dev libgloo-dev
   python3 python3-numpy procps
 )

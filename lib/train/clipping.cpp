@@ -1,0 +1,112 @@
+// Gradient clipping: torch.nn.utils.clip_grad_norm_ / clip_grad_value_, with the norm of
+// sharded gradients agreed across a shard group.
+//
+// How it works: each rank sums |g|^p over its gradients in f64 (max |g| for the infinity norm),
+// which is the p-th power of torch's norm of per-tensor norms. With a shard group, one 8-byte
+// allreduce (Sum, or Max for the infinity norm; both propagate NaN) makes the sum global, so every
+// rank computes the same total, takes the same error_if_nonfinite decision and the same
+// coefficient. The coefficient min(1, max_norm / (total + 1e-6)) is applied in place by the
+// kernels' convert (a multiply rounded once to the gradient's dtype), skipped when it is 1.
+//
+// Cost: one read pass over the gradients, one write pass when clipping, one 8-byte allreduce
+// with a shard group.
+
+#include <cohort/error.hpp>
+#include <cohort/train/gradients.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "train/gradient_checks.hpp"
+#include "train/kernels/float_kernels.hpp"
+
+namespace cohort::train {
+namespace {
+
+// Σ |g|^p over one gradient, or max |g| for the infinity norm (NaN if g holds a NaN).
+double local_part(const Buffer& grad, double p) {
+  using kernels::NormPart;
+  if (std::isinf(p))
+    return kernels::norm_part(grad.dtype(), grad.data(), grad.count(), NormPart::MaxAbs);
+  if (p == 2.0)
+    return kernels::norm_part(grad.dtype(), grad.data(), grad.count(), NormPart::SumSquares);
+  if (p == 1.0)
+    return kernels::norm_part(grad.dtype(), grad.data(), grad.count(), NormPart::SumAbs);
+  return kernels::sum_abs_pow(grad.dtype(), grad.data(), grad.count(), p);
+}
+
+// std::max drops a NaN in its first argument; a norm must not.
+double max_keeping_nan(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::nan("");
+  return a > b ? a : b;
+}
+
+}  // namespace
+
+double clip_grad_norm(std::span<const Buffer> grads, double max_norm, const ClipOptions& options) {
+  const double p = options.norm_type;
+  if (!(p > 0.0)) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("clip_grad_norm: norm_type {} must be > 0 (or kInfinityNorm)", p));
+  }
+  if (!(max_norm >= 0.0)) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("clip_grad_norm: max_norm {} must be >= 0", max_norm));
+  }
+  for (std::size_t i = 0; i < grads.size(); ++i) check_gradient("clip_grad_norm", i, grads[i]);
+
+  const bool infinity_norm = std::isinf(p);
+  double accumulated = 0.0;  // Σ |g|^p, or max |g|
+  for (const Buffer& grad : grads) {
+    if (grad.count() == 0) continue;
+    const double part = local_part(grad, p);
+    accumulated = infinity_norm ? max_keeping_nan(accumulated, part) : accumulated + part;
+  }
+  if (options.shard_group && options.shard_group->size() > 1) {
+    Buffer global = Buffer::allocate(1, DType::Float64);
+    *global.data_as<double>() = accumulated;
+    CollectiveOptions collective;
+    collective.timeout = options.timeout;
+    options.shard_group->allreduce(global, infinity_norm ? ReduceOp::Max : ReduceOp::Sum,
+                                   collective);
+    accumulated = *global.data_as<double>();
+  }
+  double total = accumulated;
+  if (!infinity_norm && p == 2.0) {
+    total = std::sqrt(accumulated);
+  } else if (!infinity_norm && p != 1.0) {
+    total = std::pow(accumulated, 1.0 / p);
+  }
+
+  // Decided from the agreed total, so every rank of the shard group throws together.
+  if (options.error_if_nonfinite && !std::isfinite(total)) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("clip_grad_norm: the total norm of order {} is {}, and "
+                            "error_if_nonfinite is set; the gradients were not modified",
+                            p, total));
+  }
+  // NaN fails the comparison, so a NaN total makes every gradient NaN, as in torch.
+  const double coef = max_norm / (total + 1e-6);
+  if (coef >= 1.0) return total;
+  const auto factor = static_cast<float>(coef);
+  for (const Buffer& grad : grads) {
+    if (grad.count() == 0) continue;
+    kernels::convert(grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(), factor);
+  }
+  return total;
+}
+
+void clip_grad_value(std::span<const Buffer> grads, double value) {
+  if (!(value >= 0.0)) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("clip_grad_value: value {} must be >= 0", value));
+  }
+  for (std::size_t i = 0; i < grads.size(); ++i) check_gradient("clip_grad_value", i, grads[i]);
+  for (const Buffer& grad : grads) {
+    if (grad.count() == 0) continue;
+    kernels::clamp(grad.dtype(), grad.data(), grad.count(), value);
+  }
+}
+
+}  // namespace cohort::train

@@ -1,0 +1,344 @@
+// GradientSynchronizer: DDP's reducer over the public Communicator.
+//
+// How it works. The constructor fixes the bucket layout (bucket_layout.cpp) and gives each
+// bucket one contiguous staging buffer in its communication dtype. Each micro-step:
+//   1. begin_micro_step() applies Accelerate's counter rule and decides whether this micro-step
+//      communicates; if not, mark_ready()/finish() only validate and track.
+//   2. mark_ready(i) casts gradient i into its bucket slot, multiplied by 1/world (and by the
+//      exact_final_window correction), in one kernel pass. When that completes the bucket at the
+//      head of the launch queue, the head and every complete bucket behind it start their
+//      allreduce(Sum) asynchronously: launches happen strictly in bucket order, so the sequence
+//      of collectives is the same on every rank whatever order backward marks gradients in.
+//   3. finish() starts the buckets not yet started (slots of unready gradients zeroed), waits
+//      for all of them and casts every slot back into its gradient.
+// Unready gradients: the last bucket has `world` trailing elements; rank r writes 1 at element r
+// when it starts that bucket with gradients still unready. After the Sum every rank knows which
+// ranks left gradients unready, so all of them throw together without an extra collective (the
+// flags are not pre-divided: a sum of 0s and 1s is exact in every communication dtype).
+//
+// Cost per communicating micro-step: one allreduce per bucket, of the bucket's bytes in the
+// communication dtype (plus `world` elements on the last); one cast pass in and one out per
+// gradient. A world of one without a communication dtype uses the gradients in place: no
+// staging, no copies, only the exact_final_window rescale.
+
+#include <cohort/error.hpp>
+#include <cohort/train/gradients.hpp>
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "core/log.hpp"
+#include "train/gradient_checks.hpp"
+#include "train/kernels/float_kernels.hpp"
+
+namespace cohort::train {
+
+struct GradientSynchronizer::Bucket {
+  std::vector<std::size_t> grads;  // registered indices, in slot order (the layout's)
+  DType dtype = DType::Float32;    // communication dtype of `staging`
+  std::size_t payload = 0;         // gradient elements; the unready flags follow on the last
+  Buffer staging;
+  std::size_t unready = 0;  // gradients of this bucket not marked in this micro-step
+  Work work;                // the allreduce, once started (invalid in a world of one)
+
+  std::byte* slot(std::size_t offset) const {
+    return static_cast<std::byte*>(staging.data()) + offset * dtype_size(dtype);
+  }
+};
+
+namespace {
+
+constexpr const char* kWho = "GradientSynchronizer";
+
+// "2, 5, 7" (at most `limit` items, then the total), for messages naming gradients or ranks.
+template <class T>
+std::string join(const std::vector<T>& items, std::size_t limit = 16) {
+  std::string text;
+  for (std::size_t i = 0; i < items.size() && i < limit; ++i) {
+    if (i > 0) text += ", ";
+    text += std::to_string(items[i]);
+  }
+  if (items.size() > limit) text += fmt::format(", ... ({} in all)", items.size());
+  return text;
+}
+
+}  // namespace
+
+GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
+                                           std::vector<Buffer> grads,
+                                           const GradientSyncOptions& options)
+    : comm_(std::move(comm)), options_(options), grads_(std::move(grads)) {
+  if (!comm_)
+    throw Error(ErrorCode::InvalidArgument, fmt::format("{}: communicator is null", kWho));
+  if (options_.accumulation_steps < 1) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: accumulation_steps is {}; it must be at least 1", kWho,
+                            options_.accumulation_steps));
+  }
+  if (options_.communication_dtype && *options_.communication_dtype != DType::Float16 &&
+      *options_.communication_dtype != DType::BFloat16) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: communication dtype {} is not supported; use half or bfloat16",
+                            kWho, dtype_name(*options_.communication_dtype)));
+  }
+  for (std::size_t i = 0; i < grads_.size(); ++i) check_gradient(kWho, i, grads_[i]);
+
+  layout_ = bucket_layout(grads_, options_.bucket_cap_bytes, options_.first_bucket_cap_bytes);
+  const std::size_t world = static_cast<std::size_t>(comm_->size());
+  in_place_ = world == 1 && !options_.communication_dtype;
+  bucket_of_.assign(grads_.size(), 0);
+  offset_of_.assign(grads_.size(), 0);
+  ready_.assign(grads_.size(), false);
+  for (std::size_t b = 0; b < layout_.size(); ++b) {
+    std::size_t offset = 0;
+    for (std::size_t i : layout_[b]) {
+      bucket_of_[i] = b;
+      offset_of_[i] = offset;
+      offset += grads_[i].count();
+    }
+    if (in_place_) continue;
+    auto bucket = std::make_unique<Bucket>();
+    bucket->grads = layout_[b];
+    bucket->dtype = options_.communication_dtype.value_or(grads_[layout_[b].front()].dtype());
+    bucket->payload = offset;
+    const bool last = b + 1 == layout_.size();
+    bucket->staging = Buffer::allocate(offset + (last ? world : 0), bucket->dtype);
+    buckets_.push_back(std::move(bucket));
+  }
+}
+
+GradientSynchronizer::~GradientSynchronizer() {
+  // An unfinished micro-step may have allreduces writing into the staging buffers.
+  for (auto& bucket : buckets_) {
+    if (!bucket->work.valid()) continue;
+    try {
+      bucket->work.wait();
+    } catch (const std::exception& e) {
+      COHORT_LOG_WARN("{}: an unfinished bucket allreduce failed during destruction: {}", kWho,
+                      e.what());
+    }
+  }
+}
+
+bool GradientSynchronizer::begin_micro_step(bool end_of_data) {
+  std::lock_guard lock(mutex_);
+  if (in_flight_) {
+    throw Error(ErrorCode::InvalidUsage,
+                fmt::format("{}::begin_micro_step: the previous micro-step communicates and "
+                            "finish() was not called",
+                            kWho));
+  }
+  const int steps = options_.accumulation_steps;
+  if (optimizer_steps_) window_length_ = 0;  // the previous micro-step closed a window
+  if (no_sync_) {
+    optimizer_steps_ = false;
+    communicating_ = false;
+  } else {
+    ++window_length_;
+    if (end_of_data) {
+      micro_step_ = 0;
+      optimizer_steps_ = true;
+    } else {
+      micro_step_ = (micro_step_ + 1) % steps;
+      optimizer_steps_ = micro_step_ == 0;
+    }
+    communicating_ = optimizer_steps_ || options_.sync_each_batch;
+  }
+  // A short final window was divided by `steps` through loss_multiplier(); the exact mean over
+  // its window_length_ micro-steps needs steps / window_length_ more.
+  double scale = 1.0;
+  if (options_.exact_final_window && optimizer_steps_ && window_length_ < steps) {
+    scale = static_cast<double>(steps) / window_length_;
+  }
+  pack_factor_ = static_cast<float>(scale / comm_->size());
+
+  ready_.assign(grads_.size(), false);
+  unready_count_ = grads_.size();
+  next_launch_ = 0;
+  for (auto& bucket : buckets_) {
+    bucket->unready = bucket->grads.size();
+    bucket->work = Work();
+  }
+  started_ = true;
+  in_flight_ = communicating_;
+  return optimizer_steps_;
+}
+
+void GradientSynchronizer::mark_ready(std::size_t index) {
+  std::lock_guard lock(mutex_);
+  if (index >= grads_.size()) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}::mark_ready: gradient index {} is out of range ({} registered)",
+                            kWho, index, grads_.size()));
+  }
+  if (!started_) {
+    throw Error(ErrorCode::InvalidUsage,
+                fmt::format("{}::mark_ready({}) before the first begin_micro_step()", kWho, index));
+  }
+  if (communicating_ && !in_flight_) {
+    throw Error(ErrorCode::InvalidUsage,
+                fmt::format("{}::mark_ready({}) after finish(); begin the next micro-step first",
+                            kWho, index));
+  }
+  if (ready_[index]) {
+    throw Error(ErrorCode::InvalidUsage,
+                fmt::format("{}::mark_ready: gradient {} was already marked ready in this "
+                            "micro-step",
+                            kWho, index));
+  }
+  ready_[index] = true;
+  --unready_count_;
+  if (!communicating_ || in_place_) return;
+  pack_locked(index);
+  --buckets_[bucket_of_[index]]->unready;
+  launch_ready_buckets_locked();
+}
+
+void GradientSynchronizer::pack_locked(std::size_t index) {
+  const Buffer& grad = grads_[index];
+  const Bucket& bucket = *buckets_[bucket_of_[index]];
+  if (grad.count() == 0) return;
+  kernels::convert(grad.dtype(), grad.data(), bucket.dtype, bucket.slot(offset_of_[index]),
+                   grad.count(), pack_factor_);
+}
+
+void GradientSynchronizer::launch_ready_buckets_locked() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_]->unready == 0) {
+    launch_bucket_locked(next_launch_++, /*forced=*/false);
+  }
+}
+
+void GradientSynchronizer::launch_bucket_locked(std::size_t b, bool forced) {
+  Bucket& bucket = *buckets_[b];
+  if (forced && bucket.unready > 0) {
+    // The staging buffer still holds an earlier micro-step's values: unready slots send zeros.
+    for (std::size_t i : bucket.grads) {
+      if (ready_[i]) continue;
+      std::memset(bucket.slot(offset_of_[i]), 0, grads_[i].count() * dtype_size(bucket.dtype));
+    }
+  }
+  if (b + 1 == buckets_.size()) {
+    // The last bucket starts after every other one, so unready_count_ is final here.
+    std::vector<float> flags(static_cast<std::size_t>(comm_->size()), 0.0f);
+    flags[static_cast<std::size_t>(comm_->rank())] = unready_count_ > 0 ? 1.0f : 0.0f;
+    kernels::convert(DType::Float32, flags.data(), bucket.dtype, bucket.slot(bucket.payload),
+                     flags.size());
+  }
+  if (comm_->size() == 1 || bucket.staging.count() == 0) return;
+  CollectiveOptions collective;
+  collective.timeout = options_.timeout;
+  bucket.work = comm_->allreduce_async(bucket.staging, bucket.staging, ReduceOp::Sum, collective);
+}
+
+void GradientSynchronizer::finish() {
+  std::lock_guard lock(mutex_);
+  if (!in_flight_) return;
+  in_flight_ = false;
+  if (in_place_) {
+    finish_in_place_locked();
+    return;
+  }
+  while (next_launch_ < buckets_.size()) launch_bucket_locked(next_launch_++, /*forced=*/true);
+  wait_all_locked();
+  const std::vector<int> ranks = ranks_with_unready_locked();
+  if (!ranks.empty() && !options_.allow_unready) throw_unready_locked(ranks);
+  unpack_locked();
+}
+
+void GradientSynchronizer::wait_all_locked() {
+  // Wait for every bucket even after a failure, so no allreduce is left writing into staging.
+  std::exception_ptr first_error;
+  for (auto& bucket : buckets_) {
+    if (!bucket->work.valid()) continue;
+    try {
+      bucket->work.wait();
+    } catch (...) {
+      if (!first_error) first_error = std::current_exception();
+    }
+    bucket->work = Work();
+  }
+  if (first_error) std::rethrow_exception(first_error);
+}
+
+std::vector<int> GradientSynchronizer::ranks_with_unready_locked() const {
+  std::vector<int> ranks;
+  if (buckets_.empty()) return ranks;
+  const Bucket& last = *buckets_.back();
+  std::vector<float> flags(static_cast<std::size_t>(comm_->size()));
+  kernels::convert(last.dtype, last.slot(last.payload), DType::Float32, flags.data(), flags.size());
+  for (std::size_t r = 0; r < flags.size(); ++r) {
+    if (flags[r] > 0.5f) ranks.push_back(static_cast<int>(r));
+  }
+  return ranks;
+}
+
+void GradientSynchronizer::unpack_locked() {
+  for (const auto& bucket : buckets_) {
+    for (std::size_t i : bucket->grads) {
+      const Buffer& grad = grads_[i];
+      if (grad.count() == 0) continue;
+      kernels::convert(bucket->dtype, bucket->slot(offset_of_[i]), grad.dtype(), grad.data(),
+                       grad.count());
+    }
+  }
+}
+
+void GradientSynchronizer::finish_in_place_locked() {
+  // A world of one: the "average" of a gradient is the gradient itself (zero if unready).
+  if (unready_count_ > 0 && !options_.allow_unready) throw_unready_locked({comm_->rank()});
+  for (std::size_t i = 0; i < grads_.size(); ++i) {
+    const Buffer& grad = grads_[i];
+    if (grad.count() == 0) continue;
+    if (!ready_[i]) {
+      std::memset(grad.data(), 0, grad.nbytes());
+    } else if (pack_factor_ != 1.0f) {
+      kernels::convert(grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(),
+                       pack_factor_);
+    }
+  }
+}
+
+void GradientSynchronizer::throw_unready_locked(const std::vector<int>& ranks) const {
+  const int me = comm_->rank();
+  std::vector<int> others;
+  for (int r : ranks) {
+    if (r != me) others.push_back(r);
+  }
+  const std::string how =
+      "mark every gradient ready in each communicating micro-step, or set allow_unready so "
+      "unready gradients contribute zeros";
+  if (unready_count_ == 0) {
+    throw Error(ErrorCode::InvalidUsage,
+                fmt::format("{}::finish: {} {} left gradients unready in this micro-step (their "
+                            "errors name them); {}",
+                            kWho, others.size() == 1 ? "rank" : "ranks", join(others), how));
+  }
+  std::vector<std::size_t> mine;
+  for (std::size_t i = 0; i < grads_.size(); ++i) {
+    if (!ready_[i]) mine.push_back(i);
+  }
+  std::string also;
+  if (!others.empty()) {
+    also = fmt::format(" (and {} {} left gradients unready too)",
+                       others.size() == 1 ? "rank" : "ranks", join(others));
+  }
+  throw Error(
+      ErrorCode::InvalidUsage,
+      fmt::format("{}::finish: {} {} never marked ready on rank {} in this "
+                  "micro-step{}; {}",
+                  kWho, mine.size() == 1 ? "gradient" : "gradients", join(mine), me, also, how));
+}
+
+GradientSynchronizer::NoSyncWindow::NoSyncWindow(GradientSynchronizer& owner) noexcept
+    : owner_(owner), previous_(owner.no_sync_) {
+  owner_.no_sync_ = true;
+}
+
+GradientSynchronizer::NoSyncWindow::~NoSyncWindow() {
+  owner_.no_sync_ = previous_;
+}
+
+}  // namespace cohort::train

@@ -1,0 +1,92 @@
+// bucket_layout: DDP's bucket assignment (reverse registration order, a bucket closes at >= its
+// cap, the first bucket at the first cap, a dtype or device change closes the open bucket).
+// Expected layouts are worked out by hand in each case's comment.
+
+#include <cohort/train/gradients.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <vector>
+
+namespace {
+
+using cohort::Buffer;
+using cohort::Device;
+using cohort::DeviceType;
+using cohort::DType;
+using cohort::train::bucket_layout;
+using Layout = std::vector<std::vector<std::size_t>>;
+
+std::vector<Buffer> f32_grads(std::initializer_list<std::size_t> counts) {
+  std::vector<Buffer> grads;
+  for (std::size_t count : counts) grads.push_back(Buffer::allocate(count, DType::Float32));
+  return grads;
+}
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+}  // namespace
+
+TEST_CASE("DDP's default caps: [300000, 10, 262144, 5] f32 -> [[3, 2], [1, 0]]",
+          "[train][buckets]") {
+  // Reverse order: 5 + 262144 elements = 1 MiB + 20 bytes >= 1 MiB closes the first bucket;
+  // 10 + 300000 elements (1.2 MB) stay under 25 MiB and close at the end.
+  const auto grads = f32_grads({300000, 10, 262144, 5});
+  CHECK(bucket_layout(grads, 25 * kMiB, kMiB) == Layout{{3, 2}, {1, 0}});
+}
+
+TEST_CASE("the first bucket closes at the first cap, later ones at the cap", "[train][buckets]") {
+  const auto grads = f32_grads({2, 2, 2, 2, 2});  // 8 bytes each
+  // First cap 8: gradient 4 alone fills it; the other 32 bytes stay under 1000.
+  CHECK(bucket_layout(grads, 1000, 8) == Layout{{4}, {3, 2, 1, 0}});
+  // First cap 24 (three gradients), then a cap of 8 (one each).
+  CHECK(bucket_layout(grads, 8, 24) == Layout{{4, 3, 2}, {1}, {0}});
+  // A bucket closes at exactly the cap (>=), not only past it.
+  CHECK(bucket_layout(grads, 16, 16) == Layout{{4, 3}, {2, 1}, {0}});
+}
+
+TEST_CASE("a dtype change closes the open bucket", "[train][buckets]") {
+  std::vector<Buffer> grads = {
+      Buffer::allocate(4, DType::Float32), Buffer::allocate(4, DType::Float16),
+      Buffer::allocate(4, DType::Float16), Buffer::allocate(4, DType::Float32)};
+  // Reverse: 3 (f32) | 2, 1 (f16) | 0 (f32); caps far away, so only dtype changes close.
+  CHECK(bucket_layout(grads, kMiB, kMiB) == Layout{{3}, {2, 1}, {0}});
+  // Same dtype again after a change does not reopen the earlier bucket.
+  std::vector<Buffer> alternating = {Buffer::allocate(1, DType::Float64),
+                                     Buffer::allocate(1, DType::BFloat16),
+                                     Buffer::allocate(1, DType::Float64)};
+  CHECK(bucket_layout(alternating, kMiB, kMiB) == Layout{{2}, {1}, {0}});
+}
+
+TEST_CASE("a device change closes the open bucket", "[train][buckets]") {
+  const Buffer host = Buffer::allocate(8, DType::Float32);
+  const Device pinned{DeviceType::CUDAHost, 0};
+  std::vector<Buffer> grads = {Buffer::view(host.data(), 4, DType::Float32),
+                               Buffer::view(host.data_as<float>() + 4, 4, DType::Float32, pinned)};
+  CHECK(bucket_layout(grads, kMiB, kMiB) == Layout{{1}, {0}});
+}
+
+TEST_CASE("zero-size gradients join the open bucket", "[train][buckets]") {
+  const auto grads = f32_grads({0, 4, 0});
+  // Reverse: 2 (0 bytes) opens, 1 brings 16 bytes >= 16 and closes; 0 is alone (0 < 16).
+  CHECK(bucket_layout(grads, 16, 16) == Layout{{2, 1}, {0}});
+  const auto only_empty = f32_grads({0, 0});
+  CHECK(bucket_layout(only_empty, 16, 16) == Layout{{1, 0}});
+}
+
+TEST_CASE("a single gradient larger than the cap gets a bucket of its own", "[train][buckets]") {
+  const auto grads = f32_grads({8, 8, 1000});  // 32, 32, 4000 bytes
+  // Reverse: 2 (4000 >= 64) closes at once; 1 and 0 make 64 >= 64.
+  CHECK(bucket_layout(grads, 64, 64) == Layout{{2}, {1, 0}});
+  const auto huge_in_middle = f32_grads({8, 1000, 8});
+  // Reverse: 2 (32) opens; 1 makes 4032 and closes; 0 is alone.
+  CHECK(bucket_layout(huge_in_middle, 64, 64) == Layout{{2, 1}, {0}});
+}
+
+TEST_CASE("caps of zero give one bucket per gradient; no gradients give no buckets",
+          "[train][buckets]") {
+  const auto grads = f32_grads({3, 1, 2});
+  CHECK(bucket_layout(grads, 0, 0) == Layout{{2}, {1}, {0}});
+  CHECK(bucket_layout(std::vector<Buffer>{}, kMiB, kMiB).empty());
+}
