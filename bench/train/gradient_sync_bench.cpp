@@ -6,16 +6,24 @@
 //   (a) after backward: one allreduce over all gradients (a flat buffer, no packing: the best
 //       case of "communicate at the end");
 //   (b) bucketed overlap: cohort::train::GradientSynchronizer (25 MiB buckets, 1 MiB first
-//       bucket), each bucket's allreduce starting while backward goes on.
+//       bucket), each bucket's allreduce starting while backward goes on, on gradients that
+//       are consecutive views of one allocation (train::contiguous_gradients), so every bucket
+//       is reduced in place;
+//   (c) the same with every gradient in its own allocation (as torch allocates them), so each
+//       bucket is copied into a staging buffer and back.
 //
 // The compute time of one backward is `ratio` times the time of the flat allreduce alone
 // (measured first, in the same run), split over the gradients in proportion to their sizes.
 // "exposed" is a step's time beyond its compute: communication the step waited for. "hidden" is
-// the share of the flat allreduce's time that (b) did not expose: 1 - exposed(b) / comm.
-// Every time is the maximum over ranks of that step, then the median over steps.
+// the share of the flat allreduce's time that a variant did not expose: 1 - exposed / comm.
+// Every time is the maximum over ranks of that step; each iteration measures comm alone first
+// and sets that iteration's compute from it; the table shows medians over iterations. Compute is
+// spread over the gradients in proportion to their sizes (a matmul's backward FLOPs are
+// proportional to its weight count); with a tied embedding (GPT-2) the output projection's share
+// comes first in backward while the embedding's gradient is final only at its end.
 //
 // Usage (under cohort-run, mpirun or torchrun):
-//   cohort-run -n 2 -- cohort-grad-sync-bench --model gpt-125m --ratio 1.5 --steps 10
+//   cohort-run -n 2 -- cohort-grad-sync-bench --model vit-b16 --ratio 1.5 --steps 10
 //   [--bucket-mib 25] [--first-bucket-mib 1] [--json results.json]
 
 #include <cohort/cohort.hpp>
@@ -35,6 +43,7 @@
 
 namespace {
 
+constexpr cohort::DType kF32 = cohort::DType::Float32;
 using Clock = std::chrono::steady_clock;
 using Seconds = std::chrono::duration<double>;
 
@@ -68,14 +77,17 @@ struct StepTimes {
 // late wake-up does not push every later gradient back.
 class SimulatedBackward {
  public:
-  SimulatedBackward(const std::vector<std::size_t>& counts, double total_compute)
-      : offsets_(counts.size()) {
-    std::size_t total = 0;
-    for (std::size_t n : counts) total += n;
+  SimulatedBackward(const cohort::bench::ModelShape& model, double total_compute)
+      : offsets_(model.parameter_counts.size()) {
+    const auto& counts = model.parameter_counts;
+    const double per_element = total_compute / static_cast<double>(model.total());
     double cumulative = 0;
+    // The tied output projection's matmul runs first; its gradient completes last.
+    if (model.tied_embedding) cumulative += per_element * static_cast<double>(counts[0]);
     // Backward produces the last registered gradient first.
     for (std::size_t k = counts.size(); k-- > 0;) {
-      cumulative += total_compute * static_cast<double>(counts[k]) / static_cast<double>(total);
+      if (!(model.tied_embedding && k == 0))
+        cumulative += per_element * static_cast<double>(counts[k]);
       offsets_[k] = cumulative;
     }
     total_ = cumulative;
@@ -100,7 +112,8 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"cohort-grad-sync-bench: bucketed, overlapped gradient averaging vs one allreduce",
                "cohort-grad-sync-bench"};
-  app.add_option("--model", o.model, "gpt-25m or gpt-125m")->capture_default_str();
+  app.add_option("--model", o.model, "vit-s16, vit-b16, gpt-25m or gpt-125m")
+      ->capture_default_str();
   app.add_option("--ratio", o.ratio, "backward compute time / flat allreduce time")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -116,96 +129,111 @@ int main(int argc, char** argv) {
 
   const auto shape = cohort::bench::model_by_name(o.model);
   if (!shape) {
-    std::fprintf(stderr, "unknown --model %s (gpt-25m, gpt-125m)\n", o.model.c_str());
+    std::fprintf(stderr, "unknown --model %s (vit-s16, vit-b16, gpt-25m, gpt-125m)\n",
+                 o.model.c_str());
     return 2;
   }
   auto comm = cohort::init();
   const bool main_rank = comm->rank() == 0;
   const auto& counts = shape->parameter_counts;
 
-  // Gradients are views into one flat allocation, so (a) needs no packing.
-  cohort::Buffer flat = cohort::Buffer::allocate(shape->total(), cohort::DType::Float32);
-  std::vector<cohort::Buffer> grads;
-  for (std::size_t offset = 0; std::size_t n : counts) {
-    grads.push_back(
-        cohort::Buffer::view(flat.data_as<float>() + offset, n, cohort::DType::Float32));
-    offset += n;
-  }
+  // Gradients are consecutive views of one allocation: (a) reduces it whole, (b) bucket by
+  // bucket in place. (c) gives every gradient its own allocation.
+  std::vector<cohort::Buffer> grads = cohort::train::contiguous_gradients(counts, kF32);
+  const cohort::Buffer flat = cohort::Buffer::view(grads.front().data(), shape->total(), kF32);
   std::fill_n(flat.data_as<float>(), flat.count(), 1.0f + static_cast<float>(comm->rank()));
+  std::vector<cohort::Buffer> separate;
+  for (std::size_t n : counts) {
+    separate.push_back(cohort::Buffer::allocate(n, kF32));
+    std::fill_n(separate.back().data_as<float>(), n, 1.0f);
+  }
 
-  // The flat allreduce alone: the communication to hide.
-  std::vector<double> comm_runs;
-  for (int i = 0; i < o.warmup + o.steps; ++i) {
+  // The flat allreduce alone: the communication to hide. This VM's memory bandwidth drifts
+  // between two levels for seconds at a time, so it is measured again at the start of every
+  // iteration and that iteration's compute is `ratio` times it.
+  const auto flat_allreduce = [&] {
     comm->barrier();
     const auto t0 = Clock::now();
     comm->allreduce(flat, cohort::ReduceOp::Sum);
-    const double t = max_over_ranks(*comm, Seconds(Clock::now() - t0).count());
-    if (i >= o.warmup) comm_runs.push_back(t);
-  }
-  const double comm_time = median(comm_runs);
-  SimulatedBackward backward(counts, o.ratio * comm_time);
+    return max_over_ranks(*comm, Seconds(Clock::now() - t0).count());
+  };
 
   cohort::train::GradientSyncOptions sync_options;
   sync_options.bucket_cap_bytes = static_cast<std::size_t>(o.bucket_mib * 1048576);
   sync_options.first_bucket_cap_bytes = static_cast<std::size_t>(o.first_bucket_mib * 1048576);
-  cohort::train::GradientSynchronizer synchronizer(comm, grads, sync_options);
+  cohort::train::GradientSynchronizer in_place(comm, grads, sync_options);
+  cohort::train::GradientSynchronizer staged(comm, separate, sync_options);
 
-  std::vector<double> flat_steps, bucketed_steps, computes;
+  // One step of backward with each gradient handed to `sync` as it is produced.
+  const auto bucketed_step = [&](cohort::train::GradientSynchronizer& sync,
+                                 SimulatedBackward& backward) {
+    comm->barrier();
+    backward.start();
+    sync.begin_micro_step();
+    for (std::size_t k = counts.size(); k-- > 0;) {
+      backward.wait_for_gradient(k);
+      sync.mark_ready(k);
+    }
+    sync.finish();
+    return max_over_ranks(*comm, Seconds(Clock::now() - backward.started()).count());
+  };
+
+  // Per timed iteration: comm alone, and each variant's exposed time (step - compute).
+  std::vector<double> comm_runs, computes, exposed_a, exposed_b, exposed_c, hidden_b, hidden_c;
   for (int i = 0; i < o.warmup + o.steps; ++i) {
+    const double alone = flat_allreduce();
+    SimulatedBackward backward(*shape, o.ratio * alone);
     // (a) backward, then one allreduce.
     comm->barrier();
     backward.start();
     for (std::size_t k = counts.size(); k-- > 0;) backward.wait_for_gradient(k);
     comm->allreduce(flat, cohort::ReduceOp::Sum);
     const double a = max_over_ranks(*comm, Seconds(Clock::now() - backward.started()).count());
-
-    // (b) backward with each gradient handed to the synchroniser as it is produced.
-    comm->barrier();
-    backward.start();
-    synchronizer.begin_micro_step();
-    for (std::size_t k = counts.size(); k-- > 0;) {
-      backward.wait_for_gradient(k);
-      synchronizer.mark_ready(k);
-    }
-    synchronizer.finish();
-    const double b = max_over_ranks(*comm, Seconds(Clock::now() - backward.started()).count());
-    if (i >= o.warmup) {
-      flat_steps.push_back(a);
-      bucketed_steps.push_back(b);
-    }
+    const double b = bucketed_step(in_place, backward);
+    const double c = bucketed_step(staged, backward);
+    if (i < o.warmup) continue;
+    const double compute = backward.total();
+    comm_runs.push_back(alone);
+    computes.push_back(compute);
+    exposed_a.push_back(std::max(0.0, a - compute));
+    exposed_b.push_back(std::max(0.0, b - compute));
+    exposed_c.push_back(std::max(0.0, c - compute));
+    hidden_b.push_back(std::clamp(1.0 - exposed_b.back() / alone, 0.0, 1.0));
+    hidden_c.push_back(std::clamp(1.0 - exposed_c.back() / alone, 0.0, 1.0));
   }
-  const double compute = backward.total();
-  const double step_a = median(flat_steps), step_b = median(bucketed_steps);
-  const double exposed_a = std::max(0.0, step_a - compute);
-  const double exposed_b = std::max(0.0, step_b - compute);
-  const double hidden = comm_time > 0 ? std::clamp(1.0 - exposed_b / comm_time, 0.0, 1.0) : 1.0;
+  const double comm_time = median(comm_runs), compute = median(computes);
 
   if (main_rank) {
-    std::printf("# %s: %zu tensors, %.1fM parameters (f32, %.0f MiB), %d ranks, %zu buckets\n",
-                shape->name.c_str(), counts.size(), static_cast<double>(shape->total()) / 1e6,
-                static_cast<double>(flat.nbytes()) / 1048576.0, comm->size(),
-                synchronizer.buckets().size());
-    std::printf("# medians over %d steps (max over ranks per step), milliseconds\n", o.steps);
-    std::printf("%10s %10s %12s %10s %12s %10s %8s\n", "comm", "compute", "step(a)", "exposed(a)",
-                "step(b)", "exposed(b)", "hidden");
-    std::printf("%10.2f %10.2f %12.2f %10.2f %12.2f %10.2f %7.1f%%\n", comm_time * 1e3,
-                compute * 1e3, step_a * 1e3, exposed_a * 1e3, step_b * 1e3, exposed_b * 1e3,
-                hidden * 100);
+    std::printf(
+        "# %s: %zu tensors, %.1fM parameters (f32, %.0f MiB), %d ranks, %zu buckets, "
+        "compute = %.2f x comm\n",
+        shape->name.c_str(), counts.size(), static_cast<double>(shape->total()) / 1e6,
+        static_cast<double>(flat.nbytes()) / 1048576.0, comm->size(), in_place.buckets().size(),
+        o.ratio);
+    std::printf(
+        "# medians over %d steps (max over ranks per step), ms; hidden = share of comm "
+        "not exposed\n",
+        o.steps);
+    std::printf("%9s %9s | %11s | %11s %7s | %11s %7s\n", "comm", "compute", "exposed(a)",
+                "exposed(b)", "hidden", "exposed(c)", "hidden");
+    std::printf("%9.2f %9.2f | %11.2f | %11.2f %6.1f%% | %11.2f %6.1f%%\n", comm_time * 1e3,
+                compute * 1e3, median(exposed_a) * 1e3, median(exposed_b) * 1e3,
+                median(hidden_b) * 100, median(exposed_c) * 1e3, median(hidden_c) * 100);
     if (!o.json.empty()) {
       nlohmann::json j = {{"model", shape->name},
                           {"parameters", shape->total()},
                           {"tensors", counts.size()},
                           {"ranks", comm->size()},
-                          {"buckets", synchronizer.buckets().size()},
+                          {"buckets", in_place.buckets().size()},
                           {"ratio", o.ratio},
                           {"steps", o.steps},
                           {"comm_ms", comm_time * 1e3},
                           {"compute_ms", compute * 1e3},
-                          {"step_flat_ms", step_a * 1e3},
-                          {"exposed_flat_ms", exposed_a * 1e3},
-                          {"step_bucketed_ms", step_b * 1e3},
-                          {"exposed_bucketed_ms", exposed_b * 1e3},
-                          {"hidden_fraction", hidden}};
+                          {"exposed_flat_ms", median(exposed_a) * 1e3},
+                          {"exposed_in_place_ms", median(exposed_b) * 1e3},
+                          {"hidden_in_place", median(hidden_b)},
+                          {"exposed_staged_ms", median(exposed_c) * 1e3},
+                          {"hidden_staged", median(hidden_c)}};
       std::ofstream(o.json) << j.dump(2) << "\n";
     }
   }

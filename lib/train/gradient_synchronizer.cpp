@@ -1,33 +1,38 @@
 // GradientSynchronizer: DDP's reducer over the public Communicator.
 //
-// How it works. The constructor fixes the bucket layout (bucket_layout.cpp) and gives each
-// bucket one contiguous staging buffer in its communication dtype. Each micro-step:
+// How it works. The constructor fixes the bucket layout (bucket_layout.cpp). A bucket whose
+// gradients tile one contiguous memory range (same dtype, no communication dtype) uses that
+// memory as its buffer ("view" bucket); any other bucket gets one contiguous staging buffer in
+// its communication dtype. Each micro-step:
 //   1. begin_micro_step() applies Accelerate's counter rule and decides whether this micro-step
 //      communicates; if not, mark_ready()/finish() only validate and track.
-//   2. mark_ready(i) casts gradient i into its bucket slot, multiplied by 1/world (and by the
-//      exact_final_window correction), in one kernel pass. When that completes the bucket at the
-//      head of the launch queue, the head and every complete bucket behind it start their
-//      allreduce(Sum) asynchronously: launches happen strictly in bucket order, so the sequence
-//      of collectives is the same on every rank whatever order backward marks gradients in.
-//   3. finish() starts the buckets not yet started (slots of unready gradients zeroed), waits
-//      for all of them and casts every slot back into its gradient.
-// Unready gradients: the last bucket has `world` trailing elements; rank r writes 1 at element r
-// when it starts that bucket with gradients still unready. After the Sum every rank knows which
-// ranks left gradients unready, so all of them throw together without an extra collective (the
-// flags are not pre-divided: a sum of 0s and 1s is exact in every communication dtype).
+//   2. mark_ready(i) casts gradient i into its staging slot, multiplied by 1/world (and by the
+//      exact_final_window correction), in one kernel pass; a view bucket's gradient is
+//      multiplied in place instead. When that completes the bucket at the head of the launch
+//      queue, the head and every complete bucket behind it start their allreduce(Sum)
+//      asynchronously: launches happen strictly in bucket order, so the sequence of collectives
+//      is the same on every rank whatever order backward marks gradients in.
+//   3. finish() starts the buckets not yet started (unready gradients zeroed), and waits for
+//      them in order, casting each staged bucket back into its gradients as soon as its
+//      allreduce is done (overlapping the later buckets' allreduces).
+// Unready gradients: right after the last bucket, an allreduce(Sum) of one float per rank, where
+// rank r writes 1 at element r when it started the last bucket with gradients still unready.
+// Every rank then knows which ranks left gradients unready, and all of them throw together.
 //
 // Cost per communicating micro-step: one allreduce per bucket, of the bucket's bytes in the
-// communication dtype (plus `world` elements on the last); one cast pass in and one out per
-// gradient. A world of one without a communication dtype uses the gradients in place: no
-// staging, no copies, only the exact_final_window rescale.
+// communication dtype, plus one of `world` floats; one pass per gradient in (the division) and,
+// for staged buckets, one out. A world of one without a communication dtype uses the gradients
+// in place: no staging, no copies, only the exact_final_window rescale.
 
 #include <cohort/error.hpp>
 #include <cohort/train/gradients.hpp>
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <string>
 
 #include "core/log.hpp"
@@ -39,7 +44,8 @@ namespace cohort::train {
 struct GradientSynchronizer::Bucket {
   std::vector<std::size_t> grads;  // registered indices, in slot order (the layout's)
   DType dtype = DType::Float32;    // communication dtype of `staging`
-  std::size_t payload = 0;         // gradient elements; the unready flags follow on the last
+  std::size_t payload = 0;         // gradient elements
+  bool view = false;               // `staging` is the gradients' own memory
   Buffer staging;
   std::size_t unready = 0;  // gradients of this bucket not marked in this micro-step
   Work work;                // the allreduce, once started (invalid in a world of one)
@@ -104,18 +110,44 @@ GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
     bucket->grads = layout_[b];
     bucket->dtype = options_.communication_dtype.value_or(grads_[layout_[b].front()].dtype());
     bucket->payload = offset;
-    const bool last = b + 1 == layout_.size();
-    bucket->staging = Buffer::allocate(offset + (last ? world : 0), bucket->dtype);
+    if (!options_.communication_dtype) bucket->staging = contiguous_span(layout_[b]);
+    bucket->view = bucket->staging.count() > 0;
+    if (!bucket->view) bucket->staging = Buffer::allocate(offset, bucket->dtype);
     buckets_.push_back(std::move(bucket));
   }
+  unready_flags_ = Buffer::allocate(world, DType::Float32);
+}
+
+Buffer GradientSynchronizer::contiguous_span(const std::vector<std::size_t>& bucket) const {
+  // The gradients, sorted by address, must follow each other without gaps or overlaps.
+  std::vector<const Buffer*> by_address;
+  for (std::size_t i : bucket) {
+    if (grads_[i].count() > 0) by_address.push_back(&grads_[i]);
+  }
+  if (by_address.empty()) return Buffer();
+  std::sort(by_address.begin(), by_address.end(), [](const Buffer* a, const Buffer* b) {
+    return std::less<const void*>()(a->data(), b->data());
+  });
+  std::size_t count = 0;
+  const auto* expected = static_cast<const std::byte*>(by_address.front()->data());
+  for (const Buffer* grad : by_address) {
+    if (grad->data() != expected) return Buffer();
+    expected += grad->nbytes();
+    count += grad->count();
+  }
+  const Buffer& first = *by_address.front();
+  return Buffer::view(first.data(), count, first.dtype(), first.device());
 }
 
 GradientSynchronizer::~GradientSynchronizer() {
   // An unfinished micro-step may have allreduces writing into the staging buffers.
-  for (auto& bucket : buckets_) {
-    if (!bucket->work.valid()) continue;
+  std::vector<Work*> works;
+  for (auto& bucket : buckets_) works.push_back(&bucket->work);
+  works.push_back(&flags_work_);
+  for (Work* work : works) {
+    if (!work->valid()) continue;
     try {
-      bucket->work.wait();
+      work->wait();
     } catch (const std::exception& e) {
       COHORT_LOG_WARN("{}: an unfinished bucket allreduce failed during destruction: {}", kWho,
                       e.what());
@@ -201,6 +233,12 @@ void GradientSynchronizer::pack_locked(std::size_t index) {
   const Buffer& grad = grads_[index];
   const Bucket& bucket = *buckets_[bucket_of_[index]];
   if (grad.count() == 0) return;
+  if (bucket.view) {
+    if (pack_factor_ != 1.0f)
+      kernels::convert(grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(),
+                       pack_factor_);
+    return;
+  }
   kernels::convert(grad.dtype(), grad.data(), bucket.dtype, bucket.slot(offset_of_[index]),
                    grad.count(), pack_factor_);
 }
@@ -214,23 +252,29 @@ void GradientSynchronizer::launch_ready_buckets_locked() {
 void GradientSynchronizer::launch_bucket_locked(std::size_t b, bool forced) {
   Bucket& bucket = *buckets_[b];
   if (forced && bucket.unready > 0) {
-    // The staging buffer still holds an earlier micro-step's values: unready slots send zeros.
+    // Unready gradients contribute zeros (a staging slot still holds an earlier micro-step's
+    // values; a view bucket's memory is the gradient, whose value this step never finished).
     for (std::size_t i : bucket.grads) {
       if (ready_[i]) continue;
-      std::memset(bucket.slot(offset_of_[i]), 0, grads_[i].count() * dtype_size(bucket.dtype));
+      void* target = bucket.view ? grads_[i].data() : bucket.slot(offset_of_[i]);
+      if (grads_[i].count() > 0)
+        std::memset(target, 0, grads_[i].count() * dtype_size(bucket.dtype));
     }
   }
-  if (b + 1 == buckets_.size()) {
-    // The last bucket starts after every other one, so unready_count_ is final here.
-    std::vector<float> flags(static_cast<std::size_t>(comm_->size()), 0.0f);
-    flags[static_cast<std::size_t>(comm_->rank())] = unready_count_ > 0 ? 1.0f : 0.0f;
-    kernels::convert(DType::Float32, flags.data(), bucket.dtype, bucket.slot(bucket.payload),
-                     flags.size());
-  }
-  if (comm_->size() == 1 || bucket.staging.count() == 0) return;
   CollectiveOptions collective;
   collective.timeout = options_.timeout;
-  bucket.work = comm_->allreduce_async(bucket.staging, bucket.staging, ReduceOp::Sum, collective);
+  const bool communicate = comm_->size() > 1;
+  if (communicate && bucket.staging.count() > 0)
+    bucket.work = comm_->allreduce_async(bucket.staging, bucket.staging, ReduceOp::Sum, collective);
+  if (b + 1 == buckets_.size()) {
+    // The last bucket starts after every other one, so unready_count_ is final here.
+    float* flags = unready_flags_.data_as<float>();
+    std::fill_n(flags, unready_flags_.count(), 0.0f);
+    flags[comm_->rank()] = unready_count_ > 0 ? 1.0f : 0.0f;
+    if (communicate)
+      flags_work_ =
+          comm_->allreduce_async(unready_flags_, unready_flags_, ReduceOp::Sum, collective);
+  }
 }
 
 void GradientSynchronizer::finish() {
@@ -242,47 +286,51 @@ void GradientSynchronizer::finish() {
     return;
   }
   while (next_launch_ < buckets_.size()) launch_bucket_locked(next_launch_++, /*forced=*/true);
-  wait_all_locked();
+  wait_and_unpack_locked();
   const std::vector<int> ranks = ranks_with_unready_locked();
   if (!ranks.empty() && !options_.allow_unready) throw_unready_locked(ranks);
-  unpack_locked();
 }
 
-void GradientSynchronizer::wait_all_locked() {
-  // Wait for every bucket even after a failure, so no allreduce is left writing into staging.
+void GradientSynchronizer::wait_and_unpack_locked() {
+  // Each staged bucket is copied back as soon as its allreduce is done, while later buckets are
+  // still being reduced. Every Work is waited for even after a failure, so no allreduce is left
+  // writing into memory the caller may free.
   std::exception_ptr first_error;
   for (auto& bucket : buckets_) {
-    if (!bucket->work.valid()) continue;
     try {
-      bucket->work.wait();
+      if (bucket->work.valid()) bucket->work.wait();
+      if (!first_error) unpack_locked(*bucket);
     } catch (...) {
       if (!first_error) first_error = std::current_exception();
     }
     bucket->work = Work();
   }
+  try {
+    if (flags_work_.valid()) flags_work_.wait();
+  } catch (...) {
+    if (!first_error) first_error = std::current_exception();
+  }
+  flags_work_ = Work();
   if (first_error) std::rethrow_exception(first_error);
 }
 
 std::vector<int> GradientSynchronizer::ranks_with_unready_locked() const {
   std::vector<int> ranks;
   if (buckets_.empty()) return ranks;
-  const Bucket& last = *buckets_.back();
-  std::vector<float> flags(static_cast<std::size_t>(comm_->size()));
-  kernels::convert(last.dtype, last.slot(last.payload), DType::Float32, flags.data(), flags.size());
-  for (std::size_t r = 0; r < flags.size(); ++r) {
+  const float* flags = unready_flags_.data_as<float>();
+  for (std::size_t r = 0; r < unready_flags_.count(); ++r) {
     if (flags[r] > 0.5f) ranks.push_back(static_cast<int>(r));
   }
   return ranks;
 }
 
-void GradientSynchronizer::unpack_locked() {
-  for (const auto& bucket : buckets_) {
-    for (std::size_t i : bucket->grads) {
-      const Buffer& grad = grads_[i];
-      if (grad.count() == 0) continue;
-      kernels::convert(bucket->dtype, bucket->slot(offset_of_[i]), grad.dtype(), grad.data(),
-                       grad.count());
-    }
+void GradientSynchronizer::unpack_locked(const Bucket& bucket) {
+  if (bucket.view) return;
+  for (std::size_t i : bucket.grads) {
+    const Buffer& grad = grads_[i];
+    if (grad.count() == 0) continue;
+    kernels::convert(bucket.dtype, bucket.slot(offset_of_[i]), grad.dtype(), grad.data(),
+                     grad.count());
   }
 }
 

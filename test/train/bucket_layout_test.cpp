@@ -1,12 +1,15 @@
 // bucket_layout: DDP's bucket assignment (reverse registration order, a bucket closes at >= its
 // cap, the first bucket at the first cap, a dtype or device change closes the open bucket).
-// Expected layouts are worked out by hand in each case's comment.
+// Expected layouts are worked out by hand in each case's comment. Also contiguous_gradients,
+// the allocation that makes every bucket one range of memory.
 
+#include <cohort/error.hpp>
 #include <cohort/train/gradients.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace {
@@ -89,4 +92,28 @@ TEST_CASE("caps of zero give one bucket per gradient; no gradients give no bucke
   const auto grads = f32_grads({3, 1, 2});
   CHECK(bucket_layout(grads, 0, 0) == Layout{{2}, {1}, {0}});
   CHECK(bucket_layout(std::vector<Buffer>{}, kMiB, kMiB).empty());
+}
+
+TEST_CASE("contiguous_gradients: consecutive views of one allocation that outlives the call",
+          "[train][buckets]") {
+  const std::size_t counts[] = {3, 0, 5, 1};
+  std::vector<Buffer> grads = cohort::train::contiguous_gradients(counts, DType::BFloat16);
+  REQUIRE(grads.size() == 4);
+  const auto* base = static_cast<const std::byte*>(grads[0].data());
+  // Offsets in bytes, by hand: 0, 3 * 2, 3 * 2 (empty), 8 * 2.
+  const std::size_t offsets[] = {0, 6, 6, 16};
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(grads[i].dtype() == DType::BFloat16);
+    CHECK(grads[i].count() == counts[i]);
+    if (counts[i] > 0) CHECK(static_cast<const std::byte*>(grads[i].data()) == base + offsets[i]);
+    CHECK_FALSE(grads[i].read_only());
+  }
+  // Zero-filled, and still writable through the views alone once the first one is gone.
+  for (std::size_t i = 0; i < 5; ++i) CHECK(grads[2].data_as<std::uint16_t>()[i] == 0);
+  const Buffer last = grads[3];
+  grads.clear();
+  last.data_as<std::uint16_t>()[0] = 0x3f80;  // 1.0 in bf16; ASan would flag freed memory
+  CHECK(last.data_as<std::uint16_t>()[0] == 0x3f80);
+
+  CHECK_THROWS_AS(cohort::train::contiguous_gradients(counts, DType::Int32), cohort::Error);
 }

@@ -67,8 +67,14 @@ struct GradientSyncOptions {
 /// marked ready *and* every earlier bucket has started, so every rank issues the same collectives
 /// in the same order whatever order its gradients become ready in. Values are divided by the
 /// world size as they are copied into the bucket (so f16 sums cannot overflow where the mean
-/// fits), then summed. The last bucket carries one extra element per rank saying whether that
-/// rank left gradients unready, so every rank learns it from the allreduce it runs anyway.
+/// fits), then summed. Right after the last bucket, one allreduce of one float per rank tells
+/// every rank which ranks left gradients unready.
+///
+/// Copies: when a bucket's gradients already tile one contiguous range of memory (same dtype, no
+/// communication dtype), that memory *is* the bucket: gradients are divided in place and reduced
+/// in place, with no staging copy in or out (DDP's gradient_as_bucket_view, seen from the other
+/// side). contiguous_gradients() allocates gradients that way; otherwise each bucket has a
+/// staging buffer and every gradient is copied in and out once.
 ///
 /// Accumulation: begin_micro_step() says whether this micro-step is the last of its window
 /// (every accumulation_steps-th, and always at the end of the data). On the other micro-steps
@@ -113,7 +119,8 @@ class GradientSynchronizer {
 
   /// Gradient `index` holds this micro-step's final value. On a communicating micro-step it is
   /// copied into its bucket (divided by the world size) and ready buckets start their allreduce;
-  /// the gradient itself is written only by finish(). Throws InvalidArgument for an unknown
+  /// a staged gradient is written only by finish(), a gradient that is its bucket's memory is
+  /// divided in place here and then reduced in place. Throws InvalidArgument for an unknown
   /// index, InvalidUsage when it was already marked in this micro-step, before the first
   /// begin_micro_step(), or after finish() of a communicating micro-step.
   void mark_ready(std::size_t index);
@@ -121,7 +128,8 @@ class GradientSynchronizer {
   /// On a communicating micro-step: starts any bucket not yet started (unready gradients
   /// contribute zeros), waits for every bucket, and copies the averages back into the gradients.
   /// If any rank left a gradient unready (and allow_unready is false), every rank throws
-  /// InvalidUsage after the collectives complete, leaving its gradients as they were; the rank
+  /// InvalidUsage after the collectives complete (the gradients then hold unspecified partial
+  /// results: abandon the step); the rank
   /// that left it names the gradient, the others name that rank. Either way the next
   /// begin_micro_step() may follow. Does nothing on a micro-step that does not communicate, or
   /// when called again.
@@ -147,12 +155,13 @@ class GradientSynchronizer {
   struct Bucket;
 
  private:
+  Buffer contiguous_span(const std::vector<std::size_t>& bucket) const;
   void pack_locked(std::size_t index);
   void launch_ready_buckets_locked();
   void launch_bucket_locked(std::size_t b, bool forced);
-  void wait_all_locked();
+  void wait_and_unpack_locked();
   std::vector<int> ranks_with_unready_locked() const;
-  void unpack_locked();
+  void unpack_locked(const Bucket& bucket);
   void finish_in_place_locked();
   [[noreturn]] void throw_unready_locked(const std::vector<int>& ranks) const;
 
@@ -164,13 +173,15 @@ class GradientSynchronizer {
   std::vector<std::size_t> bucket_of_;            // gradient index -> bucket
   std::vector<std::size_t> offset_of_;            // gradient index -> element offset in bucket
   std::vector<bool> ready_;                       // marked in this micro-step
-  std::size_t unready_count_ = 0;                 // gradients not marked in this micro-step
-  std::size_t next_launch_ = 0;                   // first bucket not started
-  float pack_factor_ = 1.0f;  // 1 / world, times the exact_final_window correction
-  int micro_step_ = 0;        // Accelerate's step counter, modulo accumulation_steps
-  int window_length_ = 0;     // counted micro-steps of the current window so far
-  bool in_place_ = false;     // a world of one without a communication dtype: no staging
-  bool started_ = false;      // begin_micro_step() was called at least once
+  Buffer unready_flags_;  // f32 [world]: 1 at a rank that started the last bucket with unready
+  Work flags_work_;       // their allreduce(Sum), started right after the last bucket's
+  std::size_t unready_count_ = 0;  // gradients not marked in this micro-step
+  std::size_t next_launch_ = 0;    // first bucket not started
+  float pack_factor_ = 1.0f;       // 1 / world, times the exact_final_window correction
+  int micro_step_ = 0;             // Accelerate's step counter, modulo accumulation_steps
+  int window_length_ = 0;          // counted micro-steps of the current window so far
+  bool in_place_ = false;          // a world of one without a communication dtype: no staging
+  bool started_ = false;           // begin_micro_step() was called at least once
   bool communicating_ = false;
   bool optimizer_steps_ = false;
   bool in_flight_ = false;  // a communicating micro-step has not been finished
@@ -187,6 +198,12 @@ class GradientSynchronizer {
 /// Unsupported for device memory. Collective.
 void broadcast_parameters(Communicator& comm, std::span<const Buffer> params, int root = 0,
                           std::size_t chunk_bytes = std::size_t{250} << 20);
+
+/// Allocates gradients for `counts` elements each (registration order) as consecutive views of
+/// one zero-filled host allocation of `dtype`, which the views keep alive. Every bucket of such
+/// gradients is a contiguous range of memory, so GradientSynchronizer reduces them in place
+/// without staging copies.
+std::vector<Buffer> contiguous_gradients(std::span<const std::size_t> counts, DType dtype);
 
 /// The gradient bucket layout GradientSynchronizer uses, computable without a communicator:
 /// reverse registration order, a bucket closes at >= its cap, dtypes and devices never mixed.
