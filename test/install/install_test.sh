@@ -43,9 +43,11 @@ case "$cflags $libs" in
   *"$source_dir"*) fail "pkg-config flags point into the source tree: $cflags $libs" ;;
 esac
 
-# 3. A consumer that touches the public API: Buffer, pad, concat, DLPack, dtype names, errors.
+# 3. A consumer that touches the public API: Buffer, pad, concat, DLPack, dtype names, errors,
+#    and the training layer's installed headers (a cast, Philox's first known answer).
 cat > "$work/consumer.cpp" <<'CPP'
 #include <cohort/cohort.hpp>
+#include <cohort/train.hpp>
 
 #include <cstdio>
 #include <vector>
@@ -70,6 +72,11 @@ int main() {
   } catch (const Error& e) {
     if (e.code() != ErrorCode::InvalidArgument) return std::puts("wrong error code"), 1;
   }
+  float wide[2] = {65519.0f, 65520.0f};
+  Buffer half = train::cast_to(Buffer::view(wide, 2, DType::Float32), DType::Float16);
+  if (half.data_as<unsigned short>()[0] != 0x7bff || half.data_as<unsigned short>()[1] != 0x7c00)
+    return std::puts("f16 cast"), 1;
+  if (train::philox4x32_10({0, 0, 0, 0}, {0, 0})[0] != 0x6627e8d5u) return std::puts("philox"), 1;
   std::printf("cohort %s consumer ok\n", kVersion);
   return 0;
 }
