@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <exception>
 
 #include "train/gradient_checks.hpp"
 #include "train/kernels/float_kernels.hpp"
@@ -46,32 +47,48 @@ double max_keeping_nan(double a, double b) {
 
 double clip_grad_norm(std::span<const Buffer> grads, double max_norm, const ClipOptions& options) {
   const double p = options.norm_type;
-  if (!(p > 0.0)) {
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("clip_grad_norm: norm_type {} must be > 0 (or kInfinityNorm)", p));
+  // Arguments are checked locally, but with a shard group the verdict travels with the norm, so
+  // a rank with bad arguments makes every rank of the group throw instead of leaving it waiting.
+  std::exception_ptr local_error;
+  try {
+    if (!(p > 0.0)) {
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("clip_grad_norm: norm_type {} must be > 0 (or kInfinityNorm)", p));
+    }
+    if (!(max_norm >= 0.0)) {
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("clip_grad_norm: max_norm {} must be >= 0", max_norm));
+    }
+    for (std::size_t i = 0; i < grads.size(); ++i) check_gradient("clip_grad_norm", i, grads[i]);
+  } catch (const Error&) {
+    local_error = std::current_exception();
   }
-  if (!(max_norm >= 0.0)) {
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("clip_grad_norm: max_norm {} must be >= 0", max_norm));
-  }
-  for (std::size_t i = 0; i < grads.size(); ++i) check_gradient("clip_grad_norm", i, grads[i]);
 
   const bool infinity_norm = std::isinf(p);
   double accumulated = 0.0;  // Σ |g|^p, or max |g|
   for (const Buffer& grad : grads) {
-    if (grad.count() == 0) continue;
+    if (local_error || grad.count() == 0) continue;
     const double part = local_part(grad, p);
     accumulated = infinity_norm ? max_keeping_nan(accumulated, part) : accumulated + part;
   }
   if (options.shard_group && options.shard_group->size() > 1) {
-    Buffer global = Buffer::allocate(1, DType::Float64);
-    *global.data_as<double>() = accumulated;
+    // [Σ|g|^p or max|g|, ranks that rejected their arguments]: Sum counts them, Max flags them.
+    Buffer global = Buffer::allocate(2, DType::Float64);
+    global.data_as<double>()[0] = accumulated;
+    global.data_as<double>()[1] = local_error ? 1.0 : 0.0;
     CollectiveOptions collective;
     collective.timeout = options.timeout;
     options.shard_group->allreduce(global, infinity_norm ? ReduceOp::Max : ReduceOp::Sum,
                                    collective);
-    accumulated = *global.data_as<double>();
+    if (local_error) std::rethrow_exception(local_error);
+    if (global.data_as<double>()[1] > 0.0) {
+      throw Error(ErrorCode::InvalidArgument,
+                  "clip_grad_norm: a rank of the shard group rejected its arguments (its error "
+                  "says why); no gradient was modified");
+    }
+    accumulated = global.data_as<double>()[0];
   }
+  if (local_error) std::rethrow_exception(local_error);
   double total = accumulated;
   if (!infinity_norm && p == 2.0) {
     total = std::sqrt(accumulated);

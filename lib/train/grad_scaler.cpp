@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <string>
 #include <utility>
 
@@ -123,9 +124,20 @@ void GradScaler::unscale(std::span<const Buffer> grads, int group) {
         fmt::format("GradScaler::unscale: group {} was already stepped since the last "
                     "update(); unscale() must come before step()",
                     group));
-  // Every buffer is checked before any is multiplied, so a bad list leaves all gradients as they
-  // were and the caller can fix the call and retry.
-  for (std::size_t i = 0; i < grads.size(); ++i) check_gradient("GradScaler::unscale", i, grads[i]);
+  // Every buffer is checked before any is multiplied, so a bad list leaves this rank's
+  // gradients as they were. The verdict rides on the found-inf agreement (2 + rank instead of a
+  // 0/1 flag), so the other ranks throw too instead of waiting for this one.
+  std::exception_ptr local_error;
+  try {
+    for (std::size_t i = 0; i < grads.size(); ++i)
+      check_gradient("GradScaler::unscale", i, grads[i]);
+  } catch (const Error&) {
+    local_error = std::current_exception();
+  }
+  if (local_error) {
+    agree_max(*comm_, 2.0f + static_cast<float>(comm_->rank()), options_.timeout);
+    std::rethrow_exception(local_error);
+  }
 
   const float inv_scale = reciprocal(state_.scale);
   bool local_inf = false;
@@ -141,7 +153,14 @@ void GradScaler::unscale(std::span<const Buffer> grads, int group) {
   // agreement below fails; until it succeeds, assume the worst (an overflow: skip the step).
   g.stage = GroupStage::Unscaled;
   g.found_inf = true;
-  g.found_inf = agree_max(*comm_, local_inf ? 1.0f : 0.0f, options_.timeout) > 0.0f;
+  const float agreed = agree_max(*comm_, local_inf ? 1.0f : 0.0f, options_.timeout);
+  if (agreed >= 2.0f) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("GradScaler::unscale: rank {} rejected its gradients (its error says "
+                            "why; other ranks may have too); this step must be skipped",
+                            static_cast<int>(agreed) - 2));
+  }
+  g.found_inf = agreed > 0.0f;
 }
 
 bool GradScaler::step(std::span<const Buffer> grads, int group) {

@@ -71,6 +71,18 @@ std::string join(const std::vector<T>& items, std::size_t limit = 16) {
   return text;
 }
 
+// Waits for `work` (if any) and forgets it; its error was or will be reported elsewhere.
+void wait_quietly(Work& work) noexcept {
+  if (!work.valid()) return;
+  try {
+    work.wait();
+  } catch (const std::exception& e) {
+    COHORT_LOG_WARN("{}: an allreduce left from an unfinished micro-step failed: {}", kWho,
+                    e.what());
+  }
+  work = Work();
+}
+
 }  // namespace
 
 GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
@@ -79,6 +91,49 @@ GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
     : comm_(std::move(comm)), options_(options), grads_(std::move(grads)) {
   if (!comm_)
     throw Error(ErrorCode::InvalidArgument, fmt::format("{}: communicator is null", kWho));
+  // Arguments are checked locally first, but the verdict is exchanged before anyone throws, so
+  // a rank with bad arguments never leaves the others waiting in the registration check.
+  std::exception_ptr local_error;
+  try {
+    check_arguments();
+  } catch (const Error&) {
+    local_error = std::current_exception();
+  }
+  check_same_registration(local_error != nullptr);
+  if (local_error) std::rethrow_exception(local_error);
+
+  layout_ = bucket_layout(grads_, options_.bucket_cap_bytes, options_.first_bucket_cap_bytes);
+  const std::size_t world = static_cast<std::size_t>(comm_->size());
+  in_place_ = world == 1 && !options_.communication_dtype;
+  bucket_of_.assign(grads_.size(), 0);
+  offset_of_.assign(grads_.size(), 0);
+  ready_.assign(grads_.size(), false);
+  for (std::size_t b = 0; b < layout_.size(); ++b) {
+    // Slots follow ascending registration order on every rank, whether the bucket is staged or
+    // a view of the gradients' memory: the allreduce adds element k of every rank together, so
+    // every rank must put the same gradient there.
+    std::vector<std::size_t> slots = layout_[b];
+    std::sort(slots.begin(), slots.end());
+    std::size_t offset = 0;
+    for (std::size_t i : slots) {
+      bucket_of_[i] = b;
+      offset_of_[i] = offset;
+      offset += grads_[i].count();
+    }
+    if (in_place_) continue;
+    auto bucket = std::make_unique<Bucket>();
+    bucket->grads = layout_[b];
+    bucket->dtype = options_.communication_dtype.value_or(grads_[layout_[b].front()].dtype());
+    bucket->payload = offset;
+    if (!options_.communication_dtype) bucket->staging = contiguous_span(slots);
+    bucket->view = bucket->staging.count() > 0;
+    if (!bucket->view) bucket->staging = Buffer::allocate(offset, bucket->dtype);
+    buckets_.push_back(std::move(bucket));
+  }
+  unready_flags_ = Buffer::allocate(world, DType::Float32);
+}
+
+void GradientSynchronizer::check_arguments() const {
   if (options_.accumulation_steps < 1) {
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("{}: accumulation_steps is {}; it must be at least 1", kWho,
@@ -91,68 +146,80 @@ GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
                             kWho, dtype_name(*options_.communication_dtype)));
   }
   for (std::size_t i = 0; i < grads_.size(); ++i) check_gradient(kWho, i, grads_[i]);
-
-  layout_ = bucket_layout(grads_, options_.bucket_cap_bytes, options_.first_bucket_cap_bytes);
-  const std::size_t world = static_cast<std::size_t>(comm_->size());
-  in_place_ = world == 1 && !options_.communication_dtype;
-  bucket_of_.assign(grads_.size(), 0);
-  offset_of_.assign(grads_.size(), 0);
-  ready_.assign(grads_.size(), false);
-  for (std::size_t b = 0; b < layout_.size(); ++b) {
-    std::size_t offset = 0;
-    for (std::size_t i : layout_[b]) {
-      bucket_of_[i] = b;
-      offset_of_[i] = offset;
-      offset += grads_[i].count();
-    }
-    if (in_place_) continue;
-    auto bucket = std::make_unique<Bucket>();
-    bucket->grads = layout_[b];
-    bucket->dtype = options_.communication_dtype.value_or(grads_[layout_[b].front()].dtype());
-    bucket->payload = offset;
-    if (!options_.communication_dtype) bucket->staging = contiguous_span(layout_[b]);
-    bucket->view = bucket->staging.count() > 0;
-    if (!bucket->view) bucket->staging = Buffer::allocate(offset, bucket->dtype);
-    buckets_.push_back(std::move(bucket));
-  }
-  unready_flags_ = Buffer::allocate(world, DType::Float32);
 }
 
-Buffer GradientSynchronizer::contiguous_span(const std::vector<std::size_t>& bucket) const {
-  // The gradients, sorted by address, must follow each other without gaps or overlaps.
-  std::vector<const Buffer*> by_address;
-  for (std::size_t i : bucket) {
-    if (grads_[i].count() > 0) by_address.push_back(&grads_[i]);
-  }
-  if (by_address.empty()) return Buffer();
-  std::sort(by_address.begin(), by_address.end(), [](const Buffer* a, const Buffer* b) {
-    return std::less<const void*>()(a->data(), b->data());
-  });
+Buffer GradientSynchronizer::contiguous_span(const std::vector<std::size_t>& slots) const {
+  // The gradients, in slot order, must follow each other in memory without gaps or overlaps.
+  const Buffer* first = nullptr;
+  const std::byte* expected = nullptr;
   std::size_t count = 0;
-  const auto* expected = static_cast<const std::byte*>(by_address.front()->data());
-  for (const Buffer* grad : by_address) {
-    if (grad->data() != expected) return Buffer();
-    expected += grad->nbytes();
-    count += grad->count();
+  for (std::size_t i : slots) {
+    const Buffer& grad = grads_[i];
+    if (grad.count() == 0) continue;
+    if (first == nullptr) {
+      first = &grad;
+      expected = static_cast<const std::byte*>(grad.data());
+    }
+    if (grad.data() != expected) return Buffer();
+    expected += grad.nbytes();
+    count += grad.count();
   }
-  const Buffer& first = *by_address.front();
-  return Buffer::view(first.data(), count, first.dtype(), first.device());
+  if (first == nullptr) return Buffer();
+  return Buffer::view(first->data(), count, first->dtype(), first->device());
+}
+
+void GradientSynchronizer::check_same_registration(bool arguments_rejected) {
+  constexpr std::uint64_t kRejected = 0;  // a digest that happens to be 0 is sent as 1
+  // Every rank must register the same gradients (counts and dtypes, in order) and options that
+  // shape the buckets, or their allreduces would pair different data. One allgather of a digest
+  // at construction; a mismatch is an error on every rank.
+  if (comm_->size() == 1) return;
+  std::uint64_t digest = 1469598103934665603ull;  // FNV-1a over the registration
+  const auto mix = [&](std::uint64_t v) {
+    for (int k = 0; k < 8; ++k) digest = (digest ^ ((v >> (8 * k)) & 0xff)) * 1099511628211ull;
+  };
+  mix(grads_.size());
+  for (const Buffer& grad : grads_) {
+    mix(grad.count());
+    mix(static_cast<std::uint64_t>(grad.dtype()));
+  }
+  mix(options_.bucket_cap_bytes);
+  mix(options_.first_bucket_cap_bytes);
+  mix(options_.communication_dtype ? 1 + static_cast<std::uint64_t>(*options_.communication_dtype)
+                                   : 0);
+  if (digest == kRejected) digest = 1;
+  if (arguments_rejected) digest = kRejected;
+  std::vector<std::uint64_t> digests(static_cast<std::size_t>(comm_->size()));
+  CollectiveOptions collective;
+  collective.timeout = options_.timeout;
+  comm_->allgather(Buffer::view(&digest, 1, DType::UInt64),
+                   Buffer::view(digests.data(), digests.size(), DType::UInt64), collective);
+  std::vector<int> rejected, differ;
+  for (std::size_t r = 0; r < digests.size(); ++r) {
+    if (digests[r] == kRejected)
+      rejected.push_back(static_cast<int>(r));
+    else if (digests[r] != digests[0])
+      differ.push_back(static_cast<int>(r));
+  }
+  if (arguments_rejected) return;  // this rank throws its own error
+  if (!rejected.empty()) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: ranks {} rejected their gradients or options (their errors say "
+                            "why)",
+                            kWho, join(rejected)));
+  }
+  if (differ.empty()) return;
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("{}: ranks {} registered gradients (counts, dtypes, order) or bucket "
+                          "options different from rank 0's; every rank must register the same "
+                          "gradients with the same options",
+                          kWho, join(differ)));
 }
 
 GradientSynchronizer::~GradientSynchronizer() {
   // An unfinished micro-step may have allreduces writing into the staging buffers.
-  std::vector<Work*> works;
-  for (auto& bucket : buckets_) works.push_back(&bucket->work);
-  works.push_back(&flags_work_);
-  for (Work* work : works) {
-    if (!work->valid()) continue;
-    try {
-      work->wait();
-    } catch (const std::exception& e) {
-      COHORT_LOG_WARN("{}: an unfinished bucket allreduce failed during destruction: {}", kWho,
-                      e.what());
-    }
-  }
+  for (auto& bucket : buckets_) wait_quietly(bucket->work);
+  wait_quietly(flags_work_);
 }
 
 bool GradientSynchronizer::begin_micro_step(bool end_of_data) {
@@ -187,13 +254,15 @@ bool GradientSynchronizer::begin_micro_step(bool end_of_data) {
   }
   pack_factor_ = static_cast<float>(scale / comm_->size());
 
+  // An earlier finish() that failed may have left allreduces running into the staging buffers.
+  for (auto& bucket : buckets_) {
+    bucket->unready = bucket->grads.size();
+    wait_quietly(bucket->work);
+  }
+  wait_quietly(flags_work_);
   ready_.assign(grads_.size(), false);
   unready_count_ = grads_.size();
   next_launch_ = 0;
-  for (auto& bucket : buckets_) {
-    bucket->unready = bucket->grads.size();
-    bucket->work = Work();
-  }
   started_ = true;
   in_flight_ = communicating_;
   return optimizer_steps_;

@@ -243,3 +243,29 @@ TEST_CASE("clipping rejects bad arguments", "[train][clipping][multiproc]") {
     expect_f32(grads[0], {1, 2}, "untouched by the rejected calls");
   }));
 }
+
+TEST_CASE("a shard-group rank with bad arguments makes every rank throw, none modified",
+          "[train][clipping][multiproc]") {
+  const int size = GENERATE(2, 3);
+  const bool infinity = GENERATE(false, true);
+  CAPTURE(size, infinity);
+  REQUIRE_NOTHROW(run_ranks(size, [infinity](const Environment& env) {
+    auto comm = world(env);
+    const int r = comm->rank();
+    std::vector<Buffer> grads = {f32({30, 40})};
+    ClipOptions options = sharded(comm, infinity ? kInfinityNorm : 2.0);
+    if (r == env.world_size - 1) {
+      grads.push_back(Buffer::allocate(2, DType::Int64));
+      expect_error([&] { clip_grad_norm(grads, 1.0, options); }, ErrorCode::InvalidArgument,
+                   {"gradient 1", "int64"}, "the rejecting rank");
+    } else {
+      expect_error([&] { clip_grad_norm(grads, 1.0, options); }, ErrorCode::InvalidArgument,
+                   {"shard group rejected"}, "its peers");
+    }
+    expect_f32(grads[0], {30, 40}, "not modified");
+    // Still in step: the same call with good arguments agrees on 50 * sqrt(world) (2-norm) or 40.
+    std::vector<Buffer> good = {f32({30, 40})};
+    const double total = clip_grad_norm(good, 1e9, options);
+    expect_total(total, infinity ? 40.0 : 50.0 * std::sqrt(env.world_size), "after the error");
+  }));
+}

@@ -497,3 +497,31 @@ TEST_CASE("a disabled scaler has scale 1, always steps and never communicates",
                "f16 / f32 gradients must keep the scaler enabled");
   }));
 }
+
+TEST_CASE("one rank's rejected gradients are an error on every rank, not a wait",
+          "[train][grad_scaler][multiproc]") {
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto comm = test_world(env);
+    const int r = comm->rank();
+    GradScaler scaler(comm, starting_at(2.0f));
+    Buffer good = f32({4.0f, 6.0f});
+    if (r == 1) {
+      Buffer ints = owned<std::int32_t>({4, 6}, DType::Int32);
+      expect_error(
+          [&] {
+            scaler.unscale(std::vector<Buffer>{good, ints});
+          },
+          ErrorCode::InvalidArgument, {"gradient 1", "int32"}, "rank 1's own error");
+      expect_exact(good, std::vector<float>{4.0f, 6.0f}, "rank 1's gradients untouched");
+    } else {
+      expect_error([&] { scaler.unscale(std::vector<Buffer>{good}); }, ErrorCode::InvalidArgument,
+                   {"rank 1 rejected"}, "a peer's rejection");
+    }
+    // Every rank is still in step: the next collective pairs up.
+    float one = 1.0f;
+    comm->allreduce(Buffer::view(&one, 1, DType::Float32), ReduceOp::Sum);
+    RANK_CHECK(one == static_cast<float>(env.world_size), "allreduce after the error: " << one);
+  }));
+}

@@ -423,3 +423,80 @@ TEST_CASE("broadcast_parameters: mixed dtypes and sizes around chunk_bytes",
     comm->barrier();
   }));
 }
+
+TEST_CASE(
+    "ranks whose buckets are staged and ranks whose buckets are in place pair the same "
+    "gradients",
+    "[train][gradients][multiproc]") {
+  // Even ranks allocate with contiguous_gradients (every bucket reduced in place), odd ranks
+  // allocate each gradient on its own (every bucket of two or more gradients staged). Gradient i
+  // holds r + 10 i everywhere, so a bucket that paired gradient 3 of one rank with gradient 2 of
+  // another would be off by 10 / world in every element.
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto comm = world(env);
+    const int r = comm->rank();
+    const std::size_t counts[] = {7, 5, 5, 9, 3, 11};
+    std::vector<Buffer> grads;
+    if (r % 2 == 0) {
+      grads = train::contiguous_gradients(counts, DType::Float32);
+    } else {
+      for (std::size_t n : counts) grads.push_back(f32_filled(n, 0));
+    }
+    GradientSyncOptions options = with_timeout();
+    options.first_bucket_cap_bytes = 50;  // reverse order, by hand: [5, 4] (56 bytes)
+    options.bucket_cap_bytes = 64;        //   then [3, 2, 1] (76 bytes), then [0]
+    GradientSynchronizer sync(comm, grads, options);
+    RANK_CHECK((sync.buckets() == std::vector<std::vector<std::size_t>>{{5, 4}, {3, 2, 1}, {0}}),
+               "bucket layout");
+    for (int step = 0; step < 2; ++step) {
+      sync.begin_micro_step();
+      for (std::size_t i = 0; i < 6; ++i) fill(grads[i], static_cast<float>(r + 10 * i));
+      for (std::size_t i : {5u, 4u, 3u, 2u, 1u, 0u}) sync.mark_ready(i);
+      sync.finish();
+      // Mean over ranks of r + 10 i = 10 i + (world - 1) / 2.
+      for (std::size_t i = 0; i < 6; ++i)
+        expect_all(grads[i], 10.0 * i + (env.world_size - 1) / 2.0,
+                   "gradient " + std::to_string(i));
+    }
+  }));
+}
+
+TEST_CASE("a rank that registers other gradients or rejects its own is named on every rank",
+          "[train][gradients][multiproc]") {
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto comm = world(env);
+    const int r = comm->rank();
+    const int last = env.world_size - 1;
+    // Rank `last` registers 4 elements where the others register 5.
+    {
+      std::vector<Buffer> grads{f32_filled(r == last ? 4 : 5, 0)};
+      expect_error([&] { GradientSynchronizer sync(comm, grads, with_timeout()); },
+                   ErrorCode::InvalidArgument, {"ranks " + std::to_string(last), "registered"},
+                   "differing registration");
+    }
+    // Rank `last` passes an int32 gradient: it names its gradient, the others name the rank.
+    {
+      std::vector<Buffer> grads{f32_filled(5, 0)};
+      if (r == last) grads[0] = Buffer::allocate(5, DType::Int32);
+      if (r == last) {
+        expect_error([&] { GradientSynchronizer sync(comm, grads, with_timeout()); },
+                     ErrorCode::InvalidArgument, {"gradient 0"}, "rejected gradient");
+      } else {
+        expect_error([&] { GradientSynchronizer sync(comm, grads, with_timeout()); },
+                     ErrorCode::InvalidArgument, {"ranks " + std::to_string(last), "rejected"},
+                     "peer's rejected gradient");
+      }
+    }
+    // Everyone is still in step.
+    std::vector<Buffer> grads{f32_filled(5, static_cast<float>(r))};
+    GradientSynchronizer sync(comm, grads, with_timeout());
+    sync.begin_micro_step();
+    sync.mark_ready(0);
+    sync.finish();
+    expect_all(grads[0], (env.world_size - 1) / 2.0, "after the errors");
+  }));
+}

@@ -92,7 +92,9 @@ class GradientSynchronizer {
   /// Registers the engine's gradients (floating dtypes, contiguous, writable, host memory).
   /// Throws InvalidArgument naming the gradient that is not, Unsupported for device memory, and
   /// InvalidArgument for a null communicator, a communication dtype other than f16/bf16, or
-  /// accumulation_steps < 1. Not collective.
+  /// accumulation_steps < 1. Collective: one allgather of a digest of the registration (counts,
+  /// dtypes, order, bucket caps, communication dtype), so a rank that registered differently, or
+  /// whose arguments were rejected, is an InvalidArgument on every rank naming it.
   GradientSynchronizer(std::shared_ptr<Communicator> comm, std::vector<Buffer> grads,
                        const GradientSyncOptions& options = {});
   /// Waits for allreduces still in flight (an unfinished micro-step), so no collective writes
@@ -155,7 +157,9 @@ class GradientSynchronizer {
   struct Bucket;
 
  private:
-  Buffer contiguous_span(const std::vector<std::size_t>& bucket) const;
+  Buffer contiguous_span(const std::vector<std::size_t>& slots) const;
+  void check_arguments() const;
+  void check_same_registration(bool arguments_rejected);
   void pack_locked(std::size_t index);
   void launch_ready_buckets_locked();
   void launch_bucket_locked(std::size_t b, bool forced);
