@@ -19,6 +19,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string>
+
+#include "train/buffer_checks.hpp"
 
 namespace cohort::train {
 namespace {
@@ -26,19 +29,9 @@ namespace {
 constexpr const char* kWho = "broadcast_parameters";
 
 void check_parameter(std::size_t index, const Buffer& param) {
-  if (!param.device().host_accessible()) {
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("{}: parameter {} is on device {}; only host memory is supported", kWho,
-                            index, param.device().to_string()));
-  }
-  if (!param.is_contiguous()) {
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: parameter {} is not contiguous", kWho, index));
-  }
-  if (param.read_only()) {
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: parameter {} is read-only; receivers write into it", kWho, index));
-  }
+  const std::string what = fmt::format("parameter {}", index);
+  require_host(kWho, what, param);
+  require_contiguous(kWho, what, param, /*written=*/true);
 }
 
 Buffer bytes_of(const Buffer& param) {

@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "train/buffer_checks.hpp"
 #include "train/kernels/float_kernels.hpp"
 
 namespace cohort::train {
@@ -42,14 +43,6 @@ void require_floating(DType dtype, const char* role) {
   if (!kernels::supported(dtype))
     invalid(std::string("cast: ") + role + " dtype " + name_of(dtype) +
             " is not a floating type (float, double, half, bfloat16, fp8_e4m3 or fp8_e5m2)");
-}
-
-void require_host(const Buffer& buffer, const char* role) {
-  if (!buffer.device().host_accessible())
-    throw Error(ErrorCode::Unsupported,
-                std::string("cast: the ") + role + " is on " + buffer.device().to_string() +
-                    "; device buffers are unsupported until the GPU path lands (use host, "
-                    "pinned or managed memory)");
 }
 
 // One dimension of a strided walk: extent and stride in bytes.
@@ -148,8 +141,8 @@ void cast_strided(const Buffer& in, const std::vector<Dim>& dims, DType dst_dtyp
 void cast(const Buffer& in, const Buffer& out) {
   require_floating(in.dtype(), "input");
   require_floating(out.dtype(), "output");
-  require_host(in, "input");
-  require_host(out, "output");
+  require_host("cast", "the input", in);
+  require_host("cast", "the output", out);
   if (in.count() != out.count())
     invalid("cast: input has " + std::to_string(in.count()) + " elements of " +
             name_of(in.dtype()) + " but output has " + std::to_string(out.count()) +
@@ -185,7 +178,7 @@ void cast(const Buffer& in, const Buffer& out) {
 Buffer cast_to(const Buffer& in, DType dtype) {
   require_floating(in.dtype(), "input");
   require_floating(dtype, "target");
-  require_host(in, "input");
+  require_host("cast_to", "the input", in);
   Buffer result = Buffer::allocate(in.shape(), dtype);
   cast(in, result);
   return result;

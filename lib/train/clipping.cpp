@@ -19,7 +19,7 @@
 #include <cmath>
 #include <exception>
 
-#include "train/gradient_checks.hpp"
+#include "train/buffer_checks.hpp"
 #include "train/kernels/float_kernels.hpp"
 
 namespace cohort::train {

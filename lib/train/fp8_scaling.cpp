@@ -25,6 +25,7 @@
 #include <string>
 #include <utility>
 
+#include "train/buffer_checks.hpp"
 #include "train/kernels/float_kernels.hpp"
 #include "train/scalar_agreement.hpp"
 
@@ -55,17 +56,9 @@ float window_max(const std::deque<float>& history) {
 }  // namespace
 
 float amax(const Buffer& tensor) {
-  if (!tensor.device().host_accessible())
-    throw Error(ErrorCode::Unsupported,
-                fmt::format("amax: the buffer is on {}; device buffers are unsupported until the "
-                            "GPU path lands (use host, pinned or managed memory)",
-                            tensor.device().to_string()));
-  if (!kernels::supported(tensor.dtype()))
-    invalid_argument(
-        fmt::format("amax: dtype {} is not floating (float, double, half, "
-                    "bfloat16, fp8_e4m3 or fp8_e5m2)",
-                    dtype_name(tensor.dtype())));
-  if (!tensor.is_contiguous()) invalid_argument("amax: the buffer is not contiguous");
+  require_host("amax", "the buffer", tensor);
+  require_floating("amax", "the buffer", tensor);
+  require_contiguous("amax", "the buffer", tensor, /*written=*/false);
   return static_cast<float>(
       kernels::norm_part(tensor.dtype(), tensor.data(), tensor.count(), kernels::NormPart::MaxAbs));
 }

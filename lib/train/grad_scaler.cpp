@@ -26,7 +26,7 @@
 #include <string>
 #include <utility>
 
-#include "train/gradient_checks.hpp"
+#include "train/buffer_checks.hpp"
 #include "train/kernels/float_kernels.hpp"
 #include "train/scalar_agreement.hpp"
 

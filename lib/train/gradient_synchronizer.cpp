@@ -36,7 +36,7 @@
 #include <string>
 
 #include "core/log.hpp"
-#include "train/gradient_checks.hpp"
+#include "train/buffer_checks.hpp"
 #include "train/kernels/float_kernels.hpp"
 
 namespace cohort::train {

@@ -26,6 +26,8 @@
 #include <cohort/error.hpp>
 #include <cohort/train/random.hpp>
 
+#include "train/byte_codec.hpp"
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -42,65 +44,7 @@ namespace {
 
 constexpr const char* kOp = "RngStateSync::synchronize";
 
-// ---- Encoding of the root's plan.
-
-class ByteWriter {
- public:
-  void u8(std::uint8_t v) { bytes_.push_back(std::byte{v}); }
-  void u64(std::uint64_t v) { append(&v, sizeof v); }
-  void text(std::string_view s) {
-    u64(s.size());
-    append(s.data(), s.size());
-  }
-  std::vector<std::byte> take() { return std::move(bytes_); }
-
- private:
-  void append(const void* data, std::size_t n) {
-    const auto* first = static_cast<const std::byte*>(data);
-    bytes_.insert(bytes_.end(), first, first + n);
-  }
-  std::vector<std::byte> bytes_;
-};
-
-class ByteReader {
- public:
-  explicit ByteReader(std::span<const std::byte> bytes) : bytes_(bytes) {}
-  std::uint8_t u8() {
-    std::uint8_t v = 0;
-    copy(&v, sizeof v);
-    return v;
-  }
-  std::uint64_t u64() {
-    std::uint64_t v = 0;
-    copy(&v, sizeof v);
-    return v;
-  }
-  std::string text() {
-    std::string s(checked_length(u64()), '\0');
-    copy(s.data(), s.size());
-    return s;
-  }
-  bool done() const { return offset_ == bytes_.size(); }
-
- private:
-  // Bounds a length read from the stream before anything is allocated for it.
-  std::size_t checked_length(std::uint64_t n) const {
-    if (n > bytes_.size() - offset_) truncated();
-    return static_cast<std::size_t>(n);
-  }
-  void copy(void* out, std::size_t n) {
-    if (n > bytes_.size() - offset_) truncated();
-    if (n > 0) std::memcpy(out, bytes_.data() + offset_, n);
-    offset_ += n;
-  }
-  [[noreturn]] void truncated() const {
-    throw Error(ErrorCode::Internal, std::string(kOp) + ": the root's plan is truncated at byte " +
-                                         std::to_string(offset_) + " of " +
-                                         std::to_string(bytes_.size()));
-  }
-  std::span<const std::byte> bytes_;
-  std::size_t offset_ = 0;
-};
+// ---- Encoding of the root's plan (lib/train/byte_codec.hpp).
 
 enum class PlanStatus : std::uint8_t {
   Ready = 0,         // states read; sizes valid
@@ -128,7 +72,7 @@ std::vector<std::byte> encode(const Plan& plan) {
 }
 
 Plan decode(std::span<const std::byte> bytes) {
-  ByteReader r(bytes);
+  ByteReader r(bytes, std::string(kOp) + ": the root's plan");
   Plan plan;
   const std::uint8_t status = r.u8();
   if (status > static_cast<std::uint8_t>(PlanStatus::GetterFailed)) {

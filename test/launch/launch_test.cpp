@@ -16,7 +16,9 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 namespace {
@@ -64,6 +66,39 @@ cohort::LaunchOptions bounded(std::chrono::milliseconds timeout = 60s) {
   options.grace = 2s;
   options.timeout = timeout;
   return options;
+}
+
+// One line appended with a single write() to an O_APPEND file: the kernel places each such write
+// at the end atomically, so the file's line order is the order in which the writes happened,
+// across processes.
+void append_line(const fs::path& path, const std::string& line) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) throw std::runtime_error("open " + path.string() + " failed");
+  const std::string text = line + "\n";
+  const ssize_t written = ::write(fd, text.data(), text.size());
+  ::close(fd);
+  if (written != static_cast<ssize_t>(text.size())) throw std::runtime_error("short append");
+}
+
+std::vector<std::string> read_lines(const fs::path& path) {
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The rendezvous every rank of a job performs: count itself in the store and wait for the
+// others. Completes only when all `world_size` ranks run against the same store.
+void meet_in_store(const cohort::Environment& env) {
+  cohort::TcpStoreOptions options;
+  options.host = env.store_addr;
+  options.port = env.store_port;
+  options.token = env.token;
+  cohort::TcpStore store(options);
+  store.set_string("met/" + std::to_string(env.rank), std::to_string(::getpid()));
+  std::vector<std::string> keys;
+  for (int r = 0; r < env.world_size; ++r) keys.push_back("met/" + std::to_string(r));
+  store.wait(keys, 30s);
 }
 
 }  // namespace
@@ -207,4 +242,160 @@ TEST_CASE("launch rejects bad arguments before forking", "[launch]") {
   CHECK_THROWS_AS(cohort::launch(2, noop, negative), cohort::Error);
   CHECK_THROWS_AS(cohort::launch(2, std::function<void(const cohort::Environment&)>{}),
                   cohort::Error);
+}
+
+TEST_CASE("launch places ranks on nodes of local_world_size and runs setup before fn", "[launch]") {
+  TempDir dir;
+  const fs::path log = dir.path() / "events";
+  cohort::LaunchOptions options = bounded();
+  options.local_world_size = 2;
+  options.setup = [&](const cohort::Environment& env) {
+    expect(env.local_rank == env.rank % 2, "setup sees the local rank");
+    // The variables cohort::init() reads are already exported when setup runs.
+    expect(env_or_empty("COHORT_LOCAL_RANK") == std::to_string(env.local_rank), "setup env");
+    append_line(log, "setup " + std::to_string(env.rank) + " " + std::to_string(::getpid()));
+  };
+
+  cohort::launch(
+      4,
+      [&](const cohort::Environment& env) {
+        append_line(log, "init " + std::to_string(env.rank) + " " + std::to_string(::getpid()));
+        const cohort::Environment resolved = cohort::resolve_environment();
+        expect(resolved.local_rank == env.local_rank && resolved.node_rank == env.node_rank,
+               "resolved placement");
+        expect(resolved.local_world_size == 2 && resolved.num_nodes == 2, "resolved nodes");
+        meet_in_store(env);
+        std::ofstream(dir.path() / ("rank" + std::to_string(env.rank)))
+            << env.local_rank << ' ' << env.local_world_size << ' ' << env.node_rank << ' '
+            << env.num_nodes << ' ' << env.world_size;
+      },
+      options);
+
+  // Placement, as ml-starter computes it: local rank = rank % 2, node = rank / 2.
+  const char* expected[] = {"0 2 0 2 4", "1 2 0 2 4", "0 2 1 2 4", "1 2 1 2 4"};
+  for (int r = 0; r < 4; ++r) {
+    CAPTURE(r);
+    CHECK(read_file(dir.path() / ("rank" + std::to_string(r))) == expected[r]);
+  }
+
+  // setup ran four times, once per rank, in the rank's own process, before that rank's fn.
+  const std::vector<std::string> lines = read_lines(log);
+  CAPTURE(lines);
+  REQUIRE(lines.size() == 8);
+  for (int r = 0; r < 4; ++r) {
+    CAPTURE(r);
+    int setup_at = -1, init_at = -1, setups = 0;
+    std::string setup_pid, init_pid;
+    for (int i = 0; i < static_cast<int>(lines.size()); ++i) {
+      std::istringstream fields(lines[static_cast<std::size_t>(i)]);
+      std::string event, pid;
+      int rank = -1;
+      fields >> event >> rank >> pid;
+      if (rank != r) continue;
+      if (event == "setup") {
+        ++setups;
+        setup_at = i;
+        setup_pid = pid;
+      } else if (event == "init") {
+        init_at = i;
+        init_pid = pid;
+      }
+    }
+    CHECK(setups == 1);
+    CHECK(setup_at >= 0);
+    CHECK(init_at > setup_at);
+    CHECK(setup_pid == init_pid);
+    CHECK(setup_pid != std::to_string(::getpid()));
+  }
+}
+
+TEST_CASE("launch with a rank_offset starts part of a job another launch shares", "[launch]") {
+  // Two launches form one job of 4 ranks on 2 nodes, as two machines would: the outer launch
+  // hosts the store and its 2 children each start one node's ranks with an offset. The inner
+  // ranks can only meet in the store if the offsets tile 0..3 and they all share that store.
+  TempDir dir;
+  cohort::launch(
+      2,
+      [&](const cohort::Environment& outer) {
+        cohort::LaunchOptions inner = bounded();
+        inner.rank_offset = 2 * outer.rank;
+        inner.local_world_size = 2;
+        inner.join = cohort::JoinedJob{4, outer.store_addr, outer.store_port, outer.token};
+        cohort::launch(
+            2,
+            [&](const cohort::Environment& env) {
+              expect(env.world_size == 4, "the joined job's world size");
+              expect(env.rank / 2 == outer.rank, "rank within this node's offset");
+              expect(env.local_rank == env.rank % 2 && env.node_rank == outer.rank, "placement");
+              expect(env_or_empty("COHORT_RANK") == std::to_string(env.rank), "COHORT_RANK");
+              expect(env.store_port == outer.store_port, "the joined store");
+              meet_in_store(env);
+              std::ofstream(dir.path() / ("rank" + std::to_string(env.rank)))
+                  << env.rank << ' ' << env.local_rank << ' ' << env.node_rank;
+            },
+            inner);
+      },
+      bounded());
+
+  const char* expected[] = {"0 0 0", "1 1 0", "2 0 1", "3 1 1"};
+  for (int r = 0; r < 4; ++r) {
+    CAPTURE(r);
+    CHECK(read_file(dir.path() / ("rank" + std::to_string(r))) == expected[r]);
+  }
+}
+
+TEST_CASE("launch reports a throwing setup naming its rank; that rank's fn never runs",
+          "[launch]") {
+  TempDir dir;
+  cohort::LaunchOptions options = bounded();
+  options.setup = [](const cohort::Environment& env) {
+    if (env.rank == 2) throw std::runtime_error("no device for this rank");
+  };
+  try {
+    cohort::launch(
+        4,
+        [&](const cohort::Environment& env) {
+          std::ofstream(dir.path() / ("fn" + std::to_string(env.rank))) << "ran";
+          // The others would outlive the test if the failure did not stop them.
+          std::this_thread::sleep_for(120s);
+        },
+        options);
+    FAIL("launch returned although rank 2's setup threw");
+  } catch (const cohort::Error& e) {
+    CAPTURE(e.what());
+    CHECK(e.code() == cohort::ErrorCode::RemoteError);
+    CHECK(e.message().find("rank 2 of 4") != std::string::npos);
+    CHECK(e.message().find("rank 2: setup failed: no device for this rank") != std::string::npos);
+  }
+  CHECK_FALSE(fs::exists(dir.path() / "fn2"));
+}
+
+TEST_CASE("launch rejects inconsistent rank offsets and node sizes before forking", "[launch]") {
+  const auto noop = [](const cohort::Environment&) {};
+  const auto rejects = [&](int num_ranks, const cohort::LaunchOptions& options,
+                           const std::string& needle) {
+    try {
+      cohort::launch(num_ranks, noop, options);
+      FAIL("accepted; expected a message with: " << needle);
+    } catch (const cohort::Error& e) {
+      CAPTURE(e.what());
+      CHECK(e.code() == cohort::ErrorCode::InvalidArgument);
+      CHECK(e.message().find(needle) != std::string::npos);
+    }
+  };
+  cohort::LaunchOptions options;
+  options.rank_offset = 2;
+  rejects(2, options, "rank_offset 2 needs options.join");
+  options.join = cohort::JoinedJob{3, "127.0.0.1", 1234, "token"};
+  rejects(2, options, "ranks 2..3 do not fit in the joined job of 3 ranks");
+  options.join = cohort::JoinedJob{4, "", 0, "token"};
+  rejects(2, options, "store is not set");
+  options = {};
+  options.rank_offset = -1;
+  rejects(2, options, "rank_offset must not be negative, got -1");
+  options = {};
+  options.local_world_size = 3;
+  rejects(2, options, "local_world_size 3 is larger than the job's 2 ranks");
+  options.local_world_size = -2;
+  rejects(2, options, "local_world_size must not be negative, got -2");
 }
