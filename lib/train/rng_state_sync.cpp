@@ -24,9 +24,11 @@
 
 #include <cohort/buffer.hpp>
 #include <cohort/error.hpp>
+#include <cohort/train/objects.hpp>
 #include <cohort/train/random.hpp>
 
 #include "train/byte_codec.hpp"
+#include "train/failure_exchange.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -114,27 +116,8 @@ std::string ranks_list(const std::vector<int>& ranks) {
   return out;
 }
 
-std::string what_of(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an exception that is not a std::exception";
-  }
-}
-
 // ---- Communication. Each helper is a no-op in a world of one, where the root's data is already
 // everything there is.
-
-// Broadcasts a byte vector whose length only the root knows: the length first, then the bytes.
-void broadcast_bytes(Communicator& comm, std::vector<std::byte>& bytes, int root) {
-  if (comm.size() == 1) return;
-  std::uint64_t length = bytes.size();
-  comm.broadcast(Buffer::view(&length, 1, DType::UInt64), root);
-  bytes.resize(static_cast<std::size_t>(length));
-  if (length > 0) comm.broadcast(Buffer::view(bytes.data(), bytes.size(), DType::UInt8), root);
-}
 
 // Every rank's report, in rank order, on every rank. A report is empty when all is well, so the
 // texts themselves travel only when some rank has something to say.
@@ -266,7 +249,7 @@ void RngStateSync::synchronize(Communicator& comm, const std::vector<std::string
       } catch (...) {
         root_error = std::current_exception();
         plan.status = PlanStatus::GetterFailed;
-        plan.failure = "generator " + quoted(request[i]) + ": " + what_of(root_error);
+        plan.failure = "generator " + quoted(request[i]) + ": " + exception_message(root_error);
       }
     }
   }

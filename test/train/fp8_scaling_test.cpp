@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/rank_checks.hpp"
+#include "scaling_test_support.hpp"
 
 namespace {
 
@@ -26,22 +26,6 @@ using namespace cohort::test;
 using cohort::train::AmaxCompute;
 using cohort::train::Fp8Scaling;
 using cohort::train::Fp8ScalingOptions;
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-std::shared_ptr<Communicator> test_world(const Environment& env) {
-  CommunicatorOptions options;
-  options.timeout = std::chrono::seconds(20);
-  return world(env, options);
-}
-
-template <class T>
-Buffer owned(const std::vector<T>& values, DType dtype) {
-  Buffer b = Buffer::allocate(values.size(), dtype);
-  if (!values.empty()) std::memcpy(b.data(), values.data(), values.size() * sizeof(T));
-  return b;
-}
 
 bool same(float a, float b) {
   return (std::isnan(a) && std::isnan(b)) || a == b;

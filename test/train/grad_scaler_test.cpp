@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/rank_checks.hpp"
+#include "scaling_test_support.hpp"
 
 namespace {
 
@@ -25,23 +25,6 @@ using namespace cohort::test;
 using cohort::train::GradScaler;
 using cohort::train::GradScalerOptions;
 using cohort::train::GradScalerState;
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-// A peer that fails to take part in an agreement should fail the test in seconds, not minutes.
-std::shared_ptr<Communicator> test_world(const Environment& env) {
-  CommunicatorOptions options;
-  options.timeout = std::chrono::seconds(20);
-  return world(env, options);
-}
-
-template <class T>
-Buffer owned(const std::vector<T>& values, DType dtype) {
-  Buffer b = Buffer::allocate(values.size(), dtype);
-  if (!values.empty()) std::memcpy(b.data(), values.data(), values.size() * sizeof(T));
-  return b;
-}
 
 Buffer f32(const std::vector<float>& values) {
   return owned(values, DType::Float32);
