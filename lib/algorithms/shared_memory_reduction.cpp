@@ -13,7 +13,10 @@
 //   copy-in overlaps the other ranks' reductions and a straggler delays, but does not serialise,
 //   the pipeline.
 // Operands are combined in rank order (rank 0 op rank 1 op ...), so every element is reduced
-// identically whichever rank computes it, and all ranks get identical bits.
+// identically whichever rank computes it, and all ranks get identical bits. Avg combines like Sum
+// and is divided by n here, where the sums are still in cache: by each share's owner in its
+// result slot, or by every rank in its output on the direct path (the same divide_by the
+// communicator would otherwise run over the whole output afterwards, so the same bits).
 //
 // Cost per rank, m bytes: the input is read once and the output written once; the arena's slots
 // are touched while cache-resident (a piece from every rank is n * 256 KiB). Slot reuse follows
@@ -107,8 +110,11 @@ void reduce_in_shares(const OpContext& ctx, SharedArena& arena, const std::byte*
   for (std::size_t i = 0; i < pieces.number(); ++i) {
     const auto mine = pieces.share(i, me);
     arena.wait_for_all(SharedArena::Flag::Arrived, g, ctx.deadline, ctx.what);
+    std::byte* result = arena.result(me, g) + mine.offset * es;
     reduce_slots(arena, g, false, mine.offset * es, in + (pieces.offset(i) + mine.offset) * es,
-                 arena.result(me, g) + mine.offset * es, mine.count, dtype, op);
+                 result, mine.count, dtype, op);
+    if (op == ReduceOp::Avg && mine.count > 0)
+      reduce::divide_by(dtype, result, mine.count, static_cast<std::size_t>(n));
     arena.publish(SharedArena::Flag::Reduced, g);
     // Start the next piece before finishing this one: every peer announced Arrived(g), so the
     // data slot for g + 1 is free.
@@ -155,6 +161,7 @@ void shared_memory_reduction(const OpContext& ctx, const void* in_ptr, void* out
   if (out == nullptr) return;  // reduce: a non-root's part ends with its contribution
   arena->wait_for_all(SharedArena::Flag::Arrived, g, ctx.deadline, ctx.what);
   reduce_slots(*arena, g, tiny, 0, nullptr, out, count, dtype, op);
+  if (op == ReduceOp::Avg) reduce::divide_by(dtype, out, count, static_cast<std::size_t>(ctx.size));
 }
 
 }  // namespace cohort::algorithms

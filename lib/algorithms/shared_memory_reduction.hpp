@@ -14,7 +14,9 @@ namespace cohort::algorithms {
 
 /// out = op over ranks of in (count elements), written on every rank whose `out` is not null
 /// (allreduce: every rank; reduce: the root). `in` may equal `out`. Needs ctx.arena and a world
-/// of two or more; every rank must call it with the same count, dtype and op.
+/// of two or more; every rank must call it with the same count, dtype and op. Avg is finished
+/// here (the sums divided by the world size where they are still in cache): callers must not
+/// divide again.
 void shared_memory_reduction(const OpContext& ctx, const void* in, void* out, std::size_t count,
                              DType dtype, ReduceOp op);
 

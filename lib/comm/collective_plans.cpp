@@ -295,9 +295,11 @@ Fingerprint fingerprint_of(const BarrierPlan&) {
 
 void execute(const algorithms::OpContext& ctx, algorithms::ScratchPool&, const AllreducePlan& plan,
              Algorithm forced) {
-  algorithms::run_allreduce(ctx, {plan.in, plan.out, plan.count, plan.dtype, wire_op(plan.op)},
-                            forced);
-  if (plan.op == ReduceOp::Avg)
+  // Avg reaches the algorithms as itself (every kernel combines it like Sum); the shared-memory
+  // engine divides while its sums are in cache, every other algorithm leaves it to this pass.
+  const Algorithm ran = algorithms::run_allreduce(
+      ctx, {plan.in, plan.out, plan.count, plan.dtype, plan.op}, forced);
+  if (plan.op == ReduceOp::Avg && ran != Algorithm::SharedMemory)
     reduce::divide_by(plan.dtype, plan.out, plan.count, static_cast<std::size_t>(ctx.size));
 }
 

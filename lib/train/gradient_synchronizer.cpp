@@ -6,12 +6,15 @@
 // its communication dtype. Each micro-step:
 //   1. begin_micro_step() applies Accelerate's counter rule and decides whether this micro-step
 //      communicates; if not, mark_ready()/finish() only validate and track.
-//   2. mark_ready(i) casts gradient i into its staging slot, multiplied by 1/world (and by the
-//      exact_final_window correction), in one kernel pass; a view bucket's gradient is
-//      multiplied in place instead. When that completes the bucket at the head of the launch
-//      queue, the head and every complete bucket behind it start their allreduce(Sum)
-//      asynchronously: launches happen strictly in bucket order, so the sequence of collectives
-//      is the same on every rank whatever order backward marks gradients in.
+//   2. mark_ready(i) casts gradient i into its staging slot in one kernel pass (a view bucket
+//      needs none). Buckets of f32, f64 and bf16 reduce with Avg, which divides inside the
+//      collective; f16 and fp8 buckets, whose sums could overflow where the mean fits, are
+//      multiplied by 1/world on the way in (in place for a view) and summed. Either way a
+//      short final window's exact_final_window correction is applied in that pass. When that
+//      completes the bucket at the head of the launch queue, the head and every complete bucket
+//      behind it start their allreduce(Sum) asynchronously: launches happen strictly in bucket
+//      order, so the sequence of collectives is the same on every rank whatever order backward
+//      marks gradients in.
 //   3. finish() starts the buckets not yet started (unready gradients zeroed), and waits for
 //      them in order, casting each staged bucket back into its gradients as soon as its
 //      allreduce is done (overlapping the later buckets' allreduces).
@@ -46,6 +49,7 @@ struct GradientSynchronizer::Bucket {
   DType dtype = DType::Float32;    // communication dtype of `staging`
   std::size_t payload = 0;         // gradient elements
   bool view = false;               // `staging` is the gradients' own memory
+  bool averages = false;           // reduced with Avg instead of pre-divided and summed
   Buffer staging;
   std::size_t unready = 0;  // gradients of this bucket not marked in this micro-step
   Work work;                // the allreduce, once started (invalid in a world of one)
@@ -127,6 +131,12 @@ GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
     bucket->payload = offset;
     if (!options_.communication_dtype) bucket->staging = contiguous_span(slots);
     bucket->view = bucket->staging.count() > 0;
+    // Avg divides inside the collective (the shared-memory engine while the sums are in cache),
+    // which saves a view bucket a pass of its own. f16 and fp8 are pre-divided and summed
+    // instead: their partial sums could overflow where the mean fits. The choice depends on the
+    // bucket's dtype only, so every rank makes the same one whatever its memory layout.
+    bucket->averages = bucket->dtype != DType::Float16 && bucket->dtype != DType::Float8E4M3 &&
+                       bucket->dtype != DType::Float8E5M2;
     if (!bucket->view) bucket->staging = Buffer::allocate(offset, bucket->dtype);
     buckets_.push_back(std::move(bucket));
   }
@@ -253,6 +263,7 @@ bool GradientSynchronizer::begin_micro_step(bool end_of_data) {
     scale = static_cast<double>(steps) / window_length_;
   }
   pack_factor_ = static_cast<float>(scale / comm_->size());
+  window_factor_ = static_cast<float>(scale);
 
   // An earlier finish() that failed may have left allreduces running into the staging buffers.
   for (auto& bucket : buckets_) {
@@ -303,13 +314,15 @@ void GradientSynchronizer::pack_locked(std::size_t index) {
   const Bucket& bucket = *buckets_[bucket_of_[index]];
   if (grad.count() == 0) return;
   if (bucket.view) {
-    if (pack_factor_ != 1.0f)
-      kernels::convert(grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(),
-                       pack_factor_);
+    // An averaging bucket leaves the division to its allreduce; only a short window's
+    // correction (rare) costs a pass here.
+    const float factor = bucket.averages ? window_factor_ : pack_factor_;
+    if (factor != 1.0f)
+      kernels::convert(grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(), factor);
     return;
   }
   kernels::convert(grad.dtype(), grad.data(), bucket.dtype, bucket.slot(offset_of_[index]),
-                   grad.count(), pack_factor_);
+                   grad.count(), bucket.averages ? window_factor_ : pack_factor_);
 }
 
 void GradientSynchronizer::launch_ready_buckets_locked() {
@@ -334,7 +347,9 @@ void GradientSynchronizer::launch_bucket_locked(std::size_t b, bool forced) {
   collective.timeout = options_.timeout;
   const bool communicate = comm_->size() > 1;
   if (communicate && bucket.staging.count() > 0)
-    bucket.work = comm_->allreduce_async(bucket.staging, bucket.staging, ReduceOp::Sum, collective);
+    bucket.work =
+        comm_->allreduce_async(bucket.staging, bucket.staging,
+                               bucket.averages ? ReduceOp::Avg : ReduceOp::Sum, collective);
   if (b + 1 == buckets_.size()) {
     // The last bucket starts after every other one, so unready_count_ is final here.
     float* flags = unready_flags_.data_as<float>();

@@ -65,10 +65,11 @@ struct GradientSyncOptions {
 /// them); a bucket closes once it holds bucket_cap_bytes (first_bucket_cap_bytes for the first)
 /// and never mixes dtypes or devices. Bucket k starts its allreduce once every gradient in it is
 /// marked ready *and* every earlier bucket has started, so every rank issues the same collectives
-/// in the same order whatever order its gradients become ready in. Values are divided by the
-/// world size as they are copied into the bucket (so f16 sums cannot overflow where the mean
-/// fits), then summed. Right after the last bucket, one allreduce of one float per rank tells
-/// every rank which ranks left gradients unready.
+/// in the same order whatever order its gradients become ready in. f32, f64 and bf16 buckets are
+/// reduced with ReduceOp::Avg (the division happens inside the collective); f16 and fp8 buckets
+/// are divided by the world size as they are copied in, then summed, so their sums cannot
+/// overflow where the mean fits. Right after the last bucket, one allreduce of one float per rank
+/// tells every rank which ranks left gradients unready.
 ///
 /// Copies: when a bucket's gradients already tile one contiguous range of memory (same dtype, no
 /// communication dtype), that memory *is* the bucket: gradients are divided in place and reduced
@@ -120,7 +121,8 @@ class GradientSynchronizer {
   }
 
   /// Gradient `index` holds this micro-step's final value. On a communicating micro-step it is
-  /// copied into its bucket (divided by the world size) and ready buckets start their allreduce;
+  /// copied into its bucket (f16/fp8: divided by the world size) and ready buckets start their
+  /// allreduce;
   /// a staged gradient is written only by finish(), a gradient that is its bucket's memory is
   /// divided in place here and then reduced in place. Throws InvalidArgument for an unknown
   /// index, InvalidUsage when it was already marked in this micro-step, before the first
@@ -182,6 +184,7 @@ class GradientSynchronizer {
   std::size_t unready_count_ = 0;  // gradients not marked in this micro-step
   std::size_t next_launch_ = 0;    // first bucket not started
   float pack_factor_ = 1.0f;       // 1 / world, times the exact_final_window correction
+  float window_factor_ = 1.0f;     // the exact_final_window correction alone
   int micro_step_ = 0;             // Accelerate's step counter, modulo accumulation_steps
   int window_length_ = 0;          // counted micro-steps of the current window so far
   bool in_place_ = false;          // a world of one without a communication dtype: no staging
