@@ -356,8 +356,8 @@ TEST_CASE("launch reports a throwing setup naming its rank; that rank's fn never
         4,
         [&](const cohort::Environment& env) {
           std::ofstream(dir.path() / ("fn" + std::to_string(env.rank))) << "ran";
-          // The others would outlive the test if the failure did not stop them.
-          std::this_thread::sleep_for(120s);
+          // The others wait to be stopped: launch() must end them once rank 2 failed.
+          ::pause();
         },
         options);
     FAIL("launch returned although rank 2's setup threw");
