@@ -19,8 +19,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <string>
 
+#include "train/argument_agreement.hpp"
 #include "train/buffer_checks.hpp"
 
 namespace cohort::train {
@@ -42,19 +44,35 @@ Buffer bytes_of(const Buffer& param) {
 
 void broadcast_parameters(Communicator& comm, std::span<const Buffer> params, int root,
                           std::size_t chunk_bytes) {
-  if (root < 0 || root >= comm.size()) {
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: root {} is out of range for a communicator of size {}", kWho, root,
-                            comm.size()));
-  }
-  if (chunk_bytes == 0) {
-    throw Error(ErrorCode::InvalidArgument, fmt::format("{}: chunk_bytes must be > 0", kWho));
-  }
+  // Arguments are checked locally, then every rank's layout (and verdict) is compared before a
+  // byte moves: ranks that disagree would pair different chunks, or wait on broadcasts the
+  // others never start.
   std::size_t small_bytes = 0;
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    check_parameter(i, params[i]);
-    if (params[i].nbytes() < chunk_bytes) small_bytes += params[i].nbytes();
+  bool rejected = false;
+  std::exception_ptr local_error;
+  try {
+    if (root < 0 || root >= comm.size()) {
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("{}: root {} is out of range for a communicator of size {}", kWho,
+                              root, comm.size()));
+    }
+    if (chunk_bytes == 0) {
+      throw Error(ErrorCode::InvalidArgument, fmt::format("{}: chunk_bytes must be > 0", kWho));
+    }
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      check_parameter(i, params[i]);
+      if (params[i].nbytes() < chunk_bytes) small_bytes += params[i].nbytes();
+    }
+  } catch (const Error&) {
+    rejected = true;
+    local_error = std::current_exception();
   }
+  Digest digest;
+  digest.mix(static_cast<std::uint64_t>(root)).mix(chunk_bytes).mix(params.size());
+  for (const Buffer& param : params) digest.mix(param.nbytes());
+  const ArgumentAgreement agreement = agree_arguments(comm, digest, rejected, std::nullopt);
+  if (local_error) std::rethrow_exception(local_error);
+  throw_if_disagreed(agreement, kWho, "passed parameters (count, byte sizes), root or chunk_bytes");
   if (comm.size() == 1) return;
 
   const bool is_root = comm.rank() == root;

@@ -39,6 +39,7 @@
 #include <string>
 
 #include "core/log.hpp"
+#include "train/argument_agreement.hpp"
 #include "train/buffer_checks.hpp"
 #include "train/kernels/float_kernels.hpp"
 
@@ -179,51 +180,21 @@ Buffer GradientSynchronizer::contiguous_span(const std::vector<std::size_t>& slo
 }
 
 void GradientSynchronizer::check_same_registration(bool arguments_rejected) {
-  constexpr std::uint64_t kRejected = 0;  // a digest that happens to be 0 is sent as 1
   // Every rank must register the same gradients (counts and dtypes, in order) and options that
-  // shape the buckets, or their allreduces would pair different data. One allgather of a digest
-  // at construction; a mismatch is an error on every rank.
-  if (comm_->size() == 1) return;
-  std::uint64_t digest = 1469598103934665603ull;  // FNV-1a over the registration
-  const auto mix = [&](std::uint64_t v) {
-    for (int k = 0; k < 8; ++k) digest = (digest ^ ((v >> (8 * k)) & 0xff)) * 1099511628211ull;
-  };
-  mix(grads_.size());
-  for (const Buffer& grad : grads_) {
-    mix(grad.count());
-    mix(static_cast<std::uint64_t>(grad.dtype()));
-  }
-  mix(options_.bucket_cap_bytes);
-  mix(options_.first_bucket_cap_bytes);
-  mix(options_.communication_dtype ? 1 + static_cast<std::uint64_t>(*options_.communication_dtype)
-                                   : 0);
-  if (digest == kRejected) digest = 1;
-  if (arguments_rejected) digest = kRejected;
-  std::vector<std::uint64_t> digests(static_cast<std::size_t>(comm_->size()));
-  CollectiveOptions collective;
-  collective.timeout = options_.timeout;
-  comm_->allgather(Buffer::view(&digest, 1, DType::UInt64),
-                   Buffer::view(digests.data(), digests.size(), DType::UInt64), collective);
-  std::vector<int> rejected, differ;
-  for (std::size_t r = 0; r < digests.size(); ++r) {
-    if (digests[r] == kRejected)
-      rejected.push_back(static_cast<int>(r));
-    else if (digests[r] != digests[0])
-      differ.push_back(static_cast<int>(r));
-  }
+  // shape the buckets, or their allreduces would pair different data.
+  Digest digest;
+  digest.mix(grads_.size());
+  for (const Buffer& grad : grads_)
+    digest.mix(grad.count()).mix(static_cast<unsigned>(grad.dtype()));
+  digest.mix(options_.bucket_cap_bytes).mix(options_.first_bucket_cap_bytes);
+  digest.mix(options_.communication_dtype
+                 ? 1 + static_cast<std::uint64_t>(*options_.communication_dtype)
+                 : 0);
+  const ArgumentAgreement agreement =
+      agree_arguments(*comm_, digest, arguments_rejected, options_.timeout);
   if (arguments_rejected) return;  // this rank throws its own error
-  if (!rejected.empty()) {
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: ranks {} rejected their gradients or options (their errors say "
-                            "why)",
-                            kWho, join(rejected)));
-  }
-  if (differ.empty()) return;
-  throw Error(ErrorCode::InvalidArgument,
-              fmt::format("{}: ranks {} registered gradients (counts, dtypes, order) or bucket "
-                          "options different from rank 0's; every rank must register the same "
-                          "gradients with the same options",
-                          kWho, join(differ)));
+  throw_if_disagreed(agreement, kWho,
+                     "registered gradients (counts, dtypes, order) or bucket options");
 }
 
 GradientSynchronizer::~GradientSynchronizer() {

@@ -500,3 +500,37 @@ TEST_CASE("a rank that registers other gradients or rejects its own is named on 
     expect_all(grads[0], (env.world_size - 1) / 2.0, "after the errors");
   }));
 }
+
+TEST_CASE("broadcast_parameters: a rank with other sizes or a bad root is an error on every rank",
+          "[train][gradients][multiproc]") {
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto comm = world(env);
+    const int r = comm->rank();
+    const int last = env.world_size - 1;
+    // The last rank's second parameter has 3 elements where the others have 4.
+    {
+      std::vector<Buffer> params{f32_filled(2, 0), f32_filled(r == last ? 3 : 4, 0)};
+      expect_error([&] { train::broadcast_parameters(*comm, params, 0); },
+                   ErrorCode::InvalidArgument, {"ranks " + std::to_string(last), "differently"},
+                   "differing sizes");
+    }
+    // The last rank names a root outside the communicator.
+    {
+      std::vector<Buffer> params{f32_filled(2, 0)};
+      if (r == last) {
+        expect_error([&] { train::broadcast_parameters(*comm, params, 7); },
+                     ErrorCode::InvalidArgument, {"root 7"}, "its own bad root");
+      } else {
+        expect_error([&] { train::broadcast_parameters(*comm, params, 0); },
+                     ErrorCode::InvalidArgument, {"ranks " + std::to_string(last), "rejected"},
+                     "a peer's bad root");
+      }
+    }
+    // Still in step: a good broadcast from the last rank arrives everywhere.
+    std::vector<Buffer> params{f32_filled(3, static_cast<float>(r))};
+    train::broadcast_parameters(*comm, params, last);
+    expect_all(params[0], last, "after the errors");
+  }));
+}
