@@ -21,39 +21,18 @@
 #include <string_view>
 #include <vector>
 
+#include "microbench_timing.hpp"
 #include "reduce/dispatch.hpp"
 #include "train/kernels/float_kernels.hpp"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using cohort::DType;
 namespace kernels = cohort::train::kernels;
 namespace reduce = cohort::reduce;
 
-// Runs `body` until at least `min_seconds` pass (at least once), `repeats` times; returns the
-// fastest seconds per call.
-template <class Body>
-double best_seconds_per_call(Body&& body, double min_seconds, int repeats) {
-  double best = 1e300;
-  for (int r = 0; r < repeats; ++r) {
-    std::size_t calls = 0;
-    const auto start = Clock::now();
-    double elapsed = 0;
-    do {
-      body();
-      ++calls;
-      elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-    } while (elapsed < min_seconds);
-    best = std::min(best, elapsed / static_cast<double>(calls));
-  }
-  return best;
-}
-
-// Keeps the compiler from proving the buffers unused.
-void escape(void* p) {
-  asm volatile("" : : "g"(p) : "memory");
-}
+using cohort::bench::best_seconds_per_call;
+using cohort::bench::escape;
 
 struct Size {
   const char* label;

@@ -157,6 +157,20 @@ COHORT_REDUCE_INLINE U32 float_to_half_bits(F32 v) {
 }
 
 #if defined(__F16C__) && (COHORT_REDUCE_VECTOR_BYTES == 64 || COHORT_REDUCE_VECTOR_BYTES == 32)
+// Rounds one vector of floats to halves with F16C and stores them in order. The hardware keeps
+// NaN payload bits; the reference makes every NaN the canonical quiet one, which is what a
+// float NaN with an empty payload converts to. (Also used by lib/train's cast kernels.)
+COHORT_REDUCE_INLINE void store_halves_f16c(unsigned char* p, F32 v) {
+  const U32 x = reinterpret_cast<U32>(v);
+  const F32 w = reinterpret_cast<F32>(v != v ? (x & 0x80000000u) | 0x7fc00000u : x);
+#if COHORT_REDUCE_VECTOR_BYTES == 64
+  store_vector(p, _mm512_maskz_cvtps_ph(0xffff, reinterpret_cast<__m512>(w),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+#else
+  store_vector(p, _mm256_cvtps_ph(reinterpret_cast<__m256>(w), _MM_FROUND_TO_NEAREST_INT));
+#endif
+}
+
 // F16C converts exactly (and ignores DAZ/FTZ). A block is half a vector of halves.
 struct HalfCodec : FloatComputed {
   using Storage = std::uint16_t;
@@ -171,16 +185,7 @@ struct HalfCodec : FloatComputed {
 #endif
   }
   static COHORT_REDUCE_INLINE void store(unsigned char* p, const F32 (&v)[kParts]) {
-    // The hardware keeps NaN payload bits; the reference makes every NaN the canonical quiet
-    // one, which is what a float NaN with an empty payload converts to.
-    const U32 x = reinterpret_cast<U32>(v[0]);
-    const F32 w = reinterpret_cast<F32>(v[0] != v[0] ? (x & 0x80000000u) | 0x7fc00000u : x);
-#if COHORT_REDUCE_VECTOR_BYTES == 64
-    store_vector(p, _mm512_maskz_cvtps_ph(0xffff, reinterpret_cast<__m512>(w),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#else
-    store_vector(p, _mm256_cvtps_ph(reinterpret_cast<__m256>(w), _MM_FROUND_TO_NEAREST_INT));
-#endif
+    store_halves_f16c(p, v[0]);
   }
 };
 #else

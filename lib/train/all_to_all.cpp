@@ -11,6 +11,7 @@
 #include <cohort/train/mesh.hpp>
 
 #include "train/buffer_checks.hpp"
+#include "train/shape_exchange.hpp"
 
 #include <cstdint>
 #include <string>
@@ -21,15 +22,6 @@ namespace {
 
 constexpr const char* kOp = "all_to_all";
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (i > 0) text += ", ";
-    text += std::to_string(shape[i]);
-  }
-  return text + "]";
-}
-
 void check_input(const Communicator& comm, const Buffer& in) {
   require_host(kOp, "the input", in);
   if (in.ndim() == 0) {
@@ -38,7 +30,7 @@ void check_input(const Communicator& comm, const Buffer& in) {
   }
   if (in.shape()[0] % comm.size() != 0) {
     throw Error(ErrorCode::InvalidArgument,
-                std::string(kOp) + ": dim 0 of the input " + shape_text(in.shape()) + " (" +
+                std::string(kOp) + ": dim 0 of the input " + shape_string(in.shape()) + " (" +
                     std::to_string(in.shape()[0]) + ") is not divisible by the group size " +
                     std::to_string(comm.size()));
   }
@@ -53,9 +45,9 @@ void all_to_all(Communicator& comm, const Buffer& in, const Buffer& out,
   require_host(kOp, "the output", out);
   if (out.shape() != in.shape() || out.dtype() != in.dtype()) {
     throw Error(ErrorCode::InvalidArgument,
-                std::string(kOp) + ": the output " + shape_text(out.shape()) + " " +
+                std::string(kOp) + ": the output " + shape_string(out.shape()) + " " +
                     std::string(dtype_name(out.dtype())) + " differs from the input " +
-                    shape_text(in.shape()) + " " + std::string(dtype_name(in.dtype())));
+                    shape_string(in.shape()) + " " + std::string(dtype_name(in.dtype())));
   }
   require_contiguous(kOp, "the output", out, /*written=*/true);
   comm.alltoall(in.flat(), out.flat(), options);

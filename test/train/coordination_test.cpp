@@ -7,7 +7,7 @@
 // without sleeps. Nodes are simulated by giving each rank an Environment whose local_rank is
 // rank % 2 (nodes of two ranks), which is all Scope::Local reads.
 
-#include "comm/rank_checks.hpp"
+#include "train_test_support.hpp"
 
 #include <cohort/store.hpp>
 #include <cohort/train/coordination.hpp>
@@ -48,21 +48,6 @@ Environment on_nodes_of_two(Environment env) {
   env.node_rank = env.rank / 2;
   env.num_nodes = (env.world_size + 1) / 2;
   return env;
-}
-
-// Requires fn to throw a std::runtime_error (not a cohort::Error) whose what() is `text`: a rank
-// whose own fn threw gets that very exception back.
-void expect_own_exception(const std::function<void()>& fn, const std::string& text,
-                          const std::string& where) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    RANK_CHECK(false, where << ": got a cohort::Error instead of fn's exception: " << e.what());
-  } catch (const std::runtime_error& e) {
-    RANK_CHECK(std::string(e.what()) == text, where << ": got " << e.what());
-    return;
-  }
-  RANK_CHECK(false, where << ": no exception");
 }
 
 // A main_first everybody survives, rank 0 first: shows the ranks are still in step after an error.

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "scaling_test_support.hpp"
+#include "train_test_support.hpp"
 
 namespace {
 

@@ -6,7 +6,7 @@
 // InvalidArgument, a bad root buffer fails every rank. Each failure is followed by a good call to
 // show the ranks stayed in step. Expected bytes come from the small generators below.
 
-#include "comm/rank_checks.hpp"
+#include "train_test_support.hpp"
 
 #include <cohort/train/objects.hpp>
 
@@ -68,21 +68,6 @@ void expect_blobs(const std::vector<Blob>& got, const std::vector<Blob>& want,
     RANK_CHECK(got[i] == want[i],
                where << ": item " << i << " is " << show(got[i]) << ", expected " << show(want[i]));
   }
-}
-
-// Requires a std::runtime_error (not a cohort::Error) with what() == text: a rank whose own
-// callback threw gets that very exception back.
-void expect_own_exception(const std::function<void()>& fn, const std::string& text,
-                          const std::string& where) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    RANK_CHECK(false, where << ": got a cohort::Error instead of fn's exception: " << e.what());
-  } catch (const std::runtime_error& e) {
-    RANK_CHECK(std::string(e.what()) == text, where << ": got " << e.what());
-    return;
-  }
-  RANK_CHECK(false, where << ": no exception");
 }
 
 // A good call after an error: ranks left behind in an earlier exchange would mismatch or hang.

@@ -167,16 +167,7 @@ struct Codec<DType::Float16> {
   }
   static COHORT_REDUCE_INLINE void store(unsigned char* p, F32 v) {
 #if defined(__F16C__) && (COHORT_REDUCE_VECTOR_BYTES == 64 || COHORT_REDUCE_VECTOR_BYTES == 32)
-    // F16C keeps NaN payload bits; the reference writes the canonical quiet NaN, which is what a
-    // float NaN with an empty payload converts to.
-    const U32 x = reinterpret_cast<U32>(v);
-    const F32 w = reinterpret_cast<F32>(v != v ? (x & 0x80000000u) | 0x7fc00000u : x);
-#if COHORT_REDUCE_VECTOR_BYTES == 64
-    store_vector(p, _mm512_maskz_cvtps_ph(0xffff, reinterpret_cast<__m512>(w),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-#else
-    store_vector(p, _mm256_cvtps_ph(reinterpret_cast<__m256>(w), _MM_FROUND_TO_NEAREST_INT));
-#endif
+    store_halves_f16c(p, v);
 #else
     narrow_u16(p, float_to_half_bits(v));
 #endif
