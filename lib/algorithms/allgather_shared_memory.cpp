@@ -19,7 +19,7 @@ namespace cohort::algorithms {
 
 bool allgather_shared_memory(const OpContext& ctx, const AllgatherArgs& args) {
   if (ctx.size == 1) return true;
-  transport::SharedArena* arena = ctx.arena;
+  transport::SharedArena* arena = ctx.arena();
   if (arena == nullptr) return false;
   using Flag = transport::SharedArena::Flag;
   const std::size_t es = dtype_size(args.dtype);

@@ -18,7 +18,7 @@ bool allreduce_shared_memory(const OpContext& ctx, const AllreduceArgs& args) {
     if (args.out != args.in) copy_bytes(args.out, args.in, args.count * dtype_size(args.dtype));
     return true;
   }
-  if (ctx.arena == nullptr) return false;
+  if (ctx.arena() == nullptr) return false;
   shared_memory_reduction(ctx, args.in, args.out, args.count, args.dtype, args.op);
   return true;
 }

@@ -27,7 +27,7 @@
 namespace cohort::algorithms {
 
 bool alltoall_shared_memory(const OpContext& ctx, const AlltoallArgs& args) {
-  transport::SharedArena* arena = ctx.arena;
+  transport::SharedArena* arena = ctx.arena();
   if (ctx.size > 1 && arena == nullptr) return false;
   using Arena = transport::SharedArena;
   const auto n = static_cast<std::size_t>(ctx.size);

@@ -8,7 +8,7 @@ namespace cohort::algorithms {
 
 bool barrier_shared_memory(const OpContext& ctx) {
   if (ctx.size == 1) return true;
-  transport::SharedArena* arena = ctx.arena;
+  transport::SharedArena* arena = ctx.arena();
   if (arena == nullptr) return false;
   const std::uint64_t g = arena->next_generation();
   arena->publish(transport::SharedArena::Flag::Arrived, g);

@@ -20,7 +20,7 @@ namespace cohort::algorithms {
 
 bool broadcast_shared_memory(const OpContext& ctx, const BroadcastArgs& args) {
   if (ctx.size == 1) return true;
-  transport::SharedArena* arena = ctx.arena;
+  transport::SharedArena* arena = ctx.arena();
   if (arena == nullptr) return false;
   using Flag = transport::SharedArena::Flag;
   const std::size_t bytes = args.count * dtype_size(args.dtype);

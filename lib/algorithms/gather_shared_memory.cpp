@@ -28,7 +28,7 @@ constexpr std::size_t kPiece = transport::SharedArena::kSlotBytes;
 bool gather_shared_memory(const OpContext& ctx, const GatherArgs& args) {
   using Arena = transport::SharedArena;
   if (ctx.size == 1) return true;  // the root's own block is already in place
-  Arena* arena = ctx.arena;
+  Arena* arena = ctx.arena();
   if (arena == nullptr) return false;
   const auto n = static_cast<std::size_t>(ctx.size);
   const auto me = static_cast<std::size_t>(ctx.rank);

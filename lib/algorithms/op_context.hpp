@@ -4,6 +4,7 @@
 // its deadline, and reusable scratch memory. Algorithms are free functions of
 // (const OpContext&, const <Collective>Args&); see args.hpp and the selection table.
 
+#include "transport/lazy_arena.hpp"
 #include "transport/shared_arena.hpp"
 #include "transport/transport.hpp"
 
@@ -35,19 +36,25 @@ struct OpContext {
   transport::Transport& transport;
   int rank;
   int size;
-  std::uint32_t comm_id;
+  /// The communicator's tag id (tag_ids.hpp): its field in every message tag.
+  std::uint32_t tag_id;
   std::uint32_t seq;  ///< the op's sequence number on this communicator
   transport::Deadline deadline;
   ScratchPool& scratch;
   /// "allreduce #17 (ring)", for error messages. A reference to storage the caller reuses op
   /// after op, so a small collective formats its name without allocating.
   const std::string& what;
-  /// The communicator's shared segment when all its ranks share this host, else null.
-  transport::SharedArena* arena = nullptr;
+  /// Where the communicator's shared segment comes from (null: never one).
+  transport::LazyArena* arenas = nullptr;
+
+  /// The communicator's shared segment when all its ranks share this host, else null. The first
+  /// call on a communicator sets the segment up, collectively: an algorithm asks for it before
+  /// deciding anything that could differ across ranks.
+  transport::SharedArena* arena() const { return arenas ? arenas->get(deadline) : nullptr; }
 
   /// The tag of step `step` of this op (source bits added by the transport).
   transport::Tag tag(std::uint32_t step) const noexcept {
-    return transport::op_tag(comm_id, seq, step);
+    return transport::op_tag(tag_id, seq, step);
   }
 };
 

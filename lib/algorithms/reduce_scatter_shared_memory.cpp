@@ -27,7 +27,7 @@ bool reduce_scatter_shared_memory(const OpContext& ctx, const ReduceScatterArgs&
     if (out != in) copy_bytes(out, in, args.count * es);
     return true;
   }
-  transport::SharedArena* arena = ctx.arena;
+  transport::SharedArena* arena = ctx.arena();
   if (arena == nullptr) return false;
   using Flag = transport::SharedArena::Flag;
   const auto n = static_cast<std::size_t>(ctx.size);

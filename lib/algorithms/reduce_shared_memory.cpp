@@ -16,7 +16,7 @@ bool reduce_shared_memory(const OpContext& ctx, const ReduceArgs& args) {
     if (args.out != args.in) copy_bytes(args.out, args.in, args.count * dtype_size(args.dtype));
     return true;
   }
-  if (ctx.arena == nullptr) return false;
+  if (ctx.arena() == nullptr) return false;
   shared_memory_reduction(ctx, args.in, ctx.rank == args.root ? args.out : nullptr, args.count,
                           args.dtype, args.op);
   return true;

@@ -22,7 +22,7 @@ namespace cohort::algorithms {
 
 bool scatter_shared_memory(const OpContext& ctx, const ScatterArgs& args) {
   using Arena = transport::SharedArena;
-  Arena* arena = ctx.arena;
+  Arena* arena = ctx.arena();
   if (ctx.size > 1 && arena == nullptr) return false;
   const auto n = static_cast<std::size_t>(ctx.size);
   const auto me = static_cast<std::size_t>(ctx.rank);

@@ -142,7 +142,7 @@ void reduce_in_shares(const OpContext& ctx, SharedArena& arena, const std::byte*
 
 void shared_memory_reduction(const OpContext& ctx, const void* in_ptr, void* out_ptr,
                              std::size_t count, DType dtype, ReduceOp op) {
-  SharedArena* arena = ctx.arena;
+  SharedArena* arena = ctx.arena();
   COHORT_CHECK(arena != nullptr && ctx.size >= 2);
   const auto* in = static_cast<const std::byte*>(in_ptr);
   auto* out = static_cast<std::byte*>(out_ptr);

@@ -28,34 +28,61 @@ std::shared_ptr<Communicator> make_communicator(std::unique_ptr<Communicator::Im
   return std::make_shared<ConcreteCommunicator>(std::move(impl));
 }
 
-std::unique_ptr<Communicator::Impl> wire_communicator(std::shared_ptr<Store> store,
-                                                      std::uint32_t id, int rank, int size,
-                                                      int node_rank, int local_size,
-                                                      std::chrono::milliseconds default_timeout,
-                                                      bool debug_detail) {
+namespace {
+
+std::unique_ptr<Communicator::Impl> new_impl(std::shared_ptr<Store> store,
+                                             const CommunicatorSetup& setup) {
   auto impl = std::make_unique<Communicator::Impl>();
-  impl->rank = rank;
-  impl->size = size;
-  impl->id = id;
-  impl->node_rank = node_rank;
-  impl->local_size = local_size;
+  impl->rank = setup.rank;
+  impl->size = setup.size;
+  impl->id = setup.id;
+  impl->node_rank = setup.node_rank;
+  impl->local_size = setup.local_size;
+  impl->host_ranks = setup.host_ranks;
   impl->store = std::move(store);
-  impl->default_timeout = default_timeout;
-  impl->debug_detail = debug_detail;
+  impl->default_timeout = setup.default_timeout;
+  impl->debug_detail = setup.debug_detail;
+  return impl;
+}
+
+/// The parts every communicator has once its transport exists: the arena (not set up yet) and
+/// the executor (its thread starts on first async use).
+void finish_impl(Communicator::Impl& impl, const CommunicatorSetup& setup, std::uint32_t tag_id) {
+  impl.arenas = std::make_unique<transport::LazyArena>(
+      impl.store, fmt::format("cohort/comm/{}", impl.id), impl.rank, impl.size, impl.host_ranks,
+      setup.arena_eligible);
+  impl.executor = std::make_unique<Executor>(*impl.transport, impl.arenas.get(), impl.rank,
+                                             impl.size, impl.id, tag_id);
+  COHORT_LOG_DEBUG("communicator {}: rank {} of {} over {} (tag id {})", impl.id, impl.rank,
+                   impl.size, impl.transport->description(), tag_id);
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator::Impl> wire_world(std::shared_ptr<Store> store,
+                                               const CommunicatorSetup& setup) {
+  auto impl = new_impl(std::move(store), setup);
+  impl->ids = std::make_shared<IdBlocks>();
   transport::TransportOptions options;
-  options.local_world_size = local_size;
-  options.connect_timeout = default_timeout;
-  // Each communicator's transport keys live under its own prefix, so concurrent wiring of
-  // several communicators never reads another's addresses.
-  impl->transport = transport::create_transport(*impl->store, fmt::format("cohort/comm/{}", id),
-                                                rank, size, options);
-  impl->arena = transport::SharedArena::create(*impl->store, fmt::format("cohort/comm/{}", id),
-                                               rank, size, local_size, default_timeout);
-  impl->executor =
-      std::make_unique<Executor>(*impl->transport, impl->arena.get(), rank, size, id);
-  COHORT_LOG_DEBUG("communicator {}: rank {} of {} over {}{}", id, rank, size,
-                   impl->transport->description(),
-                   impl->arena ? " and " + impl->arena->description() : std::string());
+  options.local_world_size = setup.host_ranks;
+  options.connect_timeout = setup.default_timeout;
+  // Each world's transport keys live under its own prefix, so concurrent wiring of several
+  // worlds never reads another's addresses.
+  impl->transport = transport::create_transport(
+      *impl->store, fmt::format("cohort/comm/{}", setup.id), setup.rank, setup.size, options);
+  finish_impl(*impl, setup, 0);
+  return impl;
+}
+
+std::unique_ptr<Communicator::Impl> derive_communicator(const Communicator::Impl& parent,
+                                                        const CommunicatorSetup& setup,
+                                                        std::span<const int> members,
+                                                        transport::TagIdClaim tag) {
+  auto impl = new_impl(parent.store, setup);
+  impl->ids = parent.ids;
+  const std::uint32_t tag_id = tag.id();
+  impl->transport = parent.transport->derive(members, setup.rank, std::move(tag));
+  finish_impl(*impl, setup, tag_id);
   return impl;
 }
 
@@ -87,9 +114,16 @@ std::shared_ptr<Communicator> Communicator::create(const Environment& env,
     id = comm::agree_on_id(*store, fmt::format("cohort/world/{}/id", generation), env.rank == 0,
                            timeout);
   }
-  return comm::make_communicator(
-      comm::wire_communicator(std::move(store), id, env.rank, env.world_size, env.node_rank,
-                              std::max(1, env.local_world_size), timeout, tunables.debug_detail));
+  comm::CommunicatorSetup setup;
+  setup.id = id;
+  setup.rank = env.rank;
+  setup.size = env.world_size;
+  setup.node_rank = env.node_rank;
+  setup.local_size = std::max(1, env.local_world_size);
+  setup.host_ranks = setup.local_size;
+  setup.default_timeout = timeout;
+  setup.debug_detail = tunables.debug_detail;
+  return comm::make_communicator(comm::wire_world(std::move(store), setup));
 }
 
 std::shared_ptr<Communicator> init(const InitOptions& options) {

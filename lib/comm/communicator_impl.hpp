@@ -8,13 +8,15 @@
 #include "algorithms/op_context.hpp"
 #include "comm/collective_plans.hpp"
 #include "comm/executor.hpp"
+#include "comm/id_blocks.hpp"
 #include "comm/validation.hpp"
-#include "transport/shared_arena.hpp"
+#include "transport/lazy_arena.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,22 +26,26 @@ struct Communicator::Impl {
   int rank = 0;
   int size = 1;
   std::uint32_t id = 0;
-  /// This rank's node, and how many ranks of this communicator share it (the transport sizes its
-  /// busy-polling by it).
+  /// This rank's node, and how many ranks of this communicator share it.
   int node_rank = 0;
   int local_size = 1;
+  /// How many ranks of the job share this host: they compete for its cores, so busy-polling is
+  /// sized by it.
+  int host_ranks = 1;
   /// The job-wide store (not prefixed): sub-communicators are wired through it too.
   std::shared_ptr<Store> store;
   std::chrono::milliseconds default_timeout{0};
   bool debug_detail = false;
+  /// Ids for communicators split from this one (shared with the whole family).
+  std::shared_ptr<comm::IdBlocks> ids;
+  /// Derived from the world's (sub-communicators share its connections).
   std::unique_ptr<transport::Transport> transport;
-  /// Shared segment for the shared-memory algorithms, when every rank is on this host.
-  std::unique_ptr<transport::SharedArena> arena;
+  /// Shared segment for the shared-memory algorithms, set up on first use when every rank is on
+  /// this host.
+  std::unique_ptr<transport::LazyArena> arenas;
   /// For inputs that must be copied aside (aliasing alltoall, in-place reduce); only the thread
   /// driving the transport touches it.
   algorithms::ScratchPool staging;
-  /// split()/dup() calls so far: names their store keys identically on every rank.
-  std::uint32_t children = 0;
   /// Declared last so it is destroyed first: its thread finishes before the transport goes.
   std::unique_ptr<comm::Executor> executor;
 
@@ -81,13 +87,30 @@ namespace comm {
 /// Builds a Communicator around a fully wired Impl (its constructor is protected).
 std::shared_ptr<Communicator> make_communicator(std::unique_ptr<Communicator::Impl> impl);
 
-/// Wires the transport for a communicator with id `id` over `rank`/`size` through
-/// "cohort/comm/<id>" in `store`, and starts its executor. Collective over the group.
-std::unique_ptr<Communicator::Impl> wire_communicator(std::shared_ptr<Store> store,
-                                                      std::uint32_t id, int rank, int size,
-                                                      int node_rank, int local_size,
-                                                      std::chrono::milliseconds default_timeout,
-                                                      bool debug_detail);
+/// Where a new communicator's state comes from.
+struct CommunicatorSetup {
+  std::uint32_t id = 0;
+  int rank = 0;
+  int size = 1;
+  int node_rank = 0;
+  int local_size = 1;
+  int host_ranks = 1;
+  /// May it use a shared arena (false when its ranks span hosts)?
+  bool arena_eligible = true;
+  std::chrono::milliseconds default_timeout{0};
+  bool debug_detail = false;
+};
+
+/// A world: connects the transport through "cohort/comm/<id>" in `store` (collective over the
+/// world's ranks).
+std::unique_ptr<Communicator::Impl> wire_world(std::shared_ptr<Store> store,
+                                               const CommunicatorSetup& setup);
+/// A communicator over a subset of `parent`'s ranks (`members`, in new rank order) sharing the
+/// parent's connections under tag id `tag`. Local: nothing is communicated.
+std::unique_ptr<Communicator::Impl> derive_communicator(const Communicator::Impl& parent,
+                                                        const CommunicatorSetup& setup,
+                                                        std::span<const int> members,
+                                                        transport::TagIdClaim tag);
 
 /// A fresh job-wide communicator id (1, 2, ...; the first world is 0) from the store's counter.
 std::uint32_t allocate_communicator_id(Store& store);

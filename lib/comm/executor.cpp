@@ -21,13 +21,14 @@ constexpr std::chrono::microseconds kPollInterval{1000};
 
 }  // namespace
 
-Executor::Executor(transport::Transport& transport, transport::SharedArena* arena, int rank,
-                   int size, std::uint32_t comm_id)
+Executor::Executor(transport::Transport& transport, transport::LazyArena* arenas, int rank,
+                   int size, std::uint32_t comm_id, std::uint32_t tag_id)
     : transport_(transport),
-      arena_(arena),
+      arenas_(arenas),
       rank_(rank),
       size_(size),
       comm_id_(comm_id),
+      tag_id_(tag_id),
       hook_(std::make_shared<detail::ProgressHook>()) {
   hook_->context = this;
   hook_->help = [](void* self) noexcept { static_cast<Executor*>(self)->help(); };
@@ -169,7 +170,7 @@ void Executor::fail(const std::string& what, const Error& error) {
 void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
   describe_into(what_, info, seq);
   const algorithms::OpContext ctx{
-      transport_, rank_, size_, comm_id_, seq, Clock::now() + info.timeout, scratch_, what_, arena_};
+      transport_, rank_, size_, tag_id_, seq, Clock::now() + info.timeout, scratch_, what_, arenas_};
   if (info.fingerprint) {
     try {
       verify_fingerprint(ctx, *info.fingerprint);
@@ -190,7 +191,7 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
 }
 
 transport::Request Executor::post(const PointToPoint& p2p) {
-  const transport::Tag tag = transport::p2p_tag(comm_id_, static_cast<std::uint32_t>(p2p.user_tag));
+  const transport::Tag tag = transport::p2p_tag(tag_id_, static_cast<std::uint32_t>(p2p.user_tag));
   if (p2p.is_send) return transport_.post_send(p2p.peer, p2p.data, p2p.bytes, tag);
   return transport_.post_recv(p2p.peer, p2p.data, p2p.bytes, tag);
 }

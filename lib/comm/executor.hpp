@@ -70,9 +70,10 @@ struct PointToPoint {
 
 class Executor {
  public:
-  /// `arena` (may be null) is handed to algorithms; it must outlive the executor.
-  Executor(transport::Transport& transport, transport::SharedArena* arena, int rank, int size,
-           std::uint32_t comm_id);
+  /// `arenas` (may be null) is handed to algorithms; it must outlive the executor. `tag_id` goes
+  /// into every message tag; `comm_id` names the communicator in messages.
+  Executor(transport::Transport& transport, transport::LazyArena* arenas, int rank, int size,
+           std::uint32_t comm_id, std::uint32_t tag_id);
   /// Runs every queued op and waits for in-flight sends/receives (each bounded by its own
   /// deadline), then stops the progress thread. Never throws.
   ~Executor();
@@ -162,12 +163,13 @@ class Executor {
   void help() noexcept;
 
   transport::Transport& transport_;
-  transport::SharedArena* arena_;
+  transport::LazyArena* arenas_;
   /// The running collective's name (OpContext::what); only the driving thread touches it.
   std::string what_;
   const int rank_;
   const int size_;
   const std::uint32_t comm_id_;
+  const std::uint32_t tag_id_;
   // Touched only by the thread currently driving (busy_ set by it).
   algorithms::ScratchPool scratch_;
   std::vector<PendingP2P> pending_;

@@ -1,27 +1,107 @@
-// split() and dup(): new communicators carved out of an existing one. Every member learns the
-// group from an allgather of (color, key, node) over the parent, the group's first member takes
-// a job-wide unique id from the store and publishes it, and the group wires its own transport.
+// split() and dup(): new communicators carved out of an existing one, sharing its connections.
+// One allgather over the parent carries each rank's (color, key, node), its tag-id offer
+// (tag_ids.hpp) and, from the parent's rank 0, the first of a block of job-wide ids it reserved.
+// From that table every member computes the same groups, ids and tag ids; the new communicator
+// derives its transport from the parent's. No store access, no new connection: a split costs
+// about one allgather on the parent.
 
 #include <cohort/communicator.hpp>
 #include <cohort/error.hpp>
 
 #include "comm/communicator_impl.hpp"
 #include "core/check.hpp"
+#include "transport/tag_ids.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
+#include <map>
+#include <optional>
+#include <span>
 #include <string>
+#include <thread>
+#include <vector>
 
 namespace cohort {
 namespace {
 
-struct Member {
-  std::int64_t key;
-  int old_rank;
-  std::int64_t node;
+// One row per parent rank in the split's exchange (int64 words).
+constexpr std::size_t kColor = 0;
+constexpr std::size_t kKey = 1;
+constexpr std::size_t kNode = 2;
+constexpr std::size_t kIdBase = 3;  // the first reserved id (parent rank 0's row only)
+constexpr std::size_t kOffer = 4;   // busy, last, then the tag-id mask
+constexpr std::size_t kOfferWords = 2 + transport::kTagMaskWords;
+constexpr std::size_t kRowWords = kOffer + kOfferWords;
+
+void encode_offer(const transport::TagOffer& offer, std::span<std::int64_t> out) {
+  out[0] = offer.busy ? 1 : 0;
+  out[1] = offer.last;
+  for (std::size_t w = 0; w < transport::kTagMaskWords; ++w)
+    out[2 + w] = static_cast<std::int64_t>(offer.used[w]);
+}
+
+class Table {
+ public:
+  Table(const std::int64_t* rows, int size) : rows_(rows), size_(size) {}
+  int size() const noexcept { return size_; }
+  std::int64_t at(int rank, std::size_t word) const noexcept {
+    return rows_[static_cast<std::size_t>(rank) * kRowWords + word];
+  }
+  transport::TagOffer offer(int rank) const noexcept {
+    transport::TagOffer offer;
+    offer.busy = at(rank, kOffer) != 0;
+    offer.last = static_cast<std::uint32_t>(at(rank, kOffer + 1));
+    for (std::size_t w = 0; w < transport::kTagMaskWords; ++w)
+      offer.used[w] = static_cast<std::uint64_t>(at(rank, kOffer + 2 + w));
+    return offer;
+  }
+
+ private:
+  const std::int64_t* rows_;
+  int size_;
 };
+
+/// One new communicator: its members (parent ranks, in new rank order), its place among the
+/// split's groups (which id of the reserved block it takes) and its tag id.
+struct Group {
+  std::vector<int> members;
+  std::uint32_t index = 0;
+  std::optional<std::uint32_t> tag_id;
+};
+
+struct Plan {
+  std::map<std::int64_t, Group> groups;  ///< by color
+  bool retry = false;  ///< some group found no common free tag id while a member was busy
+};
+
+/// What every member computes from the same table, so every member reaches the same plan.
+Plan plan_split(const Table& rows) {
+  Plan plan;
+  std::map<std::int64_t, std::vector<std::pair<std::int64_t, int>>> keyed;
+  for (int r = 0; r < rows.size(); ++r)
+    if (rows.at(r, kColor) != Communicator::kNoColor)
+      keyed[rows.at(r, kColor)].emplace_back(rows.at(r, kKey), r);
+  std::uint32_t index = 0;
+  for (auto& [color, members] : keyed) {
+    std::sort(members.begin(), members.end());  // by key, then parent rank
+    Group& group = plan.groups[color];
+    group.index = index++;
+    std::vector<transport::TagOffer> offers;
+    bool busy = false;
+    for (const auto& [key, r] : members) {
+      group.members.push_back(r);
+      offers.push_back(rows.offer(r));
+      busy = busy || offers.back().busy;
+    }
+    if (group.members.size() < 2) continue;  // a group of one needs no tag id
+    group.tag_id = transport::TagIdPool::choose(offers);
+    plan.retry = plan.retry || (!group.tag_id && busy);
+  }
+  return plan;
+}
 
 std::uint32_t parse_id(const Bytes& bytes, const std::string& key) {
   const std::string text(bytes.begin(), bytes.end());
@@ -67,36 +147,90 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
         fmt::format("split: color {} is negative (pass Communicator::kNoColor to opt out)", color));
   }
   Impl& impl = *impl_;
-  const std::uint32_t child = impl.children++;
+  const std::shared_ptr<transport::TagIdPool> pool = impl.transport->tag_ids();
+  // Ids for every group this split could make: the parent's first rank reserves them before the
+  // exchange (usually from its block, without a store round trip) and puts the first in its row.
+  const std::int64_t id_base =
+      impl.rank == 0
+          ? std::int64_t{impl.ids->reserve(*impl.store, static_cast<std::uint32_t>(impl.size))}
+          : -1;
+  const auto deadline = std::chrono::steady_clock::now() + impl.default_timeout;
+  for (int attempt = 1;; ++attempt) {
+    const transport::TagOffer offer = pool ? pool->offer() : transport::TagOffer{};
+    // Ends the offer on every path out (an exception from the exchange included).
+    struct OfferGuard {
+      transport::TagIdPool* pool;
+      const transport::TagOffer& offer;
+      bool open = true;
+      void finish(std::optional<std::uint32_t> id) {
+        open = false;
+        if (pool) pool->finish(offer, id);
+      }
+      ~OfferGuard() {
+        if (open && pool) pool->finish(offer, std::nullopt);
+      }
+    } guard{pool.get(), offer};
 
-  // Everyone learns everyone's (color, key, node) through the parent, in its op order.
-  const std::array<std::int64_t, 3> mine{color, key, impl.node_rank};
-  Buffer table = Buffer::allocate(3 * static_cast<std::size_t>(impl.size), DType::Int64);
-  allgather(Buffer::view(mine.data(), mine.size(), DType::Int64), table);
-  if (color == kNoColor) return nullptr;
+    // Everyone learns everyone's row through the parent, in its op order.
+    std::array<std::int64_t, kRowWords> mine{};
+    mine[kColor] = color;
+    mine[kKey] = key;
+    mine[kNode] = impl.node_rank;
+    mine[kIdBase] = id_base;
+    encode_offer(offer, std::span(mine).subspan(kOffer));
+    Buffer table = Buffer::allocate(kRowWords * static_cast<std::size_t>(impl.size), DType::Int64);
+    allgather(Buffer::view(mine.data(), mine.size(), DType::Int64), table);
+    const Table rows(table.data_as<const std::int64_t>(), impl.size);
 
-  const auto* rows = table.data_as<const std::int64_t>();
-  std::vector<Member> members;
-  for (int r = 0; r < impl.size; ++r) {
-    if (rows[3 * r] == color) members.push_back({rows[3 * r + 1], r, rows[3 * r + 2]});
+    const Plan plan = plan_split(rows);
+    if (plan.retry) {
+      guard.finish(std::nullopt);
+      // Another thread of some member was allocating at the same time; every member saw the same
+      // table, so all of them try again together.
+      if (std::chrono::steady_clock::now() >= deadline)
+        throw Error(ErrorCode::Timeout,
+                    fmt::format("split of communicator {}: {} attempts to agree on a free tag id "
+                                "failed while other splits ran concurrently on member processes",
+                                impl.id, attempt));
+      std::this_thread::yield();
+      continue;
+    }
+    if (color == kNoColor) return nullptr;  // the guard ends the offer
+    const Group& group = plan.groups.at(color);
+    const auto me = std::find(group.members.begin(), group.members.end(), impl.rank);
+    COHORT_CHECK(me != group.members.end());
+    const int new_rank = static_cast<int>(me - group.members.begin());
+    const int new_size = static_cast<int>(group.members.size());
+    if (new_size > 1 && !group.tag_id)
+      throw Error(ErrorCode::InvalidUsage,
+                  fmt::format("split of communicator {}: every one of the {} tag ids is in use by "
+                              "some member's live communicators; destroy communicators that are "
+                              "no longer needed",
+                              impl.id, transport::kTagIds));
+    const int local_size = static_cast<int>(std::count_if(
+        group.members.begin(), group.members.end(),
+        [&](int r) { return rows.at(r, kNode) == impl.node_rank; }));
+
+    comm::CommunicatorSetup setup;
+    setup.id = static_cast<std::uint32_t>(rows.at(0, kIdBase)) + group.index;
+    setup.rank = new_rank;
+    setup.size = new_size;
+    setup.node_rank = impl.node_rank;
+    setup.local_size = local_size;
+    setup.host_ranks = impl.host_ranks;
+    setup.arena_eligible = local_size == new_size;
+    setup.default_timeout = impl.default_timeout;
+    setup.debug_detail = impl.debug_detail;
+    if (new_size == 1 || !pool) {
+      guard.finish(std::nullopt);
+      return comm::make_communicator(
+          comm::derive_communicator(impl, setup, group.members, transport::TagIdClaim()));
+    }
+    guard.finish(group.tag_id);
+    transport::TagIdClaim claim(pool, *group.tag_id);  // released if anything below throws
+    return comm::make_communicator(
+        comm::derive_communicator(impl, setup, group.members, std::move(claim)));
   }
-  std::sort(members.begin(), members.end(), [](const Member& a, const Member& b) {
-    return a.key != b.key ? a.key < b.key : a.old_rank < b.old_rank;
-  });
-  const auto me = std::find_if(members.begin(), members.end(),
-                               [&](const Member& m) { return m.old_rank == impl.rank; });
-  COHORT_CHECK(me != members.end());
-  const int new_rank = static_cast<int>(me - members.begin());
-  const int new_size = static_cast<int>(members.size());
-  const int local_size = static_cast<int>(std::count_if(
-      members.begin(), members.end(), [&](const Member& m) { return m.node == impl.node_rank; }));
-
-  const std::string id_key = fmt::format("cohort/comm/{}/child/{}/color/{}", impl.id, child, color);
-  const std::uint32_t id =
-      comm::agree_on_id(*impl.store, id_key, new_rank == 0, impl.default_timeout);
-  return comm::make_communicator(comm::wire_communicator(impl.store, id, new_rank, new_size,
-                                                         impl.node_rank, local_size,
-                                                         impl.default_timeout, impl.debug_detail));
 }
 
 std::shared_ptr<Communicator> Communicator::dup() {

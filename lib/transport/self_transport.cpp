@@ -105,4 +105,12 @@ void SelfTransport::cancel_all() noexcept {
   requests_.clear();
 }
 
+std::unique_ptr<Transport> SelfTransport::derive(std::span<const int> members, int rank,
+                                                 TagIdClaim) {
+  if (members.size() != 1 || members[0] != 0 || rank != 0)
+    throw Error(ErrorCode::InvalidArgument,
+                "derive: a world of one has only rank 0 to derive a transport from");
+  return std::make_unique<SelfTransport>();
+}
+
 }  // namespace cohort::transport

@@ -10,6 +10,7 @@
 #include "transport/transport.hpp"
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace cohort::transport {
@@ -26,6 +27,9 @@ class SelfTransport final : public Transport {
   bool test(const Request& request) override;
   void cancel_all() noexcept override;
   std::string description() const override { return "self (in-process, world of one)"; }
+  /// Another world of one (with its own queue: nothing is shared, so no tag id is needed).
+  std::unique_ptr<Transport> derive(std::span<const int> members, int rank,
+                                    TagIdClaim tag) override;
 
  private:
   enum class State { Unmatched, Done, Failed };

@@ -14,13 +14,16 @@
 //   both messages name the peers whose requests were still pending. After such an error the
 //   transport cancels nothing by itself: the caller calls cancel_all() (the communicator then
 //   poisons itself).
-// - Not thread-safe: one thread at a time (the communicator serialises callers).
+// - One thread at a time per transport (the communicator serialises its callers). Transports
+//   derived from one another may be driven from different threads at once.
 
 #include "transport/tag.hpp"
+#include "transport/tag_ids.hpp"
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -57,6 +60,16 @@ class Transport {
   virtual void cancel_all() noexcept = 0;
   /// Short description for logs ("ucx posix,self").
   virtual std::string description() const = 0;
+
+  /// A transport over a subset of this one's ranks, sharing its connections: `members` are this
+  /// transport's ranks in the new one's rank order, `rank` this process's place among them.
+  /// Messages of the two are told apart by the tag id the caller passes in tags (`tag` holds it
+  /// until the new transport goes; empty for a subset of one). Local: no communication.
+  virtual std::unique_ptr<Transport> derive(std::span<const int> members, int rank,
+                                            TagIdClaim tag) = 0;
+  /// The tag ids in use on these connections, shared by every transport derived from them;
+  /// null when messages never leave the process (a world of one).
+  virtual std::shared_ptr<TagIdPool> tag_ids() const { return nullptr; }
 };
 
 }  // namespace cohort::transport

@@ -19,6 +19,7 @@ struct TransportOptions {
   std::chrono::milliseconds connect_timeout{60000};
 };
 
+/// The transport of a world (tag id 0; communicators split from it derive() theirs from it).
 /// Collective over `size` ranks: publishes this rank's address under "<key_prefix>/addr/<rank>"
 /// in `store`, reads every peer's, connects. size == 1 needs no UCX (an in-process self
 /// transport). Throws Error(InvalidArgument) naming rank/size when 0 <= rank < size <= kMaxRanks

@@ -78,7 +78,7 @@ class SweepRank {
   int size_;
   std::shared_ptr<Store> store_;
   std::unique_ptr<transport::Transport> transport_;
-  std::unique_ptr<transport::SharedArena> arena_;
+  std::unique_ptr<transport::LazyArena> arena_;
   algorithms::ScratchPool scratch_;
   std::string what_;  ///< OpContext::what of the latest context()
   std::uint32_t seq_ = 0;

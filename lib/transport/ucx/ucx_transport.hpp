@@ -1,24 +1,14 @@
 #pragma once
 
-// Transport over UCX tagged messaging: one worker per transport (so each communicator has its own
-// matching queue), one endpoint per peer (itself included), requests in a generation-checked
-// table. Peer failure: remote peers use UCX's peer-failure handling (error callback); same-host
-// peers are connected without it, so UCX may use shared memory, and are watched through their
-// pid instead. Either way a pending request with a failed peer fails with RemoteError in wait().
+// UcxTransport: one communicator's view of a UcxHub. It numbers the communicator's ranks 0..n-1
+// and maps them to the hub's world ranks; its requests are its own (cancel_all() cancels only
+// them). The world's view maps every rank to itself; split() derives views over subsets, which
+// cost a vector of ranks and a tag id (tag_ids.hpp), nothing in UCX.
 
-#include "transport/request_table.hpp"
+#include "transport/tag_ids.hpp"
 #include "transport/transport.hpp"
-#include "transport/tunables.hpp"
-#include "transport/ucx/peer_address.hpp"
-#include "transport/process_watch.hpp"
-#include "transport/ucx/ucx_endpoint.hpp"
-#include "transport/ucx/ucx_request.hpp"
-#include "transport/ucx/ucx_worker.hpp"
-#include "transport/wait_policy.hpp"
+#include "transport/ucx/ucx_hub.hpp"
 
-#include <cohort/store.hpp>
-
-#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,63 +17,34 @@ namespace cohort::transport::ucx {
 
 class UcxTransport final : public Transport {
  public:
-  /// Collective: publishes this rank's address under "<key_prefix>/addr/<rank>", reads every
-  /// peer's (waiting up to `connect_timeout` for each), connects, and exchanges an empty message
-  /// with every peer so all connections are fully established before the first op.
-  UcxTransport(Store& store, const std::string& key_prefix, int rank, int size,
-               int local_world_size, std::chrono::milliseconds connect_timeout);
+  /// The view of communicator rank `rank` over hub ranks `world_ranks` (by communicator rank),
+  /// holding tag id `tag` for as long as it lives.
+  UcxTransport(std::shared_ptr<UcxHub> hub, std::vector<int> world_ranks, int rank,
+               TagIdClaim tag);
+  /// Cancels this view's pending requests (the hub and other views are untouched).
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
   UcxTransport& operator=(const UcxTransport&) = delete;
 
   int rank() const noexcept override { return rank_; }
-  int size() const noexcept override { return size_; }
+  int size() const noexcept override { return static_cast<int>(world_ranks_.size()); }
   Request post_send(int peer, const void* data, std::size_t bytes, Tag tag) override;
   Request post_recv(int peer, void* data, std::size_t bytes, Tag tag) override;
   void wait(std::span<const Request> requests, Deadline deadline, const std::string& what) override;
   bool test(const Request& request) override;
   void cancel_all() noexcept override;
   std::string description() const override;
+  std::unique_ptr<Transport> derive(std::span<const int> members, int rank,
+                                    TagIdClaim tag) override;
+  std::shared_ptr<TagIdPool> tag_ids() const override { return hub_->tag_ids(); }
 
  private:
-  struct Peer {
-    int rank = -1;
-    bool same_host = false;
-    bool failed = false;
-    std::string failure;  // why, once failed
-    ProcessWatch watch;   // same-host peers only
-    UcxEndpoint endpoint;
-  };
-  struct Pending {
-    int peer;
-    std::size_t bytes;  // expected size of a receive
-    Tag tag;
-    UcxRequest request;
-  };
+  int world_rank(int peer, const char* what) const;
 
-  /// Exchanges an empty message with every peer (see the .cpp for why).
-  void handshake(std::chrono::milliseconds timeout);
-  static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) noexcept;
-  void check_peer(int peer, const char* what) const;
-  void check_liveness() noexcept;
-  /// Polls one pending request: true when complete (throws on its failure, after releasing it;
-  /// the message lists what is still pending among `all`).
-  bool poll_request(const Request& request, Pending& pending, const std::string& what,
-                    std::span<const Request> all);
-  static std::string describe(const Pending& pending);
-  /// "; still pending: receive from rank 2 (...), send to rank 3 (...)" or "".
-  std::string pending_summary(std::span<const Request> requests);
-  /// Sleeps on the worker's event fd and the same-host peers' pidfds, at most until `until`.
-  void block_until(Deadline until);
-
+  std::shared_ptr<UcxHub> hub_;
+  std::vector<int> world_ranks_;
   int rank_;
-  int size_;
-  WaitPolicy policy_;
-  TransportTunables tunables_;
-  UcxWorker worker_;
-  std::vector<std::unique_ptr<Peer>> peers_;
-  RequestTable<Pending> requests_;
-  std::chrono::steady_clock::time_point last_liveness_check_{};
+  TagIdClaim tag_;
 };
 
 }  // namespace cohort::transport::ucx

@@ -1,0 +1,379 @@
+#include "transport/ucx/ucx_hub.hpp"
+
+#include <array>
+
+#include <cohort/error.hpp>
+
+#include "core/log.hpp"
+#include "transport/host_identity.hpp"
+#include "transport/ucx/ucx_status.hpp"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <thread>
+
+namespace cohort::transport::ucx {
+namespace {
+
+/// How long teardown may spend flushing endpoints to live peers.
+constexpr std::chrono::milliseconds kCloseTimeout{2000};
+/// How long cancel_all() progresses for cancelled receives to complete.
+constexpr std::chrono::milliseconds kCancelTimeout{200};
+/// Same-host peers' liveness is checked at most this often while polling with test().
+constexpr std::chrono::milliseconds kLivenessInterval{10};
+
+std::string address_key(const std::string& prefix, int rank) {
+  return prefix + "/addr/" + std::to_string(rank);
+}
+
+}  // namespace
+
+UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
+               int local_world_size, std::chrono::milliseconds connect_timeout)
+    : rank_(rank),
+      size_(size),
+      tunables_(read_transport_tunables()),
+      tag_ids_(std::make_shared<TagIdPool>()),
+      worker_(UcxContext::shared()) {
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd_ < 0)
+    throw Error(ErrorCode::Internal,
+                "creating the transport's wake-up eventfd failed (errno " + std::to_string(errno) +
+                    ")");
+  policy_ =
+      choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables_.spin);
+  const std::string identity = local_host_identity();
+  store.set(
+      address_key(key_prefix, rank),
+      encode_peer_address({static_cast<std::uint32_t>(getpid()), identity, worker_.address()}));
+
+  peers_.reserve(static_cast<std::size_t>(size));
+  for (int p = 0; p < size; ++p) {
+    // Each Peer is allocated before its endpoint, so the error callback's argument is stable.
+    auto& peer = *peers_.emplace_back(std::make_unique<Peer>());
+    peer.rank = p;
+    const PeerAddress address =
+        decode_peer_address(store.get(address_key(key_prefix, p), connect_timeout), p);
+    peer.same_host = address.host_identity == identity;
+    const bool ucx_handles_failure =
+        !peer.same_host || tunables_.err_handling == PeerErrorHandling::Peer;
+    if (peer.same_host && p != rank) peer.watch = ProcessWatch(static_cast<pid_t>(address.pid));
+    peer.endpoint = UcxEndpoint(worker_, address.worker_address,
+                                ucx_handles_failure ? &on_endpoint_error : nullptr, &peer);
+  }
+  try {
+    handshake(connect_timeout);
+  } catch (...) {
+    close(wake_fd_);
+    throw;
+  }
+  COHORT_LOG_DEBUG("{}: rank {} of {} connected (spin {} us{})", description(), rank, size,
+                   policy_.spin.count(), policy_.yield_while_spinning ? ", yielding" : "");
+}
+
+UcxHub::~UcxHub() {
+  // Every view cancelled its own requests when it went; what is left is the handshake's, if any.
+  std::lock_guard lock(mutex_);
+  requests_.for_each([](const Request&, Pending& pending) { pending.request.cancel(); });
+  requests_.clear();
+  // Flush endpoints to live peers (so eager data buffered in a TCP socket still leaves), release
+  // those to failed peers without waiting for them.
+  std::vector<UcxEndpoint*> endpoints;
+  const std::unique_ptr<bool[]> force(new bool[peers_.size()]);
+  for (std::size_t i = 0; i < peers_.size(); ++i) {
+    endpoints.push_back(&peers_[i]->endpoint);
+    force[i] = peers_[i]->failed;
+  }
+  UcxEndpoint::close_all(worker_, endpoints, std::span<const bool>(force.get(), peers_.size()),
+                         std::chrono::steady_clock::now() + kCloseTimeout);
+  close(wake_fd_);
+}
+
+void UcxHub::handshake(std::chrono::milliseconds timeout) {
+  // A zero-byte message each way with every peer finishes UCX's lazy wireup now, while every
+  // rank is alive and inside this constructor: UCX 1.13 aborts (wireup_ep.c assertion) when a
+  // peer fails while an endpoint's wireup is still pending. The tag cannot collide with any op:
+  // this worker is new and no op can be posted before the constructor returns.
+  constexpr Tag kHandshakeTag = p2p_tag((1u << kCommBits) - 1, UINT32_MAX);
+  std::vector<Request> requests;
+  for (int p = 0; p < size_; ++p)
+    requests.push_back(post_recv(p, nullptr, 0, kHandshakeTag, Origin{this, p}));
+  for (int p = 0; p < size_; ++p)
+    requests.push_back(post_send(p, nullptr, 0, kHandshakeTag, Origin{this, p}));
+  try {
+    wait(requests, std::chrono::steady_clock::now() + timeout, "connecting the transport");
+  } catch (...) {
+    cancel_owned(this);
+    throw;
+  }
+}
+
+void UcxHub::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) noexcept {
+  auto& peer = *static_cast<Peer*>(arg);
+  if (peer.failed) return;
+  peer.failed = true;
+  peer.failure = std::string("UCX reported ") + ucs_status_string(status);
+  COHORT_LOG_WARN("lost connection to world rank {}: {}", peer.rank, peer.failure);
+}
+
+void UcxHub::check_peer(int peer, const char* what) const {
+  if (peer < 0 || peer >= size_)
+    throw Error(ErrorCode::InvalidArgument, std::string(what) + ": peer rank " +
+                                                std::to_string(peer) + " is out of range [0, " +
+                                                std::to_string(size_) + ")");
+}
+
+void UcxHub::check_liveness() noexcept {
+  for (auto& peer : peers_) {
+    if (peer->failed || !peer->watch.watching() || peer->watch.alive()) continue;
+    peer->failed = true;
+    peer->failure = "its process exited";
+    COHORT_LOG_WARN("world rank {} on this host exited", peer->rank);
+  }
+  last_liveness_check_ = std::chrono::steady_clock::now();
+}
+
+Request UcxHub::post_send(int peer, const void* data, std::size_t bytes, Tag tag,
+                          Origin origin) {
+  check_peer(peer, "post_send");
+  if (!data && bytes)
+    throw Error(ErrorCode::InvalidArgument,
+                "post_send: null buffer for " + std::to_string(bytes) + " bytes");
+  std::lock_guard lock(mutex_);
+  Peer& target = *peers_[static_cast<std::size_t>(peer)];
+  UcxRequest request = target.failed
+                           ? UcxRequest::failed(UcxRequest::Kind::Send, UCS_ERR_CONNECTION_RESET)
+                           : UcxRequest::send(worker_.get(), target.endpoint.get(), data, bytes,
+                                              with_source(tag, static_cast<std::uint32_t>(rank_)));
+  return requests_.insert(Pending{peer, origin, bytes, tag, std::move(request)});
+}
+
+Request UcxHub::post_recv(int peer, void* data, std::size_t bytes, Tag tag, Origin origin) {
+  check_peer(peer, "post_recv");
+  if (!data && bytes)
+    throw Error(ErrorCode::InvalidArgument,
+                "post_recv: null buffer for " + std::to_string(bytes) + " bytes");
+  std::lock_guard lock(mutex_);
+  UcxRequest request = UcxRequest::recv(worker_.get(), data, bytes,
+                                        with_source(tag, static_cast<std::uint32_t>(peer)));
+  return requests_.insert(Pending{peer, origin, bytes, tag, std::move(request)});
+}
+
+std::string UcxHub::describe(const Pending& pending) {
+  const bool is_send = pending.request.kind() == UcxRequest::Kind::Send;
+  std::string peer = std::to_string(pending.origin.peer_label);
+  if (pending.origin.peer_label != pending.peer)
+    peer += " (world rank " + std::to_string(pending.peer) + ")";
+  return std::string(is_send ? "send to rank " : "receive from rank ") + peer + " (" + std::to_string(pending.bytes) + " bytes, seq " +
+         std::to_string(tag_seq(pending.tag)) + " step " + std::to_string(tag_step(pending.tag)) +
+         ")";
+}
+
+std::string UcxHub::pending_summary(std::span<const Request> requests) {
+  std::string out;
+  for (const Request& request : requests) {
+    Pending* pending = requests_.find(request);
+    if (!pending) continue;
+    out += out.empty() ? "; still pending: " : ", ";
+    out += describe(*pending);
+  }
+  return out;
+}
+
+bool UcxHub::poll_request(const Request& request, Pending& pending, const std::string& what,
+                                std::span<const Request> all) {
+  const ucs_status_t status = pending.request.poll();
+  const Peer& peer = *peers_[static_cast<std::size_t>(pending.peer)];
+  if (status == UCS_INPROGRESS) {
+    if (!peer.failed) return false;
+    // Left in the table: UCX may still own it; cancel_all() takes it back.
+    throw Error(ErrorCode::RemoteError, what + ": rank " +
+                                            std::to_string(pending.origin.peer_label) +
+                                            " failed (" + peer.failure + ")" +
+                                            pending_summary(all));
+  }
+  const std::size_t received = pending.request.received_bytes();
+  const bool wrong_size = status == UCS_OK && pending.request.kind() == UcxRequest::Kind::Recv &&
+                          received != pending.bytes;
+  if (status == UCS_OK && !wrong_size) {
+    requests_.release(request);
+    return true;
+  }
+  // Only failures pay for formatting: this is the hot path of every small collective.
+  const std::string description = describe(pending);
+  requests_.release(request);
+  // A failed transfer is most often a dead peer; look before blaming UCX so the error names it.
+  if (!wrong_size) check_liveness();
+  if (wrong_size)
+    throw Error(ErrorCode::Internal, what + ": " + description + " got a " +
+                                         std::to_string(received) + "-byte message" +
+                                         pending_summary(all));
+  if (peer.failed)
+    throw Error(ErrorCode::RemoteError, what + ": " + description + " failed: rank " +
+                                            std::to_string(pending.origin.peer_label) +
+                                            " failed (" + peer.failure + ")" +
+                                            pending_summary(all));
+  const Error error = ucx_error(status, what + ": " + description);
+  throw Error(error.code(), error.message() + pending_summary(all));
+}
+
+void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const std::string& what) {
+  {
+    std::lock_guard lock(mutex_);
+    for (const Request& request : requests)
+      if (!requests_.find(request))
+        throw Error(ErrorCode::InvalidUsage,
+                    what + ": wait() on a stale or invalid request handle (slot " +
+                        std::to_string(request.slot) + ", generation " +
+                        std::to_string(request.generation) + ")");
+  }
+  // Small op waits (the common case) track completion on the stack, not in a heap vector.
+  constexpr std::size_t kInlineRequests = 16;
+  std::array<bool, kInlineRequests> done_inline{};
+  std::vector<bool> done_heap;
+  if (requests.size() > kInlineRequests) done_heap.assign(requests.size(), false);
+  auto is_done = [&](std::size_t i) {
+    return requests.size() > kInlineRequests ? bool(done_heap[i]) : done_inline[i];
+  };
+  auto mark_done = [&](std::size_t i) {
+    if (requests.size() > kInlineRequests) {
+      done_heap[i] = true;
+    } else {
+      done_inline[i] = true;
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  const auto spin_until = start + policy_.spin;
+  const auto yield_until = start + kYieldPhase;
+  for (std::uint32_t round = 1;; ++round) {
+    std::uint64_t epoch = 0;
+    {
+      // One round under the lock: the requests of other communicators (and threads) advance too.
+      std::lock_guard lock(mutex_);
+      progress_locked();
+      bool all_done = true;
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        if (is_done(i)) continue;
+        if (poll_request(requests[i], *requests_.find(requests[i]), what, requests)) {
+          mark_done(i);
+        } else {
+          all_done = false;
+        }
+      }
+      if (all_done) return;
+      epoch = progress_epoch_;
+    }
+    // Reading the clock costs about as much as a progress call; spin a few rounds between reads.
+    constexpr std::uint32_t kRoundsPerClockRead = 16;
+    if (round % kRoundsPerClockRead != 0) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      std::lock_guard lock(mutex_);
+      check_liveness();
+      // A peer found dead just now explains the silence better than the timeout does.
+      for (std::size_t i = 0; i < requests.size(); ++i)
+        if (!is_done(i)) poll_request(requests[i], *requests_.find(requests[i]), what, requests);
+      throw Error(ErrorCode::Timeout, what + ": deadline passed" + pending_summary(requests));
+    }
+    if (now < spin_until) {
+      if (policy_.yield_while_spinning) sched_yield();
+      continue;
+    }
+    if (now < yield_until) {
+      sched_yield();
+      continue;
+    }
+    block_until(deadline, epoch);
+  }
+}
+
+void UcxHub::progress_locked() noexcept {
+  if (!worker_.progress()) return;
+  ++progress_epoch_;
+  // A sleeping thread's requests may be among those just completed; it would not learn of it
+  // from the worker's event fd (the events were consumed here), so wake it.
+  if (sleepers_ > 0) {
+    const std::uint64_t one = 1;
+    if (write(wake_fd_, &one, sizeof one) < 0 && errno != EAGAIN)
+      COHORT_LOG_WARN("waking a thread blocked on the transport failed (errno {})", errno);
+  }
+}
+
+void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
+  std::vector<pollfd> fds;
+  {
+    std::lock_guard lock(mutex_);
+    // Another thread progressed since this one looked: its requests may be done; look again.
+    if (progress_epoch_ != seen_epoch) return;
+    if (!worker_.arm()) return;  // events pending: progress instead of sleeping
+    fds.push_back({worker_.event_fd(), POLLIN, 0});
+    fds.push_back({wake_fd_, POLLIN, 0});
+    for (const auto& peer : peers_)
+      if (!peer->failed && peer->watch.fd() >= 0) fds.push_back({peer->watch.fd(), POLLIN, 0});
+    ++sleepers_;
+  }
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+  const int timeout_ms =
+      static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), kMaxBlock).count());
+  if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
+    COHORT_LOG_WARN("poll on the UCX event fd failed (errno {})", errno);
+  std::lock_guard lock(mutex_);
+  --sleepers_;
+  if (fds[1].revents & POLLIN) {
+    std::uint64_t count = 0;
+    if (read(wake_fd_, &count, sizeof count) < 0 && errno != EAGAIN)
+      COHORT_LOG_WARN("draining the transport's wake-up eventfd failed (errno {})", errno);
+  }
+  check_liveness();
+}
+
+bool UcxHub::test(const Request& request) {
+  std::lock_guard lock(mutex_);
+  Pending* pending = requests_.find(request);
+  if (!pending)
+    throw Error(ErrorCode::InvalidUsage, "test() on a stale or invalid request handle (slot " +
+                                             std::to_string(request.slot) + ", generation " +
+                                             std::to_string(request.generation) + ")");
+  progress_locked();
+  if (std::chrono::steady_clock::now() - last_liveness_check_ >= kLivenessInterval)
+    check_liveness();
+  return poll_request(request, *pending, "test", std::span<const Request>(&request, 1));
+}
+
+void UcxHub::cancel_owned(const void* owner) noexcept {
+  std::lock_guard lock(mutex_);
+  requests_.for_each([owner](const Request&, Pending& pending) {
+    if (pending.origin.owner == owner) pending.request.cancel();
+  });
+  // Cancelled receives complete during progress; give them a bounded moment, then free whatever
+  // is left (UCX releases those requests when they finish).
+  const auto deadline = std::chrono::steady_clock::now() + kCancelTimeout;
+  for (;;) {
+    progress_locked();
+    bool any_pending = false;
+    requests_.for_each([&](const Request&, Pending& pending) {
+      if (pending.origin.owner == owner && pending.request.kind() == UcxRequest::Kind::Recv &&
+          pending.request.poll() == UCS_INPROGRESS)
+        any_pending = true;
+    });
+    if (!any_pending || std::chrono::steady_clock::now() >= deadline) break;
+  }
+  std::size_t released = 0;
+  requests_.for_each([&](const Request& request, Pending& pending) {
+    if (pending.origin.owner != owner) return;
+    requests_.release(request);
+    ++released;
+  });
+  if (released > 0) COHORT_LOG_DEBUG("cancel: released {} requests", released);
+}
+
+std::string UcxHub::description() const {
+  return worker_.context().description();
+}
+
+}  // namespace cohort::transport::ucx
