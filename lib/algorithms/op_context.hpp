@@ -50,7 +50,13 @@ struct OpContext {
   /// The communicator's shared segment when all its ranks share this host, else null. The first
   /// call on a communicator sets the segment up, collectively: an algorithm asks for it before
   /// deciding anything that could differ across ranks.
-  transport::SharedArena* arena() const { return arenas ? arenas->get(deadline) : nullptr; }
+  transport::SharedArena* arena() const {
+    return arenas ? arenas->get(transport, tag(kArenaSetupStep), deadline, what) : nullptr;
+  }
+  /// The steps the arena's set-up uses (the last of the step space: an op that sets the arena up
+  /// finishes that before it sends anything else).
+  static constexpr std::uint32_t kArenaSetupStep =
+      (1u << transport::kStepBits) - transport::SharedArena::kSetupSteps;
 
   /// The tag of step `step` of this op (source bits added by the transport).
   transport::Tag tag(std::uint32_t step) const noexcept {

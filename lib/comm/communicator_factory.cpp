@@ -48,9 +48,8 @@ std::unique_ptr<Communicator::Impl> new_impl(std::shared_ptr<Store> store,
 /// The parts every communicator has once its transport exists: the arena (not set up yet) and
 /// the executor (its thread starts on first async use).
 void finish_impl(Communicator::Impl& impl, const CommunicatorSetup& setup, std::uint32_t tag_id) {
-  impl.arenas = std::make_unique<transport::LazyArena>(
-      impl.store, fmt::format("cohort/comm/{}", impl.id), impl.rank, impl.size, impl.host_ranks,
-      setup.arena_eligible);
+  impl.arenas = std::make_unique<transport::LazyArena>(impl.host_ranks,
+                                                       setup.arena_eligible && impl.size > 1);
   impl.executor = std::make_unique<Executor>(*impl.transport, impl.arenas.get(), impl.rank,
                                              impl.size, impl.id, tag_id);
   COHORT_LOG_DEBUG("communicator {}: rank {} of {} over {} (tag id {})", impl.id, impl.rank,

@@ -10,10 +10,8 @@
 // communicator calls get() (its executor serialises ops).
 
 #include "transport/shared_arena.hpp"
+#include "transport/transport.hpp"
 
-#include <cohort/store.hpp>
-
-#include <chrono>
 #include <memory>
 #include <string>
 
@@ -22,23 +20,26 @@ namespace cohort::transport {
 class LazyArena {
  public:
   /// `eligible` is false when the arena can never be used (one rank, or ranks on several
-  /// hosts): get() then answers null without touching the store. `local_world_size` is how many
-  /// ranks share this host (for the arena's busy-polling); the other arguments are create()'s.
-  LazyArena(std::shared_ptr<Store> store, std::string key_prefix, int rank, int size,
-            int local_world_size, bool eligible);
+  /// hosts): get() then answers null without communicating. `local_world_size` is how many
+  /// ranks share this host (for the arena's busy-polling).
+  LazyArena(int local_world_size, bool eligible) noexcept
+      : local_world_size_(local_world_size), tried_(!eligible) {}
 
-  /// The arena, creating it on the first call (store timeouts bounded by `deadline`); null when
-  /// not eligible or when the ranks decided against one (every rank then gets null, now and
-  /// later). Throws what SharedArena::create throws; a later call tries again.
-  SharedArena* get(Deadline deadline);
+  /// The arena, creating it on the first call through SharedArena::create over `transport`
+  /// (the communicator's) with the op's tags from `first_tag`; null when not eligible or when
+  /// the ranks decided against one (every rank then gets null, now and later). Throws what
+  /// create() throws (the op then fails and poisons the communicator).
+  SharedArena* get(Transport& transport, Tag first_tag, Deadline deadline,
+                   const std::string& what) {
+    if (tried_) return arena_.get();
+    tried_ = true;
+    arena_ = SharedArena::create(transport, first_tag, local_world_size_, deadline, what);
+    return arena_.get();
+  }
   /// The arena if one was created, without creating it.
   SharedArena* existing() const noexcept { return arena_.get(); }
 
  private:
-  std::shared_ptr<Store> store_;
-  std::string key_prefix_;
-  int rank_;
-  int size_;
   int local_world_size_;
   bool tried_;
   std::unique_ptr<SharedArena> arena_;

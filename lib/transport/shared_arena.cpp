@@ -60,13 +60,6 @@ void cpu_relax() noexcept {
 #endif
 }
 
-Bytes to_bytes(const std::string& s) {
-  return Bytes(s.begin(), s.end());
-}
-std::string to_string(const Bytes& b) {
-  return std::string(b.begin(), b.end());
-}
-
 /// The segment as this rank mapped it; unmapped on scope exit unless released.
 struct Mapping {
   void* base = MAP_FAILED;
@@ -117,60 +110,126 @@ void map_segment(Mapping& mapping, const std::string& where) {
 
 }  // namespace
 
-std::unique_ptr<SharedArena> SharedArena::create(Store& store, const std::string& key_prefix,
-                                                 int rank, int size, int local_world_size,
-                                                 std::chrono::milliseconds timeout) {
+namespace {
+
+// The set-up exchange: fixed-size records, so every receive knows its size.
+struct HostReport {
+  std::uint8_t willing = 0;
+  char identity[255] = {};
+};
+struct Verdict {
+  std::uint8_t usable = 0;
+  char where[63] = {};  // "/proc/<pid>/fd/<fd>" of rank 0's segment; empty if it has none
+};
+struct MapReport {
+  std::int64_t mapped = 0;
+  std::int64_t pid = 0;
+};
+
+/// Rank 0 receives one `T` from every other rank (into `all[r]`); the others send theirs.
+template <class T>
+void gather_to_first(Transport& transport, std::vector<T>& all, const T& mine, Tag tag,
+                     Deadline deadline, const std::string& what) {
+  std::vector<Request> requests;
+  if (transport.rank() == 0) {
+    all.assign(static_cast<std::size_t>(transport.size()), T{});
+    all[0] = mine;
+    for (int r = 1; r < transport.size(); ++r)
+      requests.push_back(
+          transport.post_recv(r, &all[static_cast<std::size_t>(r)], sizeof(T), tag));
+  } else {
+    requests.push_back(transport.post_send(0, &mine, sizeof(T), tag));
+  }
+  transport.wait(requests, deadline, what);
+}
+
+/// Rank 0 sends `bytes` at `data` to every other rank; the others receive them there.
+void send_from_first(Transport& transport, void* data, std::size_t bytes, Tag tag,
+                     Deadline deadline, const std::string& what) {
+  std::vector<Request> requests;
+  if (transport.rank() == 0) {
+    for (int r = 1; r < transport.size(); ++r)
+      requests.push_back(transport.post_send(r, data, bytes, tag));
+  } else {
+    requests.push_back(transport.post_recv(0, data, bytes, tag));
+  }
+  transport.wait(requests, deadline, what);
+}
+
+/// The tag of set-up round `round` (0..3): the caller's step `first_step + round`.
+Tag round_tag(Tag first, int round) {
+  return first + (static_cast<Tag>(round) << kSourceBits);
+}
+
+}  // namespace
+
+std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first_tag,
+                                                 int local_world_size, Deadline deadline,
+                                                 const std::string& what) {
+  const int rank = transport.rank();
+  const int size = transport.size();
   if (size < 2) return nullptr;
-  const bool willing = read_transport_tunables().shared_memory;
-  auto key = [&](const char* what, int r) {
-    return key_prefix + "/arena/" + what + "/" + std::to_string(r);
-  };
+  const std::string setup = what + " (setting up the shared arena)";
 
-  // Round 1: who is where. Every rank reads the same n answers, so all reach the same verdict.
+  // Round 1: who is where. Rank 0 decides for everyone.
+  HostReport mine;
+  mine.willing = read_transport_tunables().shared_memory ? 1 : 0;
   const std::string identity = local_host_identity();
-  store.set(key("host", rank), to_bytes((willing ? "1|" : "0|") + identity));
-  bool usable = true;
-  for (int r = 0; r < size; ++r) {
-    const std::string answer = to_string(store.get(key("host", r), timeout));
-    usable = usable && answer.size() > 2 && answer[0] == '1' && answer.substr(2) == identity;
-  }
-  if (!usable) {
-    COHORT_LOG_DEBUG("shared arena: not every rank is willing and on this host; not used");
-    return nullptr;
-  }
+  std::memcpy(mine.identity, identity.data(), std::min(identity.size(), sizeof mine.identity - 1));
+  std::vector<HostReport> hosts;
+  gather_to_first(transport, hosts, mine, round_tag(first_tag, 0), deadline, setup);
 
-  // Round 2: rank 0 creates the segment and says where it is; the others map it. Everyone
-  // publishes its pid (for liveness checks) and whether it succeeded.
+  // Round 2: rank 0 creates the segment if everyone is willing and on its host, and tells
+  // everyone where it is (or that there is none).
   Mapping mapping;
   mapping.bytes = rank_stride() * static_cast<std::size_t>(size);
   Fd segment;
+  Verdict verdict;
   if (rank == 0) {
-    create_segment(mapping, segment);
-    const std::string where =
-        mapping.base == MAP_FAILED
-            ? std::string()
-            : "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(segment.fd);
-    store.set(key("segment", 0), to_bytes(where));
-  } else {
-    const std::string where = to_string(store.get(key("segment", 0), timeout));
-    if (!where.empty()) map_segment(mapping, where);
+    bool usable = true;
+    for (const HostReport& host : hosts)
+      usable = usable && host.willing && std::strncmp(host.identity, mine.identity,
+                                                      sizeof mine.identity) == 0;
+    if (usable) create_segment(mapping, segment);
+    if (mapping.base != MAP_FAILED) {
+      verdict.usable = 1;
+      const std::string where =
+          "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(segment.fd);
+      std::memcpy(verdict.where, where.data(), std::min(where.size(), sizeof verdict.where - 1));
+    } else if (!usable) {
+      COHORT_LOG_DEBUG("shared arena: not every rank is willing and on this host; not used");
+    }
   }
-  const bool mapped = mapping.base != MAP_FAILED;
-  store.set(key("mapped", rank), to_bytes((mapped ? "1|" : "0|") + std::to_string(getpid())));
-  std::vector<ProcessWatch> watches(static_cast<std::size_t>(size));
-  bool everyone = true;
-  for (int r = 0; r < size; ++r) {
-    const std::string answer = to_string(store.get(key("mapped", r), timeout));
-    everyone = everyone && answer.size() > 2 && answer[0] == '1';
-    if (r != rank && answer.size() > 2)
-      watches[static_cast<std::size_t>(r)] =
-          ProcessWatch(static_cast<pid_t>(std::strtol(answer.c_str() + 2, nullptr, 10)));
+  send_from_first(transport, &verdict, sizeof verdict, round_tag(first_tag, 1), deadline, setup);
+  if (!verdict.usable) return nullptr;
+
+  // Round 3: the others map it; everyone's success and pid (for liveness checks) go to rank 0,
+  // which keeps its descriptor open until then.
+  if (rank != 0) map_segment(mapping, verdict.where);
+  const MapReport report{mapping.base != MAP_FAILED ? 1 : 0, static_cast<std::int64_t>(getpid())};
+  std::vector<MapReport> reports;
+  gather_to_first(transport, reports, report, round_tag(first_tag, 2), deadline, setup);
+
+  // Round 4: rank 0 tells everyone whether every rank mapped it, and every rank's pid.
+  std::vector<std::int64_t> outcome(static_cast<std::size_t>(size) + 1, 0);
+  if (rank == 0) {
+    outcome[0] = 1;
+    for (int r = 0; r < size; ++r) {
+      outcome[0] = outcome[0] && reports[static_cast<std::size_t>(r)].mapped;
+      outcome[static_cast<std::size_t>(r) + 1] = reports[static_cast<std::size_t>(r)].pid;
+    }
   }
-  if (!everyone) {
+  send_from_first(transport, outcome.data(), outcome.size() * sizeof(std::int64_t),
+                  round_tag(first_tag, 3), deadline, setup);
+  if (!outcome[0]) {
     COHORT_LOG_DEBUG("shared arena: some rank could not map the segment; not used");
     return nullptr;
   }
-  // Rank 0's descriptor may close now: every rank holds a mapping, which keeps the memory.
+  std::vector<ProcessWatch> watches(static_cast<std::size_t>(size));
+  for (int r = 0; r < size; ++r)
+    if (r != rank)
+      watches[static_cast<std::size_t>(r)] =
+          ProcessWatch(static_cast<pid_t>(outcome[static_cast<std::size_t>(r) + 1]));
   const WaitPolicy policy = choose_wait_policy(
       local_world_size, std::thread::hardware_concurrency(), read_transport_tunables().spin);
   const std::size_t bytes = mapping.bytes;

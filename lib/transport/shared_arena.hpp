@@ -33,7 +33,6 @@
 #include "transport/transport.hpp"
 #include "transport/wait_policy.hpp"
 
-#include <cohort/store.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -59,13 +58,21 @@ class SharedArena {
     Reduced = 1,  ///< this rank's share of piece g is in its result slot
   };
 
-  /// Collective over the `size` ranks of a communicator. Every rank returns an arena, or every
-  /// rank returns null: when some rank is on another host, COHORT_SHARED_MEMORY=off on some
-  /// rank, size is 1, or some rank could not map the segment. `key_prefix` names the store keys
-  /// (unique per communicator). Throws on store failures (a timeout names the missing ranks).
-  static std::unique_ptr<SharedArena> create(Store& store, const std::string& key_prefix,
-                                             int rank, int size, int local_world_size,
-                                             std::chrono::milliseconds timeout);
+  /// Steps of the caller's op that create() uses for its messages: first_tag's step and the
+  /// next kSetupSteps - 1.
+  static constexpr int kSetupSteps = 4;
+
+  /// Collective over the ranks of `transport` (a communicator's). Every rank returns an arena,
+  /// or every rank returns null: when some rank is on another host, COHORT_SHARED_MEMORY=off on
+  /// some rank, size is 1, or some rank could not map the segment. The ranks agree through
+  /// four small messages gathered to and sent from rank 0 (not through the store: a store
+  /// request blocks every other thread's store requests, and set-up runs inside ops that
+  /// threads drive concurrently), tagged `first_tag` and the kSetupSteps - 1 following steps.
+  /// `local_world_size` ranks share this host (it sizes busy-polling). Throws the transport's
+  /// errors (a timeout at `deadline` names the missing ranks and `what`).
+  static std::unique_ptr<SharedArena> create(Transport& transport, Tag first_tag,
+                                             int local_world_size, Deadline deadline,
+                                             const std::string& what);
 
   ~SharedArena();
   SharedArena(const SharedArena&) = delete;

@@ -82,11 +82,9 @@ SweepRank::SweepRank(const Environment& env)
   options.local_world_size = env.local_world_size;
   options.connect_timeout = std::chrono::seconds(60);
   transport_ = transport::create_transport(*store_, "sweep", rank_, size_, options);
-  arena_ = std::make_unique<transport::LazyArena>(store_, "sweep", rank_, size_,
-                                                  env.local_world_size, true);
+  arena_ = std::make_unique<transport::LazyArena>(env.local_world_size, size_ > 1);
   // Every sweep runs on one host: the shared-memory algorithms must not silently decline.
-  expect(size_ == 1 ||
-             arena_->get(std::chrono::steady_clock::now() + std::chrono::seconds(60)) != nullptr,
+  expect(size_ == 1 || context(Collective::Barrier).arena() != nullptr,
          "no shared arena on a single-host sweep");
 }
 

@@ -4,6 +4,7 @@
 // hanging. Checks run inside the ranks; a failed check throws, which fails the launch.
 
 #include "transport/shared_arena.hpp"
+#include "transport/transport_factory.hpp"
 
 #include <cohort/error.hpp>
 #include <cohort/launch.hpp>
@@ -33,9 +34,16 @@ using cohort::test::bounded;
 using cohort::test::expect;
 using cohort::test::open_store;
 
+/// An arena set up through a transport of its own (built through `store` under `prefix`).
 std::unique_ptr<SharedArena> open_arena(cohort::Store& store, const cohort::Environment& env,
                                         const std::string& prefix = "a") {
-  return SharedArena::create(store, prefix, env.rank, env.world_size, env.local_world_size, 30s);
+  cohort::transport::TransportOptions options;
+  options.local_world_size = env.local_world_size;
+  auto transport =
+      cohort::transport::create_transport(store, prefix, env.rank, env.world_size, options);
+  return SharedArena::create(*transport, cohort::transport::op_tag(1, 0, 0),
+                             env.local_world_size, std::chrono::steady_clock::now() + 30s,
+                             "arena test");
 }
 
 
