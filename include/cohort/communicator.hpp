@@ -52,9 +52,14 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// Pass as color to split() to stay out of every new group.
   static constexpr int kNoColor = -1;
   /// Collective: ranks passing the same color form a new communicator, ordered by (key, old rank).
-  /// Returns null for ranks that passed kNoColor.
+  /// Returns null for ranks that passed kNoColor. Cheap: one allgather over this communicator;
+  /// the new one shares this one's connections (no new UCX worker, endpoint or thread; a thread
+  /// starts on its first *_async op) and sets up a shared arena on its first collective that uses
+  /// one. Communicators may be destroyed in any order (a parent before its children included).
+  /// Splits of different communicators may run on different threads at once.
   std::shared_ptr<Communicator> split(int color, int key);
-  /// Collective: a new communicator over the same ranks, with its own tag space and thread.
+  /// Collective: split(0, rank()): a new communicator over the same ranks, with its own tag
+  /// space and op order.
   std::shared_ptr<Communicator> dup();
 
   // ---- Collectives. `in` is never written; `out` must not be read-only. Counts are elements.

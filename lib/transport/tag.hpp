@@ -1,18 +1,19 @@
 #pragma once
 
-// 64-bit message tags. Every message a collective sends carries the communicator id, the op's
+// 64-bit message tags. Every message a collective sends carries the communicator's tag id, the op's
 // sequence number, the step within the op and the sender's rank, so concurrent ops, pipelined
 // steps and sub-communicators never match each other's messages. Layout, high to low:
 //
 //   63     p2p flag (1 = point-to-point: bits 51..20 hold the user's tag instead of seq/step)
-//   62..52 communicator id (11 bits; ids wrap, and each communicator also has its own worker)
+//   62..52 the communicator's tag id (11 bits), unique among the live communicators sharing a
+//          process's connections (tag_ids.hpp); not its job-wide id, which needs more bits
 //   51..32 op sequence number (20 bits, wraps; ops on one communicator run in order, so a wrap
 //          could only collide with an op a million calls earlier)
 //   31..20 step within the op (12 bits, wraps; same-tag messages from one sender match in order)
 //   19..0  source rank (20 bits: up to 1,048,576 ranks)
 //
-// Algorithms build tags without the source (OpTag); the transport adds its own rank on send and
-// the peer's rank on receive.
+// Algorithms build tags without the source (OpTag); the transport adds its own world rank on send
+// and the peer's world rank on receive (sub-communicators share the world's connections).
 
 #include <cstdint>
 

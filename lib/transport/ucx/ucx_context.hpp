@@ -1,6 +1,6 @@
 #pragma once
 
-// The UCX context: one per process, shared by every transport (each owning its own worker).
+// The UCX context: one per process, shared by every world's hub (each owning its own worker).
 // It is created on first use and destroyed when the last transport releases it, so a process
 // that forks before creating any transport gives its children a clean slate.
 
