@@ -8,7 +8,7 @@ packages=(
   libucx-dev ucx-utils
   catch2 libspdlog-dev libfmt-dev libcli11-dev libdlpack-dev libbenchmark-dev nlohmann-json3-dev
   openmpi-bin libopenmpi-dev libgloo-dev
-  python3 python3-numpy procps cmake pybind11-dev
+  python3 python3-dev python3-numpy procps cmake pybind11-dev
 )
 
 missing=()
