@@ -1,0 +1,146 @@
+#include "arguments.hpp"
+
+#include <cohort/error.hpp>
+
+#include <cctype>
+#include <cmath>
+#include <limits>
+
+namespace cohort::python {
+namespace {
+
+[[noreturn]] void invalid(std::string_view what, const std::string& message) {
+  throw Error(ErrorCode::InvalidArgument, std::string(what) + ": " + message);
+}
+
+std::string lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+std::string shown(py::handle object) {
+  return py::repr(object).cast<std::string>();
+}
+
+}  // namespace
+
+std::string type_name(py::handle object) {
+  const py::handle type = py::type::handle_of(object);
+  const std::string module = py::str(type.attr("__module__")).cast<std::string>();
+  const std::string name = py::str(type.attr("__qualname__")).cast<std::string>();
+  return module == "builtins" ? name : module + "." + name;
+}
+
+std::optional<std::chrono::milliseconds> parse_timeout(py::handle seconds, std::string_view what) {
+  if (seconds.is_none()) return std::nullopt;
+  if (!py::isinstance<py::int_>(seconds) && !py::isinstance<py::float_>(seconds))
+    invalid(what, "timeout must be a number of seconds or None, not " + type_name(seconds));
+  const double value = seconds.cast<double>();
+  if (!std::isfinite(value) || value < 0)
+    invalid(what, "timeout " + shown(seconds) + " s must be finite and >= 0");
+  const double ms = std::ceil(value * 1000.0);
+  if (ms > static_cast<double>(std::numeric_limits<std::int64_t>::max() / 2))
+    invalid(what, "timeout " + shown(seconds) + " s is too large");
+  return std::chrono::milliseconds(static_cast<std::int64_t>(ms));
+}
+
+ReduceOp parse_reduce_op(py::handle op, std::string_view what) {
+  if (py::isinstance<ReduceOp>(op)) return op.cast<ReduceOp>();
+  if (py::isinstance<py::str>(op)) {
+    if (const auto parsed = reduce_op_from_name(lower(op.cast<std::string>()))) return *parsed;
+    invalid(what, "unknown reduce op " + shown(op) +
+                      "; expected one of sum, prod, min, max, avg, band, bor, bxor");
+  }
+  invalid(what, "op must be a cohort.ReduceOp or its name, not " + type_name(op));
+}
+
+DType parse_dtype(py::handle dtype, std::string_view what) {
+  if (py::isinstance<DType>(dtype)) return dtype.cast<DType>();
+  if (dtype.is_none()) invalid(what, "dtype must not be None");
+  // str() covers names and foreign dtype objects alike: numpy.dtype('int32') prints "int32",
+  // torch.int32 prints "torch.int32".
+  std::string name = lower(py::str(dtype).cast<std::string>());
+  if (name.rfind("torch.", 0) == 0) name.erase(0, 6);
+  if (const auto parsed = dtype_from_name(name)) return *parsed;
+  invalid(what, "unknown dtype " + shown(dtype));
+}
+
+Algorithm parse_algorithm(py::handle algorithm, std::string_view what) {
+  if (algorithm.is_none()) return Algorithm::Auto;
+  if (py::isinstance<Algorithm>(algorithm)) return algorithm.cast<Algorithm>();
+  if (py::isinstance<py::str>(algorithm)) {
+    if (const auto parsed = algorithm_from_name(lower(algorithm.cast<std::string>())))
+      return *parsed;
+    invalid(what, "unknown algorithm " + shown(algorithm));
+  }
+  invalid(what,
+          "algorithm must be a cohort.Algorithm, its name or None, not " + type_name(algorithm));
+}
+
+CollectiveOptions parse_collective_options(py::handle timeout, py::handle algorithm,
+                                           std::string_view what) {
+  CollectiveOptions options;
+  options.timeout = parse_timeout(timeout, what);
+  options.algorithm = parse_algorithm(algorithm, what);
+  return options;
+}
+
+std::vector<std::size_t> parse_counts(py::handle counts, std::string_view what) {
+  if (!py::isinstance<py::sequence>(counts) || py::isinstance<py::str>(counts))
+    invalid(what, "expected a sequence of element counts, not " + type_name(counts));
+  std::vector<std::size_t> parsed;
+  std::size_t index = 0;
+  for (py::handle count : counts) {
+    // Anything with __index__ (int, numpy.int64, a 0-d integer tensor), never a float.
+    std::optional<std::size_t> value;
+    if (PyIndex_Check(count.ptr()) != 0) {
+      try {
+        value = count.cast<std::size_t>();
+      } catch (const py::cast_error&) {  // negative or too large: reported below
+      }
+    }
+    if (!value) {
+      invalid(what, "entry " + std::to_string(index) + " is " + shown(count) +
+                        ", not a non-negative int");
+    }
+    parsed.push_back(*value);
+    ++index;
+  }
+  return parsed;
+}
+
+const char* dtype_python_name(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::Float32:
+      return "float32";
+    case DType::Float64:
+      return "float64";
+    case DType::Float16:
+      return "float16";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Float8E4M3:
+      return "float8_e4m3fn";
+    case DType::Float8E5M2:
+      return "float8_e5m2";
+    case DType::Int8:
+      return "int8";
+    case DType::UInt8:
+      return "uint8";
+    case DType::Int16:
+      return "int16";
+    case DType::Int32:
+      return "int32";
+    case DType::Int64:
+      return "int64";
+    case DType::UInt32:
+      return "uint32";
+    case DType::UInt64:
+      return "uint64";
+    case DType::Bool:
+      return "bool";
+  }
+  return "unknown";
+}
+
+}  // namespace cohort::python

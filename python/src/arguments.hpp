@@ -1,0 +1,53 @@
+#pragma once
+
+// Python arguments turned into the C++ API's types. Each parser throws
+// cohort::Error(InvalidArgument) naming `what` (e.g. "allreduce: op") and the value it got, so
+// bad input reaches Python as cohort.InvalidArgumentError before anything moves.
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>  // the same casters in every translation unit (ODR)
+
+#include <cohort/algorithm.hpp>
+#include <cohort/communicator.hpp>
+#include <cohort/dtype.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cohort::python {
+
+namespace py = pybind11;
+
+/// Seconds (int or float, >= 0) as milliseconds, rounded up so a short positive timeout never
+/// becomes zero. None: unset.
+std::optional<std::chrono::milliseconds> parse_timeout(py::handle seconds, std::string_view what);
+
+/// A ReduceOp, or its name in any case ("sum", "AVG", "band", ...).
+ReduceOp parse_reduce_op(py::handle op, std::string_view what);
+
+/// A DType, or a name: the Python names of dtype_python_name() ("float32", "bfloat16", ...) or
+/// any spelling dtype_from_name() accepts ("f32", "half", "bf16", ...).
+DType parse_dtype(py::handle dtype, std::string_view what);
+
+/// An Algorithm, its name ("ring", "recursive_doubling", ...), or None for Auto.
+Algorithm parse_algorithm(py::handle algorithm, std::string_view what);
+
+/// The per-op options of every collective binding (timeout in seconds, algorithm).
+CollectiveOptions parse_collective_options(py::handle timeout, py::handle algorithm,
+                                           std::string_view what);
+
+/// A sequence of non-negative ints (element counts, one per rank).
+std::vector<std::size_t> parse_counts(py::handle counts, std::string_view what);
+
+/// The Python spelling of a dtype: torch's and numpy's names ("float32", "bfloat16",
+/// "float8_e4m3fn", "int64", "bool", ...).
+const char* dtype_python_name(DType dtype) noexcept;
+
+/// "numpy.ndarray", "torch.Tensor": the type of `object`, for messages.
+std::string type_name(py::handle object);
+
+}  // namespace cohort::python

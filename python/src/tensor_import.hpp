@@ -1,0 +1,36 @@
+#pragma once
+
+// Any Python tensor as a cohort::Buffer over the same memory, without copies.
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>  // the same casters in every translation unit (ODR)
+
+#include <cohort/buffer.hpp>
+
+#include <string_view>
+#include <vector>
+
+namespace cohort::python {
+
+namespace py = pybind11;
+
+/// The Buffer viewing `object`'s memory. `what` names the argument in errors ("allreduce:
+/// tensor"). Accepted, in this order:
+/// - a cohort.Buffer (the same handle);
+/// - any object with __dlpack__ (numpy, torch, JAX, CuPy, ...): called with max_version=(1, 1)
+///   first and without it when the producer predates DLPack 1.0 (TypeError), so both capsule
+///   kinds ("dltensor_versioned", "dltensor") are taken. The capsule is renamed "used_..." as
+///   the protocol says; the Buffer then owns the producer's managed tensor and calls its deleter
+///   once, with the GIL held, when the last Buffer sharing it goes away (see gil.hpp);
+/// - an object with the buffer protocol (bytes, bytearray, memoryview, array.array), and a
+///   DLPack producer that refuses with BufferError but has the buffer protocol too: numpy 1.24
+///   exports neither read-only nor bool arrays through DLPack. The view's read-only flag is kept.
+/// Anything else throws cohort::Error(InvalidArgument) naming `what` and the object's type.
+/// The GIL must be held.
+Buffer import_tensor(py::handle object, std::string_view what);
+
+/// import_tensor() of every item of a sequence (a list of gradients), naming the item
+/// ("GradScaler.unscale: grads[3]") in errors.
+std::vector<Buffer> import_tensors(py::handle sequence, std::string_view what);
+
+}  // namespace cohort::python

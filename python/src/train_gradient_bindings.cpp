@@ -1,0 +1,161 @@
+// cohort.train's data-parallel gradient helpers (include/cohort/train/gradients.hpp):
+// GradientSynchronizer (DDP's reducer), broadcast_parameters, contiguous_gradients and the
+// clipping functions.
+
+#include "arguments.hpp"
+#include "bindings.hpp"
+#include "gil.hpp"
+#include "tensor_import.hpp"
+
+#include <cohort/error.hpp>
+#include <cohort/train/gradients.hpp>
+
+#include <optional>
+
+namespace cohort::python {
+namespace {
+
+using namespace pybind11::literals;
+using train::GradientSynchronizer;
+// Its destructor waits for allreduces still in flight: never with the GIL held.
+using SynchronizerHolder = std::unique_ptr<GradientSynchronizer, DeleteWithoutGil>;
+
+SynchronizerHolder make_synchronizer(CommunicatorHandle& comm, py::handle grads,
+                                     std::size_t bucket_cap_bytes,
+                                     std::size_t first_bucket_cap_bytes,
+                                     py::handle communication_dtype, int accumulation_steps,
+                                     bool sync_each_batch, bool allow_unready,
+                                     bool exact_final_window, py::handle timeout) {
+  train::GradientSyncOptions options;
+  options.bucket_cap_bytes = bucket_cap_bytes;
+  options.first_bucket_cap_bytes = first_bucket_cap_bytes;
+  if (!communication_dtype.is_none())
+    options.communication_dtype =
+        parse_dtype(communication_dtype, "GradientSynchronizer: communication_dtype");
+  options.accumulation_steps = accumulation_steps;
+  options.sync_each_batch = sync_each_batch;
+  options.allow_unready = allow_unready;
+  options.exact_final_window = exact_final_window;
+  options.timeout = parse_timeout(timeout, "GradientSynchronizer");
+  std::vector<Buffer> buffers = import_tensors(grads, "GradientSynchronizer: grads");
+  py::gil_scoped_release release;  // collective: the registrations are compared across ranks
+  return SynchronizerHolder(new GradientSynchronizer(comm.comm, std::move(buffers), options));
+}
+
+// `with sync.no_sync():` — GradientSynchronizer::NoSyncWindow as a Python context manager.
+struct NoSyncContext {
+  py::object owner;  // the Python GradientSynchronizer, kept alive while the window is open
+  GradientSynchronizer* synchronizer;
+  std::optional<GradientSynchronizer::NoSyncWindow> window;
+};
+
+}  // namespace
+
+void bind_train_gradients(py::module_& train) {
+  py::class_<NoSyncContext>(train, "NoSyncWindow",
+                            "Context manager of GradientSynchronizer.no_sync().")
+      .def("__enter__",
+           [](py::object self) {
+             auto& context = self.cast<NoSyncContext&>();
+             if (context.window)
+               throw Error(ErrorCode::InvalidUsage, "no_sync(): this window is already open");
+             context.window.emplace(*context.synchronizer);
+             return self;
+           })
+      .def("__exit__", [](NoSyncContext& context, py::args) {
+        context.window.reset();
+        return false;
+      });
+
+  py::class_<GradientSynchronizer, SynchronizerHolder>(train, "GradientSynchronizer", R"doc(
+Averages the gradient tensors of a data-parallel model across the ranks (torch DDP's reducer
+plus Accelerate's gradient accumulation), bucketed and overlapped with backward:
+
+    sync = cohort.train.GradientSynchronizer(comm, [p.grad for p in params])
+    for batch in data:
+        sync.begin_micro_step()
+        loss.backward()                   # call sync.mark_ready(i) as grads[i] becomes final
+        sync.finish()                     # every gradient now holds the average
+        optimizer.step()
+
+The gradients are registered once, by memory: keep the same tensors (zero them in place, do not
+set them to None). Floating dtypes, contiguous, writable, host memory. Registration is
+collective and compared across ranks. mark_ready may start allreduces and finish waits for
+them, with the GIL released. mark_ready may be called from any thread, the rest from one.)doc")
+      .def(py::init(&make_synchronizer), "comm"_a, "grads"_a, py::kw_only(),
+           "bucket_cap_bytes"_a = std::size_t{25} << 20,
+           "first_bucket_cap_bytes"_a = std::size_t{1} << 20, "communication_dtype"_a = py::none(),
+           "accumulation_steps"_a = 1, "sync_each_batch"_a = false, "allow_unready"_a = false,
+           "exact_final_window"_a = false, "timeout"_a = py::none())
+      .def_property_readonly("buckets", &GradientSynchronizer::buckets,
+                             "Gradient indices per bucket, in launch order.")
+      .def("begin_micro_step", &GradientSynchronizer::begin_micro_step, "end_of_data"_a = false,
+           "Starts a micro-step; returns whether the optimizer steps after it.")
+      .def_property_readonly("communicates", &GradientSynchronizer::communicates)
+      .def_property_readonly("loss_multiplier", &GradientSynchronizer::loss_multiplier,
+                             "1 / accumulation_steps: what to multiply the loss by.")
+      .def("mark_ready", &GradientSynchronizer::mark_ready, "index"_a,
+           py::call_guard<py::gil_scoped_release>(),
+           "Gradient `index` holds its final value for this micro-step.")
+      .def("finish", &GradientSynchronizer::finish, py::call_guard<py::gil_scoped_release>(),
+           "Starts the buckets not yet started, waits for all, writes the averages back.")
+      .def(
+          "no_sync",
+          [](py::object self) {
+            // Not movable (the window refers to its synchroniser): built in place.
+            return std::unique_ptr<NoSyncContext>(
+                new NoSyncContext{self, self.cast<GradientSynchronizer*>(), std::nullopt});
+          },
+          "A context manager in which micro-steps neither sync nor communicate (DDP's no_sync).");
+
+  train.def(
+      "broadcast_parameters",
+      [](CommunicatorHandle& comm, py::handle params, int root, std::size_t chunk_bytes) {
+        const auto buffers = import_tensors(params, "broadcast_parameters: params");
+        py::gil_scoped_release release;
+        train::broadcast_parameters(*comm.comm, buffers, root, chunk_bytes);
+      },
+      "comm"_a, "params"_a, "root"_a = 0, "chunk_bytes"_a = std::size_t{250} << 20,
+      "Collective: every rank's params become the root's (DDP's initial weight sync). Pass "
+      "detached tensors (p.detach()): torch refuses to export tensors that require grad.");
+
+  train.def(
+      "contiguous_gradients",
+      [](const std::vector<std::size_t>& counts, py::handle dtype) {
+        return train::contiguous_gradients(counts, parse_dtype(dtype, "contiguous_gradients"));
+      },
+      "counts"_a, "dtype"_a = "float32",
+      "Buffers of counts[i] elements, consecutive in one zero-filled allocation, so every "
+      "bucket of a GradientSynchronizer over them is reduced in place without staging copies. "
+      "View them with torch.from_dlpack(b).view(shape) and assign them as p.grad.");
+
+  train.def(
+      "clip_grad_norm",
+      [](py::handle grads, double max_norm, double norm_type, bool error_if_nonfinite,
+         CommunicatorHandle* shard_group, py::handle timeout) {
+        train::ClipOptions options;
+        options.norm_type = norm_type;
+        options.error_if_nonfinite = error_if_nonfinite;
+        if (shard_group != nullptr) options.shard_group = shard_group->comm;
+        options.timeout = parse_timeout(timeout, "clip_grad_norm");
+        const auto buffers = import_tensors(grads, "clip_grad_norm: grads");
+        py::gil_scoped_release release;
+        return train::clip_grad_norm(buffers, max_norm, options);
+      },
+      "grads"_a, "max_norm"_a, "norm_type"_a = 2.0, py::kw_only(), "error_if_nonfinite"_a = false,
+      "shard_group"_a = py::none(), "timeout"_a = py::none(),
+      "torch.nn.utils.clip_grad_norm_: scales the gradients in place so their total norm is at "
+      "most max_norm; returns the total norm before clipping. norm_type may be float('inf'). "
+      "Collective over shard_group when the gradients are shards of one model.");
+
+  train.def(
+      "clip_grad_value",
+      [](py::handle grads, double value) {
+        const auto buffers = import_tensors(grads, "clip_grad_value: grads");
+        py::gil_scoped_release release;
+        train::clip_grad_value(buffers, value);
+      },
+      "grads"_a, "value"_a, "torch.nn.utils.clip_grad_value_: clamps to [-value, value].");
+}
+
+}  // namespace cohort::python

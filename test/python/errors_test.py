@@ -1,0 +1,101 @@
+"""Errors reach Python as cohort.Error subclasses carrying their code, with messages naming what
+was wrong, raised before anything moves (so no rank is left waiting and nothing crashes). Needs
+neither numpy nor torch: tensors are cohort.Buffer and bytearray. Run with 2 or more ranks.
+"""
+
+import builtins
+
+from harness import check, raises, run, world
+
+import cohort
+
+
+def argument_errors(comm):
+    n = comm.size
+    x = cohort.Buffer.allocate(4, "float32")
+
+    # A bad root is refused on every rank alike, naming the root and the size.
+    raises(cohort.InvalidArgumentError, lambda: comm.broadcast(x, root=n + 2),
+           f"root {n + 2}", f"size {n}")
+    raises(cohort.InvalidArgumentError, lambda: comm.reduce(x, root=-1), "root -1")
+    raises(cohort.InvalidArgumentError, lambda: comm.scatter(x, root=n + 1), f"root {n + 1}")
+    error = raises(cohort.InvalidArgumentError, lambda: comm.gather(x, x, root=n), f"root {n}")
+    check(error.code == cohort.ErrorCode.INVALID_ARGUMENT, f"code of {error!r}")
+    check(isinstance(error, ValueError), "InvalidArgumentError is a ValueError")
+    check(str(error).startswith("invalid_argument: "), f"message of {error!r}")
+
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce(x, op="sums"), "'sums'")
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce(x, op="band"), "band", "float")
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce(x, op=3), "op must be")
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce(x, timeout=-1), "timeout -1")
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce(x, algorithm="rign"), "'rign'")
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce("text"), "allreduce: tensor",
+           "str is not a tensor")
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce(None), "got None")
+    raises(cohort.InvalidArgumentError,
+           lambda: comm.allreduce(x, out=cohort.Buffer.allocate(5, "float32")), "5 elements")
+    raises(cohort.InvalidArgumentError,
+           lambda: comm.allreduce(x, out=cohort.Buffer.allocate(4, "int32")), "dtype")
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce(x.as_read_only()), "read-only")
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce(bytes(16)), "read-only")
+    strided = cohort.Buffer.from_dlpack(memoryview(bytearray(32)).cast("i")[::2])
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce(strided), "not contiguous")
+    raises(cohort.InvalidArgumentError,
+           lambda: comm.allgatherv(x, cohort.Buffer.allocate(8, "float32"), [4]), "counts")
+    raises(cohort.InvalidArgumentError,
+           lambda: comm.allgatherv(x, x, [4, -1] + [0] * (n - 2)), "entry 1 is -1")
+    raises(cohort.InvalidArgumentError,
+           lambda: comm.allgather(None, cohort.Buffer.allocate(n * 3 + 1, "float32")),
+           "not a multiple of the communicator size")
+    raises(cohort.InvalidArgumentError, lambda: comm.send(x, comm.rank), "is this rank")
+    raises(cohort.InvalidArgumentError, lambda: comm.recv(x, n), f"peer {n}")
+    raises(cohort.InvalidArgumentError, lambda: comm.send(x, (comm.rank + 1) % n, tag=-2),
+           "tag -2")
+    raises(cohort.InvalidArgumentError, lambda: comm.barrier_async(timeout=float("nan")),
+           "timeout")
+    raises(cohort.InvalidArgumentError, lambda: cohort.Buffer.allocate(3, "float31"), "float31")
+    raises(cohort.InvalidArgumentError, lambda: cohort.Buffer.from_dlpack(object()),
+           "no __dlpack__")
+    raises(cohort.InvalidArgumentError, lambda: cohort.train.clip_grad_norm(x, 1.0),
+           "expected a sequence of tensors")
+    # A legacy capsule cannot say "read-only", so a read-only Buffer refuses to make one.
+    raises(BufferError, lambda: x.as_read_only().__dlpack__(), "read-only")
+
+
+def timeouts(comm):
+    """A Work.wait timeout, then the same receive completed: the op keeps running."""
+    r, n = comm.rank, comm.size
+    data = bytearray(8)
+    if r == 0:
+        pending = comm.recv_async(data, peer=1, tag=3)
+        error = raises(cohort.TimeoutError, lambda: pending.wait(timeout=0.05),
+                       "did not finish within the 50 ms")
+        check(isinstance(error, builtins.TimeoutError), "cohort.TimeoutError is a TimeoutError")
+        check(error.code == cohort.ErrorCode.TIMEOUT, f"code of {error!r}")
+        check(not pending.test(), "the receive cannot have finished: rank 1 has not sent")
+    comm.barrier()  # rank 1 sends only after rank 0 has timed out
+    if r == 1:
+        comm.send(bytearray(b"timeouts"), peer=0, tag=3)
+    if r == 0:
+        check(pending.wait(timeout=60) is data, "wait returns the received tensor")
+        check(bytes(data) == b"timeouts", f"received {bytes(data)!r}")
+
+    # An op's own deadline: a receive nobody answers fails with TimeoutError, on a duplicate
+    # communicator, which it poisons (later ops fail fast, naming the cause).
+    side = comm.dup()
+    if r == n - 1:
+        raises(cohort.TimeoutError, lambda: side.recv(bytearray(4), peer=0, tag=9, timeout=0.2),
+               "recv")
+        raises(cohort.Error, lambda: side.allreduce(bytearray(4), op="bor"), "recv")
+    comm.barrier()
+
+
+def main():
+    comm = world()
+    check(comm.size >= 2, "run this test with 2 or more ranks")
+    argument_errors(comm)
+    timeouts(comm)
+
+
+if __name__ == "__main__":
+    run(main)
