@@ -71,8 +71,7 @@ std::optional<std::chrono::milliseconds> timeout_of(std::int64_t timeout_ms, con
   return std::chrono::milliseconds(timeout_ms);
 }
 
-Algorithm algorithm_of(cohort_algorithm_t algorithm, const char* function) {
-  const auto value = static_cast<int>(algorithm);
+Algorithm algorithm_of(int value, const char* function) {
   if (value < COHORT_ALGORITHM_AUTO || value > COHORT_ALGORITHM_SHARED_MEMORY) {
     invalid_argument(function, "options.algorithm " + std::to_string(value) +
                                    " is not a cohort_algorithm_t value");
@@ -90,7 +89,7 @@ CollectiveOptions collective_options(const cohort_collective_options_t* options,
   if (fields.has(offsetof(cohort_collective_options_t, timeout_ms) + sizeof(options->timeout_ms)))
     result.timeout = timeout_of(options->timeout_ms, function, "options.timeout_ms");
   if (fields.has(offsetof(cohort_collective_options_t, algorithm) + sizeof(options->algorithm)))
-    result.algorithm = algorithm_of(options->algorithm, function);
+    result.algorithm = algorithm_of(enum_bits(options->algorithm), function);
   return result;
 }
 
@@ -103,8 +102,7 @@ InitOptions init_options(const cohort_init_options_t* options, const char* funct
   return result;
 }
 
-ReduceOp reduce_op(cohort_reduce_op_t op, const char* function) {
-  const auto value = static_cast<int>(op);
+ReduceOp reduce_op(int value, const char* function) {
   if (value < COHORT_SUM || value > COHORT_BXOR) {
     invalid_argument(function, "reduce op " + std::to_string(value) +
                                    " is not a cohort_reduce_op_t value (COHORT_SUM ... "

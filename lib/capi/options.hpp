@@ -8,6 +8,8 @@
 #include <cohort/cohort.h>
 #include <cohort/communicator.hpp>
 
+#include "capi/enum_bits.hpp"
+
 namespace cohort::capi {
 
 /// NULL means defaults. Throws InvalidArgument naming `function` for a struct_size too small to
@@ -17,7 +19,7 @@ CollectiveOptions collective_options(const cohort_collective_options_t* options,
                                      const char* function);
 InitOptions init_options(const cohort_init_options_t* options, const char* function);
 
-/// Throws InvalidArgument for a value outside cohort_reduce_op_t.
-ReduceOp reduce_op(cohort_reduce_op_t op, const char* function);
+/// `op` is enum_bits of a cohort_reduce_op_t. Throws InvalidArgument for a value outside it.
+ReduceOp reduce_op(int op, const char* function);
 
 }  // namespace cohort::capi

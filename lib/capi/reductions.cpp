@@ -1,6 +1,6 @@
 // C ABI: allreduce, reduce and reduce_scatter, blocking and async. In-place forms: a NULL `in`
 // (allreduce, reduce) reduces `out` in place; a NULL `out` (reduce_scatter) leaves the result in
-// this rank's block of `in`.
+// this rank's block of `in`. The reduce op is read as its integer at the boundary (enum_bits).
 
 #include "capi/issue.hpp"
 #include "capi/tensors.hpp"
@@ -9,8 +9,8 @@ namespace cohort::capi {
 namespace {
 
 cohort_status_t allreduce(const char* fn, cohort_comm_t comm, const DLTensor* in,
-                          const DLTensor* out, cohort_reduce_op_t op,
-                          const cohort_collective_options_t* options, Form form) {
+                          const DLTensor* out, int op, const cohort_collective_options_t* options,
+                          Form form) {
   return issue(fn, comm, options, form,
                [&](Communicator& c, const CollectiveOptions& o, cohort_work* work) {
                  const Buffer output = borrow(out, fn, "out");
@@ -25,8 +25,7 @@ cohort_status_t allreduce(const char* fn, cohort_comm_t comm, const DLTensor* in
 }
 
 cohort_status_t reduce(const char* fn, cohort_comm_t comm, const DLTensor* in, const DLTensor* out,
-                       cohort_reduce_op_t op, int root, const cohort_collective_options_t* options,
-                       Form form) {
+                       int op, int root, const cohort_collective_options_t* options, Form form) {
   return issue(
       fn, comm, options, form, [&](Communicator& c, const CollectiveOptions& o, cohort_work* work) {
         // out matters on the root only; other ranks may pass NULL.
@@ -44,7 +43,7 @@ cohort_status_t reduce(const char* fn, cohort_comm_t comm, const DLTensor* in, c
 }
 
 cohort_status_t reduce_scatter(const char* fn, cohort_comm_t comm, const DLTensor* in,
-                               const DLTensor* out, cohort_reduce_op_t op,
+                               const DLTensor* out, int op,
                                const cohort_collective_options_t* options, Form form) {
   return issue(
       fn, comm, options, form, [&](Communicator& c, const CollectiveOptions& o, cohort_work* work) {
@@ -70,44 +69,46 @@ extern "C" {
 cohort_status_t cohort_allreduce(cohort_comm_t comm, const DLTensor* in, const DLTensor* out,
                                  cohort_reduce_op_t op,
                                  const cohort_collective_options_t* options) {
-  return cohort::capi::allreduce("cohort_allreduce", comm, in, out, op, options, Form::blocking());
+  return cohort::capi::allreduce("cohort_allreduce", comm, in, out, cohort::capi::enum_bits(op),
+                                 options, Form::blocking());
 }
 
 cohort_status_t cohort_allreduce_async(cohort_comm_t comm, const DLTensor* in, const DLTensor* out,
                                        cohort_reduce_op_t op,
                                        const cohort_collective_options_t* options,
                                        cohort_work_t* work) {
-  return cohort::capi::allreduce("cohort_allreduce_async", comm, in, out, op, options,
-                                 Form::async_into(work));
+  return cohort::capi::allreduce("cohort_allreduce_async", comm, in, out,
+                                 cohort::capi::enum_bits(op), options, Form::async_into(work));
 }
 
 cohort_status_t cohort_reduce(cohort_comm_t comm, const DLTensor* in, const DLTensor* out,
                               cohort_reduce_op_t op, int root,
                               const cohort_collective_options_t* options) {
-  return cohort::capi::reduce("cohort_reduce", comm, in, out, op, root, options, Form::blocking());
+  return cohort::capi::reduce("cohort_reduce", comm, in, out, cohort::capi::enum_bits(op), root,
+                              options, Form::blocking());
 }
 
 cohort_status_t cohort_reduce_async(cohort_comm_t comm, const DLTensor* in, const DLTensor* out,
                                     cohort_reduce_op_t op, int root,
                                     const cohort_collective_options_t* options,
                                     cohort_work_t* work) {
-  return cohort::capi::reduce("cohort_reduce_async", comm, in, out, op, root, options,
-                              Form::async_into(work));
+  return cohort::capi::reduce("cohort_reduce_async", comm, in, out, cohort::capi::enum_bits(op),
+                              root, options, Form::async_into(work));
 }
 
 cohort_status_t cohort_reduce_scatter(cohort_comm_t comm, const DLTensor* in, const DLTensor* out,
                                       cohort_reduce_op_t op,
                                       const cohort_collective_options_t* options) {
-  return cohort::capi::reduce_scatter("cohort_reduce_scatter", comm, in, out, op, options,
-                                      Form::blocking());
+  return cohort::capi::reduce_scatter("cohort_reduce_scatter", comm, in, out,
+                                      cohort::capi::enum_bits(op), options, Form::blocking());
 }
 
 cohort_status_t cohort_reduce_scatter_async(cohort_comm_t comm, const DLTensor* in,
                                             const DLTensor* out, cohort_reduce_op_t op,
                                             const cohort_collective_options_t* options,
                                             cohort_work_t* work) {
-  return cohort::capi::reduce_scatter("cohort_reduce_scatter_async", comm, in, out, op, options,
-                                      Form::async_into(work));
+  return cohort::capi::reduce_scatter("cohort_reduce_scatter_async", comm, in, out,
+                                      cohort::capi::enum_bits(op), options, Form::async_into(work));
 }
 
 }  // extern "C"

@@ -2,6 +2,8 @@
 
 #include "capi/status.hpp"
 
+#include "capi/enum_bits.hpp"
+
 #include <cohort/version.hpp>
 
 #include <new>
@@ -80,7 +82,7 @@ const char* cohort_last_error_message(void) {
 }
 
 const char* cohort_status_name(cohort_status_t status) {
-  switch (status) {
+  switch (cohort::capi::enum_bits(status)) {
     case COHORT_OK:
       return "ok";
     case COHORT_ERROR_INVALID_ARGUMENT:
