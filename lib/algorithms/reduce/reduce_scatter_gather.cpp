@@ -11,9 +11,9 @@
 // Scratch: the ring's slots and this rank's final block (kSlotWork0, non-roots).
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
-#include "algorithms/ring_pipeline.hpp"
-#include "algorithms/scratch_slots.hpp"
+#include "algorithms/engines/point_to_point.hpp"
+#include "algorithms/engines/ring_pipeline.hpp"
+#include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/block_partition.hpp"
 

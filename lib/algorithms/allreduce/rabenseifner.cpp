@@ -15,10 +15,10 @@
 // extra ranks' fold costs one full-vector transfer each way. The selection table uses it for
 // middle sizes. Accepts every world size and count. Scratch: one vector (kSlotWork0).
 
-#include "algorithms/allreduce_fold.hpp"
+#include "algorithms/engines/allreduce_fold.hpp"
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
-#include "algorithms/scratch_slots.hpp"
+#include "algorithms/engines/point_to_point.hpp"
+#include "algorithms/engines/scratch_slots.hpp"
 #include "core/check.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/block_partition.hpp"

@@ -11,8 +11,8 @@
 // Scratch: the packed subtree (kSlotWork0).
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
-#include "algorithms/scratch_slots.hpp"
+#include "algorithms/engines/point_to_point.hpp"
+#include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/binomial_tree.hpp"
 #include "patterns/ring.hpp"

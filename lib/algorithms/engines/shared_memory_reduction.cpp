@@ -23,7 +23,7 @@
 // the arena's rule (shared_arena.hpp): Arrived(g + 1) is announced after the reduction of piece
 // g and the copy-out of piece g - 1; a non-root of reduce reads nothing.
 
-#include "algorithms/shared_memory_reduction.hpp"
+#include "algorithms/engines/shared_memory_reduction.hpp"
 
 #include "core/check.hpp"
 #include "core/copy_bytes.hpp"

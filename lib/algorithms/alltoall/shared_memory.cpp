@@ -17,7 +17,7 @@
 // message pairs per round trip for pairwise exchange. Declines without an arena, or when a
 // sub-slot would be under one cache line (more than 4096 ranks).
 
-#include "algorithms/arena_rounds.hpp"
+#include "algorithms/engines/arena_rounds.hpp"
 #include "algorithms/implementations.hpp"
 #include "core/copy_bytes.hpp"
 

@@ -11,7 +11,7 @@
 // into the arena once and read once, one handoff per round, against ceil(log2 n) message rounds
 // of the binomial tree, where inner ranks forward their subtrees. Declines only without an arena.
 
-#include "algorithms/arena_rounds.hpp"
+#include "algorithms/engines/arena_rounds.hpp"
 #include "algorithms/implementations.hpp"
 #include "core/copy_bytes.hpp"
 

@@ -10,7 +10,7 @@
 // count, and out aliasing in's block `rank`.
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/ring_pipeline.hpp"
+#include "algorithms/engines/ring_pipeline.hpp"
 
 #include <vector>
 

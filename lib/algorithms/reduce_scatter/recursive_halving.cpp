@@ -15,8 +15,8 @@
 // aliasing in's block `rank`. Scratch: partial results and one receive buffer (kSlotWork0/1).
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
-#include "algorithms/scratch_slots.hpp"
+#include "algorithms/engines/point_to_point.hpp"
+#include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/power_of_two_fold.hpp"
 #include "reduce/reduce.hpp"

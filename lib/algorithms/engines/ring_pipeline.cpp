@@ -1,9 +1,9 @@
 // The chunked ring engine behind ring_reduce_scatter and ring_allgather (see ring_pipeline.hpp).
 
-#include "algorithms/ring_pipeline.hpp"
+#include "algorithms/engines/ring_pipeline.hpp"
 
-#include "algorithms/point_to_point.hpp"
-#include "algorithms/scratch_slots.hpp"
+#include "algorithms/engines/point_to_point.hpp"
+#include "algorithms/engines/scratch_slots.hpp"
 #include "core/check.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/block_partition.hpp"

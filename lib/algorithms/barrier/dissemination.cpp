@@ -9,7 +9,7 @@
 // needs 2 log2 n rounds). Accepts every world size.
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
+#include "algorithms/engines/point_to_point.hpp"
 #include "patterns/dissemination.hpp"
 
 namespace cohort::algorithms {

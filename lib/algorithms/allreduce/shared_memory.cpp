@@ -8,7 +8,7 @@
 // COHORT_SHARED_MEMORY=off) on more than one rank.
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/shared_memory_reduction.hpp"
+#include "algorithms/engines/shared_memory_reduction.hpp"
 #include "core/copy_bytes.hpp"
 
 namespace cohort::algorithms {

@@ -13,8 +13,8 @@
 // Scratch: the partial result (non-roots, kSlotWork0) and two receive buffers (kSlotWork1/2).
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
-#include "algorithms/scratch_slots.hpp"
+#include "algorithms/engines/point_to_point.hpp"
+#include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/binomial_tree.hpp"
 #include "patterns/ring.hpp"

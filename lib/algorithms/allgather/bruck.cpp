@@ -12,8 +12,8 @@
 // count. Scratch: the rotated result (kSlotWork0).
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
-#include "algorithms/scratch_slots.hpp"
+#include "algorithms/engines/point_to_point.hpp"
+#include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/bruck.hpp"
 

@@ -10,7 +10,7 @@
 // Handles any counts and displacements, every world size and count.
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
+#include "algorithms/engines/point_to_point.hpp"
 #include "core/check.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/ring.hpp"

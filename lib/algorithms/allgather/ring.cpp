@@ -9,7 +9,7 @@
 // and displacements), every world size and count.
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/ring_pipeline.hpp"
+#include "algorithms/engines/ring_pipeline.hpp"
 
 namespace cohort::algorithms {
 

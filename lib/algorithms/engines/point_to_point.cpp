@@ -1,4 +1,4 @@
-#include "algorithms/point_to_point.hpp"
+#include "algorithms/engines/point_to_point.hpp"
 
 #include "core/check.hpp"
 

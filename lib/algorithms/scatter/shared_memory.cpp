@@ -12,7 +12,7 @@
 // against ceil(log2 n) message rounds of the binomial tree, where inner ranks forward subtrees.
 // Declines without an arena, or when a sub-slot would be under one cache line (over 4096 ranks).
 
-#include "algorithms/arena_rounds.hpp"
+#include "algorithms/engines/arena_rounds.hpp"
 #include "algorithms/implementations.hpp"
 #include "core/copy_bytes.hpp"
 

@@ -1,6 +1,6 @@
-#include "algorithms/allreduce_fold.hpp"
+#include "algorithms/engines/allreduce_fold.hpp"
 
-#include "algorithms/point_to_point.hpp"
+#include "algorithms/engines/point_to_point.hpp"
 #include "reduce/reduce.hpp"
 
 namespace cohort::algorithms {

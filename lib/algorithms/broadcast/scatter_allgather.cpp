@@ -12,8 +12,8 @@
 // root and count (blocks may be empty when count < n).
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
-#include "algorithms/ring_pipeline.hpp"
+#include "algorithms/engines/point_to_point.hpp"
+#include "algorithms/engines/ring_pipeline.hpp"
 #include "patterns/binomial_tree.hpp"
 #include "patterns/block_partition.hpp"
 #include "patterns/ring.hpp"

@@ -9,7 +9,7 @@
 // moves less per rank. Accepts every world size, root and count.
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
+#include "algorithms/engines/point_to_point.hpp"
 #include "patterns/binomial_tree.hpp"
 #include "patterns/ring.hpp"
 

@@ -12,8 +12,8 @@
 // Scratch: the rotated blocks, a send pack and a receive pack (kSlotWork0/1/2).
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
-#include "algorithms/scratch_slots.hpp"
+#include "algorithms/engines/point_to_point.hpp"
+#include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/bruck.hpp"
 

@@ -13,10 +13,10 @@
 // The selection table uses it for small messages. Accepts every world size and count.
 // Scratch: one vector (kSlotWork0).
 
-#include "algorithms/allreduce_fold.hpp"
+#include "algorithms/engines/allreduce_fold.hpp"
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
-#include "algorithms/scratch_slots.hpp"
+#include "algorithms/engines/point_to_point.hpp"
+#include "algorithms/engines/scratch_slots.hpp"
 #include "core/check.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/power_of_two_fold.hpp"

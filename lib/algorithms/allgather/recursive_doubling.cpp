@@ -10,7 +10,7 @@
 // Declines when the world size is not a power of two (Bruck or the ring take those).
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/point_to_point.hpp"
+#include "algorithms/engines/point_to_point.hpp"
 #include "patterns/binomial_tree.hpp"
 #include "patterns/power_of_two_fold.hpp"
 

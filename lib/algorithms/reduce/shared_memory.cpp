@@ -6,7 +6,7 @@
 // rank reduces more than its 1/n share of a large vector. Declines only without an arena.
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/shared_memory_reduction.hpp"
+#include "algorithms/engines/shared_memory_reduction.hpp"
 #include "core/copy_bytes.hpp"
 
 namespace cohort::algorithms {

@@ -14,7 +14,7 @@
 // Accepts every world size and count.
 
 #include "algorithms/implementations.hpp"
-#include "algorithms/ring_pipeline.hpp"
+#include "algorithms/engines/ring_pipeline.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/block_partition.hpp"
 
