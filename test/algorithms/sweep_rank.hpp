@@ -7,7 +7,7 @@
 // rank and so the launch.
 
 #include "algorithms/op_context.hpp"
-#include "algorithms/ring_pipeline.hpp"
+#include "algorithms/engines/ring_pipeline.hpp"
 
 #include <cohort/algorithm.hpp>
 #include <cohort/dtype.hpp>

@@ -1,0 +1,1 @@
+#include "comm/p2p_inflight.hpp"
