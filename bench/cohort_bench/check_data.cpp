@@ -83,7 +83,7 @@ double expected_value(const CheckCase& c, const OpShape& shape, std::size_t out_
       return reduced_value(c, out_index);
     case BenchOp::Broadcast:
       return input_value(c, c.root, out_index);
-    case BenchOp::Sendrecv:
+    case BenchOp::Send:
       return input_value(c, (c.rank - 1 + ws) % ws, out_index);
     case BenchOp::Allgather:
     case BenchOp::Gather: {
@@ -102,6 +102,7 @@ double expected_value(const CheckCase& c, const OpShape& shape, std::size_t out_
       return input_value(c, source, rank * per_rank + out_index % per_rank);
     }
     case BenchOp::Barrier:
+    default:  // not bench ops
       break;
   }
   return 0.0;

@@ -12,7 +12,7 @@ std::optional<std::string> CohortImplementation::unsupported(const OpCall& call)
     return "cohort has no " + std::string(reduce_op_name(call.redop)) + " for " +
            std::string(dtype_name(call.dtype));
   }
-  if (call.op == BenchOp::Sendrecv && comm_->size() < 2) {
+  if (call.op == BenchOp::Send && comm_->size() < 2) {
     return "cohort's point-to-point needs another rank";  // a world of one has no peer
   }
   return std::nullopt;
@@ -50,7 +50,7 @@ void CohortImplementation::run(const OpCall& call) {
       return comm.scatter(in, out, call.root, options);
     case BenchOp::Barrier:
       return comm.barrier(options);
-    case BenchOp::Sendrecv: {
+    case BenchOp::Send: {
       // Ring exchange as in nccl-tests: send to the next rank, receive from the previous one,
       // both posted before either is waited on.
       const int n = comm.size();
@@ -62,6 +62,8 @@ void CohortImplementation::run(const OpCall& call) {
       recv.wait();
       return;
     }
+    default:  // not bench ops: kAllBenchOps never holds them
+      break;
   }
 }
 

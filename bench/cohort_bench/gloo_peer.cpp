@@ -124,7 +124,7 @@ class GlooImplementation final : public Implementation {
                           call.op == BenchOp::Scatter)) {
       return "Gloo has no in-place " + std::string(bench_op_name(call.op));
     }
-    if (call.op == BenchOp::Sendrecv && context_->size < 2) return "Gloo cannot send to itself";
+    if (call.op == BenchOp::Send && context_->size < 2) return "Gloo cannot send to itself";
     return std::nullopt;
   }
 
@@ -202,7 +202,7 @@ class GlooImplementation final : public Implementation {
         gloo::scatter(opts);
         return;
       }
-      case BenchOp::Sendrecv: {
+      case BenchOp::Send: {
         const int size = context_->size;
         const int next = (context_->rank + 1) % size;
         const int prev = (context_->rank - 1 + size) % size;
@@ -224,6 +224,7 @@ class GlooImplementation final : public Implementation {
         return;
       }
       case BenchOp::ReduceScatter:
+      default:  // not bench ops
         break;
     }
     throw Error(ErrorCode::Unsupported,

@@ -146,13 +146,15 @@ class MpiImplementation final : public Implementation {
         return check_mpi(MPI_Scatter(call.in, out_n, type, ip && root ? MPI_IN_PLACE : call.out,
                                      out_n, type, call.root, MPI_COMM_WORLD),
                          "MPI_Scatter");
-      case BenchOp::Sendrecv:
+      case BenchOp::Send:
         return check_mpi(
             MPI_Sendrecv(call.in, in_n, type, (rank_ + 1) % size_, 0, call.out, out_n, type,
                          (rank_ - 1 + size_) % size_, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
             "MPI_Sendrecv");
       case BenchOp::Barrier:
         return check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+      default:  // not bench ops
+        break;
     }
   }
 

@@ -7,49 +7,20 @@
 namespace cohort::bench {
 namespace {
 
-constexpr std::array<std::pair<BenchOp, std::string_view>, 10> kOpNames = {{
-    {BenchOp::Allreduce, "allreduce"},
-    {BenchOp::Broadcast, "broadcast"},
-    {BenchOp::Reduce, "reduce"},
-    {BenchOp::Allgather, "allgather"},
-    {BenchOp::ReduceScatter, "reduce_scatter"},
-    {BenchOp::Alltoall, "alltoall"},
-    {BenchOp::Gather, "gather"},
-    {BenchOp::Scatter, "scatter"},
-    {BenchOp::Sendrecv, "sendrecv"},
-    {BenchOp::Barrier, "barrier"},
-}};
-
-// The algorithm lists mirror the documentation of cohort::Algorithm (include/cohort/algorithm.hpp).
-constexpr Algorithm kAllreduceAlgos[] = {Algorithm::Ring, Algorithm::RecursiveDoubling,
-                                         Algorithm::Rabenseifner, Algorithm::SharedMemory};
-constexpr Algorithm kBroadcastAlgos[] = {Algorithm::Tree, Algorithm::ScatterAllgather,
-                                         Algorithm::SharedMemory};
-constexpr Algorithm kReduceAlgos[] = {Algorithm::Tree, Algorithm::ReduceScatterGather,
-                                      Algorithm::SharedMemory};
-constexpr Algorithm kAllgatherAlgos[] = {Algorithm::Ring, Algorithm::RecursiveDoubling,
-                                         Algorithm::Bruck, Algorithm::SharedMemory};
-constexpr Algorithm kReduceScatterAlgos[] = {Algorithm::Ring, Algorithm::RecursiveHalving,
-                                             Algorithm::SharedMemory};
-constexpr Algorithm kAlltoallAlgos[] = {Algorithm::Bruck, Algorithm::Pairwise};
-constexpr Algorithm kTreeAlgos[] = {Algorithm::Tree};
-constexpr Algorithm kBarrierAlgos[] = {Algorithm::Dissemination, Algorithm::SharedMemory};
-
 }  // namespace
 
 std::string_view bench_op_name(BenchOp op) noexcept {
-  for (const auto& [value, name] : kOpNames) {
-    if (value == op) return name;
-  }
-  return "unknown";
+  // nccl-tests' name for the point-to-point test; every other op is named as in the API.
+  return op == BenchOp::Send ? std::string_view("sendrecv") : collective_name(op);
 }
 
 std::optional<BenchOp> bench_op_from_name(std::string_view name) noexcept {
-  if (name == "reducescatter") return BenchOp::ReduceScatter;
-  for (const auto& [value, text] : kOpNames) {
-    if (text == name) return value;
-  }
-  return std::nullopt;
+  if (name == "sendrecv") return BenchOp::Send;
+  const auto op = collective_from_name(name);
+  if (!op || std::find(std::begin(kAllBenchOps), std::end(kAllBenchOps), *op) ==
+                 std::end(kAllBenchOps))
+    return std::nullopt;
+  return op;
 }
 
 bool op_reduces(BenchOp op) noexcept {
@@ -62,7 +33,7 @@ bool op_has_root(BenchOp op) noexcept {
 }
 
 bool op_has_in_place(BenchOp op) noexcept {
-  return op != BenchOp::Sendrecv && op != BenchOp::Barrier;
+  return op != BenchOp::Send && op != BenchOp::Barrier;
 }
 
 bool op_moves_data(BenchOp op) noexcept {
@@ -82,63 +53,22 @@ double busbw_factor(BenchOp op, int world_size) noexcept {
       return (n - 1.0) / n;
     case BenchOp::Broadcast:
     case BenchOp::Reduce:
-    case BenchOp::Sendrecv:
+    case BenchOp::Send:
       return 1.0;
     case BenchOp::Barrier:
       return 0.0;
+    default:
+      return 0.0;  // not a bench op
   }
-  return 0.0;
 }
 
 std::optional<Collective> op_collective(BenchOp op) noexcept {
-  switch (op) {
-    case BenchOp::Allreduce:
-      return Collective::Allreduce;
-    case BenchOp::Broadcast:
-      return Collective::Broadcast;
-    case BenchOp::Reduce:
-      return Collective::Reduce;
-    case BenchOp::Allgather:
-      return Collective::Allgather;
-    case BenchOp::ReduceScatter:
-      return Collective::ReduceScatter;
-    case BenchOp::Alltoall:
-      return Collective::Alltoall;
-    case BenchOp::Gather:
-      return Collective::Gather;
-    case BenchOp::Scatter:
-      return Collective::Scatter;
-    case BenchOp::Barrier:
-      return Collective::Barrier;
-    case BenchOp::Sendrecv:
-      return std::nullopt;
-  }
-  return std::nullopt;
+  if (op == BenchOp::Send) return std::nullopt;
+  return op;
 }
 
 std::span<const Algorithm> op_algorithms(BenchOp op) noexcept {
-  switch (op) {
-    case BenchOp::Allreduce:
-      return kAllreduceAlgos;
-    case BenchOp::Broadcast:
-      return kBroadcastAlgos;
-    case BenchOp::Reduce:
-      return kReduceAlgos;
-    case BenchOp::Allgather:
-      return kAllgatherAlgos;
-    case BenchOp::ReduceScatter:
-      return kReduceScatterAlgos;
-    case BenchOp::Alltoall:
-      return kAlltoallAlgos;
-    case BenchOp::Gather:
-    case BenchOp::Scatter:
-      return kTreeAlgos;
-    case BenchOp::Barrier:
-      return kBarrierAlgos;
-    case BenchOp::Sendrecv:
-      return {};
-  }
-  return {};
+  return implemented_algorithms(op);
 }
 
 bool algorithm_applies(BenchOp op, Algorithm algorithm) noexcept {
@@ -156,7 +86,7 @@ OpShape op_shape(BenchOp op, std::size_t requested_bytes, std::size_t element_si
     case BenchOp::Allreduce:
     case BenchOp::Broadcast:
     case BenchOp::Reduce:
-    case BenchOp::Sendrecv: {
+    case BenchOp::Send: {
       // One buffer of `count` elements on each side.
       s.count = requested_bytes / element_size;
       s.in_count = s.out_count = s.inplace_count = s.count;
@@ -190,6 +120,7 @@ OpShape op_shape(BenchOp op, std::size_t requested_bytes, std::size_t element_si
       break;
     }
     case BenchOp::Barrier:
+    default:  // not bench ops
       break;
   }
   s.size_bytes = s.count * element_size;

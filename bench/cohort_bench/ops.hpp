@@ -13,24 +13,14 @@
 
 namespace cohort::bench {
 
-enum class BenchOp {
-  Allreduce,
-  Broadcast,
-  Reduce,
-  Allgather,
-  ReduceScatter,
-  Alltoall,
-  Gather,
-  Scatter,
-  Sendrecv,
-  Barrier,
-};
+/// The bench measures cohort's own collectives; Send stands for a send/recv pair ("sendrecv").
+using BenchOp = Collective;
 
 /// Every op, in the order `--op all` runs them.
 inline constexpr BenchOp kAllBenchOps[] = {
     BenchOp::Allreduce,     BenchOp::Broadcast, BenchOp::Reduce, BenchOp::Allgather,
     BenchOp::ReduceScatter, BenchOp::Alltoall,  BenchOp::Gather, BenchOp::Scatter,
-    BenchOp::Sendrecv,      BenchOp::Barrier};
+    BenchOp::Send,      BenchOp::Barrier};
 
 /// "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "gather",
 /// "scatter", "sendrecv", "barrier".

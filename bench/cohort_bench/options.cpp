@@ -1,6 +1,7 @@
 #include "options.hpp"
 
 #include <cohort/error.hpp>
+#include <cohort/tunables.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -87,6 +88,7 @@ struct CommandLine {
   std::uint64_t step_factor = 2;
   int check = 1, average = 1;
   std::optional<int> inject;
+  bool print_env = false;
 };
 
 CommandLine::CommandLine() {
@@ -136,6 +138,8 @@ CommandLine::CommandLine() {
                  "check must report wrong values")
       ->group("Testing")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--print-env", print_env,
+               "print every COHORT_* tunable (value, default, meaning) and exit; needs no ranks");
 }
 
 BenchOptions CommandLine::parse(std::vector<std::string> args) {
@@ -192,6 +196,10 @@ std::optional<int> parse_command_line(int argc, const char* const* argv, BenchOp
   CommandLine command_line;
   try {
     out = command_line.parse(std::vector<std::string>(argv + 1, argv + argc));
+    if (command_line.print_env) {
+      std::cout << describe_tunables();
+      return 0;
+    }
     return std::nullopt;
   } catch (const CLI::ParseError& e) {
     // CLI11's own printing: help on stdout, errors on stderr, with its exit code.

@@ -53,7 +53,8 @@ struct BenchOptions {
 BenchOptions parse_bench_options(std::vector<std::string> args);
 
 /// For main(): parses argv; on --help or a parse error prints what CLI11 prints and returns the
-/// exit code to end with, otherwise nullopt with `out` filled.
+/// exit code to end with; on --print-env prints describe_tunables() and returns 0 (before any
+/// launcher or rank is needed); otherwise nullopt with `out` filled.
 std::optional<int> parse_command_line(int argc, const char* const* argv, BenchOptions& out);
 
 }  // namespace cohort::bench

@@ -3,12 +3,18 @@
 /// Names of the collective algorithms, for forcing a choice per op (CollectiveOptions) or per
 /// job (COHORT_ALGO="allreduce:ring,broadcast:tree").
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace cohort {
 
+/// Every operation a communicator runs, by the name users call it with; the one list of
+/// collectives (bench, errors, flight records and selection all use it). The first nine are the
+/// algorithm families selection chooses for; a v-form runs its family's algorithms
+/// (algorithm_family), send and recv run no algorithm.
 enum class Collective : std::uint8_t {
   Allreduce,
   Broadcast,
@@ -19,7 +25,33 @@ enum class Collective : std::uint8_t {
   ReduceScatter,
   Alltoall,
   Barrier,
+  Allgatherv,
+  Gatherv,
+  Scatterv,
+  Alltoallv,
+  Send,
+  Recv,
 };
+
+/// Number of Collective values (for tables indexed by Collective).
+inline constexpr std::size_t kCollectiveCount = 15;
+
+/// The family whose algorithms run `c`: allgatherv -> allgather, gatherv -> gather,
+/// scatterv -> scatter, alltoallv -> alltoall; every other value is its own family.
+constexpr Collective algorithm_family(Collective c) noexcept {
+  switch (c) {
+    case Collective::Allgatherv:
+      return Collective::Allgather;
+    case Collective::Gatherv:
+      return Collective::Gather;
+    case Collective::Scatterv:
+      return Collective::Scatter;
+    case Collective::Alltoallv:
+      return Collective::Alltoall;
+    default:
+      return c;
+  }
+}
 
 enum class Algorithm : std::uint8_t {
   Auto,               ///< let the selection table choose
@@ -37,13 +69,19 @@ enum class Algorithm : std::uint8_t {
                       ///< one shared segment, all ranks on one host
 };
 
-/// "allreduce", "broadcast", ... (also accepts "reduce_scatter" / "reducescatter").
+/// The public method's name: "allreduce", "reduce_scatter", "alltoallv", "send", ...
+/// (collective_from_name also accepts "reducescatter").
 std::string_view collective_name(Collective c) noexcept;
 std::optional<Collective> collective_from_name(std::string_view name) noexcept;
 /// "auto", "ring", "recursive_doubling", "rabenseifner", "tree", "scatter_allgather",
 /// "reduce_scatter_gather", "bruck", "recursive_halving", "pairwise", "dissemination",
 /// "shared_memory".
 std::string_view algorithm_name(Algorithm a) noexcept;
+
+/// The algorithms that implement `c`'s family (algorithm_family), in a stable order: what
+/// CollectiveOptions::algorithm and COHORT_ALGO accept for it besides Auto. Empty for send and
+/// recv. The span refers to static storage.
+std::span<const Algorithm> implemented_algorithms(Collective c) noexcept;
 std::optional<Algorithm> algorithm_from_name(std::string_view name) noexcept;
 
 }  // namespace cohort

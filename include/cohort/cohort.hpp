@@ -13,5 +13,6 @@
 #include <cohort/launch.hpp>
 #include <cohort/log.hpp>
 #include <cohort/store.hpp>
+#include <cohort/tunables.hpp>
 #include <cohort/version.hpp>
 #include <cohort/work.hpp>

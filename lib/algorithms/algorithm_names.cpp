@@ -8,7 +8,7 @@
 namespace cohort {
 namespace {
 
-constexpr std::array<std::pair<Collective, std::string_view>, 9> kCollectiveNames{{
+constexpr std::array<std::pair<Collective, std::string_view>, kCollectiveCount> kCollectiveNames{{
     {Collective::Allreduce, "allreduce"},
     {Collective::Broadcast, "broadcast"},
     {Collective::Reduce, "reduce"},
@@ -18,6 +18,12 @@ constexpr std::array<std::pair<Collective, std::string_view>, 9> kCollectiveName
     {Collective::ReduceScatter, "reduce_scatter"},
     {Collective::Alltoall, "alltoall"},
     {Collective::Barrier, "barrier"},
+    {Collective::Allgatherv, "allgatherv"},
+    {Collective::Gatherv, "gatherv"},
+    {Collective::Scatterv, "scatterv"},
+    {Collective::Alltoallv, "alltoallv"},
+    {Collective::Send, "send"},
+    {Collective::Recv, "recv"},
 }};
 
 constexpr std::array<std::pair<Algorithm, std::string_view>, 12> kAlgorithmNames{{

@@ -1,18 +1,30 @@
 #pragma once
 
-// Arguments of each collective as algorithms see them: raw pointers, element counts, dtype.
-// The communicator has already validated everything (sizes, roots, devices, aliasing rules)
-// and normalised in-place forms, as described per struct. Counts are in elements.
+// The arguments of each collective: the one representation of an op from the public call to the
+// algorithm. The communicator builds them on the caller's thread after validation
+// (comm/validated_args.hpp), fingerprints them under COHORT_DEBUG=detail, and hands them to
+// dispatch, which normalises in-place forms (normalise.hpp) before any algorithm sees them.
+// Counts and displacements are in elements.
+//
+// What an algorithm may assume, per collective, once normalised:
+//   allreduce       in may equal out (in place); Avg arrives as itself (see allreduce/*.cpp).
+//   broadcast       the root's data is already in out; in is not read.
+//   reduce          in does not overlap out; Avg arrives as Sum (dispatch divides on the root).
+//   allgather       this rank's block is already in place in out; in is not read.
+//   gather          the root's own block is already in place in out.
+//   scatter         the root's own block is already in place in out.
+//   reduce_scatter  out may be in's block `rank` (in place); Avg arrives as Sum.
+//   alltoall        in and out do not overlap.
 
+#include <cohort/algorithm.hpp>
 #include <cohort/dtype.hpp>
 
 #include <cstddef>
-#include <span>
+#include <vector>
 
 namespace cohort::algorithms {
 
-/// out = op over ranks of in. `in` may equal `out` (in-place). count may be 0.
-/// Avg arrives as Sum: the communicator divides afterwards.
+/// out = op over ranks of in. count may be 0.
 struct AllreduceArgs {
   const void* in;
   void* out;
@@ -21,15 +33,16 @@ struct AllreduceArgs {
   ReduceOp op;
 };
 
-/// In place: on root `buf` holds the data, on every other rank it receives it.
+/// The root's in (null elsewhere) reaches every rank's out.
 struct BroadcastArgs {
-  void* buf;
+  const void* in;
+  void* out;
   std::size_t count;
   DType dtype;
   int root;
 };
 
-/// out (root only; null elsewhere) = op over ranks of in. Avg arrives as Sum.
+/// out (root only; null elsewhere) = op over ranks of in.
 struct ReduceArgs {
   const void* in;
   void* out;
@@ -39,39 +52,44 @@ struct ReduceArgs {
   int root;
 };
 
-/// In place: buf holds every rank's block at displs[r] (elements), counts[r] long; the caller
-/// already copied this rank's own block into place. Uniform allgather has all counts equal.
+/// Every rank's block r, counts[r] long, lands at displs[r] of out. Uniform allgather has all
+/// counts equal and variable false.
 struct AllgatherArgs {
-  void* buf;
-  std::span<const std::size_t> counts;
-  std::span<const std::size_t> displs;
+  const void* in;
+  void* out;
+  std::vector<std::size_t> counts;
+  std::vector<std::size_t> displs;
+  std::size_t total;  ///< sum of counts
   DType dtype;
+  bool variable;  ///< allgatherv
 };
 
-/// Root: out receives rank r's block at displs[r], counts[r] long; root's own block is already in
-/// place. Non-roots: in holds counts[rank] elements, out is null.
+/// The root's out (null elsewhere) receives rank r's in at displs[r], counts[r] long.
 struct GatherArgs {
   const void* in;
   void* out;
-  std::span<const std::size_t> counts;
-  std::span<const std::size_t> displs;
+  std::vector<std::size_t> counts;
+  std::vector<std::size_t> displs;
+  std::size_t total;
   DType dtype;
   int root;
+  bool variable;  ///< gatherv
 };
 
-/// Root: in holds rank r's block at displs[r], counts[r] long (root copies its own). Every rank
-/// except root receives counts[rank] elements into out.
+/// The root's in (null elsewhere) holds rank r's block at displs[r], counts[r] long; every rank
+/// receives its block into out.
 struct ScatterArgs {
   const void* in;
   void* out;
-  std::span<const std::size_t> counts;
-  std::span<const std::size_t> displs;
+  std::vector<std::size_t> counts;
+  std::vector<std::size_t> displs;
+  std::size_t total;
   DType dtype;
   int root;
+  bool variable;  ///< scatterv
 };
 
 /// in holds size * count elements; out (count elements) = block `rank` of the reduction.
-/// out may alias in's block `rank` (in-place). Avg arrives as Sum.
 struct ReduceScatterArgs {
   const void* in;
   void* out;
@@ -80,17 +98,60 @@ struct ReduceScatterArgs {
   ReduceOp op;
 };
 
-/// Block j of in (send_counts[j] at send_displs[j]) goes to rank j; block from rank j lands at
-/// recv_displs[j]. in and out do not overlap (the communicator stages in-place calls).
+/// Block j of in (send_counts[j] at send_displs[j]) goes to rank j; the block from rank j lands
+/// at recv_displs[j].
 struct AlltoallArgs {
   const void* in;
   void* out;
-  std::span<const std::size_t> send_counts;
-  std::span<const std::size_t> send_displs;
-  std::span<const std::size_t> recv_counts;
-  std::span<const std::size_t> recv_displs;
+  std::vector<std::size_t> send_counts;
+  std::vector<std::size_t> send_displs;
+  std::vector<std::size_t> recv_counts;
+  std::vector<std::size_t> recv_displs;
+  std::size_t send_total;
+  std::size_t recv_total;
   DType dtype;
   bool uniform;  ///< all counts equal (alltoall rather than alltoallv)
 };
+
+struct BarrierArgs {};
+
+/// The family each Args type belongs to (selection, descriptors).
+template <class Args>
+inline constexpr Collective kFamilyOf = Collective::Barrier;
+template <>
+inline constexpr Collective kFamilyOf<AllreduceArgs> = Collective::Allreduce;
+template <>
+inline constexpr Collective kFamilyOf<BroadcastArgs> = Collective::Broadcast;
+template <>
+inline constexpr Collective kFamilyOf<ReduceArgs> = Collective::Reduce;
+template <>
+inline constexpr Collective kFamilyOf<AllgatherArgs> = Collective::Allgather;
+template <>
+inline constexpr Collective kFamilyOf<GatherArgs> = Collective::Gather;
+template <>
+inline constexpr Collective kFamilyOf<ScatterArgs> = Collective::Scatter;
+template <>
+inline constexpr Collective kFamilyOf<ReduceScatterArgs> = Collective::ReduceScatter;
+template <>
+inline constexpr Collective kFamilyOf<AlltoallArgs> = Collective::Alltoall;
+
+/// The collective the user called (the v-form when variable).
+inline Collective collective_of(const AllreduceArgs&) { return Collective::Allreduce; }
+inline Collective collective_of(const BroadcastArgs&) { return Collective::Broadcast; }
+inline Collective collective_of(const ReduceArgs&) { return Collective::Reduce; }
+inline Collective collective_of(const AllgatherArgs& a) {
+  return a.variable ? Collective::Allgatherv : Collective::Allgather;
+}
+inline Collective collective_of(const GatherArgs& a) {
+  return a.variable ? Collective::Gatherv : Collective::Gather;
+}
+inline Collective collective_of(const ScatterArgs& a) {
+  return a.variable ? Collective::Scatterv : Collective::Scatter;
+}
+inline Collective collective_of(const ReduceScatterArgs&) { return Collective::ReduceScatter; }
+inline Collective collective_of(const AlltoallArgs& a) {
+  return a.uniform ? Collective::Alltoall : Collective::Alltoallv;
+}
+inline Collective collective_of(const BarrierArgs&) { return Collective::Barrier; }
 
 }  // namespace cohort::algorithms

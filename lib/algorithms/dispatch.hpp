@@ -1,8 +1,10 @@
 #pragma once
 
-// Entry points the communicator calls. Each picks an algorithm — the op's forced choice, else
-// COHORT_ALGO, else the selection table keyed by (bytes, world size) — skips any that decline
-// the arguments, runs the first that accepts, and returns which one ran (logged at debug level).
+// The one path from validated arguments to an algorithm. run_collective() normalises the
+// in-place forms (what args.hpp promises algorithms), picks candidates — the op's forced choice,
+// else COHORT_ALGO, else the selection table keyed by (bytes, world size) — skips any whose
+// accepts() declines, runs the first that accepts, finishes the op (Avg's division where the
+// algorithm left it) and returns which algorithm ran.
 
 #include <cohort/algorithm.hpp>
 
@@ -11,15 +13,15 @@
 
 namespace cohort::algorithms {
 
-Algorithm run_allreduce(const OpContext& ctx, const AllreduceArgs& args, Algorithm forced);
-Algorithm run_broadcast(const OpContext& ctx, const BroadcastArgs& args, Algorithm forced);
-Algorithm run_reduce(const OpContext& ctx, const ReduceArgs& args, Algorithm forced);
-Algorithm run_allgather(const OpContext& ctx, const AllgatherArgs& args, Algorithm forced);
-Algorithm run_gather(const OpContext& ctx, const GatherArgs& args, Algorithm forced);
-Algorithm run_scatter(const OpContext& ctx, const ScatterArgs& args, Algorithm forced);
-Algorithm run_reduce_scatter(const OpContext& ctx, const ReduceScatterArgs& args,
-                             Algorithm forced);
-Algorithm run_alltoall(const OpContext& ctx, const AlltoallArgs& args, Algorithm forced);
-Algorithm run_barrier(const OpContext& ctx, Algorithm forced);
+/// Defined for every Args type of args.hpp. `staging` is scratch of the communicator's own for
+/// copies the normalisation needs (an input aliasing the output), separate from ctx.scratch,
+/// which the algorithms use. Errors thrown by the algorithm carry it (Error::context().algorithm).
+template <class Args>
+Algorithm run_collective(const OpContext& ctx, ScratchPool& staging, const Args& args,
+                         Algorithm forced);
+
+/// Bytes the selection table keys on (identical on every rank; see selection.hpp).
+template <class Args>
+std::size_t selection_bytes(const Args& args, int world_size);
 
 }  // namespace cohort::algorithms

@@ -4,10 +4,11 @@
 
 #include <cohort/error.hpp>
 
+#include "algorithms/descriptor.hpp"
+#include "core/tunables.hpp"
 #include "patterns/binomial_tree.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 namespace cohort::algorithms {
@@ -99,43 +100,10 @@ constexpr SelectionRule kTable[] = {
     {C::Barrier, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Dissemination, kEnd}},
 };
 
-struct Implemented {
-  Collective collective;
-  Algorithm algorithm;
-};
-
-constexpr Implemented kImplemented[] = {
-    {C::Allreduce, A::Ring},
-    {C::Allreduce, A::RecursiveDoubling},
-    {C::Allreduce, A::Rabenseifner},
-    {C::Allreduce, A::SharedMemory},
-    {C::Broadcast, A::Tree},
-    {C::Broadcast, A::ScatterAllgather},
-    {C::Broadcast, A::SharedMemory},
-    {C::Reduce, A::Tree},
-    {C::Reduce, A::ReduceScatterGather},
-    {C::Reduce, A::SharedMemory},
-    {C::Allgather, A::Ring},
-    {C::Allgather, A::RecursiveDoubling},
-    {C::Allgather, A::Bruck},
-    {C::Allgather, A::SharedMemory},
-    {C::Gather, A::Tree},
-    {C::Gather, A::SharedMemory},
-    {C::Scatter, A::Tree},
-    {C::Scatter, A::SharedMemory},
-    {C::ReduceScatter, A::Ring},
-    {C::ReduceScatter, A::RecursiveHalving},
-    {C::ReduceScatter, A::SharedMemory},
-    {C::Alltoall, A::Pairwise},
-    {C::Alltoall, A::Bruck},
-    {C::Alltoall, A::SharedMemory},
-    {C::Barrier, A::Dissemination},
-    {C::Barrier, A::SharedMemory},
-};
-
-constexpr Collective kAllCollectives[] = {C::Allreduce,     C::Broadcast, C::Reduce,
-                                          C::Allgather,     C::Gather,    C::Scatter,
-                                          C::ReduceScatter, C::Alltoall,  C::Barrier};
+/// The algorithm families, in Collective order: what COHORT_ALGO and the table are keyed by.
+constexpr Collective kFamilies[] = {C::Allreduce,     C::Broadcast, C::Reduce,
+                                    C::Allgather,     C::Gather,    C::Scatter,
+                                    C::ReduceScatter, C::Alltoall,  C::Barrier};
 
 bool rule_matches(const SelectionRule& rule, Collective collective, std::size_t bytes,
                   int world_size) noexcept {
@@ -171,7 +139,7 @@ std::string joined_names(const std::vector<Algorithm>& algorithms) {
 
 std::string collective_names() {
   std::string names;
-  for (Collective c : kAllCollectives) {
+  for (Collective c : kFamilies) {
     if (!names.empty()) names += ", ";
     names += collective_name(c);
   }
@@ -192,22 +160,20 @@ std::span<const SelectionRule> selection_table() noexcept {
 }
 
 bool algorithm_implements(Collective collective, Algorithm algorithm) noexcept {
-  return std::any_of(std::begin(kImplemented), std::end(kImplemented), [&](const Implemented& i) {
-    return i.collective == collective && i.algorithm == algorithm;
-  });
+  return find_algorithm(algorithm_family(collective), algorithm) != nullptr;
 }
 
 std::vector<Algorithm> algorithms_for(Collective collective) {
   std::vector<Algorithm> result;
-  for (const auto& i : kImplemented)
-    if (i.collective == collective) result.push_back(i.algorithm);
+  for (const AlgorithmDescriptor* d : all_algorithms())
+    if (d->family == algorithm_family(collective)) result.push_back(d->algorithm);
   return result;
 }
 
 AlgorithmOverrides parse_algorithm_overrides(std::string_view spec) {
   AlgorithmOverrides overrides;
   overrides.fill(A::Auto);
-  std::array<bool, 9> given{};
+  std::array<bool, kCollectiveCount> given{};
   if (trim(spec).empty()) return overrides;
   std::size_t start = 0;
   while (start <= spec.size()) {
@@ -230,6 +196,12 @@ AlgorithmOverrides parse_algorithm_overrides(std::string_view spec) {
       throw Error(ErrorCode::InvalidArgument, quoted + "unknown collective '" +
                                                   std::string(collective_token) +
                                                   "' (one of: " + collective_names() + ")");
+    if (algorithm_family(*collective) != *collective || *collective == C::Send ||
+        *collective == C::Recv)
+      throw Error(ErrorCode::InvalidArgument,
+                  quoted + std::string(collective_name(*collective)) +
+                      " has no algorithms of its own (one of: " + collective_names() +
+                      "; a v-form follows its family, e.g. allgather for allgatherv)");
     const auto algorithm = algorithm_from_name(algorithm_token);
     if (!algorithm)
       throw Error(ErrorCode::InvalidArgument,
@@ -251,24 +223,33 @@ AlgorithmOverrides parse_algorithm_overrides(std::string_view spec) {
 }
 
 const AlgorithmOverrides& environment_algorithm_overrides() {
-  // A throwing initialiser leaves the static uninitialised, so a malformed variable is reported
-  // on every call rather than silently ignored after the first.
-  static const AlgorithmOverrides overrides = [] {
-    const char* spec = std::getenv("COHORT_ALGO");
-    return parse_algorithm_overrides(spec == nullptr ? std::string_view{} : spec);
-  }();
+  // Parsed again only when the tunables snapshot changed (init() reloads it), so every op pays a
+  // pointer comparison, and a malformed COHORT_ALGO keeps throwing (init() calls this first, so
+  // a typo is an error at init, before any op).
+  thread_local const Tunables* parsed_from = nullptr;
+  thread_local AlgorithmOverrides overrides{};
+  const Tunables& current = tunables();
+  if (&current != parsed_from) {
+    overrides = parse_algorithm_overrides(current.algorithm_spec);
+    parsed_from = &current;
+  }
   return overrides;
+}
+
+void check_forced_algorithm(Collective collective, Algorithm forced) {
+  if (forced != A::Auto && !algorithm_implements(collective, forced))
+    throw not_implemented(algorithm_family(collective), forced, "forced ");
 }
 
 Candidates select_candidates(Collective collective, std::size_t bytes, int world_size,
                              Algorithm forced, const AlgorithmOverrides& overrides) {
+  collective = algorithm_family(collective);
   Candidates candidates;
   auto add = [&](Algorithm a) {
     if (a != A::Auto && std::find(candidates.begin(), candidates.end(), a) == candidates.end())
       candidates.push_back(a);
   };
-  if (forced != A::Auto && !algorithm_implements(collective, forced))
-    throw not_implemented(collective, forced, "forced ");
+  check_forced_algorithm(collective, forced);
   add(forced);
   add(overrides[static_cast<std::size_t>(collective)]);
   for (const auto& rule : kTable) {

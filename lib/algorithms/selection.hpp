@@ -63,21 +63,23 @@ struct SelectionRule {
 /// rule's last candidate accepts all arguments.
 std::span<const SelectionRule> selection_table() noexcept;
 
-/// Whether `algorithm` is implemented for `collective` (Auto is not an implementation).
+/// Whether `algorithm` is implemented for `collective`'s family (Auto is not an implementation;
+/// the answer comes from the descriptor list, registry.cpp).
 bool algorithm_implements(Collective collective, Algorithm algorithm) noexcept;
 /// The algorithms implemented for `collective`, for error messages and sweeps.
 std::vector<Algorithm> algorithms_for(Collective collective);
 
-/// Per-collective job-wide overrides (Auto: none), indexed by Collective.
-using AlgorithmOverrides = std::array<Algorithm, 9>;
+/// Per-family job-wide overrides (Auto: none), indexed by Collective (v-forms, send and recv
+/// never have one).
+using AlgorithmOverrides = std::array<Algorithm, kCollectiveCount>;
 
 /// Parses "allreduce:ring,broadcast:tree" (whitespace around tokens allowed, "auto" clears).
 /// Throws Error(InvalidArgument) naming the bad token: unknown collective or algorithm, an
 /// algorithm the collective does not implement, a missing ':', or a collective given twice.
 AlgorithmOverrides parse_algorithm_overrides(std::string_view spec);
 
-/// COHORT_ALGO parsed once and cached (no overrides when unset). Throws like
-/// parse_algorithm_overrides on every call while the variable is malformed.
+/// COHORT_ALGO (core/tunables.hpp) parsed, cached per thread until the tunables are reloaded (no
+/// overrides when unset). Throws like parse_algorithm_overrides while the value is malformed.
 const AlgorithmOverrides& environment_algorithm_overrides();
 
 /// The algorithms to try, in order: a fixed-capacity list (a forced one, an override and a rule's
@@ -98,8 +100,12 @@ class Candidates {
   std::size_t size_ = 0;
 };
 
+/// Throws Error(InvalidArgument) naming the algorithms `collective` has when `forced` (unless
+/// Auto) is not one of them. Communicators call it on the caller's thread, before queueing.
+void check_forced_algorithm(Collective collective, Algorithm forced);
+
 /// Candidates in the order they are tried: `forced` (unless Auto), then the override for this
-/// collective (unless Auto), then the table's rule for (bytes, world size); duplicates removed.
+/// collective's family (unless Auto), then the table's rule for (bytes, world size); duplicates removed.
 /// Throws Error(InvalidArgument) when `forced` is not implemented for `collective`.
 Candidates select_candidates(Collective collective, std::size_t bytes, int world_size,
                              Algorithm forced, const AlgorithmOverrides& overrides);

@@ -24,6 +24,7 @@
 #include "bootstrap/socket.hpp"
 #include "core/log.hpp"
 #include "core/system_error.hpp"
+#include "core/tunables.hpp"
 
 #include <unistd.h>
 #include <cctype>
@@ -92,8 +93,8 @@ fs::path rendezvous_path(const Environment& env) {
                       "-node job: set COHORT_JOB_ID, or COHORT_STORE_ADDR and COHORT_STORE_PORT");
     job = "ppid" + std::to_string(::getppid());
   }
-  const char* dir = std::getenv("COHORT_RENDEZVOUS_DIR");
-  const fs::path base = dir && *dir ? fs::path(dir) : fs::temp_directory_path();
+  const std::optional<std::string>& dir = tunables().rendezvous_dir;
+  const fs::path base = dir ? fs::path(*dir) : fs::temp_directory_path();
   return base / ("cohort-" + file_safe(job) + ".addr");
 }
 
@@ -258,6 +259,9 @@ std::shared_ptr<Store> join_published(const Environment& env, const fs::path& fi
 }  // namespace
 
 std::shared_ptr<Store> connect_store(const Environment& env) {
+  // The first step of a job's start-up (init(), or connect_store then Communicator::create):
+  // tunables set in-process before it count, and a malformed one fails here, named.
+  reload_tunables();
   if (env.world_size < 1 || env.rank < 0 || env.rank >= env.world_size)
     throw Error(ErrorCode::InvalidArgument, "connect_store: rank " + std::to_string(env.rank) +
                                                 " is not in a world of " +

@@ -3,23 +3,14 @@
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
-#include <charconv>
-#include <cstdlib>
+#include "core/tunables.hpp"
+
 #include <string>
 
 namespace cohort {
 
 std::chrono::milliseconds default_store_timeout() {
-  const char* text = std::getenv("COHORT_STORE_TIMEOUT");
-  if (text == nullptr || *text == '\0') return std::chrono::seconds(300);
-  double seconds = 0;
-  const char* end = text + std::char_traits<char>::length(text);
-  const auto [stop, ec] = std::from_chars(text, end, seconds);
-  if (ec != std::errc() || stop != end || !(seconds > 0) || seconds > 1e7)
-    throw Error(ErrorCode::InvalidArgument,
-                std::string("COHORT_STORE_TIMEOUT='") + text +
-                    "' is not a positive number of seconds (at most 1e7)");
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
+  return tunables().store_timeout;
 }
 
 void Store::set_string(std::string_view key, std::string_view value) {

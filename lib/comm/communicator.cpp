@@ -1,5 +1,6 @@
-// The public collectives: validate and plan on the caller's thread, then run (blocking) or queue
-// (*_async) through the executor. Plans and their execution live in collective_plans.cpp.
+// The public collectives: validate on the caller's thread into the op's Args
+// (validated_args.hpp), then run (blocking) or queue (*_async) through the executor; one generic
+// path (Impl::run / Impl::submit) leads from there to algorithms::run_collective.
 
 #include <cohort/communicator.hpp>
 
@@ -7,7 +8,6 @@
 
 namespace cohort {
 
-using comm::OpKind;
 
 namespace {
 
@@ -31,8 +31,8 @@ comm::PointToPoint plan_p2p(const Communicator::Impl& impl, bool is_send, const 
   return {is_send, peer, tag, buffer.data(), buffer.nbytes(), {}};
 }
 
-comm::OpInfo p2p_info(const Communicator::Impl& impl, OpKind kind, const CollectiveOptions& o) {
-  comm::check_timeout(comm::op_kind_name(kind), o.timeout);
+comm::OpInfo p2p_info(const Communicator::Impl& impl, Collective kind, const CollectiveOptions& o) {
+  comm::check_timeout(collective_name(kind), o.timeout);
   return {kind, Algorithm::Auto, o.timeout.value_or(impl.default_timeout), std::nullopt};
 }
 
@@ -58,156 +58,147 @@ std::chrono::milliseconds Communicator::default_timeout() const noexcept {
 
 void Communicator::allreduce(const Buffer& in, const Buffer& out, ReduceOp op,
                              const CollectiveOptions& o) {
-  impl_->run(OpKind::Allreduce, o, comm::plan_allreduce(impl_->group(), in, out, op));
+  impl_->run(o, comm::allreduce_args(impl_->group(), in, out, op));
 }
 
 Work Communicator::allreduce_async(const Buffer& in, const Buffer& out, ReduceOp op,
                                    const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Allreduce, o, comm::plan_allreduce(impl_->group(), in, out, op),
+  return impl_->submit(o, comm::allreduce_args(impl_->group(), in, out, op),
                        owners(in, out));
 }
 
 void Communicator::broadcast(const Buffer& in, const Buffer& out, int root,
                              const CollectiveOptions& o) {
-  impl_->run(OpKind::Broadcast, o, comm::plan_broadcast(impl_->group(), in, out, root));
+  impl_->run(o, comm::broadcast_args(impl_->group(), in, out, root));
 }
 
 Work Communicator::broadcast_async(const Buffer& in, const Buffer& out, int root,
                                    const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Broadcast, o, comm::plan_broadcast(impl_->group(), in, out, root),
+  return impl_->submit(o, comm::broadcast_args(impl_->group(), in, out, root),
                        owners(in, out));
 }
 
 void Communicator::reduce(const Buffer& in, const Buffer& out, ReduceOp op, int root,
                           const CollectiveOptions& o) {
-  impl_->run(OpKind::Reduce, o, comm::plan_reduce(impl_->group(), in, out, op, root));
+  impl_->run(o, comm::reduce_args(impl_->group(), in, out, op, root));
 }
 
 Work Communicator::reduce_async(const Buffer& in, const Buffer& out, ReduceOp op, int root,
                                 const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Reduce, o, comm::plan_reduce(impl_->group(), in, out, op, root),
+  return impl_->submit(o, comm::reduce_args(impl_->group(), in, out, op, root),
                        owners(in, out));
 }
 
 // ---- allgather / gather / scatter (uniform and v) -------------------------------------------
 
 void Communicator::allgather(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
-  impl_->run(OpKind::Allgather, o, comm::plan_allgather(impl_->group(), in, out, std::nullopt));
+  impl_->run(o, comm::allgather_args(impl_->group(), in, out, std::nullopt));
 }
 
 Work Communicator::allgather_async(const Buffer& in, const Buffer& out,
                                    const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Allgather, o,
-                       comm::plan_allgather(impl_->group(), in, out, std::nullopt),
+  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, std::nullopt),
                        owners(in, out));
 }
 
 void Communicator::allgatherv(const Buffer& in, const Buffer& out,
                               std::span<const std::size_t> counts, const CollectiveOptions& o) {
-  impl_->run(OpKind::Allgatherv, o, comm::plan_allgather(impl_->group(), in, out, counts));
+  impl_->run(o, comm::allgather_args(impl_->group(), in, out, counts));
 }
 
 Work Communicator::allgatherv_async(const Buffer& in, const Buffer& out,
                                     std::span<const std::size_t> counts,
                                     const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Allgatherv, o, comm::plan_allgather(impl_->group(), in, out, counts),
+  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, counts),
                        owners(in, out));
 }
 
 void Communicator::gather(const Buffer& in, const Buffer& out, int root,
                           const CollectiveOptions& o) {
-  impl_->run(OpKind::Gather, o, comm::plan_gather(impl_->group(), in, out, std::nullopt, root));
+  impl_->run(o, comm::gather_args(impl_->group(), in, out, std::nullopt, root));
 }
 
 Work Communicator::gather_async(const Buffer& in, const Buffer& out, int root,
                                 const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Gather, o,
-                       comm::plan_gather(impl_->group(), in, out, std::nullopt, root),
+  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, std::nullopt, root),
                        owners(in, out));
 }
 
 void Communicator::gatherv(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,
                            int root, const CollectiveOptions& o) {
-  impl_->run(OpKind::Gatherv, o, comm::plan_gather(impl_->group(), in, out, counts, root));
+  impl_->run(o, comm::gather_args(impl_->group(), in, out, counts, root));
 }
 
 Work Communicator::gatherv_async(const Buffer& in, const Buffer& out,
                                  std::span<const std::size_t> counts, int root,
                                  const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Gatherv, o, comm::plan_gather(impl_->group(), in, out, counts, root),
+  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, counts, root),
                        owners(in, out));
 }
 
 void Communicator::scatter(const Buffer& in, const Buffer& out, int root,
                            const CollectiveOptions& o) {
-  impl_->run(OpKind::Scatter, o, comm::plan_scatter(impl_->group(), in, out, std::nullopt, root));
+  impl_->run(o, comm::scatter_args(impl_->group(), in, out, std::nullopt, root));
 }
 
 Work Communicator::scatter_async(const Buffer& in, const Buffer& out, int root,
                                  const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Scatter, o,
-                       comm::plan_scatter(impl_->group(), in, out, std::nullopt, root),
+  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, std::nullopt, root),
                        owners(in, out));
 }
 
 void Communicator::scatterv(const Buffer& in, const Buffer& out,
                             std::span<const std::size_t> counts, int root,
                             const CollectiveOptions& o) {
-  impl_->run(OpKind::Scatterv, o, comm::plan_scatter(impl_->group(), in, out, counts, root));
+  impl_->run(o, comm::scatter_args(impl_->group(), in, out, counts, root));
 }
 
 Work Communicator::scatterv_async(const Buffer& in, const Buffer& out,
                                   std::span<const std::size_t> counts, int root,
                                   const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Scatterv, o,
-                       comm::plan_scatter(impl_->group(), in, out, counts, root), owners(in, out));
+  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, counts, root), owners(in, out));
 }
 
 // ---- reduce_scatter / alltoall / barrier ----------------------------------------------------
 
 void Communicator::reduce_scatter(const Buffer& in, const Buffer& out, ReduceOp op,
                                   const CollectiveOptions& o) {
-  impl_->run(OpKind::ReduceScatter, o, comm::plan_reduce_scatter(impl_->group(), in, out, op));
+  impl_->run(o, comm::reduce_scatter_args(impl_->group(), in, out, op));
 }
 
 Work Communicator::reduce_scatter_async(const Buffer& in, const Buffer& out, ReduceOp op,
                                         const CollectiveOptions& o) {
-  return impl_->submit(OpKind::ReduceScatter, o,
-                       comm::plan_reduce_scatter(impl_->group(), in, out, op), owners(in, out));
+  return impl_->submit(o, comm::reduce_scatter_args(impl_->group(), in, out, op), owners(in, out));
 }
 
 void Communicator::alltoall(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
-  impl_->run(OpKind::Alltoall, o,
-             comm::plan_alltoall(impl_->group(), in, out, std::nullopt, std::nullopt));
+  impl_->run(o, comm::alltoall_args(impl_->group(), in, out, std::nullopt, std::nullopt));
 }
 
 Work Communicator::alltoall_async(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Alltoall, o,
-                       comm::plan_alltoall(impl_->group(), in, out, std::nullopt, std::nullopt),
+  return impl_->submit(o, comm::alltoall_args(impl_->group(), in, out, std::nullopt, std::nullopt),
                        owners(in, out));
 }
 
 void Communicator::alltoallv(const Buffer& in, std::span<const std::size_t> send_counts,
                              const Buffer& out, std::span<const std::size_t> recv_counts,
                              const CollectiveOptions& o) {
-  impl_->run(OpKind::Alltoallv, o,
-             comm::plan_alltoall(impl_->group(), in, out, send_counts, recv_counts));
+  impl_->run(o, comm::alltoall_args(impl_->group(), in, out, send_counts, recv_counts));
 }
 
 Work Communicator::alltoallv_async(const Buffer& in, std::span<const std::size_t> send_counts,
                                    const Buffer& out, std::span<const std::size_t> recv_counts,
                                    const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Alltoallv, o,
-                       comm::plan_alltoall(impl_->group(), in, out, send_counts, recv_counts),
+  return impl_->submit(o, comm::alltoall_args(impl_->group(), in, out, send_counts, recv_counts),
                        owners(in, out));
 }
 
 void Communicator::barrier(const CollectiveOptions& o) {
-  impl_->run(OpKind::Barrier, o, comm::BarrierPlan{});
+  impl_->run(o, algorithms::BarrierArgs{});
 }
 
 Work Communicator::barrier_async(const CollectiveOptions& o) {
-  return impl_->submit(OpKind::Barrier, o, comm::BarrierPlan{}, {});
+  return impl_->submit(o, algorithms::BarrierArgs{}, {});
 }
 
 // ---- point-to-point -------------------------------------------------------------------------
@@ -216,25 +207,25 @@ Work Communicator::barrier_async(const CollectiveOptions& o) {
 // exactly as in MPI: let one of them use send_async() (or order the calls).
 
 void Communicator::send(const Buffer& in, int peer, int tag, const CollectiveOptions& o) {
-  impl_->executor->run_p2p(p2p_info(*impl_, OpKind::Send, o),
+  impl_->executor->run_p2p(p2p_info(*impl_, Collective::Send, o),
                            plan_p2p(*impl_, true, in, peer, tag));
 }
 
 void Communicator::recv(const Buffer& out, int peer, int tag, const CollectiveOptions& o) {
-  impl_->executor->run_p2p(p2p_info(*impl_, OpKind::Recv, o),
+  impl_->executor->run_p2p(p2p_info(*impl_, Collective::Recv, o),
                            plan_p2p(*impl_, false, out, peer, tag));
 }
 
 Work Communicator::send_async(const Buffer& in, int peer, int tag, const CollectiveOptions& o) {
   comm::PointToPoint p2p = plan_p2p(*impl_, true, in, peer, tag);
   p2p.keepalive = owners(in, Buffer());
-  return impl_->executor->submit_p2p(p2p_info(*impl_, OpKind::Send, o), std::move(p2p));
+  return impl_->executor->submit_p2p(p2p_info(*impl_, Collective::Send, o), std::move(p2p));
 }
 
 Work Communicator::recv_async(const Buffer& out, int peer, int tag, const CollectiveOptions& o) {
   comm::PointToPoint p2p = plan_p2p(*impl_, false, out, peer, tag);
   p2p.keepalive = owners(out, Buffer());
-  return impl_->executor->submit_p2p(p2p_info(*impl_, OpKind::Recv, o), std::move(p2p));
+  return impl_->executor->submit_p2p(p2p_info(*impl_, Collective::Recv, o), std::move(p2p));
 }
 
 }  // namespace cohort

@@ -5,13 +5,16 @@
 #include <cohort/error.hpp>
 #include <cohort/log.hpp>
 
+#include "algorithms/selection.hpp"
 #include "comm/communicator_impl.hpp"
-#include "comm/tunables.hpp"
 #include "core/log.hpp"
+#include "core/tunables.hpp"
 #include "transport/tag.hpp"
 #include "transport/transport_factory.hpp"
 
 #include <fmt/format.h>
+
+#include <string_view>
 
 namespace cohort {
 namespace comm {
@@ -87,9 +90,31 @@ std::unique_ptr<Communicator::Impl> derive_communicator(const Communicator::Impl
 
 }  // namespace comm
 
-std::shared_ptr<Communicator> Communicator::create(const Environment& env,
-                                                   std::shared_ptr<Store> store,
-                                                   const CommunicatorOptions& options) {
+namespace {
+
+/// Start-up checks once the tunables have just been read afresh (reload_tunables()): applies
+/// COHORT_LOG_LEVEL, parses COHORT_ALGO so a typo fails at init rather than at the first
+/// collective, and at info level logs every tunable's value.
+void check_tunables_at_start() {
+  log::apply_level_from_tunables();
+  algorithms::environment_algorithm_overrides();
+  // Every rank logs, not only rank 0: launchers may give ranks different environments, and a
+  // value on one rank can change what all do (COHORT_SHARED_MEMORY=off), so each rank's own
+  // values are the useful record; the rank prefix on each line tells them apart. Info is a
+  // level users ask for, so the lines (one per tunable per rank) are wanted there.
+  if (!log::logger().should_log(spdlog::level::info)) return;
+  const std::string description = describe_tunables();
+  std::string_view rest = description;
+  while (!rest.empty()) {
+    const std::size_t end = rest.find('\n');
+    COHORT_LOG_INFO("tunable {}", rest.substr(0, end));
+    rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+  }
+}
+
+/// Communicator::create() without reading the tunables again (init() has just read them).
+std::shared_ptr<Communicator> create_world(const Environment& env, std::shared_ptr<Store> store,
+                                           const CommunicatorOptions& options) {
   if (!store) throw Error(ErrorCode::InvalidArgument, "Communicator::create: store is null");
   if (env.world_size < 1 || static_cast<std::uint32_t>(env.world_size) > transport::kMaxRanks) {
     throw Error(ErrorCode::InvalidArgument,
@@ -102,8 +127,8 @@ std::shared_ptr<Communicator> Communicator::create(const Environment& env,
                             env.rank, env.world_size));
   }
   comm::check_timeout("Communicator::create", options.timeout);
-  const comm::Tunables tunables = comm::read_tunables();
-  const std::chrono::milliseconds timeout = options.timeout.value_or(tunables.timeout);
+  const Tunables& values = tunables();
+  const std::chrono::milliseconds timeout = options.timeout.value_or(values.timeout);
 
   // The first world a job creates is communicator 0. Should a job create further worlds over the
   // same store (every rank in the same order), each gets a fresh id so their keys never collide.
@@ -121,15 +146,30 @@ std::shared_ptr<Communicator> Communicator::create(const Environment& env,
   setup.local_size = std::max(1, env.local_world_size);
   setup.host_ranks = setup.local_size;
   setup.default_timeout = timeout;
-  setup.debug_detail = tunables.debug_detail;
+  setup.debug_detail = values.debug_detail;
   return comm::make_communicator(comm::wire_world(std::move(store), setup));
 }
 
+}  // namespace
+
+std::shared_ptr<Communicator> Communicator::create(const Environment& env,
+                                                   std::shared_ptr<Store> store,
+                                                   const CommunicatorOptions& options) {
+  // Read afresh so variables set in-process before this count, and a malformed one fails here.
+  reload_tunables();
+  check_tunables_at_start();
+  return create_world(env, std::move(store), options);
+}
+
 std::shared_ptr<Communicator> init(const InitOptions& options) {
+  // Read first, so a malformed tunable is the error init() reports, naming the variable.
+  // (connect_store() reads them again: the same environment, so the same values.)
+  reload_tunables();
   const Environment env = resolve_environment(options.environment);
   set_log_rank(env.rank, env.world_size);
+  check_tunables_at_start();
   std::shared_ptr<Store> store = connect_store(env);
-  return Communicator::create(env, std::move(store), options.communicator);
+  return create_world(env, std::move(store), options.communicator);
 }
 
 }  // namespace cohort

@@ -6,7 +6,10 @@
 #include <cohort/communicator.hpp>
 
 #include "algorithms/op_context.hpp"
-#include "comm/collective_plans.hpp"
+#include "algorithms/dispatch.hpp"
+#include "algorithms/selection.hpp"
+#include "comm/fingerprint.hpp"
+#include "comm/validated_args.hpp"
 #include "comm/executor.hpp"
 #include "comm/id_blocks.hpp"
 #include "comm/validation.hpp"
@@ -51,33 +54,38 @@ struct Communicator::Impl {
 
   comm::Group group() const noexcept { return {rank, size}; }
 
-  template <class Plan>
-  comm::OpInfo info(comm::OpKind kind, const CollectiveOptions& options, const Plan& plan) const {
-    comm::check_timeout(comm::op_kind_name(kind), options.timeout);
+  /// What the executor needs besides the body. Everything decidable on this rank alone (the
+  /// timeout, a forced algorithm of another collective) is refused here, on the caller's thread,
+  /// before the op takes a sequence number, so a wrong argument leaves the communicator usable.
+  template <class Args>
+  comm::OpInfo info(const CollectiveOptions& options, const Args& args) const {
+    const Collective kind = algorithms::collective_of(args);
+    comm::check_timeout(collective_name(kind), options.timeout);
+    algorithms::check_forced_algorithm(kind, options.algorithm);
     comm::OpInfo result{kind, options.algorithm, options.timeout.value_or(default_timeout),
                         std::nullopt};
-    if (debug_detail) result.fingerprint = comm::fingerprint_of(plan);
+    if (debug_detail) result.fingerprint = comm::fingerprint_of(args);
     return result;
   }
 
-  /// Runs a planned collective to completion (inline when nothing is ahead of it).
-  template <class Plan>
-  void run(comm::OpKind kind, const CollectiveOptions& options, const Plan& plan) {
-    executor->run(info(kind, options, plan),
-                  [this, &plan, forced = options.algorithm](const algorithms::OpContext& ctx) {
-                    comm::execute(ctx, staging, plan, forced);
+  /// Runs a validated collective to completion (inline when nothing is ahead of it).
+  template <class Args>
+  void run(const CollectiveOptions& options, const Args& args) {
+    executor->run(info(options, args),
+                  [this, &args, forced = options.algorithm](const algorithms::OpContext& ctx) {
+                    algorithms::run_collective(ctx, staging, args, forced);
                   });
   }
 
-  /// Queues a planned collective; `keepalive` holds the buffers' owners until it ran.
-  template <class Plan>
-  Work submit(comm::OpKind kind, const CollectiveOptions& options, Plan plan,
+  /// Queues a validated collective; `keepalive` holds the buffers' owners until it ran.
+  template <class Args>
+  Work submit(const CollectiveOptions& options, Args args,
               std::vector<std::shared_ptr<void>> keepalive) {
-    comm::OpInfo op = info(kind, options, plan);
+    comm::OpInfo op = info(options, args);
     return executor->submit(std::move(op),
-                            [this, plan = std::move(plan), forced = options.algorithm,
+                            [this, args = std::move(args), forced = options.algorithm,
                              keepalive = std::move(keepalive)](const algorithms::OpContext& ctx) {
-                              comm::execute(ctx, staging, plan, forced);
+                              algorithms::run_collective(ctx, staging, args, forced);
                             });
   }
 };

@@ -29,6 +29,7 @@ Executor::Executor(transport::Transport& transport, transport::LazyArena* arenas
       size_(size),
       comm_id_(comm_id),
       tag_id_(tag_id),
+      in_flight_(transport, tag_id),
       hook_(std::make_shared<detail::ProgressHook>()) {
   hook_->context = this;
   hook_->help = [](void* self) noexcept { static_cast<Executor*>(self)->help(); };
@@ -73,7 +74,8 @@ void Executor::run_p2p(OpInfo info, PointToPoint p2p) {
 Work Executor::submit_p2p(OpInfo info, PointToPoint p2p) {
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);
-  if (busy_ || !queue_.empty()) return Work(enqueue_locked(std::move(info), nullptr, std::move(p2p)));
+  if (busy_ || !queue_.empty())
+    return Work(enqueue_locked(std::move(info), nullptr, std::move(p2p)));
   // Nothing ahead and nobody driving: post from this thread (posting never blocks), so neither
   // this call nor its completion waits for the progress thread to wake up.
   busy_ = true;
@@ -97,14 +99,15 @@ std::shared_ptr<detail::WorkState> Executor::new_work(std::string what) const {
   return work;
 }
 
-void Executor::throw_if_poisoned_locked(OpKind kind) const {
-  if (poisoned_) throw poisoned_error(op_kind_name(kind));
+void Executor::throw_if_poisoned_locked(Collective kind) const {
+  if (poisoned_) throw poisoned_error(collective_name(kind));
 }
 
 Error Executor::poisoned_error(std::string_view what) const {
   return Error(ErrorCode::InvalidUsage,
-               fmt::format("{}: communicator {} is unusable after an earlier failure: {}", what,
-                           comm_id_, poisoned_->what()));
+               fmt::format("communicator {} is unusable after an earlier failure: {}", comm_id_,
+                           poisoned_->what()),
+               ErrorContext{.op = std::string(what), .communicator = comm_id_});
 }
 
 std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody body,
@@ -126,7 +129,7 @@ void Executor::end_drive() noexcept {
   {
     std::lock_guard lock(mutex_);
     busy_ = false;
-    pending_count_ = pending_.size();
+    pending_count_ = in_flight_.count();
     // In-flight sends/receives only need the thread when it sleeps without a timeout; from its
     // timed sleeps it comes back to them by itself.
     wake = !queue_.empty() || stop_ || (pending_count_ > 0 && idle_);
@@ -142,7 +145,7 @@ std::string Executor::describe(const OpInfo& info, std::uint32_t seq) const {
 
 void Executor::describe_into(std::string& what, const OpInfo& info, std::uint32_t seq) const {
   // Appends into reused capacity (no fmt, no allocation once warm): this runs for every op.
-  what.assign(op_kind_name(info.kind));
+  what.assign(collective_name(info.kind));
   what += " #";
   char digits[16];
   const auto end = std::to_chars(digits, digits + sizeof digits, seq).ptr;
@@ -160,11 +163,24 @@ std::string Executor::describe_p2p(const PointToPoint& p2p, std::uint32_t seq) c
 }
 
 void Executor::fail(const std::string& what, const Error& error) {
-  // The transport names the op itself when given `what`; add it when a layer below did not.
-  const bool named = error.message().find(what) != std::string::npos;
-  Error failure = named ? error : Error(error.code(), what + ": " + error.message());
+  fail(ErrorContext{.op = what}, error);
+}
+
+void Executor::fail(const ErrorContext& op, const Error& error) {
+  // Layers below name what they know (the peers, the algorithm); the op's identity is added here
+  // once, as fields, and the message formatted from them.
+  Error failure = error.with_context(op);
   poison(failure);
   throw failure;
+}
+
+ErrorContext Executor::context_of(const OpInfo& info, std::uint32_t seq) const {
+  return ErrorContext{.op = std::string(collective_name(info.kind)),
+                      .sequence = seq,
+                      .communicator = comm_id_,
+                      .algorithm = info.forced == Algorithm::Auto
+                                       ? std::string()
+                                       : std::string(algorithm_name(info.forced))};
 }
 
 void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
@@ -178,30 +194,23 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
       // A mismatch is found by every rank after a complete exchange: nothing is in flight, so
       // the communicator stays usable. Transport failures poison as anywhere else.
       if (e.code() == ErrorCode::InvalidArgument) throw;
-      fail(ctx.what, e);
+      fail(context_of(info, seq), e);
     }
   }
   try {
     body(ctx);
   } catch (const Error& e) {
-    fail(ctx.what, e);
+    fail(context_of(info, seq), e);
   } catch (const std::exception& e) {
-    fail(ctx.what, Error(ErrorCode::Internal, e.what()));
+    fail(context_of(info, seq), Error(ErrorCode::Internal, e.what()));
   }
-}
-
-transport::Request Executor::post(const PointToPoint& p2p) {
-  const transport::Tag tag = transport::p2p_tag(tag_id_, static_cast<std::uint32_t>(p2p.user_tag));
-  if (p2p.is_send) return transport_.post_send(p2p.peer, p2p.data, p2p.bytes, tag);
-  return transport_.post_recv(p2p.peer, p2p.data, p2p.bytes, tag);
 }
 
 void Executor::execute_p2p_blocking(const OpInfo& info, std::uint32_t seq,
                                     const PointToPoint& p2p) {
   const std::string what = describe_p2p(p2p, seq);
   try {
-    const transport::Request request = post(p2p);
-    transport_.wait(std::span(&request, 1), Clock::now() + info.timeout, what);
+    in_flight_.run_blocking(p2p, Clock::now() + info.timeout, what);
   } catch (const Error& e) {
     fail(what, e);
   }
@@ -219,56 +228,26 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
       return;
     }
     // Post now (keeping order with every other op) and complete in the background.
-    transport::Request request;
     try {
-      request = post(*op.p2p);
+      in_flight_.post(std::move(*op.p2p), op.info.timeout, op.work);
     } catch (const Error& e) {
       fail(op.work->what, e);
     }
-    pending_.push_back(PendingP2P{request, Clock::now() + op.info.timeout, op.info.timeout,
-                                  op.p2p->peer, op.work->what, op.work,
-                                  std::move(op.p2p->keepalive)});
   } catch (...) {
     op.work->complete(std::current_exception());
   }
 }
 
 bool Executor::poll_pending() noexcept {
-  bool progressed = false;
-  for (std::size_t i = 0; i < pending_.size();) {
-    PendingP2P& p = pending_[i];
-    std::optional<Error> failure;
-    try {
-      if (transport_.test(p.request)) {
-        p.work->complete(nullptr);
-        pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-        progressed = true;
-        continue;
-      }
-      if (Clock::now() >= p.deadline) {
-        failure = Error(ErrorCode::Timeout,
-                        fmt::format("{}: timed out after {} ms; peers not heard from: {}", p.what,
-                                    p.timeout.count(), p.peer));
-      }
-    } catch (const Error& e) {
-      failure = e;
-    } catch (const std::exception& e) {
-      failure = Error(ErrorCode::Internal, e.what());
-    }
-    if (failure) {
-      // Take it out first: poisoning fails every other in-flight request with the cause.
-      PendingP2P failed = std::move(p);
-      pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-      try {
-        fail(failed.what, *failure);
-      } catch (...) {
-        failed.work->complete(std::current_exception());
-      }
-      return true;
-    }
-    ++i;
+  const InFlightTransfers::PollResult result = in_flight_.poll();
+  if (!result.failure) return result.completed > 0;
+  try {
+    fail(result.failure->what, result.failure->error);
+  } catch (const Error&) {
+    // Already delivered: poisoning cancelled in_flight_, which failed the transfer's Work with
+    // the error fail() throws (the poison's cause).
   }
-  return progressed;
+  return true;
 }
 
 void Executor::poison(const Error& cause) noexcept {
@@ -280,11 +259,9 @@ void Executor::poison(const Error& cause) noexcept {
   }
   COHORT_LOG_ERROR("communicator {} failed and will reject further ops: {}", comm_id_,
                    cause.what());
-  transport_.cancel_all();
-  std::vector<PendingP2P> in_flight;
-  in_flight.swap(pending_);
+  // Cancels every request at the transport (the collectives' too), then fails the transfers.
+  in_flight_.cancel_all(cause, [this](const std::string& what) { return poisoned_error(what); });
   try {
-    for (auto& p : in_flight) p.work->complete(std::make_exception_ptr(poisoned_error(p.what)));
     for (auto& op : doomed)
       op.work->complete(std::make_exception_ptr(poisoned_error(op.work->what)));
   } catch (const std::exception& e) {

@@ -14,9 +14,10 @@
 // Collectives are numbered in call order (the number is part of their message tags); sends and
 // receives have their own numbering, since ranks make different point-to-point calls.
 //
-// Point-to-point ops are posted in order and then complete in the background: an async send
-// does not hold up the ops queued behind it (as MPI_Isend + MPI_Recv would not deadlock). A
-// blocking send still waits for its own completion, which may need the receive to be posted.
+// Point-to-point ops are posted in order and then complete in the background, held and polled
+// by InFlightTransfers (p2p_inflight.hpp): an async send does not hold up the ops queued behind
+// it (as MPI_Isend + MPI_Recv would not deadlock). A blocking send still waits for its own
+// completion, which may need the receive to be posted.
 //
 // Failures: a transport error (timeout, dead peer) or any unexpected exception fails the op and
 // poisons the executor: the transport's requests are cancelled, queued and in-flight ops fail
@@ -30,7 +31,8 @@
 
 #include "algorithms/op_context.hpp"
 #include "comm/fingerprint.hpp"
-#include "comm/op_kind.hpp"
+#include <cohort/algorithm.hpp>
+#include "comm/p2p_inflight.hpp"
 #include "comm/work_state.hpp"
 #include "transport/transport.hpp"
 
@@ -52,20 +54,10 @@ using OpBody = std::function<void(const algorithms::OpContext&)>;
 
 /// What the executor needs to know about an op besides its body.
 struct OpInfo {
-  OpKind kind = OpKind::Barrier;
+  Collective kind = Collective::Barrier;
   Algorithm forced = Algorithm::Auto;  ///< shown in error messages when set
   std::chrono::milliseconds timeout{0};
   std::optional<Fingerprint> fingerprint;  ///< set under COHORT_DEBUG=detail
-};
-
-/// One send or receive, already validated.
-struct PointToPoint {
-  bool is_send = true;
-  int peer = 0;
-  int user_tag = 0;
-  void* data = nullptr;  ///< read only for sends
-  std::size_t bytes = 0;
-  std::vector<std::shared_ptr<void>> keepalive;  ///< buffer owners, held until completion
 };
 
 class Executor {
@@ -112,16 +104,6 @@ class Executor {
     std::shared_ptr<detail::WorkState> work;
   };
 
-  struct PendingP2P {
-    transport::Request request;
-    transport::Deadline deadline;
-    std::chrono::milliseconds timeout{0};
-    int peer = 0;
-    std::string what;
-    std::shared_ptr<detail::WorkState> work;
-    std::vector<std::shared_ptr<void>> keepalive;
-  };
-
   /// Ends a drive (inline op or progress-thread step) on every path out.
   class DriveGuard {
    public:
@@ -134,7 +116,7 @@ class Executor {
     Executor& executor_;
   };
 
-  void throw_if_poisoned_locked(OpKind kind) const;
+  void throw_if_poisoned_locked(Collective kind) const;
   std::shared_ptr<detail::WorkState> enqueue_locked(OpInfo info, OpBody body,
                                                     std::optional<PointToPoint> p2p);
   /// Starts the progress thread on first use (mutex_ held).
@@ -146,10 +128,15 @@ class Executor {
   std::string describe_p2p(const PointToPoint& p2p, std::uint32_t seq) const;
   void execute(const OpInfo& info, std::uint32_t seq, BodyRef body);
   void execute_p2p_blocking(const OpInfo& info, std::uint32_t seq, const PointToPoint& p2p);
-  transport::Request post(const PointToPoint& p2p);
   void execute_queued(QueuedOp& op) noexcept;
+  /// Polls the in-flight sends/receives once; a failed one poisons. True if any finished.
   bool poll_pending() noexcept;
+  /// Poisons with `error` carrying the op's context, and throws it.
+  [[noreturn]] void fail(const ErrorContext& op, const Error& error);
+  /// The same for an op known only by its label ("send #3 to rank 1 (tag 5)").
   [[noreturn]] void fail(const std::string& what, const Error& error);
+  /// A collective's context: its name, sequence number, communicator and forced algorithm.
+  ErrorContext context_of(const OpInfo& info, std::uint32_t seq) const;
   void poison(const Error& cause) noexcept;
   Error poisoned_error(std::string_view what) const;
   /// "allreduce #17" or "allreduce #17 (ring)" into `what`, reusing its capacity.
@@ -172,15 +159,35 @@ class Executor {
   const std::uint32_t tag_id_;
   // Touched only by the thread currently driving (busy_ set by it).
   algorithms::ScratchPool scratch_;
-  std::vector<PendingP2P> pending_;
+  InFlightTransfers in_flight_;
 
+  // State machine. The fields from here to poisoned_ are guarded by mutex_; in_flight_, scratch_
+  // and what_ above belong to whichever thread holds busy_.
+  // - busy_: false -> true by a thread claiming the drive, only while false: an inline run() or
+  //   run_p2p() (queue empty), submit_p2p() posting from its caller (queue empty), run_front()
+  //   taking the queue's front (progress thread or a helping waiter), or a poll of in_flight_
+  //   (progress thread, or a waiter in help() when the queue is empty). true -> false only by
+  //   that same thread, in end_drive() (DriveGuard), on every path out.
+  // - pending_count_: in_flight_.count() as of the last drive; written only in end_drive(), so
+  //   threads not driving can tell whether there is anything to poll without touching
+  //   in_flight_. While > 0 the progress thread polls every kPollInterval.
+  // - idle_: set and cleared only by the progress thread around its untimed sleep (queue empty,
+  //   nothing in flight). end_drive() wakes it when a drive left work for it (queued ops, new
+  //   transfers in flight, stop_); timed sleeps need no wake.
+  // - stop_: false -> true once, by the destructor. The progress thread exits once it is set
+  //   and nothing is queued, driving or in flight (every transfer ends by its own deadline).
+  // - poisoned_: empty -> the first failure, once, by poison() on the driving thread; never
+  //   cleared. It is set before any Work fails, so whoever sees a failure sees later calls fail
+  //   fast. poison() then empties queue_ and in_flight_ (failing their Works, the failed
+  //   transfer's with the cause); run*/submit* throw on entry and ops queued meanwhile fail
+  //   when taken.
   mutable std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<QueuedOp> queue_;     // guarded by mutex_
-  bool busy_ = false;              // guarded: some thread is driving the transport
-  bool stop_ = false;              // guarded
-  std::size_t pending_count_ = 0;  // guarded: pending_.size() as of the last drive
-  bool idle_ = false;  // guarded: the progress thread sleeps with no timeout (nothing to poll)
+  std::deque<QueuedOp> queue_;  // pushed by callers, popped by the driver, emptied by poison()
+  bool busy_ = false;
+  bool stop_ = false;
+  std::size_t pending_count_ = 0;
+  bool idle_ = false;
   // Collectives and point-to-point ops are numbered separately: every rank makes the same
   // collective calls, so collective numbers (which form the message tags) agree across ranks,
   // while point-to-point calls differ per rank and use the user's tag instead.

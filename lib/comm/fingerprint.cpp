@@ -72,11 +72,11 @@ void encode_fingerprint(const Fingerprint& fp, int size, std::uint8_t* out) {
 
 Fingerprint decode_fingerprint(const std::uint8_t* in, int size) {
   Fingerprint fp;
-  if (in[0] > static_cast<std::uint8_t>(OpKind::Recv)) {
+  if (in[0] > static_cast<std::uint8_t>(Collective::Recv)) {
     throw Error(ErrorCode::Internal,
                 fmt::format("fingerprint with unknown op kind {} received", in[0]));
   }
-  fp.kind = static_cast<OpKind>(in[0]);
+  fp.kind = static_cast<Collective>(in[0]);
   if (in[1] != kNone) fp.dtype = static_cast<DType>(in[1]);
   if (in[2] != kNone) fp.reduce_op = static_cast<ReduceOp>(in[2]);
   std::uint32_t root = 0;
@@ -105,7 +105,7 @@ std::optional<std::string> find_fingerprint_mismatch(const std::string& what,
   for (int r = 1; r < n; ++r) {
     if (table[r].kind != ref.kind) {
       return fmt::format("{}: ranks disagree: rank 0 called {}, rank {} called {}", what,
-                         op_kind_name(ref.kind), r, op_kind_name(table[r].kind));
+                         collective_name(ref.kind), r, collective_name(table[r].kind));
     }
   }
   for (int r = 1; r < n; ++r) {
@@ -129,7 +129,7 @@ std::optional<std::string> find_fingerprint_mismatch(const std::string& what,
                             std::to_string(table[r].count));
     }
   }
-  if (ref.kind == OpKind::Alltoallv) {
+  if (ref.kind == Collective::Alltoallv) {
     // What rank i sends to j must be what j expects from i.
     for (int i = 0; i < n; ++i) {
       for (int j = 0; j < n; ++j) {

@@ -10,7 +10,9 @@
 #include <cohort/dtype.hpp>
 
 #include "algorithms/op_context.hpp"
-#include "comm/op_kind.hpp"
+#include <cohort/algorithm.hpp>
+
+#include "algorithms/args.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -20,7 +22,7 @@
 namespace cohort::comm {
 
 struct Fingerprint {
-  OpKind kind = OpKind::Barrier;
+  Collective kind = Collective::Barrier;
   std::optional<DType> dtype;         ///< unset for barrier
   std::optional<ReduceOp> reduce_op;  ///< set for reducing collectives only
   int root = -1;                      ///< -1 for rootless collectives
@@ -32,6 +34,38 @@ struct Fingerprint {
   /// alltoallv only: this rank's receive counts.
   std::vector<std::uint64_t> recv_counts;
 };
+
+/// What every rank must agree on for one collective, read off its arguments: dtype, reduce op,
+/// root, and the per-rank count (uniform forms) or the whole counts array (v-forms; alltoallv:
+/// this rank's send and receive counts, checked against its peers').
+template <class Args>
+Fingerprint fingerprint_of(const Args& args) {
+  const auto u64 = [](const std::vector<std::size_t>& v) {
+    return std::vector<std::uint64_t>(v.begin(), v.end());
+  };
+  Fingerprint fp;
+  fp.kind = algorithms::collective_of(args);
+  if constexpr (requires { args.dtype; }) fp.dtype = args.dtype;
+  if constexpr (requires { args.op; }) fp.reduce_op = args.op;
+  if constexpr (requires { args.root; }) fp.root = args.root;
+  if constexpr (requires { args.count; }) fp.count = args.count;
+  if constexpr (requires { args.variable; }) {
+    if (args.variable) {
+      fp.counts = u64(args.counts);
+    } else {
+      fp.count = args.counts.empty() ? 0 : args.counts[0];
+    }
+  }
+  if constexpr (requires { args.uniform; }) {
+    if (args.uniform) {
+      fp.count = args.send_counts.empty() ? 0 : args.send_counts[0];
+    } else {
+      fp.counts = u64(args.send_counts);
+      fp.recv_counts = u64(args.recv_counts);
+    }
+  }
+  return fp;
+}
 
 /// The step tag reserved for the fingerprint exchange. Same-tag messages between a pair match
 /// in posting order and each rank posts its fingerprint before any algorithm message of the op,

@@ -1,1 +1,112 @@
 #include "comm/p2p_inflight.hpp"
+
+#include "core/log.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <exception>
+#include <span>
+#include <utility>
+
+namespace cohort::comm {
+
+using Clock = std::chrono::steady_clock;
+
+InFlightTransfers::~InFlightTransfers() {
+  if (transfers_.empty()) return;
+  COHORT_LOG_ERROR("{} send/recv still in flight when their communicator went away; cancelling",
+                   transfers_.size());
+  const Error abandoned(ErrorCode::InvalidUsage,
+                        "a send/recv was still in flight when its communicator was destroyed");
+  cancel_all(abandoned, [](const std::string& what) {
+    return Error(ErrorCode::InvalidUsage, "still in flight when its communicator was destroyed",
+                 ErrorContext{.op = what});
+  });
+}
+
+transport::Request InFlightTransfers::post_request(const PointToPoint& p2p) {
+  const transport::Tag tag = transport::p2p_tag(tag_id_, static_cast<std::uint32_t>(p2p.user_tag));
+  if (p2p.is_send) return transport_.post_send(p2p.peer, p2p.data, p2p.bytes, tag);
+  return transport_.post_recv(p2p.peer, p2p.data, p2p.bytes, tag);
+}
+
+void InFlightTransfers::post(PointToPoint&& p2p, std::chrono::milliseconds timeout,
+                             std::shared_ptr<detail::WorkState> work) {
+  // Room first: once the request is posted, holding it must not fail, or its buffer could go
+  // away under the transport.
+  if (transfers_.size() == transfers_.capacity())
+    transfers_.reserve(std::max<std::size_t>(8, 2 * transfers_.capacity()));
+  const transport::Request request = post_request(p2p);
+  transfers_.push_back(Transfer{request, Clock::now() + timeout, timeout, p2p.peer, p2p.user_tag,
+                                false, std::move(work), std::move(p2p.keepalive)});
+}
+
+InFlightTransfers::PollResult InFlightTransfers::poll() noexcept {
+  PollResult result;
+  const auto now = Clock::now();
+  for (std::size_t i = 0; i < transfers_.size();) {
+    Transfer& t = transfers_[i];
+    if (t.failed) {
+      ++i;
+      continue;
+    }
+    std::optional<Error> failure;
+    try {
+      if (transport_.test(t.request)) {
+        // Drop the buffer owners before waking the Work's waiters: a finished Work means the
+        // transfer no longer holds the buffers.
+        auto work = std::move(t.work);
+        transfers_.erase(transfers_.begin() + static_cast<std::ptrdiff_t>(i));
+        work->complete(nullptr);
+        ++result.completed;
+        continue;
+      }
+      if (now >= t.deadline) {
+        failure = Error(ErrorCode::Timeout,
+                        fmt::format("timed out after {} ms; peers not heard from: {} (tag {})",
+                                    t.timeout.count(), t.peer, t.user_tag),
+                        ErrorContext{});
+      }
+    } catch (const Error& e) {
+      failure = e;
+    } catch (const std::exception& e) {
+      failure = Error(ErrorCode::Internal, e.what());
+    }
+    if (failure) {
+      t.failed = true;
+      // Named as the transfer it was (the transport knew only its request). Allocation is the
+      // only thing that can throw here, and noexcept then ends the process.
+      result.failure = TransferFailure{
+          t.work->what, failure->with_context(ErrorContext{.op = t.work->what, .peers = {t.peer}})};
+      return result;
+    }
+    ++i;
+  }
+  return result;
+}
+
+void InFlightTransfers::cancel_all(
+    const Error& cause, const std::function<Error(const std::string& what)>& unusable) noexcept {
+  transport_.cancel_all();
+  std::vector<Transfer> released;
+  released.swap(transfers_);
+  try {
+    for (Transfer& t : released) {
+      t.keepalive.clear();
+      t.work->complete(std::make_exception_ptr(t.failed ? cause : unusable(t.work->what)));
+    }
+  } catch (const std::exception& e) {
+    // Only allocation can fail here; the Works would then never finish, so abort loudly.
+    COHORT_LOG_ERROR("failing in-flight sends/receives after an error: {}", e.what());
+    std::terminate();
+  }
+}
+
+void InFlightTransfers::run_blocking(const PointToPoint& p2p, transport::Deadline deadline,
+                                     const std::string& what) {
+  const transport::Request request = post_request(p2p);
+  transport_.wait(std::span(&request, 1), deadline, what);
+}
+
+}  // namespace cohort::comm

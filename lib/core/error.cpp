@@ -23,10 +23,48 @@ std::string_view error_code_name(ErrorCode code) noexcept {
   return "unknown";
 }
 
+namespace {
+
+std::string full_message(const ErrorContext& context, const std::string& detail) {
+  std::string prefix = format_context(context);
+  if (prefix.empty()) return detail;
+  return prefix + ": " + detail;
+}
+
+}  // namespace
+
+std::string format_context(const ErrorContext& context) {
+  if (context.op.empty()) return {};
+  std::string text = context.op;
+  if (context.sequence) text += " #" + std::to_string(*context.sequence);
+  if (!context.algorithm.empty()) text += " (" + context.algorithm + ")";
+  return text;
+}
+
 Error::Error(ErrorCode code, const std::string& message)
     : std::runtime_error(std::string(error_code_name(code)) + ": " + message),
       code_(code),
+      detail_(message),
       message_(message) {}
+
+Error::Error(ErrorCode code, std::string detail, ErrorContext context)
+    : std::runtime_error(std::string(error_code_name(code)) + ": " + full_message(context, detail)),
+      code_(code),
+      detail_(std::move(detail)),
+      context_(std::move(context)),
+      message_(full_message(context_, detail_)) {}
+
+Error Error::with_context(const ErrorContext& outer) const {
+  ErrorContext merged = context_;
+  if (!outer.op.empty()) {
+    merged.op = outer.op;
+    merged.sequence = outer.sequence;
+  }
+  if (outer.communicator) merged.communicator = outer.communicator;
+  if (merged.algorithm.empty()) merged.algorithm = outer.algorithm;
+  if (merged.peers.empty()) merged.peers = outer.peers;
+  return Error(code_, detail_, std::move(merged));
+}
 
 Error system_error(const std::string& what, int err) {
   char buf[256];

@@ -2,11 +2,11 @@
 #include <cohort/log.hpp>
 
 #include "core/log.hpp"
+#include "core/tunables.hpp"
 
 #include <spdlog/sinks/stdout_sinks.h>
 
-#include <cstdlib>
-#include <mutex>
+#include <atomic>
 #include <string>
 
 namespace cohort {
@@ -14,12 +14,18 @@ namespace {
 
 spdlog::level::level_enum to_spdlog(LogLevel level) {
   switch (level) {
-    case LogLevel::Trace: return spdlog::level::trace;
-    case LogLevel::Debug: return spdlog::level::debug;
-    case LogLevel::Info: return spdlog::level::info;
-    case LogLevel::Warn: return spdlog::level::warn;
-    case LogLevel::Error: return spdlog::level::err;
-    case LogLevel::Off: return spdlog::level::off;
+    case LogLevel::Trace:
+      return spdlog::level::trace;
+    case LogLevel::Debug:
+      return spdlog::level::debug;
+    case LogLevel::Info:
+      return spdlog::level::info;
+    case LogLevel::Warn:
+      return spdlog::level::warn;
+    case LogLevel::Error:
+      return spdlog::level::err;
+    case LogLevel::Off:
+      return spdlog::level::off;
   }
   return spdlog::level::warn;
 }
@@ -29,19 +35,21 @@ std::string pattern_for(int rank, int size) {
   return "[cohort r" + std::to_string(rank) + "/" + std::to_string(size) + "] %l: %v";
 }
 
+// Set once set_log_level() has chosen the level, which COHORT_LOG_LEVEL then no longer changes.
+std::atomic<bool> level_chosen_by_caller{false};
+
 // Built once; spdlog loggers are thread-safe (_mt sink).
 std::shared_ptr<spdlog::logger> make_logger() {
-  auto logger = std::make_shared<spdlog::logger>(
-      "cohort", std::make_shared<spdlog::sinks::stderr_sink_mt>());
+  auto logger =
+      std::make_shared<spdlog::logger>("cohort", std::make_shared<spdlog::sinks::stderr_sink_mt>());
   logger->set_pattern(pattern_for(-1, 0));
+  // The logger may be created before init() (by any first log line) and must not throw: with a
+  // malformed tunable it logs at the default level, says why, and init() then fails naming it.
   LogLevel level = LogLevel::Warn;
-  if (const char* text = std::getenv("COHORT_LOG_LEVEL"); text && *text) {
-    try {
-      level = log_level_from_name(text);
-    } catch (const Error&) {
-      logger->warn("ignoring COHORT_LOG_LEVEL='{}': expected trace, debug, info, warn, error "
-                   "or off", text);
-    }
+  try {
+    level = tunables().log_level;
+  } catch (const Error& e) {
+    logger->warn("{}; logging at warn until that is fixed", e.message());
   }
   logger->set_level(to_spdlog(level));
   logger->flush_on(spdlog::level::warn);
@@ -55,9 +63,17 @@ spdlog::logger& logger() {
   static const std::shared_ptr<spdlog::logger> instance = make_logger();
   return *instance;
 }
+
+void apply_level_from_tunables() {
+  if (level_chosen_by_caller.load(std::memory_order_relaxed)) return;
+  logger().set_level(to_spdlog(tunables().log_level));
+}
 }  // namespace log
 
-void set_log_level(LogLevel level) { log::logger().set_level(to_spdlog(level)); }
+void set_log_level(LogLevel level) {
+  level_chosen_by_caller.store(true, std::memory_order_relaxed);
+  log::logger().set_level(to_spdlog(level));
+}
 
 LogLevel log_level_from_name(std::string_view name) {
   if (name == "trace") return LogLevel::Trace;
@@ -71,6 +87,8 @@ LogLevel log_level_from_name(std::string_view name) {
                   "' (expected trace, debug, info, warn, error or off)");
 }
 
-void set_log_rank(int rank, int size) { log::logger().set_pattern(pattern_for(rank, size)); }
+void set_log_rank(int rank, int size) {
+  log::logger().set_pattern(pattern_for(rank, size));
+}
 
 }  // namespace cohort

@@ -10,6 +10,10 @@ namespace cohort::log {
 /// The shared logger, created on first use with the level from COHORT_LOG_LEVEL.
 spdlog::logger& logger();
 
+/// Sets the level from the current tunables' COHORT_LOG_LEVEL (after reload_tunables(), so a
+/// level set in-process before init() counts), unless set_log_level() has chosen one.
+void apply_level_from_tunables();
+
 }  // namespace cohort::log
 
 #define COHORT_LOG_TRACE(...) ::cohort::log::logger().trace(__VA_ARGS__)

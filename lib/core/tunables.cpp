@@ -1,1 +1,240 @@
+// The table of tunables (one row per COHORT_* variable) and the snapshot they are read into.
+
 #include "core/tunables.hpp"
+
+#include <cohort/error.hpp>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <forward_list>
+#include <mutex>
+#include <vector>
+
+namespace cohort {
+namespace {
+
+[[noreturn]] void malformed(std::string_view name, const std::string& text,
+                            std::string_view expected) {
+  throw Error(ErrorCode::InvalidArgument,
+              std::string(name) + "='" + text + "' " + std::string(expected));
+}
+
+void parse_timeout(const std::string& text, Tunables& into) {
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  // Bounded above so the conversion to milliseconds (and deadline arithmetic) cannot overflow.
+  constexpr double kMaxSeconds = 365.0 * 24 * 3600;
+  if (end == text.c_str() || *end != '\0' || !std::isfinite(seconds) || seconds <= 0 ||
+      seconds > kMaxSeconds)
+    malformed("COHORT_TIMEOUT", text, "is not a positive number of seconds (at most one year)");
+  into.timeout = std::chrono::milliseconds(static_cast<long long>(std::ceil(seconds * 1000.0)));
+}
+
+void parse_debug(const std::string& text, Tunables& into) {
+  std::string value = text;
+  for (char& c : value) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (value == "detail")
+    into.debug_detail = true;
+  else if (value == "off" || value == "0" || value == "none")
+    into.debug_detail = false;
+  else
+    malformed("COHORT_DEBUG", text, "(expected 'detail' or 'off')");
+}
+
+void parse_log_level(const std::string& text, Tunables& into) {
+  try {
+    into.log_level = log_level_from_name(text);
+  } catch (const Error&) {
+    malformed("COHORT_LOG_LEVEL", text, "(expected trace, debug, info, warn, error or off)");
+  }
+}
+
+void parse_spin(const std::string& text, Tunables& into) {
+  long long us = -1;
+  const char* end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(text.data(), end, us);
+  if (ec != std::errc() || stop != end || us < 0)
+    malformed("COHORT_SPIN_US", text, "is not a non-negative number of microseconds");
+  into.spin = std::chrono::microseconds(us);
+}
+
+void parse_ucx_err_handling(const std::string& text, Tunables& into) {
+  if (text == "auto")
+    into.ucx_err_handling = PeerErrorHandling::Auto;
+  else if (text == "peer")
+    into.ucx_err_handling = PeerErrorHandling::Peer;
+  else
+    malformed("COHORT_UCX_ERR_HANDLING", text, "(expected 'auto' or 'peer')");
+}
+
+void parse_shared_memory(const std::string& text, Tunables& into) {
+  if (text == "auto")
+    into.shared_memory = true;
+  else if (text == "off")
+    into.shared_memory = false;
+  else
+    malformed("COHORT_SHARED_MEMORY", text, "(expected 'auto' or 'off')");
+}
+
+void parse_store_timeout(const std::string& text, Tunables& into) {
+  double seconds = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(text.data(), end, seconds);
+  // !(seconds > 0) also rejects NaN; the bound keeps deadline arithmetic from overflowing.
+  if (ec != std::errc() || stop != end || !(seconds > 0) || seconds > 1e7)
+    malformed("COHORT_STORE_TIMEOUT", text, "is not a positive number of seconds (at most 1e7)");
+  into.store_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
+}
+
+// COHORT_ALGO is checked by lib/algorithms (at init), which knows the algorithm names.
+void keep_algorithm_spec(const std::string& text, Tunables& into) {
+  into.algorithm_spec = text;
+}
+void keep_rendezvous_dir(const std::string& text, Tunables& into) {
+  into.rendezvous_dir = text;
+}
+void keep_token(const std::string& text, Tunables& into) {
+  into.token = text;
+}
+
+// The README's environment table must list these names with these types and defaults (checked
+// by test/core/tunables_test.cpp).
+constexpr std::array kTunables{
+    TunableInfo{"COHORT_TIMEOUT", "seconds", "600",
+                "default deadline of every op (decimals allowed, at most one year)", false,
+                &parse_timeout},
+    TunableInfo{"COHORT_ALGO", "collective:algorithm,...", "unset",
+                "force algorithms per collective, e.g. allreduce:ring,broadcast:tree", false,
+                &keep_algorithm_spec},
+    TunableInfo{"COHORT_DEBUG", "enum detail|off", "off",
+                "detail: fingerprint every collective; a cross-rank mismatch names the ranks",
+                false, &parse_debug},
+    TunableInfo{"COHORT_LOG_LEVEL", "enum trace|debug|info|warn|error|off", "warn",
+                "level of cohort's log lines on stderr", false, &parse_log_level},
+    TunableInfo{"COHORT_SPIN_US", "microseconds", "auto",
+                "how long a wait busy-polls before it sleeps (auto: from ranks per core)", false,
+                &parse_spin},
+    TunableInfo{"COHORT_SHARED_MEMORY", "enum auto|off", "auto",
+                "off on any rank leaves every collective to the message transport", false,
+                &parse_shared_memory},
+    TunableInfo{"COHORT_UCX_ERR_HANDLING", "enum auto|peer", "auto",
+                "peer: UCX peer-failure handling on same-host endpoints too (no UCX shared memory)",
+                false, &parse_ucx_err_handling},
+    TunableInfo{"COHORT_STORE_TIMEOUT", "seconds", "300",
+                "default deadline of store waits (decimals allowed, at most 1e7)", false,
+                &parse_store_timeout},
+    TunableInfo{"COHORT_RENDEZVOUS_DIR", "path", "temp dir",
+                "where ranks without a store address meet (cohort-<job id>.addr)", false,
+                &keep_rendezvous_dir},
+    TunableInfo{"COHORT_TOKEN", "text", "unset", "shared secret for the store handshake", true,
+                &keep_token},
+};
+
+// The environment as it is now, every variable parsed; a malformed one keeps its default in
+// `values` and has its message in `errors`.
+struct Reading {
+  Tunables values;
+  std::vector<std::optional<std::string>> text;  // as set; nullopt when unset or empty
+  std::vector<std::string> errors;               // empty when that variable parsed
+};
+
+Reading read_environment() {
+  Reading reading;
+  reading.text.resize(kTunables.size());
+  reading.errors.resize(kTunables.size());
+  for (std::size_t i = 0; i < kTunables.size(); ++i) {
+    const char* value = std::getenv(std::string(kTunables[i].name).c_str());
+    if (value == nullptr || *value == '\0') continue;
+    reading.text[i] = value;
+    try {
+      kTunables[i].parse(*reading.text[i], reading.values);
+    } catch (const Error& e) {
+      reading.errors[i] = e.message();
+    }
+  }
+  return reading;
+}
+
+Tunables read_checked() {
+  Reading reading = read_environment();
+  std::string all_errors;
+  for (const std::string& error : reading.errors) {
+    if (error.empty()) continue;
+    if (!all_errors.empty()) all_errors += "; ";
+    all_errors += error;
+  }
+  if (!all_errors.empty()) throw Error(ErrorCode::InvalidArgument, all_errors);
+  return std::move(reading.values);
+}
+
+// Every snapshot ever published is kept (a reload happens once per init, a few hundred bytes
+// each), so a reference handed out by tunables() never dangles. Readers load `current` without
+// locking; the mutex only orders publishers.
+struct Registry {
+  std::mutex mutex;
+  std::forward_list<Tunables> snapshots;
+  std::atomic<const Tunables*> current{nullptr};
+};
+
+// Never destroyed: threads still running at exit may read it.
+Registry& registry() {
+  static Registry* instance = new Registry;
+  return *instance;
+}
+
+// Called with the registry's mutex held.
+const Tunables& publish(Registry& reg) {
+  reg.snapshots.push_front(read_checked());
+  reg.current.store(&reg.snapshots.front(), std::memory_order_release);
+  return reg.snapshots.front();
+}
+
+}  // namespace
+
+std::span<const TunableInfo> tunable_list() {
+  return kTunables;
+}
+
+const Tunables& tunables() {
+  Registry& reg = registry();
+  if (const Tunables* current = reg.current.load(std::memory_order_acquire)) return *current;
+  std::lock_guard lock(reg.mutex);
+  if (const Tunables* current = reg.current.load(std::memory_order_acquire)) return *current;
+  return publish(reg);
+}
+
+void reload_tunables() {
+  Registry& reg = registry();
+  std::lock_guard lock(reg.mutex);
+  publish(reg);
+}
+
+std::string describe_tunables() {
+  const Reading reading = read_environment();
+  std::size_t width = 0;
+  for (const TunableInfo& info : kTunables) width = std::max(width, info.name.size());
+  std::string out;
+  for (std::size_t i = 0; i < kTunables.size(); ++i) {
+    const TunableInfo& info = kTunables[i];
+    out.append(info.name).append(width - info.name.size(), ' ').append(" = ");
+    if (!reading.text[i]) {
+      out.append(info.default_text).append(" (default; ");
+    } else {
+      out.append(info.secret ? "<set, hidden>" : *reading.text[i])
+          .append(" (default ")
+          .append(info.default_text)
+          .append("; ");
+    }
+    out.append(info.type).append("): ").append(info.doc);
+    if (!reading.errors[i].empty()) out.append(" -- INVALID: ").append(reading.errors[i]);
+    out.append("\n");
+  }
+  return out;
+}
+
+}  // namespace cohort

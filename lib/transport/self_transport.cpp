@@ -66,9 +66,10 @@ std::string SelfTransport::describe(const Entry& entry) {
 SelfTransport::Entry& SelfTransport::find(const Request& request, const std::string& what) {
   Entry* entry = requests_.find(request);
   if (!entry)
-    throw Error(ErrorCode::InvalidUsage, what + ": stale or invalid request handle (slot " +
-                                             std::to_string(request.slot) + ", generation " +
-                                             std::to_string(request.generation) + ")");
+    throw Error(ErrorCode::InvalidUsage,
+                "stale or invalid request handle (slot " + std::to_string(request.slot) +
+                    ", generation " + std::to_string(request.generation) + ")",
+                ErrorContext{.op = what});
   return *entry;
 }
 
@@ -76,7 +77,7 @@ void SelfTransport::finish(const Request& request, Entry& entry, const std::stri
   const bool failed = entry.state == State::Failed;
   const std::string error = entry.error;
   requests_.release(request);
-  if (failed) throw Error(ErrorCode::Internal, what + ": " + error);
+  if (failed) throw Error(ErrorCode::Internal, error, ErrorContext{.op = what});
 }
 
 void SelfTransport::wait(std::span<const Request> requests, Deadline, const std::string& what) {
@@ -87,10 +88,10 @@ void SelfTransport::wait(std::span<const Request> requests, Deadline, const std:
       unmatched += (unmatched.empty() ? "" : ", ") + describe(entry);
   }
   if (!unmatched.empty())
-    throw Error(ErrorCode::Timeout, what +
-                                        ": can never complete in a world of one, nothing "
-                                        "matches: still pending: " +
-                                        unmatched);
+    throw Error(ErrorCode::Timeout,
+                "can never complete in a world of one, nothing matches: still pending: " +
+                    unmatched,
+                ErrorContext{.op = what});
   for (const Request& request : requests) finish(request, find(request, what), what);
 }
 

@@ -3,8 +3,8 @@
 #include <cohort/error.hpp>
 
 #include "core/log.hpp"
+#include "core/tunables.hpp"
 #include "transport/host_identity.hpp"
-#include "transport/tunables.hpp"
 
 #include <fcntl.h>
 #include <sched.h>
@@ -126,6 +126,16 @@ struct MapReport {
   std::int64_t pid = 0;
 };
 
+/// Waits for one set-up round; a failure says it happened while setting the arena up.
+void wait_setup_round(Transport& transport, std::span<const Request> requests, Deadline deadline,
+                      const std::string& what) {
+  try {
+    transport.wait(requests, deadline, what);
+  } catch (const Error& e) {
+    throw Error(e.code(), "setting up the shared arena: " + e.detail(), e.context());
+  }
+}
+
 /// Rank 0 receives one `T` from every other rank (into `all[r]`); the others send theirs.
 template <class T>
 void gather_to_first(Transport& transport, std::vector<T>& all, const T& mine, Tag tag,
@@ -140,7 +150,7 @@ void gather_to_first(Transport& transport, std::vector<T>& all, const T& mine, T
   } else {
     requests.push_back(transport.post_send(0, &mine, sizeof(T), tag));
   }
-  transport.wait(requests, deadline, what);
+  wait_setup_round(transport, requests, deadline, what);
 }
 
 /// Rank 0 sends `bytes` at `data` to every other rank; the others receive them there.
@@ -153,7 +163,7 @@ void send_from_first(Transport& transport, void* data, std::size_t bytes, Tag ta
   } else {
     requests.push_back(transport.post_recv(0, data, bytes, tag));
   }
-  transport.wait(requests, deadline, what);
+  wait_setup_round(transport, requests, deadline, what);
 }
 
 /// The tag of set-up round `round` (0..3): the caller's step `first_step + round`.
@@ -169,15 +179,14 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
   const int rank = transport.rank();
   const int size = transport.size();
   if (size < 2) return nullptr;
-  const std::string setup = what + " (setting up the shared arena)";
 
   // Round 1: who is where. Rank 0 decides for everyone.
   HostReport mine;
-  mine.willing = read_transport_tunables().shared_memory ? 1 : 0;
+  mine.willing = tunables().shared_memory ? 1 : 0;
   const std::string identity = local_host_identity();
   std::memcpy(mine.identity, identity.data(), std::min(identity.size(), sizeof mine.identity - 1));
   std::vector<HostReport> hosts;
-  gather_to_first(transport, hosts, mine, round_tag(first_tag, 0), deadline, setup);
+  gather_to_first(transport, hosts, mine, round_tag(first_tag, 0), deadline, what);
 
   // Round 2: rank 0 creates the segment if everyone is willing and on its host, and tells
   // everyone where it is (or that there is none).
@@ -200,7 +209,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
       COHORT_LOG_DEBUG("shared arena: not every rank is willing and on this host; not used");
     }
   }
-  send_from_first(transport, &verdict, sizeof verdict, round_tag(first_tag, 1), deadline, setup);
+  send_from_first(transport, &verdict, sizeof verdict, round_tag(first_tag, 1), deadline, what);
   if (!verdict.usable) return nullptr;
 
   // Round 3: the others map it; everyone's success and pid (for liveness checks) go to rank 0,
@@ -208,7 +217,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
   if (rank != 0) map_segment(mapping, verdict.where);
   const MapReport report{mapping.base != MAP_FAILED ? 1 : 0, static_cast<std::int64_t>(getpid())};
   std::vector<MapReport> reports;
-  gather_to_first(transport, reports, report, round_tag(first_tag, 2), deadline, setup);
+  gather_to_first(transport, reports, report, round_tag(first_tag, 2), deadline, what);
 
   // Round 4: rank 0 tells everyone whether every rank mapped it, and every rank's pid.
   std::vector<std::int64_t> outcome(static_cast<std::size_t>(size) + 1, 0);
@@ -220,7 +229,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
     }
   }
   send_from_first(transport, outcome.data(), outcome.size() * sizeof(std::int64_t),
-                  round_tag(first_tag, 3), deadline, setup);
+                  round_tag(first_tag, 3), deadline, what);
   if (!outcome[0]) {
     COHORT_LOG_DEBUG("shared arena: some rank could not map the segment; not used");
     return nullptr;
@@ -230,8 +239,8 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
     if (r != rank)
       watches[static_cast<std::size_t>(r)] =
           ProcessWatch(static_cast<pid_t>(outcome[static_cast<std::size_t>(r) + 1]));
-  const WaitPolicy policy = choose_wait_policy(
-      local_world_size, std::thread::hardware_concurrency(), read_transport_tunables().spin);
+  const WaitPolicy policy =
+      choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables().spin);
   const std::size_t bytes = mapping.bytes;
   void* base = mapping.release();
   return std::unique_ptr<SharedArena>(
@@ -322,9 +331,11 @@ void SharedArena::block_until(int r, Flag which, std::uint64_t generation, Deadl
       for (int p = 0; p < size_; ++p)
         if (p != rank_ && !reached(p, which, generation))
           late += (late.empty() ? "" : ", ") + std::to_string(p);
-      throw Error(ErrorCode::Timeout, what + ": deadline passed waiting in shared memory for rank" +
-                                          (late.find(',') == std::string::npos ? " " : "s ") +
-                                          late + " (piece " + std::to_string(generation) + ")");
+      throw Error(ErrorCode::Timeout,
+                  "deadline passed waiting in shared memory for rank" +
+                      std::string(late.find(',') == std::string::npos ? " " : "s ") + late +
+                      " (piece " + std::to_string(generation) + ")",
+                  ErrorContext{.op = what});
     }
     if (now < spin_until) continue;
     if (now < yield_until) {
@@ -334,8 +345,9 @@ void SharedArena::block_until(int r, Flag which, std::uint64_t generation, Deadl
     const ProcessWatch& watch = watches_[static_cast<std::size_t>(r)];
     if (watch.watching() && !watch.alive())
       throw Error(ErrorCode::RemoteError,
-                  what + ": rank " + std::to_string(r) +
-                      " failed (its process exited) while this rank waited for it in shared memory");
+                  "rank " + std::to_string(r) +
+                      " failed (its process exited) while this rank waited for it in shared memory",
+                  ErrorContext{.op = what, .peers = {r}});
     std::this_thread::sleep_for(std::min(nap, std::chrono::duration_cast<std::chrono::microseconds>(
                                                   deadline - now)));
     nap = std::min(nap * 2, kLongestNap);

@@ -5,6 +5,7 @@
 // every combination in the same process set. Floats compare with zero tolerance: the data are
 // small integers whose sums and products are exact in every dtype (see sweep_data.hpp).
 
+#include "support/scoped_env.hpp"
 #include "sweep_rank.hpp"
 
 #include <cohort/environment.hpp>
@@ -21,6 +22,8 @@ namespace {
 
 using cohort::sweep::SweepPlan;
 using cohort::sweep::SweepRank;
+// Variables set for the launches of one test case (the ranks inherit them).
+using cohort::test::ScopedEnv;
 using namespace std::chrono_literals;
 
 void sweep_everything(SweepRank& rank, const SweepPlan& plan) {
@@ -56,18 +59,6 @@ void launch_sweep(int world_size, const SweepPlan& plan) {
   std::printf("world size %d: %.1f s\n", world_size, seconds);
 }
 
-/// Sets an environment variable for the launches of one test case (children inherit it).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
-
 }  // namespace
 
 TEST_CASE("every collective and algorithm on every small world", "[.][sweep]") {
@@ -82,7 +73,7 @@ TEST_CASE("every collective and algorithm on every small world", "[.][sweep]") {
 TEST_CASE("the sweep over the rendezvous protocol", "[.][sweep-ucx]") {
   // Messages above 4 KiB take UCX's rendezvous path, where a send cannot complete before its
   // receive is posted: catches any algorithm relying on eager completion.
-  ScopedEnv rndv("UCX_RNDV_THRESH", "4096");
+  const ScopedEnv rndv("UCX_RNDV_THRESH", "4096");
   const int world_size = GENERATE(3, 4);
   CAPTURE(world_size);
   SweepPlan plan;
@@ -92,7 +83,7 @@ TEST_CASE("the sweep over the rendezvous protocol", "[.][sweep-ucx]") {
 }
 
 TEST_CASE("the sweep over TCP only", "[.][sweep-ucx]") {
-  ScopedEnv tls("UCX_TLS", "tcp");
+  const ScopedEnv tls("UCX_TLS", "tcp");
   const int world_size = GENERATE(2, 5);
   CAPTURE(world_size);
   SweepPlan plan;

@@ -36,8 +36,9 @@ Algorithm universal_fallback(Collective c) {
       return Algorithm::Pairwise;
     case Collective::Barrier:
       return Algorithm::Dissemination;
+    default:
+      return Algorithm::Auto;  // v-forms, send and recv: not families
   }
-  return Algorithm::Auto;
 }
 
 AlgorithmOverrides none() {

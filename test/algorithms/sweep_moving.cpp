@@ -8,6 +8,7 @@
 #include "algorithms/selection.hpp"
 
 #include <cstring>
+#include <numeric>
 #include <vector>
 
 namespace cohort::sweep {
@@ -49,6 +50,14 @@ Layout varied_layout(std::size_t count, int size) {
     l.extent += l.counts[i] + kGap;
   }
   return l;
+}
+
+std::size_t sum(const std::vector<std::size_t>& counts) {
+  return std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+}
+
+std::size_t total_of(const Layout& l) {
+  return sum(l.counts);
 }
 
 std::vector<Layout> layouts(const SweepPlan& plan, std::size_t count, int size) {
@@ -98,7 +107,10 @@ void SweepRank::broadcast(const SweepPlan& plan) {
         const std::string what = describe(Collective::Broadcast, algorithm, c, rank_, size_,
                                           "root " + std::to_string(root));
         const Algorithm ran =
-            algorithms::run_broadcast(ctx, {buf.data(), c.count, c.dtype, root}, algorithm);
+            algorithms::run_collective(ctx, staging_,
+                                       algorithms::BroadcastArgs{buf.data(), buf.data(), c.count,
+                                                                 c.dtype, root},
+                                       algorithm);
         check_ran(Collective::Broadcast, algorithm, ran, true, what);
         const auto mismatch = first_mismatch(c.dtype, buf.data(), expected.data(), c.count);
         expect(mismatch.empty(), what + ": " + mismatch);
@@ -124,7 +136,12 @@ void SweepRank::allgather(const SweepPlan& plan) {
         const std::string what =
             describe(Collective::Allgather, algorithm, c, rank_, size_, layout_name(l));
         const Algorithm ran =
-            algorithms::run_allgather(ctx, {buf.data(), l.counts, l.displs, c.dtype}, algorithm);
+            algorithms::run_collective(ctx, staging_,
+                                       algorithms::AllgatherArgs{
+                                           buf.data() + l.displs[static_cast<std::size_t>(rank_)] * es,
+                                           buf.data(), l.counts, l.displs, total_of(l), c.dtype,
+                                           !l.uniform},
+                                       algorithm);
         check_ran(Collective::Allgather, algorithm, ran, l.uniform, what);
         const auto mismatch = first_mismatch(c.dtype, buf.data(), expected.data(), l.extent);
         expect(mismatch.empty(), what + ": " + mismatch);
@@ -154,10 +171,12 @@ void SweepRank::gather(const SweepPlan& plan) {
           const std::string what = describe(Collective::Gather, algorithm, c, rank_, size_,
                                             layout_name(l) + " root " + std::to_string(root));
           const Algorithm ran =
-              algorithms::run_gather(ctx,
-                                     {mine.data(), rank_ == root ? out.data() : nullptr, l.counts,
-                                      l.displs, c.dtype, root},
-                                     algorithm);
+              algorithms::run_collective(ctx, staging_,
+                                         algorithms::GatherArgs{
+                                             mine.data(), rank_ == root ? out.data() : nullptr,
+                                             l.counts, l.displs, total_of(l), c.dtype, root,
+                                             !l.uniform},
+                                         algorithm);
           check_ran(Collective::Gather, algorithm, ran, l.uniform, what);
           if (rank_ == root) {
             const auto mismatch = first_mismatch(c.dtype, out.data(), expected.data(), l.extent);
@@ -181,9 +200,10 @@ void SweepRank::scatter(const SweepPlan& plan) {
           std::vector<unsigned char> out(expected.size(), kPoison);
           const std::string what = describe(Collective::Scatter, algorithm, c, rank_, size_,
                                             layout_name(l) + " root " + std::to_string(root));
-          const Algorithm ran = algorithms::run_scatter(
-              ctx,
-              {rank_ == root ? in.data() : nullptr, out.data(), l.counts, l.displs, c.dtype, root},
+          const Algorithm ran = algorithms::run_collective(
+              ctx, staging_,
+              algorithms::ScatterArgs{rank_ == root ? in.data() : nullptr, out.data(), l.counts,
+                                      l.displs, total_of(l), c.dtype, root, !l.uniform},
               algorithm);
           check_ran(Collective::Scatter, algorithm, ran, l.uniform, what);
           const auto mismatch = first_mismatch(c.dtype, out.data(), expected.data(),
@@ -236,10 +256,12 @@ void SweepRank::alltoall(const SweepPlan& plan) {
         const std::string what = describe(Collective::Alltoall, algorithm, c, rank_, size_,
                                           uniform ? "uniform" : "varied");
         const Algorithm ran =
-            algorithms::run_alltoall(ctx,
-                                     {in.data(), out.data(), send_counts, send_displs, recv_counts,
-                                      recv_displs, c.dtype, uniform},
-                                     algorithm);
+            algorithms::run_collective(ctx, staging_,
+                                       algorithms::AlltoallArgs{in.data(), out.data(), send_counts,
+                                                                send_displs, recv_counts,
+                                                                recv_displs, send_total,
+                                                                sum(recv_counts), c.dtype, uniform},
+                                       algorithm);
         check_ran(Collective::Alltoall, algorithm, ran, uniform, what);
         const auto mismatch = first_mismatch(c.dtype, out.data(), expected.data(), recv_extent);
         expect(mismatch.empty(), what + ": " + mismatch);
@@ -257,7 +279,8 @@ void SweepRank::barrier() {
     const std::string key = "sweep-barrier/" + std::to_string(round);
     store_->add(key, 1);
     auto ctx = context(Collective::Barrier);
-    const Algorithm ran = algorithms::run_barrier(ctx, algorithm);
+    const Algorithm ran =
+        algorithms::run_collective(ctx, staging_, algorithms::BarrierArgs{}, algorithm);
     expect(ran == algorithm, "barrier ran " + std::string(algorithm_name(ran)) + " instead of " +
                                  std::string(algorithm_name(algorithm)));
     const auto arrived = store_->add(key, 0);

@@ -80,6 +80,7 @@ class SweepRank {
   std::unique_ptr<transport::Transport> transport_;
   std::unique_ptr<transport::LazyArena> arena_;
   algorithms::ScratchPool scratch_;
+  algorithms::ScratchPool staging_;  ///< run_collective's normalisation copies
   std::string what_;  ///< OpContext::what of the latest context()
   std::uint32_t seq_ = 0;
   int barrier_rounds_ = 0;  ///< store keys of barrier checks are never reused

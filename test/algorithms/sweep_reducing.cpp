@@ -36,7 +36,9 @@ void SweepRank::allreduce(const SweepPlan& plan) {
       const std::string what =
           describe(Collective::Allreduce, algorithm, c, rank_, size_, in_place ? "in place" : "");
       const Algorithm ran =
-          algorithms::run_allreduce(ctx, {in.data(), result, c.count, c.dtype, c.op}, algorithm);
+          algorithms::run_collective(
+              ctx, staging_, algorithms::AllreduceArgs{in.data(), result, c.count, c.dtype, c.op},
+              algorithm);
       check_ran(Collective::Allreduce, algorithm, ran, true, what);
       std::vector<unsigned char> expected(c.count * es);
       fill_reference(c.dtype, c.op, size_, salt, 0, c.count, expected.data());
@@ -66,8 +68,9 @@ void SweepRank::reduce(const SweepPlan& plan) {
         const std::string what =
             describe(Collective::Reduce, algorithm, c, rank_, size_,
                      "root " + std::to_string(root) + (in_place ? " in place" : ""));
-        const Algorithm ran = algorithms::run_reduce(
-            ctx, {in.data(), result, c.count, c.dtype, c.op, root}, algorithm);
+        const Algorithm ran = algorithms::run_collective(
+            ctx, staging_, algorithms::ReduceArgs{in.data(), result, c.count, c.dtype, c.op, root},
+            algorithm);
         check_ran(Collective::Reduce, algorithm, ran, true, what);
         if (rank_ == root) {
           std::vector<unsigned char> expected(c.count * es);
@@ -103,8 +106,9 @@ void SweepRank::reduce_scatter(const SweepPlan& plan) {
       void* result = in_place ? in.data() + mine * es : out.data();
       const std::string what = describe(Collective::ReduceScatter, algorithm, c, rank_, size_,
                                         in_place ? "in place" : "");
-      const Algorithm ran = algorithms::run_reduce_scatter(
-          ctx, {in.data(), result, c.count, c.dtype, c.op}, algorithm);
+      const Algorithm ran = algorithms::run_collective(
+          ctx, staging_, algorithms::ReduceScatterArgs{in.data(), result, c.count, c.dtype, c.op},
+          algorithm);
       check_ran(Collective::ReduceScatter, algorithm, ran, true, what);
       std::vector<unsigned char> expected(c.count * es);
       fill_reference(c.dtype, c.op, size_, salt, mine, c.count, expected.data());

@@ -187,7 +187,7 @@ TEST_CASE("data-movement ops: the right layout passes, misplaced blocks fail", "
     for (std::size_t i = 0; i < per; ++i) out.set(i, inputs[2].get(per + i));
     CHECK(count_wrong(c, op_shape(c.op, per * ws * 4, 4, ws, 1), out.data()) == 0);
 
-    c = {BenchOp::Sendrecv, dtype, ReduceOp::Sum, 0, ws, 0};
+    c = {BenchOp::Send, dtype, ReduceOp::Sum, 0, ws, 0};
     for (std::size_t i = 0; i < per; ++i) out.set(i, inputs[ws - 1].get(i));  // from rank 2
     CHECK(count_wrong(c, op_shape(c.op, per * 4, 4, ws, 0), out.data()) == 0);
   }

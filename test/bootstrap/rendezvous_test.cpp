@@ -6,16 +6,21 @@
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
-#include "forked_child.hpp"
+#include "core/log.hpp"
+#include "support/forked_child.hpp"
+#include "support/scoped_env.hpp"
+#include "support/sync_pipe.hpp"
+#include "support/temp_dir.hpp"
 
+#include <spdlog/sinks/base_sink.h>
 #include <catch2/catch.hpp>
 
-#include <poll.h>
 #include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <thread>
+#include <mutex>
+#include <string_view>
 
 using namespace cohort;
 using namespace std::chrono_literals;
@@ -26,21 +31,13 @@ namespace {
 // A private COHORT_RENDEZVOUS_DIR for one test case, removed afterwards.
 class RendezvousDir {
  public:
-  RendezvousDir() {
-    std::string pattern = (fs::temp_directory_path() / "cohort-rdv-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path_ = pattern;
-    ::setenv("COHORT_RENDEZVOUS_DIR", path_.c_str(), 1);
+  fs::path file_for(const std::string& job) const {
+    return dir_.path() / ("cohort-" + job + ".addr");
   }
-  ~RendezvousDir() {
-    ::unsetenv("COHORT_RENDEZVOUS_DIR");
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  fs::path file_for(const std::string& job) const { return path_ / ("cohort-" + job + ".addr"); }
 
  private:
-  fs::path path_;
+  test::TempDir dir_{"cohort-rdv"};
+  test::ScopedEnv variable_{"COHORT_RENDEZVOUS_DIR", dir_.path().string()};
 };
 
 std::string unique_job(const std::string& name) {
@@ -59,10 +56,47 @@ Environment rank_env(int rank, int world, const std::string& job) {
   return env;
 }
 
+// The stale-file tests need rank 0 to arrive only after every other rank has read the stale file
+// and given up on the store it names. Such a rank says so in a debug line of cohort's log ending
+// in "waiting for rank 0" (lib/bootstrap/rendezvous.cpp, join_published); this sink, added in
+// the rank's own process, turns the first such line into a note on a pipe, and rank 0 takes one
+// note per other rank before it connects.
+class RefusalNotes final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  RefusalNotes(test::SyncPipe& pipe, int rank) : pipe_(pipe), rank_(rank) {}
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    const std::string_view text(msg.payload.data(), msg.payload.size());
+    if (noted_ || text.find("waiting for rank 0") == std::string_view::npos) return;
+    noted_ = true;
+    pipe_.post(static_cast<std::uint64_t>(rank_));
+  }
+  void flush_() override {}
+
+ private:
+  test::SyncPipe& pipe_;
+  const int rank_;
+  bool noted_ = false;
+};
+
+// In a rank's process: log debug lines to the RefusalNotes sink only (stderr keeps its level).
+void note_refusals(test::SyncPipe& pipe, int rank) {
+  spdlog::logger& logger = log::logger();
+  for (const auto& sink : logger.sinks()) sink->set_level(logger.level());
+  logger.sinks().push_back(std::make_shared<RefusalNotes>(pipe, rank));
+  logger.set_level(spdlog::level::debug);
+}
+
 // What every rank does once connected: publish itself, wait for all, add to a shared sum; rank 0
-// keeps its server up until every other rank has finished, then checks the sum.
-int exchange_as_rank(const Environment& env, std::chrono::milliseconds rank0_delay = 0ms) {
-  if (env.rank == 0) std::this_thread::sleep_for(rank0_delay);
+// keeps its server up until every other rank has finished, then checks the sum. With `refusals`,
+// rank 0 connects only after every other rank has refused the store a stale file names.
+int exchange_as_rank(const Environment& env, test::SyncPipe* refusals) {
+  if (refusals && env.rank == 0) {
+    for (int r = 1; r < env.world_size; ++r) refusals->take(30s);
+  } else if (refusals) {
+    note_refusals(*refusals, env.rank);
+  }
   auto store = connect_store(env);
   store->set_string("rank/" + std::to_string(env.rank), std::to_string(::getpid()));
   std::vector<std::string> all, others_done;
@@ -82,10 +116,10 @@ int exchange_as_rank(const Environment& env, std::chrono::milliseconds rank0_del
 }
 
 int run_world(int world, const std::function<Environment(int)>& env_for,
-              std::chrono::milliseconds rank0_delay = 0ms) {
+              test::SyncPipe* refusals = nullptr) {
   std::vector<test::ForkedChild> ranks;
   for (int r = 0; r < world; ++r)
-    ranks.emplace_back([&, r] { return exchange_as_rank(env_for(r), rank0_delay); });
+    ranks.emplace_back([&, r] { return exchange_as_rank(env_for(r), refusals); });
   int failures = 0;
   for (int r = 0; r < world; ++r) {
     const int code = ranks[r].join();
@@ -118,9 +152,10 @@ TEST_CASE("a stale file naming a dead port does not break the rendezvous",
   RendezvousDir dir;
   const std::string job = unique_job("stale-dead");
   std::ofstream(dir.file_for(job)) << "127.0.0.1\n" << free_port() << "\nold-token\n";
-  // Rank 0 arrives late, so the others read the stale file first.
+  // Rank 0 arrives only once the others have read the stale file and found its port dead.
+  test::SyncPipe refusals;
   CHECK(run_world(
-            3, [&](int r) { return rank_env(r, 3, job); }, 300ms) == 0);
+            3, [&](int r) { return rank_env(r, 3, job); }, &refusals) == 0);
   CHECK_FALSE(fs::exists(dir.file_for(job)));
 }
 
@@ -132,7 +167,7 @@ TEST_CASE("a stale file naming a live server of an earlier job does not break th
   test::ForkedChild old_rank0([&] {
     auto store = connect_store(rank_env(0, 3, job));
     store->wait({"old/1", "old/2"}, 20s);
-    ::pause();
+    ::pause();  // hung with its server (and file) alive, until the test kills it
     return 0;
   });
   for (int r = 1; r < 3; ++r) {
@@ -144,9 +179,11 @@ TEST_CASE("a stale file naming a live server of an earlier job does not break th
     REQUIRE(old_rank.join() == 0);
   }
   REQUIRE(fs::exists(dir.file_for(job)));
-  // The new job with the same id; its rank 0 arrives late so the others read the stale file.
+  // The new job with the same id; its rank 0 arrives only once the others have read the stale
+  // file and found their slots in the old store taken.
+  test::SyncPipe refusals;
   CHECK(run_world(
-            3, [&](int r) { return rank_env(r, 3, job); }, 300ms) == 0);
+            3, [&](int r) { return rank_env(r, 3, job); }, &refusals) == 0);
 }
 
 TEST_CASE("rank 0 hosts the store at a known address when nobody else does",
@@ -210,7 +247,7 @@ TEST_CASE("connect_store refuses what it cannot do, naming why", "[rendezvous][u
     }
   }
   SECTION("rank 0 never publishes: Timeout naming the file") {
-    ::setenv("COHORT_STORE_TIMEOUT", "0.2", 1);
+    const test::ScopedEnv store_timeout("COHORT_STORE_TIMEOUT", "0.2");
     const std::string job = unique_job("lonely");
     try {
       connect_store(rank_env(1, 3, job));
@@ -219,6 +256,5 @@ TEST_CASE("connect_store refuses what it cannot do, naming why", "[rendezvous][u
       CHECK(e.code() == ErrorCode::Timeout);
       CHECK_THAT(e.message(), Catch::Contains(dir.file_for(job).string()));
     }
-    ::unsetenv("COHORT_STORE_TIMEOUT");
   }
 }

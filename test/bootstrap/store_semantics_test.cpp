@@ -5,6 +5,8 @@
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
+#include "support/blocked_thread.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -137,18 +139,24 @@ TEST_CASE("Store contract holds for local, tcp and prefixed stores", "[store][un
 
   SECTION("a blocked get is released by a later set from another client") {
     auto other = f.another_client();
-    std::atomic<bool> started{false};
+    // The set must come once the get is blocked, or the get would simply find the key. The local
+    // store's get sleeps on a condition variable; a TCP client's sleeps in poll() once its
+    // request is on the wire, and the server, which serves the connections of one poll round in
+    // the order it accepted them, parks that request before it reads the later client's set.
+    const pid_t getter = test::current_thread_id();
+    const test::BlockedIn blocked_in =
+        kind == "local" ? test::BlockedIn::ConditionVariable : test::BlockedIn::FileDescriptor;
+    std::atomic<bool> get_was_blocked{false};
     std::thread setter([&] {
-      while (!started.load()) std::this_thread::yield();
-      std::this_thread::sleep_for(20ms);
+      get_was_blocked = test::wait_until_blocked(getter, blocked_in, 10s);
       other->set_string("late", "arrived");
       other->add("late-counter", 3);
     });
-    started = true;
     CHECK(s.get_string("late", 10s) == "arrived");
+    setter.join();
+    CHECK(get_was_blocked);
     s.wait({"late", "late-counter"}, 10s);
     CHECK(s.get_string("late-counter", 1s) == "3");
-    setter.join();
   }
 
   SECTION("negative timeouts are refused") {

@@ -5,44 +5,17 @@
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
-#include "forked_child.hpp"
+#include "support/forked_child.hpp"
+#include "support/sync_pipe.hpp"
 
 #include <catch2/catch.hpp>
 
-#include <poll.h>
 #include <unistd.h>
 
 using namespace cohort;
 using namespace std::chrono_literals;
 
 namespace {
-
-// A pipe carrying one port number from parent to child (or child to parent).
-class PortPipe {
- public:
-  PortPipe() { REQUIRE(::pipe(fds_) == 0); }
-  ~PortPipe() {
-    ::close(fds_[0]);
-    ::close(fds_[1]);
-  }
-  PortPipe(const PortPipe&) = delete;
-  PortPipe& operator=(const PortPipe&) = delete;
-
-  void write_port(std::uint16_t port) {
-    if (::write(fds_[1], &port, sizeof port) != sizeof port) throw std::runtime_error("pipe write");
-  }
-  std::uint16_t read_port(std::chrono::milliseconds timeout) {
-    pollfd pfd{fds_[0], POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(timeout.count())) != 1)
-      throw std::runtime_error("no port arrived through the pipe");
-    std::uint16_t port = 0;
-    if (::read(fds_[0], &port, sizeof port) != sizeof port) throw std::runtime_error("pipe read");
-    return port;
-  }
-
- private:
-  int fds_[2];
-};
 
 TcpStoreOptions client_options(std::uint16_t port) {
   TcpStoreOptions options;
@@ -59,13 +32,12 @@ TEST_CASE("forked clients: add races, barrier keys and a released blocking get",
   const int processes = GENERATE(1, 2, 3, 5, 7);
   constexpr int kAdds = 100;
   INFO(processes << " client processes");
-  std::vector<std::unique_ptr<PortPipe>> pipes;
+  // The server starts only after the forks; each child takes one note with its port.
+  test::SyncPipe ports;
   std::vector<test::ForkedChild> children;
   for (int p = 0; p < processes; ++p) {
-    pipes.push_back(std::make_unique<PortPipe>());
-    PortPipe& pipe = *pipes.back();
-    children.emplace_back([&pipe, p] {
-      TcpStore store(client_options(pipe.read_port(10s)));
+    children.emplace_back([&ports, p] {
+      TcpStore store(client_options(static_cast<std::uint16_t>(ports.take(10s))));
       for (int k = 0; k < kAdds; ++k) store.add("counter", 1);
       store.set_string("arrived/" + std::to_string(p), std::to_string(::getpid()));
       // Blocks until the parent has seen everyone arrive and released the barrier.
@@ -75,7 +47,7 @@ TEST_CASE("forked clients: add races, barrier keys and a released blocking get",
     });
   }
   TcpStoreServer server(TcpStoreOptions{.token = "multiproc"});
-  for (auto& pipe : pipes) pipe->write_port(server.port());
+  for (int p = 0; p < processes; ++p) ports.post(server.port());
   TcpStore parent(client_options(server.port()));
   std::vector<std::string> arrived;
   for (int p = 0; p < processes; ++p) arrived.push_back("arrived/" + std::to_string(p));
@@ -88,14 +60,14 @@ TEST_CASE("forked clients: add races, barrier keys and a released blocking get",
 }
 
 TEST_CASE("a killed server process turns client calls into RemoteError", "[tcp_store][multiproc]") {
-  PortPipe port_pipe;
+  test::SyncPipe port_pipe;
   test::ForkedChild server_process([&port_pipe] {
     TcpStoreServer server(TcpStoreOptions{.token = "multiproc"});
-    port_pipe.write_port(server.port());
+    port_pipe.post(server.port());
     ::pause();  // serve until killed
     return 0;
   });
-  TcpStore client(client_options(port_pipe.read_port(10s)));
+  TcpStore client(client_options(static_cast<std::uint16_t>(port_pipe.take(10s))));
   client.set_string("before", "ok");
   CHECK(client.get_string("before", 1s) == "ok");
   server_process.kill();

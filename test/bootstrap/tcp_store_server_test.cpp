@@ -5,6 +5,9 @@
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
+#include "support/blocked_thread.hpp"
+#include "support/poll_deadline.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <arpa/inet.h>
@@ -14,6 +17,7 @@
 #include <unistd.h>
 #include <atomic>
 #include <cstring>
+#include <future>
 #include <random>
 #include <thread>
 
@@ -67,6 +71,19 @@ class RawSocket {
     REQUIRE(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
             static_cast<ssize_t>(bytes.size()));
   }
+  /// Reads one whole frame the server sent (header, then as much body as the header claims)
+  /// and returns its type byte; fails the test when it does not arrive within `timeout`.
+  std::uint8_t receive_frame(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::uint8_t header[16];
+    receive_exactly(header, sizeof header, deadline);
+    std::uint64_t body_length = 0;
+    for (int i = 0; i < 8; ++i) body_length |= std::uint64_t{header[8 + i]} << (8 * i);
+    REQUIRE(body_length < 4096);
+    std::uint8_t body[4096];
+    receive_exactly(body, body_length, deadline);
+    return header[5];
+  }
   /// True when the server closed the connection within `timeout` (reading and discarding
   /// whatever it sent first).
   bool closed_by_server(std::chrono::milliseconds timeout) {
@@ -82,6 +99,18 @@ class RawSocket {
   }
 
  private:
+  void receive_exactly(std::uint8_t* into, std::size_t size,
+                       std::chrono::steady_clock::time_point deadline) {
+    while (size > 0) {
+      pollfd pfd{fd_, POLLIN, 0};
+      REQUIRE(::poll(&pfd, 1, test::poll_timeout_ms(deadline)) == 1);
+      const ssize_t got = ::recv(fd_, into, size, 0);
+      REQUIRE(got > 0);
+      into += got;
+      size -= static_cast<std::size_t>(got);
+    }
+  }
+
   int fd_;
 };
 
@@ -297,6 +326,9 @@ TEST_CASE("a client that hangs up while parked leaves the server healthy", "[tcp
   {
     RawSocket raw(server.port());
     raw.send_bytes(hello_frame(""));
+    // Taking the handshake's reply leaves nothing unread, so the hang-up below is an orderly FIN
+    // (closing over unread bytes would send a RST, which the server may see before the get).
+    REQUIRE(raw.receive_frame(5s) == 0x80 /* ok */);
     Bytes body;
     put_le(body, 8, 8);
     put_le(body, 60000, 8);  // timeout_ms
@@ -305,7 +337,8 @@ TEST_CASE("a client that hangs up while parked leaves the server healthy", "[tcp
     Bytes frame = frame_header(3 /* get */, body.size());
     frame.insert(frame.end(), body.begin(), body.end());
     raw.send_bytes(frame);
-    std::this_thread::sleep_for(20ms);
+    // Hanging up now: TCP delivers the get before the FIN and the server reads a connection's
+    // bytes in order, so it has parked the get when it learns of the hang-up.
   }
   TcpStore client(options_for(server, ""));
   client.set_string("never-set", "now set");
@@ -318,16 +351,22 @@ TEST_CASE("a vanished server turns calls into RemoteError", "[tcp_store][unit]")
   TcpStore blocked(options_for(*server, ""));
   idle.set_string("k", "v");
   std::atomic<int> blocked_code{-1};
+  std::promise<pid_t> waiter_id;
   std::thread waiter([&] {
+    waiter_id.set_value(test::current_thread_id());
     try {
       blocked.get("never", 20s);
     } catch (const Error& e) {
       blocked_code = static_cast<int>(e.code());
     }
   });
-  std::this_thread::sleep_for(50ms);
+  // The server goes only once the get is blocked: its request sent, the client asleep in poll()
+  // for the reply.
+  const bool was_blocked =
+      test::wait_until_blocked(waiter_id.get_future().get(), test::BlockedIn::FileDescriptor, 10s);
   server.reset();
   waiter.join();
+  CHECK(was_blocked);
   CHECK(blocked_code == static_cast<int>(ErrorCode::RemoteError));
   CHECK(code_of([&] { idle.get("k", 1s); }) == ErrorCode::RemoteError);
   // Later calls fail fast with the cause.

@@ -6,7 +6,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <thread>
 #include <vector>
 
 namespace {
@@ -151,18 +150,20 @@ TEST_CASE("async collectives: many outstanding, results right and in order", "[c
 TEST_CASE("Work::wait with a timeout gives up without cancelling the op", "[comm][multiproc]") {
   REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
     auto c = world(env);
+    const std::shared_ptr<Store> store = connect_store(env);
     Buffer b = Buffer::allocate(16, DType::Int32);
     for (std::size_t i = 0; i < 16; ++i) set(b, i, 1.0);
     if (env.rank == 0) {
-      // Rank 1 joins late, so the op cannot finish within 100 ms.
+      // Rank 1 joins only once rank 0 has given up waiting, so the op cannot finish in 100 ms.
       Work w = c->allreduce_async(b, b, ReduceOp::Sum);
       expect_error([&] { w.wait(100ms); }, ErrorCode::Timeout, {"allreduce #0", "100 ms"},
                    "Work::wait(100ms)");
       RANK_CHECK(!w.test(), "op finished although its peer had not joined");
-      c->barrier();  // releases rank 1; queued behind the allreduce
+      store->set_string("async_test/rank0_gave_up", "1");
+      c->barrier();  // queued behind the allreduce
       w.wait();
     } else {
-      std::this_thread::sleep_for(1500ms);
+      store->get_string("async_test/rank0_gave_up", 60s);
       c->allreduce(b, ReduceOp::Sum);
       c->barrier();
     }

@@ -3,6 +3,9 @@
 // and a rank killed mid-collective failing every other rank with its name, then fast.
 
 #include "rank_checks.hpp"
+#include "support/process_exit.hpp"
+#include "support/scoped_env.hpp"
+#include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -10,9 +13,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
-#include <optional>
 #include <sstream>
-#include <thread>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
 
 namespace {
 
@@ -160,30 +165,6 @@ TEST_CASE("COHORT_DEBUG=detail names the ranks whose arguments disagree", "[comm
   }));
 }
 
-namespace {
-/// Sets an environment variable for the ranks launched in one test case, restoring it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      ::setenv(name_, old_->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-}  // namespace
-
 TEST_CASE("a rank killed mid-allreduce fails the others naming it, then fast",
           "[comm][multiproc]") {
   const int size = GENERATE(2, 4);
@@ -196,8 +177,8 @@ TEST_CASE("a rank killed mid-allreduce fails the others naming it, then fast",
   //   the same-host process watch must turn the silence into an error naming it.
   const std::string mode = GENERATE(std::string("peer"), std::string("auto"));
   CAPTURE(size, mode);
-  ScopedEnv err_handling("COHORT_UCX_ERR_HANDLING", mode);
-  TempDir dir;
+  const ScopedEnv err_handling("COHORT_UCX_ERR_HANDLING", mode);
+  const TempDir dir("cohort-comm-test");
   const int victim = size - 1;
   const bool victim_joins = mode == "peer";
   // launch() reports the killed rank; the survivors report through files.
@@ -215,16 +196,29 @@ TEST_CASE("a rank killed mid-allreduce fails the others naming it, then fast",
           std::shared_ptr<Store> store = connect_store(env);
           auto c = Communicator::create(env, store, copts);
           allreduce_works(*c, "before the kill");
+          store->set_string("before_kill/" + std::to_string(env.rank), "done");
           Buffer big = Buffer::allocate(1 << 20, DType::Float32);
           if (env.rank == victim) {
-            // With victim_joins its part gets under way (its progress thread posts and waits)
-            // before it dies; either way the others cannot finish without it.
-            Work w;
-            if (victim_joins) w = c->allreduce_async(big, big, ReduceOp::Sum);
-            std::this_thread::sleep_for(100ms);
+            // It dies only once every rank has finished the allreduce before the kill.
+            std::vector<std::string> all_done;
+            for (int r = 0; r < size; ++r) all_done.push_back("before_kill/" + std::to_string(r));
+            store->wait(all_done, 30s);
+            store->set_string("victim_pid", std::to_string(::getpid()));
+            if (victim_joins) {
+              // Its part gets under way before it dies. Nothing public says when its progress
+              // thread has posted it, so the victim gives it 100 ms of Work::wait, which must
+              // time out: the others join only after the victim's death. The assertions do not
+              // depend on those 100 ms: a victim that dies before posting is the "auto" case.
+              Work w = c->allreduce_async(big, big, ReduceOp::Sum);
+              expect_error([&] { w.wait(100ms); }, ErrorCode::Timeout, {"100 ms"},
+                           "the victim's allreduce without the others");
+            }
             std::raise(SIGKILL);
           }
-          std::this_thread::sleep_for(400ms);
+          // The others start the allreduce once the victim is dead: its pid's exit is the event.
+          const auto victim_pid =
+              static_cast<pid_t>(std::stol(store->get_string("victim_pid", 30s)));
+          RANK_CHECK(wait_for_exit(victim_pid, 30s), "victim " << victim_pid << " still alive");
           std::ofstream report(dir.path() / ("rank" + std::to_string(env.rank)));
           try {
             c->allreduce(big, ReduceOp::Sum);
@@ -254,17 +248,19 @@ TEST_CASE("a rank killed mid-allreduce fails the others naming it, then fast",
           // Survivors leave together: a peer may still be reading `big` through shared memory
           // for a rendezvous it has not given up on yet, and UCX aborts a reader whose source
           // vanished.
-          store->add("survivors_done", 1);
-          const auto until = std::chrono::steady_clock::now() + 20s;
-          while (store->add("survivors_done", 0) < size - 1 &&
-                 std::chrono::steady_clock::now() < until)
-            std::this_thread::sleep_for(10ms);
+          store->set_string("survivor_done/" + std::to_string(env.rank), "1");
+          std::vector<std::string> survivors_done;
+          for (int r = 0; r < size; ++r)
+            if (r != victim) survivors_done.push_back("survivor_done/" + std::to_string(r));
+          store->wait(survivors_done, 20s);
         },
         options);
     FAIL("launch succeeded although rank " << victim << " was killed");
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::RemoteError);
     CHECK_THAT(e.message(), Catch::Contains("rank " + std::to_string(victim)));
+    // Killed, not failed: a victim whose own check threw would exit 1 instead.
+    CHECK_THAT(e.message(), Catch::Contains("SIGKILL"));
   }
   int naming_victim = 0;
   for (int r = 0; r < size; ++r) {

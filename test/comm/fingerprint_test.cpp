@@ -13,14 +13,14 @@ using namespace cohort::comm;
 namespace {
 
 Fingerprint allreduce_fp(std::uint64_t count) {
-  return {OpKind::Allreduce, DType::Float32, ReduceOp::Sum, -1, count, {}, {}};
+  return {Collective::Allreduce, DType::Float32, ReduceOp::Sum, -1, count, {}, {}};
 }
 
 }  // namespace
 
 TEST_CASE("fingerprint wire form round-trips every field", "[comm][unit]") {
   const int size = 5;
-  Fingerprint fp{OpKind::Alltoallv, DType::BFloat16, std::nullopt, 3, 77,
+  Fingerprint fp{Collective::Alltoallv, DType::BFloat16, std::nullopt, 3, 77,
                  {1, 2, 3, 4, 5},   {9, 8, 7, 6, 5}};
   std::vector<std::uint8_t> wire(fingerprint_wire_bytes(size));
   encode_fingerprint(fp, size, wire.data());
@@ -33,10 +33,10 @@ TEST_CASE("fingerprint wire form round-trips every field", "[comm][unit]") {
   CHECK(back.counts == fp.counts);
   CHECK(back.recv_counts == fp.recv_counts);
 
-  const Fingerprint barrier{OpKind::Barrier, std::nullopt, std::nullopt, -1, 0, {}, {}};
+  const Fingerprint barrier{Collective::Barrier, std::nullopt, std::nullopt, -1, 0, {}, {}};
   encode_fingerprint(barrier, size, wire.data());
   const Fingerprint b = decode_fingerprint(wire.data(), size);
-  CHECK(b.kind == OpKind::Barrier);
+  CHECK(b.kind == Collective::Barrier);
   CHECK_FALSE(b.dtype.has_value());
   CHECK(b.root == -1);
   CHECK(b.counts.empty());
@@ -54,7 +54,7 @@ TEST_CASE("fingerprint verdict names the ranks and the first differing field", "
   CHECK(find_fingerprint_mismatch("allreduce #3", table).value() ==
         "allreduce #3: ranks disagree: rank 0 has dtype=float, rank 3 has dtype=double");
 
-  table[1].kind = OpKind::Broadcast;  // the op itself comes first
+  table[1].kind = Collective::Broadcast;  // the op itself comes first
   CHECK(find_fingerprint_mismatch("allreduce #3", table).value() ==
         "allreduce #3: ranks disagree: rank 0 called allreduce, rank 1 called broadcast");
 }
@@ -62,7 +62,7 @@ TEST_CASE("fingerprint verdict names the ranks and the first differing field", "
 TEST_CASE("fingerprint verdict for v-collectives compares counts arrays and alltoallv pairs",
           "[comm][unit]") {
   std::vector<Fingerprint> table(
-      3, Fingerprint{OpKind::Gatherv, DType::Int32, std::nullopt, 1, 0, {1, 0, 4}, {}});
+      3, Fingerprint{Collective::Gatherv, DType::Int32, std::nullopt, 1, 0, {1, 0, 4}, {}});
   CHECK_FALSE(find_fingerprint_mismatch("gatherv #0", table).has_value());
   table[2].counts = {1, 0, 5};
   CHECK(find_fingerprint_mismatch("gatherv #0", table).value() ==
@@ -70,7 +70,7 @@ TEST_CASE("fingerprint verdict for v-collectives compares counts arrays and allt
 
   // alltoallv: rank i's send_counts[j] must equal rank j's recv_counts[i].
   std::vector<Fingerprint> a2a(
-      2, Fingerprint{OpKind::Alltoallv, DType::Int32, std::nullopt, -1, 0, {1, 2}, {1, 2}});
+      2, Fingerprint{Collective::Alltoallv, DType::Int32, std::nullopt, -1, 0, {1, 2}, {1, 2}});
   a2a[1].counts = {2, 3};
   a2a[1].recv_counts = {2, 3};
   CHECK_FALSE(find_fingerprint_mismatch("alltoallv #1", a2a).has_value());

@@ -2,10 +2,13 @@
 // posted first), blocking calls in matching order, per-tag ordering, and mixing with collectives.
 
 #include "rank_checks.hpp"
+#include "support/blocked_thread.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -13,6 +16,7 @@ namespace {
 
 using namespace cohort;
 using namespace cohort::test;
+using namespace std::chrono_literals;
 
 double payload(int from, int tag, std::size_t i) {
   return from * 1000.0 + tag * 100.0 + static_cast<double>(i % 97);
@@ -109,23 +113,62 @@ void check_mixed_with_collectives(Communicator& c) {
       in, 0, 100000, [&](std::size_t i) { return payload(prev, 1, i); }, "late recv");
 }
 
-void check_first_op_left_in_flight(Communicator& c) {
-  // The communicator's very first op is a rendezvous send whose receive is posted long after the
+// The store key under which `rank` says whether its Work::wait on its first send was asleep.
+std::string asleep_key(int rank) {
+  return "p2p_test/asleep_in_wait/" + std::to_string(rank);
+}
+
+// Waits for `sent` on this thread while a watcher thread tells the store, under
+// asleep_key(rank), once this thread sleeps in Work::wait's condition variable (after its
+// polling phase): "asleep", or why not. The send is a rendezvous whose receiver posts only after
+// reading that key, so the send cannot finish before.
+void wait_announcing_sleep(const Work& sent, Store& store, int rank) {
+  const pid_t waiter = current_thread_id();
+  std::atomic<bool> wait_returned{false};
+  std::thread watcher([&] {
+    const bool blocked = wait_until_blocked(waiter, BlockedIn::ConditionVariable, 30s);
+    // Read after the thread was seen blocked: a block seen after the wait returned is the join.
+    const bool asleep_in_wait = blocked && !wait_returned.load();
+    store.set_string(asleep_key(rank), asleep_in_wait ? "asleep"
+                                       : blocked      ? "finished before its wait slept"
+                                                      : "not seen asleep within 30 s");
+  });
+  try {
+    sent.wait();
+  } catch (...) {
+    wait_returned = true;
+    watcher.join();
+    throw;
+  }
+  wait_returned = true;
+  watcher.join();
+}
+
+// Receives `prev`'s first send once prev's Work::wait on it sleeps, so only prev's progress
+// thread can finish that send.
+void receive_after_sender_sleeps(Communicator& c, Store& store, const Buffer& in, int prev) {
+  const std::string sender = store.get_string(asleep_key(prev), 60s);
+  c.recv(in, prev, 2);
+  RANK_CHECK(sender == "asleep", "rank " << prev << "'s Work::wait on its send: " << sender);
+}
+
+void check_first_op_left_in_flight(Communicator& c, Store& store) {
+  // The communicator's very first op is a rendezvous send whose receive is posted only after the
   // sender's Work::wait has stopped polling for itself and gone to sleep: only the progress
-  // thread can finish it then.
+  // thread can finish it then. Odd ranks wait on their send first, even ranks receive first, so
+  // every rank's wait sleeps in turn without a cycle (size 3: 1's wait, 2's receive, 2's wait,
+  // 0's receive, 0's wait, 1's receive).
   const int next = (c.rank() + 1) % c.size();
   const int prev = (c.rank() + c.size() - 1) % c.size();
   Buffer out = message(c.rank(), 2, 100000);
   Work sent = c.send_async(out, next, 2);
   Buffer in = Buffer::allocate(100000, DType::Float64);
   if (c.rank() % 2 == 1) {
-    sent.wait();  // its receiver (even, or rank 0 when the size is odd) has not posted yet
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    c.recv(in, prev, 2);
+    wait_announcing_sleep(sent, store, c.rank());
+    receive_after_sender_sleeps(c, store, in, prev);
   } else {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    c.recv(in, prev, 2);
-    sent.wait();
+    receive_after_sender_sleeps(c, store, in, prev);
+    wait_announcing_sleep(sent, store, c.rank());
   }
   expect_values(
       in, 0, 100000, [&](std::size_t i) { return payload(prev, 2, i); }, "delayed receive");
@@ -140,7 +183,8 @@ TEST_CASE("send/recv: a send_async as the first op completes while its sender sl
   REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
     ::setenv("UCX_RNDV_THRESH", "8192", 1);
     auto c = world(env);
-    check_first_op_left_in_flight(*c);
+    const std::shared_ptr<Store> store = connect_store(env);
+    check_first_op_left_in_flight(*c, *store);
     c->barrier();
   }));
 }

@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <filesystem>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -20,8 +19,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-
-#include <stdlib.h>
 
 namespace cohort::test {
 
@@ -115,26 +112,5 @@ void expect_values(const Buffer& b, std::size_t offset, std::size_t count, F exp
     RANK_CHECK(ok, what << ": element " << i << " is " << got << ", expected " << want);
   }
 }
-
-/// A scratch directory removed when the test ends (children report through files in it).
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::filesystem::temp_directory_path() / "cohort-comm-test-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace cohort::test

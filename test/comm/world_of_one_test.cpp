@@ -148,3 +148,34 @@ TEST_CASE("COHORT_TIMEOUT sets the default timeout; a bad value is named", "[com
   }
   ::unsetenv("COHORT_TIMEOUT");
 }
+
+TEST_CASE("a forced algorithm of another collective is refused on the caller's thread and leaves "
+          "the communicator usable",
+          "[comm][unit]") {
+  clear_launcher_variables();
+  auto c = init();
+  auto data = iota(8, 1.0f);
+  const Buffer buf = Buffer::view(data.data(), data.size(), DType::Float32);
+  CollectiveOptions tree;
+  tree.algorithm = Algorithm::Tree;  // broadcast/reduce/gather/scatter have it; allreduce does not
+  try {
+    c->allreduce(buf, buf, ReduceOp::Sum, tree);
+    FAIL("allreduce accepted a forced tree");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    const std::string m = e.message();
+    CHECK(m.find("'tree'") != std::string::npos);
+    CHECK(m.find("allreduce") != std::string::npos);
+    CHECK(m.find("ring") != std::string::npos);  // lists what allreduce does implement
+  }
+  CollectiveOptions pairwise;
+  pairwise.algorithm = Algorithm::Pairwise;
+  CHECK_THROWS_AS(c->allgather_async(buf, buf, pairwise), Error);
+  // Nothing was queued or poisoned: later ops (including a valid forced one) run.
+  c->allreduce(buf, buf, ReduceOp::Sum);
+  tree.algorithm = Algorithm::Ring;
+  c->allreduce(buf, buf, ReduceOp::Sum, tree);
+  c->barrier();
+  CHECK(data[0] == 1.0f);  // a world of one sums one contribution
+  CHECK(data[7] == 8.0f);
+}

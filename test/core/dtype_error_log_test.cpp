@@ -122,6 +122,37 @@ TEST_CASE("error codes have stable names and Error::what is '<code>: <message>'"
   CHECK_THROWS_AS(throw Error(ErrorCode::Timeout, "x"), std::runtime_error);
 }
 
+TEST_CASE("an error's context is fields, formatted once; outer layers add what they know",
+          "[error]") {
+  // What a transport knows: the op's label and the peer.
+  const Error inner(ErrorCode::Timeout, "deadline passed waiting for rank 2",
+                    ErrorContext{.op = "allreduce #17", .peers = {2}});
+  CHECK(inner.message() == "allreduce #17: deadline passed waiting for rank 2");
+  CHECK(inner.detail() == "deadline passed waiting for rank 2");
+  // The dispatcher adds the algorithm that was running.
+  const Error with_algorithm = inner.with_context(ErrorContext{.algorithm = "ring"});
+  CHECK(with_algorithm.message() == "allreduce #17 (ring): deadline passed waiting for rank 2");
+  // The communicator names the op as fields; algorithm and peers from below are kept.
+  const Error full = with_algorithm.with_context(
+      ErrorContext{.op = "allreduce", .sequence = 17, .communicator = 3, .algorithm = "tree"});
+  CHECK(full.message() == "allreduce #17 (ring): deadline passed waiting for rank 2");
+  CHECK(full.context().op == "allreduce");
+  CHECK(full.context().sequence == 17u);
+  CHECK(full.context().communicator == 3u);
+  CHECK(full.context().algorithm == "ring");
+  REQUIRE(full.context().peers.size() == 1);
+  CHECK(full.context().peers[0] == 2);
+  CHECK(full.code() == ErrorCode::Timeout);
+  CHECK(std::string(full.what()) ==
+        "timeout: allreduce #17 (ring): deadline passed waiting for rank 2");
+  // An error from a layer that named nothing gets the op's prefix exactly once.
+  const Error bare(ErrorCode::SystemError, "poll failed");
+  const Error named = bare.with_context(ErrorContext{.op = "barrier", .sequence = 4});
+  CHECK(named.message() == "barrier #4: poll failed");
+  CHECK(named.with_context(ErrorContext{.op = "barrier", .sequence = 4}).message() ==
+        "barrier #4: poll failed");
+}
+
 TEST_CASE("errno conversion names the call and the errno", "[error]") {
   const Error refused = system_error("connect to 10.0.0.1:29500", ECONNREFUSED);
   CHECK(refused.code() == ErrorCode::SystemError);

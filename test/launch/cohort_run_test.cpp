@@ -1,8 +1,11 @@
 // cohort-run driven as a user would: real processes, real store, real signals. Every test also
 // checks that the launcher left nothing behind (this process is a child subreaper, so orphans
-// and zombies of the launcher would become ours).
+// and zombies of the launcher would become ours). A rank that must stay until the launcher stops
+// it runs `sleep infinity`; one that must wait for another rank reads a FIFO, never a timed sleep.
 
 #include "command_runner.hpp"
+
+#include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -15,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
@@ -22,6 +26,7 @@ namespace {
 using cohort::test::CommandResult;
 using cohort::test::run_command;
 using cohort::test::RunningCommand;
+using cohort::test::TempDir;
 using namespace std::chrono_literals;
 
 std::vector<std::string> cohort_run(std::vector<std::string> args) {
@@ -56,6 +61,13 @@ std::string read_file(const std::filesystem::path& path) {
 
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
+}
+
+// A FIFO named `name` in `dir`; its path, which has no characters a shell would interpret.
+std::string make_fifo(const TempDir& dir, const std::string& name) {
+  const std::string path = (dir.path() / name).string();
+  REQUIRE(::mkfifo(path.c_str(), 0600) == 0);
+  return path;
 }
 
 struct Subreaper {
@@ -124,9 +136,10 @@ TEST_CASE("cohort-run uses COHORT_TOKEN when set, and a fresh one with --standal
 }
 
 TEST_CASE("cohort-run exits with the failing rank's code and names it", "[cohort-run]") {
-  const CommandResult r = run_command(cohort_run(
-      {"-n", "3", "--", "sh", "-c",
-       "if [ $COHORT_RANK = 1 ]; then echo rank one gives up >&2; exit 7; fi; sleep 30"}));
+  const CommandResult r = run_command(
+      cohort_run({"-n", "3", "--", "sh", "-c",
+                  "if [ $COHORT_RANK = 1 ]; then echo rank one gives up >&2; exit 7; fi; "
+                  "sleep infinity"}));
   CAPTURE(r.out, r.err);
   CHECK(r.exit_code == 7);
   CHECK(contains(r.err, "first failure: rank 1 of 3 (local rank 1, node 0, pid "));
@@ -139,9 +152,10 @@ TEST_CASE("cohort-run exits with the failing rank's code and names it", "[cohort
 }
 
 TEST_CASE("cohort-run reports a rank killed by a signal as 128+signal", "[cohort-run]") {
-  const CommandResult r = run_command(cohort_run(
-      {"-n", "3", "--", "sh", "-c",
-       "if [ $COHORT_RANK = 2 ]; then echo segfaulting now >&2; kill -SEGV $$; fi; sleep 30"}));
+  const CommandResult r = run_command(
+      cohort_run({"-n", "3", "--", "sh", "-c",
+                  "if [ $COHORT_RANK = 2 ]; then echo segfaulting now >&2; kill -SEGV $$; fi; "
+                  "sleep infinity"}));
   CAPTURE(r.out, r.err);
   CHECK(r.exit_code == 128 + SIGSEGV);
   CHECK(contains(r.err, "first failure: rank 2 of 3"));
@@ -154,11 +168,16 @@ TEST_CASE("cohort-run reports a rank killed by a signal as 128+signal", "[cohort
 TEST_CASE("cohort-run kills a rank that ignores SIGTERM after the grace period", "[cohort-run]") {
   // A marker unique to this run, to look for survivors by command line.
   const std::string marker = "cohort_hung_rank_" + std::to_string(::getpid());
+  // Rank 1 fails only once rank 0's last shell ignores SIGTERM, which that shell says through a
+  // FIFO (opening a FIFO blocks until both ends are open). Rank 0 then stays until killed.
+  const TempDir dir("cohort-run-test");
+  const std::string ignoring = make_fifo(dir, "rank0-ignores-term");
   const CommandResult r =
       run_command(cohort_run({"-n", "2", "--grace", "1", "--", "sh", "-c",
-                              "if [ $COHORT_RANK = 1 ]; then sleep 0.5; exit 3; fi; trap '' TERM; "
-                              "exec sh -c 'trap \"\" TERM; sleep 1000; : " +
-                                  marker + "'"}));
+                              "if [ $COHORT_RANK = 1 ]; then read ready < " + ignoring +
+                                  "; exit 3; fi; trap '' TERM; "
+                                  "exec sh -c 'trap \"\" TERM; echo ready > " +
+                                  ignoring + "; sleep infinity; : " + marker + "'"}));
   CAPTURE(r.out, r.err);
   CHECK(r.exit_code == 3);
   CHECK(contains(r.err, "stopped ranks on node 0: 0 (SIGKILL after the grace period: 0)"));
@@ -199,7 +218,7 @@ TEST_CASE("cohort-run tags output lines, flushes partial lines, and writes log f
 TEST_CASE("cohort-run forwards SIGINT to every rank", "[cohort-run]") {
   RunningCommand launcher(
       cohort_run({"-n", "2", "--", "sh", "-c",
-                  "trap 'echo caught INT; exit 9' INT; echo ready; sleep 100 & wait"}));
+                  "trap 'echo caught INT; exit 9' INT; echo ready; sleep infinity & wait"}));
   REQUIRE(launcher.wait_for_output("[rank 0] ready", 30s));
   REQUIRE(launcher.wait_for_output("[rank 1] ready", 30s));
   ::kill(launcher.pid(), SIGINT);
@@ -214,7 +233,7 @@ TEST_CASE("cohort-run forwards SIGINT to every rank", "[cohort-run]") {
 
 TEST_CASE("cohort-run --timeout stops the job with exit code 124", "[cohort-run]") {
   const CommandResult r =
-      run_command(cohort_run({"--timeout", "0.5", "--grace", "1", "-n", "2", "sleep", "100"}));
+      run_command(cohort_run({"--timeout", "0.5", "--grace", "1", "-n", "2", "sleep", "infinity"}));
   CAPTURE(r.out, r.err);
   CHECK(r.exit_code == 124);
   CHECK(contains(r.err, "exceeded --timeout"));
@@ -274,10 +293,15 @@ TEST_CASE("two cohort-run launchers form one job of two nodes", "[cohort-run][no
   }
 
   SECTION("a failure on node 1 stops node 0's ranks") {
-    RunningCommand node0(node(0, "echo up; sleep 100"), env);
-    RunningCommand node1(node(1,
-                              "if [ $COHORT_RANK = 3 ]; then sleep 0.5; echo node one fails >&2; "
-                              "exit 5; fi; sleep 100"),
+    // Rank 3 fails once both of node 0's ranks have started: each writes a line to a FIFO that
+    // rank 3 holds open for reading and writing (so it never sees an end of file), and rank 3
+    // reads two lines. Every other rank stays until stopped.
+    const TempDir dir("cohort-run-test");
+    const std::string started = make_fifo(dir, "node0-started");
+    RunningCommand node0(node(0, "echo up; echo up > " + started + "; sleep infinity"), env);
+    RunningCommand node1(node(1, "if [ $COHORT_RANK = 3 ]; then exec 3<> " + started +
+                                     "; read a <&3; read b <&3; echo node one fails >&2; "
+                                     "exit 5; fi; sleep infinity"),
                          env);
     const CommandResult r1 = node1.wait(60s);
     const CommandResult r0 = node0.wait(60s);

@@ -1,5 +1,8 @@
 #include "command_runner.hpp"
 
+#include "support/poll_deadline.hpp"
+#include "support/process_exit.hpp"
+
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
@@ -8,12 +11,13 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <spawn.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -108,29 +112,40 @@ std::string RunningCommand::out_so_far() const {
 
 bool RunningCommand::wait_for_output(const std::string& text,
                                      std::chrono::milliseconds timeout) const {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
+  // Every write to the output file is an IN_MODIFY event: look, then wait for the next write.
+  // The watch exists before the first look, so a write in between is not missed.
+  const int events = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (events < 0) throw std::runtime_error("inotify_init1 failed");
+  const struct CloseOnExit {
+    int fd;
+    ~CloseOnExit() { ::close(fd); }
+  } close_events{events};
+  if (::inotify_add_watch(events, out_path_.c_str(), IN_MODIFY) < 0)
+    throw std::runtime_error("inotify_add_watch " + out_path_ + " failed");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
     if (out_so_far().find(text) != std::string::npos) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    pollfd pfd{events, POLLIN, 0};
+    const int ready = ::poll(&pfd, 1, poll_timeout_ms(deadline));
+    if (ready < 0 && errno != EINTR) throw std::runtime_error("poll on inotify failed");
+    if (ready == 0) return out_so_far().find(text) != std::string::npos;
+    alignas(inotify_event) char drained[4096];
+    while (::read(events, drained, sizeof drained) > 0) {
+    }
   }
-  return false;
 }
 
 CommandResult RunningCommand::wait(std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
+  if (!wait_for_exit(pid_, timeout)) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    reaped_ = true;
+    throw std::runtime_error("command did not finish in time; stdout:\n" + out_so_far() +
+                             "\nstderr:\n" + slurp(err_path_));
+  }
   int status = 0;
-  for (;;) {
-    const pid_t got = ::waitpid(pid_, &status, WNOHANG);
-    if (got == pid_) break;
-    if (got < 0 && errno != EINTR) throw std::runtime_error("waitpid failed");
-    if (std::chrono::steady_clock::now() >= until) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-      reaped_ = true;
-      throw std::runtime_error("command did not finish in time; stdout:\n" + out_so_far() +
-                               "\nstderr:\n" + slurp(err_path_));
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  while (::waitpid(pid_, &status, 0) < 0) {
+    if (errno != EINTR) throw std::runtime_error("waitpid failed");
   }
   reaped_ = true;
   return CommandResult{decode(status), slurp(out_path_), slurp(err_path_)};
@@ -148,6 +163,19 @@ void become_subreaper() {
 }
 
 std::vector<pid_t> leftover_descendants(std::chrono::milliseconds settle) {
+  // A descendant re-parented to us announces its exit with SIGCHLD. Blocked here (this test
+  // process has no other threads to take it) and taken with sigtimedwait(), so an exit between
+  // a waitpid() that found nothing and the wait stays pending instead of being missed.
+  sigset_t child_exits;
+  sigemptyset(&child_exits);
+  sigaddset(&child_exits, SIGCHLD);
+  sigset_t previous;
+  ::pthread_sigmask(SIG_BLOCK, &child_exits, &previous);
+  const struct RestoreMask {
+    const sigset_t& mask;
+    ~RestoreMask() { ::pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{previous};
+
   std::vector<pid_t> found;
   const auto until = std::chrono::steady_clock::now() + settle;
   for (;;) {
@@ -158,7 +186,8 @@ std::vector<pid_t> leftover_descendants(std::chrono::milliseconds settle) {
       continue;
     }
     if (got < 0 && errno == ECHILD) return found;  // no descendants at all: clean
-    if (std::chrono::steady_clock::now() >= until) {
+    const auto left = until - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) {
       // Descendants still alive: name them, kill them so later tests start clean.
       for (pid_t alive : children_of(::getpid())) {
         found.push_back(alive);
@@ -167,7 +196,10 @@ std::vector<pid_t> leftover_descendants(std::chrono::milliseconds settle) {
       }
       return found;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    const auto left_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    const timespec wait_for{static_cast<time_t>(left_ns / 1000000000),
+                            static_cast<long>(left_ns % 1000000000)};
+    ::sigtimedwait(&child_exits, nullptr, &wait_for);  // a SIGCHLD, the end of settle, or EINTR
   }
 }
 

@@ -5,6 +5,8 @@
 #include <cohort/launch.hpp>
 #include <cohort/store.hpp>
 
+#include "support/temp_dir.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <csignal>
@@ -15,7 +17,6 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <fcntl.h>
@@ -25,25 +26,11 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using cohort::test::TempDir;
 
-// A fresh directory per test for files the children leave behind (the parent's evidence that
-// each rank ran, since a child's memory dies with it).
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "cohort-launch-test-XXXXXX").string();
-    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = pattern;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+// Each test's children leave files in a TempDir: the parent's evidence that each rank ran, since
+// a child's memory dies with it.
+constexpr const char* kDirPrefix = "cohort-launch-test";
 
 void expect(bool condition, const std::string& what) {
   if (!condition) throw std::runtime_error("check failed in child: " + what);
@@ -106,7 +93,7 @@ void meet_in_store(const cohort::Environment& env) {
 TEST_CASE("launch runs every rank with its placement, variables and a working store", "[launch]") {
   const int world_size = GENERATE(1, 2, 3, 5);
   CAPTURE(world_size);
-  TempDir dir;
+  TempDir dir(kDirPrefix);
 
   cohort::launch(
       world_size,
@@ -171,8 +158,8 @@ TEST_CASE("launch reports a rank that throws, with its message, and stops the ot
             std::fprintf(stderr, "about to fail on purpose\n");
             throw std::runtime_error("deliberate failure in rank one");
           }
-          // The others would run far longer than the test if nobody stopped them.
-          std::this_thread::sleep_for(120s);
+          // The others stay until launch() stops them.
+          ::pause();
         },
         bounded());
     FAIL("launch returned although rank 1 threw");
@@ -214,9 +201,9 @@ TEST_CASE("launch times out, naming the ranks still running", "[launch]") {
         4,
         [](const cohort::Environment& env) {
           if (env.rank == 1 || env.rank == 3) {
-            // Ignoring SIGTERM forces the SIGKILL after the grace period.
+            // Ignoring SIGTERM forces the SIGKILL after the grace period; until then it stays.
             std::signal(SIGTERM, SIG_IGN);
-            std::this_thread::sleep_for(120s);
+            ::pause();
           }
         },
         options);
@@ -245,7 +232,7 @@ TEST_CASE("launch rejects bad arguments before forking", "[launch]") {
 }
 
 TEST_CASE("launch places ranks on nodes of local_world_size and runs setup before fn", "[launch]") {
-  TempDir dir;
+  TempDir dir(kDirPrefix);
   const fs::path log = dir.path() / "events";
   cohort::LaunchOptions options = bounded();
   options.local_world_size = 2;
@@ -313,7 +300,7 @@ TEST_CASE("launch with a rank_offset starts part of a job another launch shares"
   // Two launches form one job of 4 ranks on 2 nodes, as two machines would: the outer launch
   // hosts the store and its 2 children each start one node's ranks with an offset. The inner
   // ranks can only meet in the store if the offsets tile 0..3 and they all share that store.
-  TempDir dir;
+  TempDir dir(kDirPrefix);
   cohort::launch(
       2,
       [&](const cohort::Environment& outer) {
@@ -346,7 +333,7 @@ TEST_CASE("launch with a rank_offset starts part of a job another launch shares"
 
 TEST_CASE("launch reports a throwing setup naming its rank; that rank's fn never runs",
           "[launch]") {
-  TempDir dir;
+  TempDir dir(kDirPrefix);
   cohort::LaunchOptions options = bounded();
   options.setup = [](const cohort::Environment& env) {
     if (env.rank == 2) throw std::runtime_error("no device for this rank");

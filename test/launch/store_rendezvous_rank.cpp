@@ -12,21 +12,32 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
-#include <thread>
+#include <vector>
+
+#include <unistd.h>
 
 namespace {
 
 using namespace std::chrono_literals;
 
-// Polls a counter (add 0) until it reaches `target`; false after `timeout`.
-bool wait_for_count(cohort::Store& store, const std::string& key, std::int64_t target,
-                    std::chrono::milliseconds timeout) {
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  while (store.add(key, 0) < target) {
-    if (std::chrono::steady_clock::now() >= until) return false;
-    std::this_thread::sleep_for(10ms);
+// The keys "<prefix>/0" .. "<prefix>/<world_size - 1>".
+std::vector<std::string> rank_keys(const std::string& prefix, int world_size) {
+  std::vector<std::string> keys;
+  for (int r = 0; r < world_size; ++r) keys.push_back(prefix + "/" + std::to_string(r));
+  return keys;
+}
+
+// Blocks until every key exists; false (after printing why) if `timeout` passes first.
+bool wait_for_keys(cohort::Store& store, const std::vector<std::string>& keys,
+                   std::chrono::milliseconds timeout, const char* what) {
+  try {
+    store.wait(keys, timeout);
+    return true;
+  } catch (const cohort::Error& e) {
+    if (e.code() != cohort::ErrorCode::Timeout) throw;
+    std::fprintf(stderr, "%s: %s\n", what, e.what());
+    return false;
   }
-  return true;
 }
 
 int run(const std::string& expected_source) {
@@ -47,13 +58,14 @@ int run(const std::string& expected_source) {
   }
 
   const std::shared_ptr<cohort::Store> store = cohort::connect_store(env);
-  // Each rank adds rank+1, so a rank counted twice or missed changes the total.
+  // Each rank adds rank+1, so a rank counted twice or missed changes the total; then it says it
+  // has arrived under its own key.
   store->add("rendezvous-test/sum", env.rank + 1);
-  store->add("rendezvous-test/arrived", 1);
-  if (!wait_for_count(*store, "rendezvous-test/arrived", env.world_size, 60s)) {
-    std::fprintf(stderr, "not every rank arrived\n");
+  store->set_string("rendezvous-test/arrived/" + std::to_string(env.rank),
+                    std::to_string(::getpid()));
+  if (!wait_for_keys(*store, rank_keys("rendezvous-test/arrived", env.world_size), 60s,
+                     "not every rank arrived"))
     return 4;
-  }
   const std::int64_t sum = store->add("rendezvous-test/sum", 0);
   const std::int64_t expected = std::int64_t{env.world_size} * (env.world_size + 1) / 2;
   if (sum != expected) {
@@ -62,11 +74,10 @@ int run(const std::string& expected_source) {
     return 5;
   }
   // Whoever hosts the store (rank 0 under mpirun) must outlive everyone's last call.
-  store->add("rendezvous-test/done", 1);
-  if (!wait_for_count(*store, "rendezvous-test/done", env.rank == 0 ? env.world_size : 0, 60s)) {
-    std::fprintf(stderr, "not every rank finished\n");
+  store->set_string("rendezvous-test/done/" + std::to_string(env.rank), "1");
+  if (env.rank == 0 && !wait_for_keys(*store, rank_keys("rendezvous-test/done", env.world_size),
+                                      60s, "not every rank finished"))
     return 6;
-  }
   std::printf("rank %d: sum %lld ok\n", env.rank, static_cast<long long>(sum));
   return 0;
 }

@@ -4,6 +4,7 @@
 // hanging. Checks run inside the ranks; a failed check throws, which fails the launch.
 
 #include "transport/shared_arena.hpp"
+#include "core/tunables.hpp"
 #include "transport/transport_factory.hpp"
 
 #include <cohort/error.hpp>
@@ -103,11 +104,14 @@ TEST_CASE("one rank opting out (COHORT_SHARED_MEMORY=off) leaves every rank with
       [](const cohort::Environment& env) {
         auto store = open_store(env);
         if (env.rank == env.world_size - 1) setenv("COHORT_SHARED_MEMORY", "off", 1);
+        // Below init(), nothing re-reads the tunables: take the snapshot as init() would.
+        cohort::reload_tunables();
         auto arena = open_arena(*store, env);
         expect(arena == nullptr, "an arena although rank " + std::to_string(env.world_size - 1) +
                                      " opted out");
         // The same ranks with everyone willing agree on having one (a world of one never has).
         unsetenv("COHORT_SHARED_MEMORY");
+        cohort::reload_tunables();
         auto second = open_arena(*store, env, "b");
         expect((second != nullptr) == (env.world_size > 1), "arena presence with all willing");
       },
@@ -122,6 +126,7 @@ TEST_CASE("a malformed COHORT_SHARED_MEMORY is an error naming the variable and 
         auto store = open_store(env);
         setenv("COHORT_SHARED_MEMORY", "maybe", 1);
         try {
+          cohort::reload_tunables();  // what init() does, and where a malformed value fails
           open_arena(*store, env);
           throw std::runtime_error("accepted COHORT_SHARED_MEMORY=maybe");
         } catch (const cohort::Error& e) {

@@ -4,7 +4,7 @@
 // come back as the right Error naming the peer instead of hanging. Checks run inside the ranks;
 // a failed check throws, which fails the rank and so the launch.
 
-#include "transport/primitives.hpp"
+#include "core/tunables.hpp"
 #include "transport/transport_factory.hpp"
 
 #include <cohort/error.hpp>
@@ -19,8 +19,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -43,6 +45,11 @@ std::unique_ptr<Transport> connect(cohort::Store& store, const cohort::Environme
   return create_transport(store, prefix, env.rank, env.world_size, options);
 }
 
+/// Waits for the one request `request` (a post_send or post_recv result) for at most `timeout`.
+void wait_one(Transport& t, Request request, std::chrono::milliseconds timeout,
+              const std::string& what) {
+  t.wait(std::span<const Request>(&request, 1), after(timeout), what);
+}
 
 std::uint8_t pattern(int from, int to, std::size_t i, int salt) {
   return static_cast<std::uint8_t>(from * 131 + to * 31 + static_cast<int>(i) * 7 + salt);
@@ -93,14 +100,14 @@ void ping_pong(Transport& t, int rounds) {
       std::int64_t value = 0;
       if (t.rank() == 0) {
         value = peer * 1000 + round;
-        send(t, peer, &value, sizeof value, tag, after(30s), "ping");
-        recv(t, peer, &value, sizeof value, tag, after(30s), "pong");
+        wait_one(t, t.post_send(peer, &value, sizeof value, tag), 30s, "ping");
+        wait_one(t, t.post_recv(peer, &value, sizeof value, tag), 30s, "pong");
         expect(value == -(peer * 1000 + round), "pong value");
       } else if (t.rank() == peer) {
-        recv(t, 0, &value, sizeof value, tag, after(30s), "ping");
+        wait_one(t, t.post_recv(0, &value, sizeof value, tag), 30s, "ping");
         expect(value == peer * 1000 + round, "ping value");
         value = -value;
-        send(t, 0, &value, sizeof value, tag, after(30s), "pong");
+        wait_one(t, t.post_send(0, &value, sizeof value, tag), 30s, "pong");
       }
     }
   }
@@ -151,6 +158,7 @@ TEST_CASE("receive posted after the send and before it; no spinning", "[transpor
       [](const cohort::Environment& env) {
         // Spin budget 0: every wait sleeps on the event fd, so wakeups must work.
         setenv("COHORT_SPIN_US", "0", 1);
+        cohort::reload_tunables();  // below init(), nothing else re-reads it
         auto store = open_store(env);
         auto t = connect(*store, env);
         const int last = env.world_size - 1;
@@ -165,7 +173,8 @@ TEST_CASE("receive posted after the send and before it; no spinning", "[transpor
           } else if (env.rank == last) {
             store->get("sent/" + round, 30s);
             std::vector<std::uint8_t> data(bytes);
-            recv(*t, 0, data.data(), bytes, op_tag(3, 1, 0), after(30s), "recv after send");
+            wait_one(*t, t->post_recv(0, data.data(), bytes, op_tag(3, 1, 0)), 30s,
+                     "recv after send");
             expect_payload(data, 0, last, 5);
           }
           // Receive first: the last rank posts, rank 0 sends once it knows.
@@ -178,7 +187,8 @@ TEST_CASE("receive posted after the send and before it; no spinning", "[transpor
           } else if (env.rank == 0) {
             store->get("posted/" + round, 30s);
             const auto data = payload(0, last, bytes, 6);
-            send(*t, last, data.data(), bytes, op_tag(3, 2, 0), after(30s), "send after recv");
+            wait_one(*t, t->post_send(last, data.data(), bytes, op_tag(3, 2, 0)), 30s,
+                     "send after recv");
           }
         }
         barrier(*store, "done", env.rank, env.world_size);
@@ -198,12 +208,13 @@ TEST_CASE("16 MiB messages and same-tag ordering over rendezvous (UCX_RNDV_THRES
         auto t = connect(*store, env);
         const int n = env.world_size, me = env.rank;
         const int next = (me + 1) % n, prev = (me + n - 1) % n;
-        // Ring exchange of 16 MiB.
+        // Ring exchange of 16 MiB: receive posted first, then the send, then one wait.
         const std::size_t big = 16u << 20;
         const auto out = payload(me, next, big, 7);
         std::vector<std::uint8_t> got(big);
-        sendrecv(*t, next, out.data(), big, prev, got.data(), big, op_tag(4, 0, 0), after(60s),
-                 "16 MiB ring");
+        const Request ring[] = {t->post_recv(prev, got.data(), big, op_tag(4, 0, 0)),
+                                t->post_send(next, out.data(), big, op_tag(4, 0, 0))};
+        t->wait(ring, after(60s), "16 MiB ring");
         expect_payload(got, prev, me, 7);
 
         // 24 messages on one tag, alternating eager (64 B) and rendezvous (64 KiB): they must
@@ -238,6 +249,7 @@ TEST_CASE("UCX_TLS=tcp and peer-failure handling everywhere still work", "[trans
           setenv("UCX_TLS", "tcp", 1);
         else
           setenv("COHORT_UCX_ERR_HANDLING", "peer", 1);
+        cohort::reload_tunables();  // below init(), nothing else re-reads it
         auto store = open_store(env);
         auto t = connect(*store, env);
         if (std::string(mode) == "tls-tcp")
@@ -275,8 +287,10 @@ TEST_CASE("a peer that never sends: Timeout naming the peer and the op", "[trans
         barrier(*store, "done", env.rank, env.world_size);
         const std::int64_t mine = env.rank;
         std::int64_t theirs = -1;
-        sendrecv(*t, 1 - env.rank, &mine, sizeof mine, 1 - env.rank, &theirs, sizeof theirs,
-                 op_tag(5, 18, 0), after(30s), "after cancel");
+        const Request exchange[] = {
+            t->post_recv(1 - env.rank, &theirs, sizeof theirs, op_tag(5, 18, 0)),
+            t->post_send(1 - env.rank, &mine, sizeof mine, op_tag(5, 18, 0))};
+        t->wait(exchange, after(30s), "after cancel");
         expect(theirs == 1 - env.rank, "exchange after cancel_all");
       },
       bounded()));
@@ -290,6 +304,7 @@ TEST_CASE("a peer that dies: pending requests fail naming it, never hang",
       3,
       [mode](const cohort::Environment& env) {
         setenv("COHORT_UCX_ERR_HANDLING", mode, 1);
+        cohort::reload_tunables();  // below init(), nothing else re-reads it
         if (env.rank == 2) {
           // Rank 2 joins the transport from a child process that kills itself, so the launch
           // (which stops everyone on a rank's death) sees rank 2 exit normally.
@@ -329,8 +344,10 @@ TEST_CASE("a peer that dies: pending requests fail naming it, never hang",
         if (env.rank < 2) {
           const std::int64_t mine = env.rank;
           std::int64_t theirs = -1;
-          sendrecv(*t, 1 - env.rank, &mine, sizeof mine, 1 - env.rank, &theirs, sizeof theirs,
-                   op_tag(6, 2, 0), after(30s), "survivors");
+          const Request exchange[] = {
+              t->post_recv(1 - env.rank, &theirs, sizeof theirs, op_tag(6, 2, 0)),
+              t->post_send(1 - env.rank, &mine, sizeof mine, op_tag(6, 2, 0))};
+          t->wait(exchange, after(30s), "survivors");
           expect(theirs == 1 - env.rank, "survivors exchange");
         }
         t.reset();  // teardown with a dead peer is bounded
@@ -338,7 +355,8 @@ TEST_CASE("a peer that dies: pending requests fail naming it, never hang",
       bounded()));
 }
 
-TEST_CASE("size mismatches, bad peers and recv_reduce", "[transport][multiproc]") {
+TEST_CASE("size mismatches and bad peers are errors; the connections keep working",
+          "[transport][multiproc]") {
   REQUIRE_NOTHROW(cohort::launch(
       3,
       [](const cohort::Environment& env) {
@@ -362,13 +380,13 @@ TEST_CASE("size mismatches, bad peers and recv_reduce", "[transport][multiproc]"
         // Rank 0 sends 16 bytes where rank 1 expects 8 (truncation), then 4 where it expects 8.
         if (me == 0) {
           std::uint8_t data[16] = {};
-          send(*t, 1, data, 16, op_tag(7, 1, 0), after(30s), "long");
-          send(*t, 1, data, 4, op_tag(7, 2, 0), after(30s), "short");
+          wait_one(*t, t->post_send(1, data, 16, op_tag(7, 1, 0)), 30s, "long");
+          wait_one(*t, t->post_send(1, data, 4, op_tag(7, 2, 0)), 30s, "short");
         } else if (me == 1) {
           for (const std::uint32_t seq : {1u, 2u}) {
             std::uint8_t data[8];
             try {
-              recv(*t, 0, data, 8, op_tag(7, seq, 0), after(30s), "mismatch");
+              wait_one(*t, t->post_recv(0, data, 8, op_tag(7, seq, 0)), 30s, "mismatch");
               throw std::runtime_error("size mismatch not reported");
             } catch (const cohort::Error& e) {
               expect(e.code() == cohort::ErrorCode::Internal, e.what());
@@ -377,16 +395,18 @@ TEST_CASE("size mismatches, bad peers and recv_reduce", "[transport][multiproc]"
           }
         }
 
-        // recv_reduce around the ring: own (rank + 1) plus prev's (prev + 1) in every element.
+        // After those errors every pair still exchanges: a ring whose send stays posted while
+        // the receive is waited for, and is waited for only afterwards.
         const int next = (me + 1) % n, prev = (me + n - 1) % n;
         constexpr std::size_t kCount = 1000;
-        std::vector<float> mine(kCount, static_cast<float>(me + 1)), scratch(kCount);
         const std::vector<float> out(kCount, static_cast<float>(me + 1));
+        std::vector<float> in(kCount, 0.0f);
         const Request s = t->post_send(next, out.data(), kCount * sizeof(float), op_tag(7, 3, 0));
-        recv_reduce(*t, prev, mine.data(), scratch.data(), kCount, cohort::DType::Float32,
-                    cohort::ReduceOp::Sum, op_tag(7, 3, 0), after(30s), "recv_reduce");
-        t->wait(std::span<const Request>(&s, 1), after(30s), "recv_reduce send");
-        for (float v : mine) expect(v == static_cast<float>(me + 1 + prev + 1), "reduced value");
+        wait_one(*t, t->post_recv(prev, in.data(), kCount * sizeof(float), op_tag(7, 3, 0)), 30s,
+                 "ring receive");
+        wait_one(*t, s, 30s, "ring send");
+        for (float v : in)
+          expect(v == static_cast<float>(prev + 1), "value from the previous rank");
         barrier(*store, "done", env.rank, env.world_size);
       },
       bounded()));

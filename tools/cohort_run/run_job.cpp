@@ -7,6 +7,7 @@
 #include "cohort_run/launcher_store.hpp"
 #include "core/log.hpp"
 #include "core/system_error.hpp"
+#include "core/tunables.hpp"
 #include "launch/exit_status.hpp"
 #include "launch/failure_report.hpp"
 #include "launch/rank_supervisor.hpp"
@@ -40,8 +41,8 @@ constexpr std::chrono::seconds kAbortLinger{15};
 constexpr std::chrono::milliseconds kStorePollInterval{100};
 
 std::string resolve_token(const JobConfig& config) {
-  const char* from_env = std::getenv("COHORT_TOKEN");
-  if (!config.standalone && from_env && *from_env) return from_env;
+  const std::string& from_env = tunables().token;
+  if (!config.standalone && !from_env.empty()) return from_env;
   if (config.nnodes > 1) {
     throw Error(ErrorCode::InvalidArgument,
                 "--nnodes " + std::to_string(config.nnodes) +

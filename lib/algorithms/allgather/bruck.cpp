@@ -11,7 +11,7 @@
 // packed back to back in scratch, so each round is still one message), every world size and
 // count. Scratch: the rotated result (kSlotWork0).
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
@@ -22,18 +22,20 @@
 
 namespace cohort::algorithms {
 
-bool allgather_bruck(const OpContext& ctx, const AllgatherArgs& args) {
-  if (ctx.size == 1) return true;
+namespace {
+
+void run(const OpContext& ctx, const AllgatherArgs& args) {
+  if (ctx.size == 1) return;
   const int n = ctx.size;
   const std::size_t es = dtype_size(args.dtype);
-  auto* buf = static_cast<std::byte*>(args.buf);
+  auto* buf = static_cast<std::byte*>(args.out);
   auto rank_at = [&](int slot) {
     return static_cast<std::size_t>(patterns::wrap(ctx.rank + slot, n));
   };
   // slot_at[i]: byte offset of slot i in the rotated buffer (slot_at[n] is the total).
   std::vector<std::size_t> slot_at(static_cast<std::size_t>(n) + 1, 0);
   for (int i = 0; i < n; ++i) slot_at[i + 1] = slot_at[i] + args.counts[rank_at(i)] * es;
-  if (slot_at[n] == 0) return true;
+  if (slot_at[n] == 0) return;
   std::byte* rotated = ctx.scratch.get(slot_at[n], kSlotWork0);
 
   // 1. Our own block goes to slot 0.
@@ -49,7 +51,11 @@ bool allgather_bruck(const OpContext& ctx, const AllgatherArgs& args) {
   for (int i = 1; i < n; ++i)
     copy_bytes(buf + args.displs[rank_at(i)] * es, rotated + slot_at[i],
                slot_at[i + 1] - slot_at[i]);
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor allgather_bruck =
+    describe<run>(Algorithm::Bruck, "Bruck allgather, for small messages on any world size");
 
 }  // namespace cohort::algorithms

@@ -9,7 +9,7 @@
 // total: latency-optimal and bandwidth-optimal for uniform blocks.
 // Declines when the world size is not a power of two (Bruck or the ring take those).
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "patterns/binomial_tree.hpp"
 #include "patterns/power_of_two_fold.hpp"
@@ -39,11 +39,12 @@ void post_group(RequestBatch& batch, bool sending, int peer, std::byte* buf,
   }
 }
 
-}  // namespace
+bool accepts(const OpContext& ctx, const AllgatherArgs&) {
+  return patterns::is_power_of_two(ctx.size);
+}
 
-bool allgather_recursive_doubling(const OpContext& ctx, const AllgatherArgs& args) {
-  if (!patterns::is_power_of_two(ctx.size)) return false;
-  auto* buf = static_cast<std::byte*>(args.buf);
+void run(const OpContext& ctx, const AllgatherArgs& args) {
+  auto* buf = static_cast<std::byte*>(args.out);
   const std::size_t es = dtype_size(args.dtype);
   std::uint32_t step = 0;
   // Round k: swap our group of 2^k blocks for the partner's.
@@ -56,7 +57,11 @@ bool allgather_recursive_doubling(const OpContext& ctx, const AllgatherArgs& arg
     post_group(batch, true, partner, buf, args, es, mine, mask, step);
     batch.wait();
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor allgather_recursive_doubling =
+    describe<run, accepts>(Algorithm::RecursiveDoubling, "Recursive-doubling allgather, for power-of-two world sizes");
 
 }  // namespace cohort::algorithms

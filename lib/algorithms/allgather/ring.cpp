@@ -8,16 +8,22 @@
 // (m_r its own block): bandwidth-optimal, latency linear in n. Handles allgatherv (any counts
 // and displacements), every world size and count.
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/ring_pipeline.hpp"
 
 namespace cohort::algorithms {
 
-bool allgather_ring(const OpContext& ctx, const AllgatherArgs& args) {
-  if (ctx.size == 1) return true;
-  ring_allgather(ctx, rank_ring(ctx), static_cast<std::byte*>(args.buf),
+namespace {
+
+void run(const OpContext& ctx, const AllgatherArgs& args) {
+  if (ctx.size == 1) return;
+  ring_allgather(ctx, rank_ring(ctx), static_cast<std::byte*>(args.out),
                  RingBlocks{args.displs, args.counts}, args.dtype, 0);
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor allgather_ring =
+    describe<run>(Algorithm::Ring, "Ring allgather");
 
 }  // namespace cohort::algorithms

@@ -10,20 +10,21 @@
 // read once, in max-block / 256 KiB rounds of one handoff each. Accepts uneven blocks; declines
 // only without an arena on more than one rank.
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "core/copy_bytes.hpp"
 
 #include <algorithm>
 
 namespace cohort::algorithms {
 
-bool allgather_shared_memory(const OpContext& ctx, const AllgatherArgs& args) {
-  if (ctx.size == 1) return true;
+namespace {
+
+void run(const OpContext& ctx, const AllgatherArgs& args) {
+  if (ctx.size == 1) return;
   transport::SharedArena* arena = ctx.arena();
-  if (arena == nullptr) return false;
   using Flag = transport::SharedArena::Flag;
   const std::size_t es = dtype_size(args.dtype);
-  auto* buf = static_cast<std::byte*>(args.buf);
+  auto* buf = static_cast<std::byte*>(args.out);
   const int n = ctx.size;
   const int me = ctx.rank;
   const std::size_t piece = transport::SharedArena::kSlotBytes;
@@ -47,7 +48,11 @@ bool allgather_shared_memory(const OpContext& ctx, const AllgatherArgs& args) {
       copy_bytes(place(r, at), arena->data(r, g), length(r, at));
     }
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor allgather_shared_memory =
+    describe<run, alone_or_sharing_host<AllgatherArgs>>(Algorithm::SharedMemory, "Shared-memory allgather(v), for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

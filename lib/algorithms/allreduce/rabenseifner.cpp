@@ -16,7 +16,7 @@
 // middle sizes. Accepts every world size and count. Scratch: one vector (kSlotWork0).
 
 #include "algorithms/engines/allreduce_fold.hpp"
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/check.hpp"
@@ -29,14 +29,16 @@
 
 namespace cohort::algorithms {
 
-bool allreduce_rabenseifner(const OpContext& ctx, const AllreduceArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const AllreduceArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
   const std::size_t bytes = args.count * es;
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
   if (ctx.size == 1 || args.count == 0) {
     if (out != in && bytes > 0) copy_bytes(out, in, bytes);
-    return true;
+    return;
   }
   const auto fold = patterns::fold_position(ctx.rank, ctx.size);
   const auto pof2 = static_cast<std::size_t>(fold.pof2);
@@ -47,7 +49,7 @@ bool allreduce_rabenseifner(const OpContext& ctx, const AllreduceArgs& args) {
   std::byte* incoming = ctx.scratch.get(bytes, kSlotWork0);
   // Fold (non-powers of two): an extra rank is done once its partner sent the result back.
   const std::byte* current = allreduce_fold_in(ctx, args, fold, incoming);
-  if (current == nullptr) return true;
+  if (current == nullptr) return;
 
   const int v = fold.new_rank;
   std::uint32_t step = kFoldFirstRoundStep;
@@ -80,7 +82,11 @@ bool allreduce_rabenseifner(const OpContext& ctx, const AllreduceArgs& args) {
 
   // Unfold: partners return the result to their extra rank.
   allreduce_unfold(ctx, args, fold);
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor allreduce_rabenseifner =
+    describe<run>(Algorithm::Rabenseifner, "Rabenseifner's allreduce: a recursive-halving reduce-scatter followed by a recursive-doubling");
 
 }  // namespace cohort::algorithms

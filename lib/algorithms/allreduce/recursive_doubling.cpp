@@ -14,7 +14,7 @@
 // Scratch: one vector (kSlotWork0).
 
 #include "algorithms/engines/allreduce_fold.hpp"
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/check.hpp"
@@ -26,20 +26,22 @@
 
 namespace cohort::algorithms {
 
-bool allreduce_recursive_doubling(const OpContext& ctx, const AllreduceArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const AllreduceArgs& args) {
   const std::size_t bytes = args.count * dtype_size(args.dtype);
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
   if (ctx.size == 1 || args.count == 0) {
     if (out != in && bytes > 0) copy_bytes(out, in, bytes);
-    return true;
+    return;
   }
   const auto fold = patterns::fold_position(ctx.rank, ctx.size);
   std::byte* incoming = ctx.scratch.get(bytes, kSlotWork0);
   // Fold (non-powers of two): an extra rank is done once its partner sent the result back.
   // `current` is where this rank's running reduction lives.
   const std::byte* current = allreduce_fold_in(ctx, args, fold, incoming);
-  if (current == nullptr) return true;
+  if (current == nullptr) return;
 
   // Round k: swap the running reduction with the partner 2^k away (in new ranks), reduce.
   for (int round = 0; (1 << round) < fold.pof2; ++round) {
@@ -54,7 +56,11 @@ bool allreduce_recursive_doubling(const OpContext& ctx, const AllreduceArgs& arg
 
   // Unfold: partners return the result to their extra rank.
   allreduce_unfold(ctx, args, fold);
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor allreduce_recursive_doubling =
+    describe<run>(Algorithm::RecursiveDoubling, "Recursive-doubling allreduce: every round, each rank swaps its whole vector with the partner");
 
 }  // namespace cohort::algorithms

@@ -13,7 +13,7 @@
 // latency grows linearly with n: the selection table uses it for large messages.
 // Accepts every world size and count.
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/ring_pipeline.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/block_partition.hpp"
@@ -23,13 +23,15 @@
 
 namespace cohort::algorithms {
 
-bool allreduce_ring(const OpContext& ctx, const AllreduceArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const AllreduceArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
   if (ctx.size == 1 || args.count == 0) {
     if (out != in && args.count > 0) copy_bytes(out, in, args.count * es);
-    return true;
+    return;
   }
   const auto n = static_cast<std::size_t>(ctx.size);
   const BalancedBlocks table(args.count, n);
@@ -43,7 +45,11 @@ bool allreduce_ring(const OpContext& ctx, const AllreduceArgs& args) {
       ctx, ring, in, blocks, out, out + offsets[ring.position] * es, args.dtype, args.op, 0);
   // Phase 2: circulate the complete blocks.
   ring_allgather(ctx, ring, out, blocks, args.dtype, used);
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor allreduce_ring =
+    describe<run>(Algorithm::Ring, "Ring allreduce: a ring reduce-scatter followed by a ring allgather (Patarasuka & Yuan's");
 
 }  // namespace cohort::algorithms

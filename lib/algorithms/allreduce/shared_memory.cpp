@@ -7,20 +7,25 @@
 // size, dtype and count; declines only without an arena (ranks on several hosts, or
 // COHORT_SHARED_MEMORY=off) on more than one rank.
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/shared_memory_reduction.hpp"
 #include "core/copy_bytes.hpp"
 
 namespace cohort::algorithms {
 
-bool allreduce_shared_memory(const OpContext& ctx, const AllreduceArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const AllreduceArgs& args) {
   if (ctx.size == 1) {
     if (args.out != args.in) copy_bytes(args.out, args.in, args.count * dtype_size(args.dtype));
-    return true;
+    return;
   }
-  if (ctx.arena() == nullptr) return false;
   shared_memory_reduction(ctx, args.in, args.out, args.count, args.dtype, args.op);
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor allreduce_shared_memory =
+    describe<run, alone_or_sharing_host<AllreduceArgs>>(Algorithm::SharedMemory, "Shared-memory allreduce, for communicators whose ranks all live on one host: every rank takes");
 
 }  // namespace cohort::algorithms

@@ -11,7 +11,7 @@
 // tiny blocks only. Declines alltoallv (args.uniform false). Accepts every world size and count.
 // Scratch: the rotated blocks, a send pack and a receive pack (kSlotWork0/1/2).
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
@@ -21,18 +21,23 @@
 
 namespace cohort::algorithms {
 
-bool alltoall_bruck(const OpContext& ctx, const AlltoallArgs& args) {
-  if (!args.uniform) return false;
+namespace {
+
+bool accepts(const OpContext&, const AlltoallArgs& args) {
+  return args.uniform;
+}
+
+void run(const OpContext& ctx, const AlltoallArgs& args) {
   const int n = ctx.size;
   const std::size_t es = dtype_size(args.dtype);
   const std::size_t block = args.send_counts[0] * es;
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
   auto rank_at = [&](int i) { return static_cast<std::size_t>(patterns::wrap(ctx.rank + i, n)); };
-  if (block == 0) return true;
+  if (block == 0) return;
   if (n == 1) {
     copy_bytes(out + args.recv_displs[0] * es, in + args.send_displs[0] * es, block);
-    return true;
+    return;
   }
   const std::size_t all = static_cast<std::size_t>(n) * block;
   std::byte* rotated = ctx.scratch.get(all, kSlotWork0);
@@ -59,7 +64,11 @@ bool alltoall_bruck(const OpContext& ctx, const AlltoallArgs& args) {
   for (int j = 0; j < n; ++j)
     copy_bytes(out + args.recv_displs[j] * es,
                rotated + static_cast<std::size_t>(patterns::wrap(ctx.rank - j, n)) * block, block);
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor alltoall_bruck =
+    describe<run, accepts>(Algorithm::Bruck, "Bruck alltoall, for small uniform blocks");
 
 }  // namespace cohort::algorithms

@@ -9,7 +9,7 @@
 // once: bandwidth-optimal, latency linear in n (Bruck is better for tiny uniform blocks).
 // Handles any counts and displacements, every world size and count.
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "core/check.hpp"
 #include "core/copy_bytes.hpp"
@@ -25,9 +25,7 @@ namespace {
 /// Steps whose messages may be in flight together.
 constexpr int kPairwiseWindow = 8;
 
-}  // namespace
-
-bool alltoall_pairwise(const OpContext& ctx, const AlltoallArgs& args) {
+void run(const OpContext& ctx, const AlltoallArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
@@ -57,7 +55,11 @@ bool alltoall_pairwise(const OpContext& ctx, const AlltoallArgs& args) {
     wait_request(ctx, slot[0]);
     wait_request(ctx, slot[1]);
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor alltoall_pairwise =
+    describe<run>(Algorithm::Pairwise, "Pairwise-exchange alltoall (alltoallv)");
 
 }  // namespace cohort::algorithms

@@ -18,7 +18,7 @@
 // sub-slot would be under one cache line (more than 4096 ranks).
 
 #include "algorithms/engines/arena_rounds.hpp"
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "core/copy_bytes.hpp"
 
 #include <algorithm>
@@ -26,22 +26,28 @@
 
 namespace cohort::algorithms {
 
-bool alltoall_shared_memory(const OpContext& ctx, const AlltoallArgs& args) {
+namespace {
+
+bool accepts(const OpContext& ctx, const AlltoallArgs&) {
+  if (ctx.size == 1) return true;
+  // sub_slot_bytes depends only on the world size, so every rank decides alike.
+  return ctx.arena() != nullptr && transport::SharedArena::sub_slot_bytes(static_cast<std::size_t>(ctx.size)) != 0;
+}
+
+void run(const OpContext& ctx, const AlltoallArgs& args) {
   transport::SharedArena* arena = ctx.arena();
-  if (ctx.size > 1 && arena == nullptr) return false;
   using Arena = transport::SharedArena;
   const auto n = static_cast<std::size_t>(ctx.size);
   const auto me = static_cast<std::size_t>(ctx.rank);
   const std::size_t sub = Arena::sub_slot_bytes(n);
-  if (sub == 0) return false;  // the same on every rank: n is
   const std::size_t es = dtype_size(args.dtype);
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
 
   copy_bytes(out + args.recv_displs[me] * es, in + args.send_displs[me] * es,
              std::min(args.send_counts[me], args.recv_counts[me]) * es);
-  if (n == 1) return true;
-  if (args.uniform && args.send_counts[me] == 0) return true;  // every block is empty
+  if (n == 1) return;
+  if (args.uniform && args.send_counts[me] == 0) return;  // every block is empty
 
   const std::uint64_t my_rounds = rounds_for_others(args.send_counts, es, me, sub);
 
@@ -73,7 +79,11 @@ bool alltoall_shared_memory(const OpContext& ctx, const AlltoallArgs& args) {
                  round_bytes(total, c, sub));
     }
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor alltoall_shared_memory =
+    describe<run, accepts>(Algorithm::SharedMemory, "Shared-memory alltoall(v), for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

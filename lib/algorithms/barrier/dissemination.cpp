@@ -8,13 +8,15 @@
 // Cost: ceil(log2 n) rounds of one tiny message per rank, on any world size (a tree barrier
 // needs 2 log2 n rounds). Accepts every world size.
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "patterns/dissemination.hpp"
 
 namespace cohort::algorithms {
 
-bool barrier_dissemination(const OpContext& ctx) {
+namespace {
+
+void run(const OpContext& ctx, const BarrierArgs&) {
   const std::byte token_out{1};
   std::byte token_in{0};
   for (int round = 0; round < patterns::dissemination_rounds(ctx.size); ++round) {
@@ -22,7 +24,11 @@ bool barrier_dissemination(const OpContext& ctx) {
     exchange(ctx, r.send_to, &token_out, 1, r.recv_from, &token_in, 1,
              static_cast<std::uint32_t>(round));
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor barrier_dissemination =
+    describe<run>(Algorithm::Dissemination, "Dissemination barrier (Hensgen, Finkel & Manber)");
 
 }  // namespace cohort::algorithms

@@ -2,18 +2,23 @@
 // else's (transport/shared_arena.hpp). One cache-line handoff per rank instead of log2(n) rounds
 // of messages. Declines without an arena.
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 
 namespace cohort::algorithms {
 
-bool barrier_shared_memory(const OpContext& ctx) {
-  if (ctx.size == 1) return true;
+namespace {
+
+void run(const OpContext& ctx, const BarrierArgs&) {
+  if (ctx.size == 1) return;
   transport::SharedArena* arena = ctx.arena();
-  if (arena == nullptr) return false;
   const std::uint64_t g = arena->next_generation();
   arena->publish(transport::SharedArena::Flag::Arrived, g);
   arena->wait_for_all(transport::SharedArena::Flag::Arrived, g, ctx.deadline, ctx.what);
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor barrier_shared_memory =
+    describe<run, alone_or_sharing_host<BarrierArgs>>(Algorithm::SharedMemory, "Shared-memory barrier: every rank announces the next generation and waits to see everyone");
 
 }  // namespace cohort::algorithms

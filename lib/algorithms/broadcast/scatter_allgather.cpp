@@ -11,7 +11,7 @@
 // root sends log2(n) * m), at the price of n - 1 extra latency terms. Accepts every world size,
 // root and count (blocks may be empty when count < n).
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/ring_pipeline.hpp"
 #include "patterns/binomial_tree.hpp"
@@ -22,10 +22,12 @@
 
 namespace cohort::algorithms {
 
-bool broadcast_scatter_allgather(const OpContext& ctx, const BroadcastArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const BroadcastArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
-  if (ctx.size == 1 || args.count == 0) return true;
-  auto* buf = static_cast<std::byte*>(args.buf);
+  if (ctx.size == 1 || args.count == 0) return;
+  auto* buf = static_cast<std::byte*>(args.out);
   const auto n = static_cast<std::size_t>(ctx.size);
   const int v = patterns::relative_rank(ctx.rank, args.root, ctx.size);
   // Byte range of relative ranks [first, first + extent)'s blocks.
@@ -59,7 +61,11 @@ bool broadcast_scatter_allgather(const OpContext& ctx, const BroadcastArgs& args
   const std::vector<std::size_t>& counts = table.counts;
   ring_allgather(ctx, rooted_ring(ctx, args.root), buf, RingBlocks{offsets, counts}, args.dtype,
                  kAllgatherFirstStep);
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor broadcast_scatter_allgather =
+    describe<run>(Algorithm::ScatterAllgather, "Scatter + allgather broadcast (van de Geijn), for large messages");
 
 }  // namespace cohort::algorithms

@@ -11,20 +11,21 @@
 // whatever the world size; no rank forwards anything, unlike a tree. Declines only without an
 // arena (ranks on several hosts, or COHORT_SHARED_MEMORY=off) on more than one rank.
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "core/copy_bytes.hpp"
 
 #include <algorithm>
 
 namespace cohort::algorithms {
 
-bool broadcast_shared_memory(const OpContext& ctx, const BroadcastArgs& args) {
-  if (ctx.size == 1) return true;
+namespace {
+
+void run(const OpContext& ctx, const BroadcastArgs& args) {
+  if (ctx.size == 1) return;
   transport::SharedArena* arena = ctx.arena();
-  if (arena == nullptr) return false;
   using Flag = transport::SharedArena::Flag;
   const std::size_t bytes = args.count * dtype_size(args.dtype);
-  auto* buf = static_cast<std::byte*>(args.buf);
+  auto* buf = static_cast<std::byte*>(args.out);
   const bool tiny = bytes <= transport::SharedArena::kInlineBytes;
   const std::size_t piece = transport::SharedArena::kSlotBytes;
   for (std::size_t done = 0; done < bytes; done += piece) {
@@ -43,7 +44,11 @@ bool broadcast_shared_memory(const OpContext& ctx, const BroadcastArgs& args) {
                  length);
     }
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor broadcast_shared_memory =
+    describe<run, alone_or_sharing_host<BroadcastArgs>>(Algorithm::SharedMemory, "Shared-memory broadcast, for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

@@ -8,16 +8,18 @@
 // root sends ceil(log2 n) * m. Latency-optimal; for large m the scatter + allgather broadcast
 // moves less per rank. Accepts every world size, root and count.
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "patterns/binomial_tree.hpp"
 #include "patterns/ring.hpp"
 
 namespace cohort::algorithms {
 
-bool broadcast_tree(const OpContext& ctx, const BroadcastArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const BroadcastArgs& args) {
   const std::size_t bytes = args.count * dtype_size(args.dtype);
-  if (ctx.size == 1 || bytes == 0) return true;
+  if (ctx.size == 1 || bytes == 0) return;
   const int v = patterns::relative_rank(ctx.rank, args.root, ctx.size);
   constexpr std::uint32_t kStep = 0;  // one message per tree edge: one step suffices
 
@@ -25,16 +27,20 @@ bool broadcast_tree(const OpContext& ctx, const BroadcastArgs& args) {
   if (v != 0) {
     RequestBatch from_parent(ctx);
     from_parent.recv(patterns::absolute_rank(patterns::binomial_parent(v), args.root, ctx.size),
-                     args.buf, bytes, kStep);
+                     args.out, bytes, kStep);
     from_parent.wait();
   }
   // 2. Forward to the children, deepest subtree first.
   const auto children = patterns::binomial_children(v, ctx.size);
   RequestBatch to_children(ctx);
   for (auto child = children.rbegin(); child != children.rend(); ++child)
-    to_children.send(patterns::absolute_rank(*child, args.root, ctx.size), args.buf, bytes, kStep);
+    to_children.send(patterns::absolute_rank(*child, args.root, ctx.size), args.out, bytes, kStep);
   to_children.wait();
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor broadcast_tree =
+    describe<run>(Algorithm::Tree, "Binomial-tree broadcast");
 
 }  // namespace cohort::algorithms

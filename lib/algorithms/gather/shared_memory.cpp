@@ -12,7 +12,7 @@
 // of the binomial tree, where inner ranks forward their subtrees. Declines only without an arena.
 
 #include "algorithms/engines/arena_rounds.hpp"
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "core/copy_bytes.hpp"
 
 #include <algorithm>
@@ -23,13 +23,10 @@ namespace {
 /// One round moves up to one slot of every rank's block.
 constexpr std::size_t kPiece = transport::SharedArena::kSlotBytes;
 
-}  // namespace
-
-bool gather_shared_memory(const OpContext& ctx, const GatherArgs& args) {
+void run(const OpContext& ctx, const GatherArgs& args) {
   using Arena = transport::SharedArena;
-  if (ctx.size == 1) return true;  // the root's own block is already in place
+  if (ctx.size == 1) return;  // the root's own block is already in place
   Arena* arena = ctx.arena();
-  if (arena == nullptr) return false;
   const auto n = static_cast<std::size_t>(ctx.size);
   const auto me = static_cast<std::size_t>(ctx.rank);
   const auto root = static_cast<std::size_t>(args.root);
@@ -56,7 +53,11 @@ bool gather_shared_memory(const OpContext& ctx, const GatherArgs& args) {
                  round_bytes(args.counts[r] * es, c, kPiece));
     }
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor gather_shared_memory =
+    describe<run, alone_or_sharing_host<GatherArgs>>(Algorithm::SharedMemory, "Shared-memory gather(v), for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

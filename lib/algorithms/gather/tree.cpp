@@ -11,7 +11,7 @@
 // messages, each rank sends its subtree's data once. Handles any counts and displacements,
 // every world size, root and count. Scratch: the subtree's packed blocks (kSlotWork0).
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
@@ -23,8 +23,10 @@
 
 namespace cohort::algorithms {
 
-bool gather_tree(const OpContext& ctx, const GatherArgs& args) {
-  if (ctx.size == 1) return true;
+namespace {
+
+void run(const OpContext& ctx, const GatherArgs& args) {
+  if (ctx.size == 1) return;
   const std::size_t es = dtype_size(args.dtype);
   const int n = ctx.size;
   const int v = patterns::relative_rank(ctx.rank, args.root, n);
@@ -45,7 +47,7 @@ bool gather_tree(const OpContext& ctx, const GatherArgs& args) {
     to_parent.send(static_cast<int>(rank_of(patterns::binomial_parent(v))), args.in, packed_at[1],
                    kStep);
     to_parent.wait();
-    return true;
+    return;
   }
 
   auto* out = static_cast<std::byte*>(args.out);
@@ -83,7 +85,7 @@ bool gather_tree(const OpContext& ctx, const GatherArgs& args) {
     to_parent.send(static_cast<int>(rank_of(patterns::binomial_parent(v))), packed,
                    packed_at[extent], kStep);
     to_parent.wait();
-    return true;
+    return;
   }
   // 3b. Root: copy staged blocks to their displacements.
   for (std::size_t i = 0; i < children.size(); ++i) {
@@ -94,7 +96,11 @@ bool gather_tree(const OpContext& ctx, const GatherArgs& args) {
       copy_bytes(out + args.displs[rank_of(x)] * es, packed + packed_at[x],
                  packed_at[x + 1] - packed_at[x]);
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor gather_tree =
+    describe<run>(Algorithm::Tree, "Binomial-tree gather (gatherv)");
 
 }  // namespace cohort::algorithms

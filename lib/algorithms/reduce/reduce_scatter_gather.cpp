@@ -10,7 +10,7 @@
 // combining order is fixed by the world size, so the result is deterministic.
 // Scratch: the ring's slots and this rank's final block (kSlotWork0, non-roots).
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/ring_pipeline.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
@@ -22,14 +22,16 @@
 
 namespace cohort::algorithms {
 
-bool reduce_reduce_scatter_gather(const OpContext& ctx, const ReduceArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const ReduceArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
-  if (args.count == 0) return true;
+  if (args.count == 0) return;
   if (ctx.size == 1) {
     if (out != in) copy_bytes(out, in, args.count * es);
-    return true;
+    return;
   }
   const auto n = static_cast<std::size_t>(ctx.size);
   const BalancedBlocks table(args.count, n);
@@ -50,7 +52,11 @@ bool reduce_reduce_scatter_gather(const OpContext& ctx, const ReduceArgs& args) 
     gather.send(args.root, mine, counts[me] * es, gather_step);
   }
   gather.wait();
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor reduce_reduce_scatter_gather =
+    describe<run>(Algorithm::ReduceScatterGather, "Reduce-scatter + gather reduce (Rabenseifner's reduce), for large messages");
 
 }  // namespace cohort::algorithms

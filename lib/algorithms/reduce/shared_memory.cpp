@@ -5,21 +5,26 @@
 // Cost per rank, m bytes: input read once; the root writes the output once. Unlike a tree, no
 // rank reduces more than its 1/n share of a large vector. Declines only without an arena.
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/shared_memory_reduction.hpp"
 #include "core/copy_bytes.hpp"
 
 namespace cohort::algorithms {
 
-bool reduce_shared_memory(const OpContext& ctx, const ReduceArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const ReduceArgs& args) {
   if (ctx.size == 1) {
     if (args.out != args.in) copy_bytes(args.out, args.in, args.count * dtype_size(args.dtype));
-    return true;
+    return;
   }
-  if (ctx.arena() == nullptr) return false;
   shared_memory_reduction(ctx, args.in, ctx.rank == args.root ? args.out : nullptr, args.count,
                           args.dtype, args.op);
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor reduce_shared_memory =
+    describe<run, alone_or_sharing_host<ReduceArgs>>(Algorithm::SharedMemory, "Shared-memory reduce, for communicators whose ranks all live on one host: every rank takes part");
 
 }  // namespace cohort::algorithms

@@ -12,7 +12,7 @@
 // reduce moves less for large m. Accepts every world size, root and count.
 // Scratch: the partial result (non-roots, kSlotWork0) and two receive buffers (kSlotWork1/2).
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
@@ -25,14 +25,16 @@
 
 namespace cohort::algorithms {
 
-bool reduce_tree(const OpContext& ctx, const ReduceArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const ReduceArgs& args) {
   const std::size_t bytes = args.count * dtype_size(args.dtype);
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
-  if (bytes == 0) return true;
+  if (bytes == 0) return;
   if (ctx.size == 1) {
     if (out != in) copy_bytes(out, in, bytes);
-    return true;
+    return;
   }
   const int v = patterns::relative_rank(ctx.rank, args.root, ctx.size);
   const auto children = patterns::binomial_children(v, ctx.size);
@@ -45,7 +47,7 @@ bool reduce_tree(const OpContext& ctx, const ReduceArgs& args) {
     RequestBatch to_parent(ctx);
     to_parent.send(parent, in, bytes, kStep);
     to_parent.wait();
-    return true;
+    return;
   }
   std::byte* acc = v == 0 ? out : ctx.scratch.get(bytes, kSlotWork0);
   const std::array<std::byte*, 2> landing{ctx.scratch.get(bytes, kSlotWork1),
@@ -73,7 +75,11 @@ bool reduce_tree(const OpContext& ctx, const ReduceArgs& args) {
     to_parent.send(parent, acc, bytes, kStep);
     to_parent.wait();
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor reduce_tree =
+    describe<run>(Algorithm::Tree, "Binomial-tree reduce");
 
 }  // namespace cohort::algorithms

@@ -14,7 +14,7 @@
 // costs the extra ranks one full-input transfer. Accepts every world size and count, and out
 // aliasing in's block `rank`. Scratch: partial results and one receive buffer (kSlotWork0/1).
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
@@ -25,16 +25,18 @@
 
 namespace cohort::algorithms {
 
-bool reduce_scatter_recursive_halving(const OpContext& ctx, const ReduceScatterArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const ReduceScatterArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
   const std::size_t block_bytes = args.count * es;
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
   const auto me = static_cast<std::size_t>(ctx.rank);
-  if (args.count == 0) return true;
+  if (args.count == 0) return;
   if (ctx.size == 1) {
     if (out != in) copy_bytes(out, in, block_bytes);
-    return true;
+    return;
   }
   const std::size_t total = static_cast<std::size_t>(ctx.size) * args.count;
   const auto fold = patterns::fold_position(ctx.rank, ctx.size);
@@ -54,7 +56,7 @@ bool reduce_scatter_recursive_halving(const OpContext& ctx, const ReduceScatterA
     batch.wait();
     batch.recv(fold.partner, out, block_bytes, kUnfoldStep);
     batch.wait();
-    return true;
+    return;
   }
   std::byte* partial = ctx.scratch.get(total * es, kSlotWork0);
   std::byte* incoming = ctx.scratch.get(total * es, kSlotWork1);
@@ -104,7 +106,11 @@ bool reduce_scatter_recursive_halving(const OpContext& ctx, const ReduceScatterA
                block_bytes, kUnfoldStep);
     batch.wait();
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor reduce_scatter_recursive_halving =
+    describe<run>(Algorithm::RecursiveHalving, "Recursive-halving reduce-scatter, for small and middle sizes on any world size");
 
 }  // namespace cohort::algorithms

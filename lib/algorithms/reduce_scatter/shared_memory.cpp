@@ -11,7 +11,7 @@
 // crossing the arena once, in m / (256 KiB / n) rounds of one handoff each. Declines only without
 // an arena on more than one rank.
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "core/copy_bytes.hpp"
 #include "reduce/reduce.hpp"
 
@@ -19,16 +19,17 @@
 
 namespace cohort::algorithms {
 
-bool reduce_scatter_shared_memory(const OpContext& ctx, const ReduceScatterArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const ReduceScatterArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
   if (ctx.size == 1) {
     if (out != in) copy_bytes(out, in, args.count * es);
-    return true;
+    return;
   }
   transport::SharedArena* arena = ctx.arena();
-  if (arena == nullptr) return false;
   using Flag = transport::SharedArena::Flag;
   const auto n = static_cast<std::size_t>(ctx.size);
   const auto me = static_cast<std::size_t>(ctx.rank);
@@ -51,7 +52,11 @@ bool reduce_scatter_shared_memory(const OpContext& ctx, const ReduceScatterArgs&
     for (std::size_t r = 2; r < n; ++r)
       reduce::reduce_into(args.op, args.dtype, dst, operand(r), length);
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor reduce_scatter_shared_memory =
+    describe<run, alone_or_sharing_host<ReduceScatterArgs>>(Algorithm::SharedMemory, "Shared-memory reduce_scatter, for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

@@ -13,22 +13,28 @@
 // Declines without an arena, or when a sub-slot would be under one cache line (over 4096 ranks).
 
 #include "algorithms/engines/arena_rounds.hpp"
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "core/copy_bytes.hpp"
 
 #include <algorithm>
 
 namespace cohort::algorithms {
 
-bool scatter_shared_memory(const OpContext& ctx, const ScatterArgs& args) {
+namespace {
+
+bool accepts(const OpContext& ctx, const ScatterArgs&) {
+  if (ctx.size == 1) return true;
+  // sub_slot_bytes depends only on the world size, so every rank decides alike.
+  return ctx.arena() != nullptr && transport::SharedArena::sub_slot_bytes(static_cast<std::size_t>(ctx.size)) != 0;
+}
+
+void run(const OpContext& ctx, const ScatterArgs& args) {
   using Arena = transport::SharedArena;
   Arena* arena = ctx.arena();
-  if (ctx.size > 1 && arena == nullptr) return false;
   const auto n = static_cast<std::size_t>(ctx.size);
   const auto me = static_cast<std::size_t>(ctx.rank);
   const auto root = static_cast<std::size_t>(args.root);
   const std::size_t sub = Arena::sub_slot_bytes(n);
-  if (sub == 0) return false;  // the same on every rank: n is
   const std::size_t es = dtype_size(args.dtype);
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
@@ -59,7 +65,11 @@ bool scatter_shared_memory(const OpContext& ctx, const ScatterArgs& args) {
                  round_bytes(args.counts[me] * es, c, sub));
     }
   }
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor scatter_shared_memory =
+    describe<run, accepts>(Algorithm::SharedMemory, "Shared-memory scatter(v), for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

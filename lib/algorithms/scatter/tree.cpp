@@ -10,7 +10,7 @@
 // messages. Handles any counts and displacements, every world size, root and count.
 // Scratch: the packed subtree (kSlotWork0).
 
-#include "algorithms/implementations.hpp"
+#include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
@@ -22,7 +22,9 @@
 
 namespace cohort::algorithms {
 
-bool scatter_tree(const OpContext& ctx, const ScatterArgs& args) {
+namespace {
+
+void run(const OpContext& ctx, const ScatterArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
   const int n = ctx.size;
   const int v = patterns::relative_rank(ctx.rank, args.root, n);
@@ -36,7 +38,7 @@ bool scatter_tree(const OpContext& ctx, const ScatterArgs& args) {
     const std::byte* own = in + args.displs[rank_of(0)] * es;
     if (own != out) move_bytes(out, own, args.counts[rank_of(0)] * es);
   }
-  if (n == 1) return true;
+  if (n == 1) return;
   const int extent = patterns::binomial_subtree_extent(v, n);
   // packed_at[i]: byte offset of relative rank v + i in the packed subtree (i == extent: total).
   std::vector<std::size_t> packed_at(static_cast<std::size_t>(extent) + 1, 0);
@@ -51,7 +53,7 @@ bool scatter_tree(const OpContext& ctx, const ScatterArgs& args) {
     RequestBatch from_parent(ctx);
     from_parent.recv(parent, out, packed_at[1], kStep);
     from_parent.wait();
-    return true;
+    return;
   }
   std::byte* packed = ctx.scratch.get(packed_at[extent], kSlotWork0);
   // Where relative rank x's block is on this rank: the root reads `in`, others their packed copy.
@@ -87,7 +89,11 @@ bool scatter_tree(const OpContext& ctx, const ScatterArgs& args) {
     to_children.send(static_cast<int>(rank_of(child)), data, bytes, kStep);
   }
   to_children.wait();
-  return true;
 }
+
+}  // namespace
+
+extern const AlgorithmDescriptor scatter_tree =
+    describe<run>(Algorithm::Tree, "Binomial-tree scatter (scatterv)");
 
 }  // namespace cohort::algorithms

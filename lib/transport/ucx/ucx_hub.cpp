@@ -36,7 +36,7 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
                int local_world_size, std::chrono::milliseconds connect_timeout)
     : rank_(rank),
       size_(size),
-      tunables_(read_transport_tunables()),
+      err_handling_(tunables().ucx_err_handling),
       tag_ids_(std::make_shared<TagIdPool>()),
       worker_(UcxContext::shared()) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -45,7 +45,7 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
                 "creating the transport's wake-up eventfd failed (errno " + std::to_string(errno) +
                     ")");
   policy_ =
-      choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables_.spin);
+      choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables().spin);
   const std::string identity = local_host_identity();
   store.set(
       address_key(key_prefix, rank),
@@ -59,8 +59,7 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     const PeerAddress address =
         decode_peer_address(store.get(address_key(key_prefix, p), connect_timeout), p);
     peer.same_host = address.host_identity == identity;
-    const bool ucx_handles_failure =
-        !peer.same_host || tunables_.err_handling == PeerErrorHandling::Peer;
+    const bool ucx_handles_failure = !peer.same_host || err_handling_ == PeerErrorHandling::Peer;
     if (peer.same_host && p != rank) peer.watch = ProcessWatch(static_cast<pid_t>(address.pid));
     peer.endpoint = UcxEndpoint(worker_, address.worker_address,
                                 ucx_handles_failure ? &on_endpoint_error : nullptr, &peer);
@@ -191,10 +190,10 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
   if (status == UCS_INPROGRESS) {
     if (!peer.failed) return false;
     // Left in the table: UCX may still own it; cancel_all() takes it back.
-    throw Error(ErrorCode::RemoteError, what + ": rank " +
-                                            std::to_string(pending.origin.peer_label) +
-                                            " failed (" + peer.failure + ")" +
-                                            pending_summary(all));
+    throw Error(ErrorCode::RemoteError,
+                "rank " + std::to_string(pending.origin.peer_label) + " failed (" + peer.failure +
+                    ")" + pending_summary(all),
+                ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
   }
   const std::size_t received = pending.request.received_bytes();
   const bool wrong_size = status == UCS_OK && pending.request.kind() == UcxRequest::Kind::Recv &&
@@ -209,16 +208,18 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
   // A failed transfer is most often a dead peer; look before blaming UCX so the error names it.
   if (!wrong_size) check_liveness();
   if (wrong_size)
-    throw Error(ErrorCode::Internal, what + ": " + description + " got a " +
-                                         std::to_string(received) + "-byte message" +
-                                         pending_summary(all));
+    throw Error(ErrorCode::Internal,
+                description + " got a " + std::to_string(received) + "-byte message" +
+                    pending_summary(all),
+                ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
   if (peer.failed)
-    throw Error(ErrorCode::RemoteError, what + ": " + description + " failed: rank " +
-                                            std::to_string(pending.origin.peer_label) +
-                                            " failed (" + peer.failure + ")" +
-                                            pending_summary(all));
-  const Error error = ucx_error(status, what + ": " + description);
-  throw Error(error.code(), error.message() + pending_summary(all));
+    throw Error(ErrorCode::RemoteError,
+                description + " failed: rank " + std::to_string(pending.origin.peer_label) +
+                    " failed (" + peer.failure + ")" + pending_summary(all),
+                ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
+  const Error error = ucx_error(status, description);
+  throw Error(error.code(), error.message() + pending_summary(all),
+              ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
 }
 
 void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const std::string& what) {
@@ -227,9 +228,10 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
     for (const Request& request : requests)
       if (!requests_.find(request))
         throw Error(ErrorCode::InvalidUsage,
-                    what + ": wait() on a stale or invalid request handle (slot " +
+                    "wait() on a stale or invalid request handle (slot " +
                         std::to_string(request.slot) + ", generation " +
-                        std::to_string(request.generation) + ")");
+                        std::to_string(request.generation) + ")",
+                    ErrorContext{.op = what});
   }
   // Small op waits (the common case) track completion on the stack, not in a heap vector.
   constexpr std::size_t kInlineRequests = 16;
@@ -277,7 +279,8 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
       // A peer found dead just now explains the silence better than the timeout does.
       for (std::size_t i = 0; i < requests.size(); ++i)
         if (!is_done(i)) poll_request(requests[i], *requests_.find(requests[i]), what, requests);
-      throw Error(ErrorCode::Timeout, what + ": deadline passed" + pending_summary(requests));
+      throw Error(ErrorCode::Timeout, "deadline passed" + pending_summary(requests),
+                  ErrorContext{.op = what});
     }
     if (now < spin_until) {
       if (policy_.yield_while_spinning) sched_yield();

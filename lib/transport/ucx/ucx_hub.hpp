@@ -19,11 +19,11 @@
 // round. A thread that sleeps on the worker's event fd is woken when another thread's progress
 // may have completed its requests.
 
+#include "core/tunables.hpp"
 #include "transport/process_watch.hpp"
 #include "transport/request_table.hpp"
 #include "transport/tag_ids.hpp"
 #include "transport/transport.hpp"
-#include "transport/tunables.hpp"
 #include "transport/ucx/peer_address.hpp"
 #include "transport/ucx/ucx_endpoint.hpp"
 #include "transport/ucx/ucx_request.hpp"
@@ -115,7 +115,7 @@ class UcxHub {
   const int rank_;
   const int size_;
   WaitPolicy policy_;
-  TransportTunables tunables_;
+  PeerErrorHandling err_handling_;
   std::shared_ptr<TagIdPool> tag_ids_;
   mutable std::mutex mutex_;
   UcxWorker worker_;

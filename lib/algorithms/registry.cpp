@@ -1,0 +1,79 @@
+// The list of every algorithm. Each descriptor is defined next to its code (<family>/<name>.cpp);
+// adding an algorithm adds one entry here.
+
+#include "algorithms/descriptor.hpp"
+
+#include <array>
+#include <vector>
+
+namespace cohort::algorithms {
+
+extern const AlgorithmDescriptor allreduce_ring, allreduce_recursive_doubling,
+    allreduce_rabenseifner, allreduce_shared_memory, broadcast_tree, broadcast_scatter_allgather,
+    broadcast_shared_memory, reduce_tree, reduce_reduce_scatter_gather, reduce_shared_memory,
+    allgather_ring, allgather_recursive_doubling, allgather_bruck, allgather_shared_memory,
+    gather_tree, gather_shared_memory, scatter_tree, scatter_shared_memory, reduce_scatter_ring,
+    reduce_scatter_recursive_halving, reduce_scatter_shared_memory, alltoall_pairwise,
+    alltoall_bruck, alltoall_shared_memory, barrier_dissemination, barrier_shared_memory;
+
+namespace {
+
+const std::array kAlgorithms{
+    &allreduce_ring,
+    &allreduce_recursive_doubling,
+    &allreduce_rabenseifner,
+    &allreduce_shared_memory,
+    &broadcast_tree,
+    &broadcast_scatter_allgather,
+    &broadcast_shared_memory,
+    &reduce_tree,
+    &reduce_reduce_scatter_gather,
+    &reduce_shared_memory,
+    &allgather_ring,
+    &allgather_recursive_doubling,
+    &allgather_bruck,
+    &allgather_shared_memory,
+    &gather_tree,
+    &gather_shared_memory,
+    &scatter_tree,
+    &scatter_shared_memory,
+    &reduce_scatter_ring,
+    &reduce_scatter_recursive_halving,
+    &reduce_scatter_shared_memory,
+    &alltoall_pairwise,
+    &alltoall_bruck,
+    &alltoall_shared_memory,
+    &barrier_dissemination,
+    &barrier_shared_memory,
+};
+
+}  // namespace
+
+std::span<const AlgorithmDescriptor* const> all_algorithms() noexcept {
+  return kAlgorithms;
+}
+
+const AlgorithmDescriptor* find_algorithm(Collective family, Algorithm algorithm) noexcept {
+  for (const AlgorithmDescriptor* d : kAlgorithms)
+    if (d->family == family && d->algorithm == algorithm) return d;
+  return nullptr;
+}
+
+}  // namespace cohort::algorithms
+
+namespace cohort {
+
+std::span<const Algorithm> implemented_algorithms(Collective c) noexcept {
+  // Built once from the descriptor list; indexed by family.
+  static const auto by_family = [] {
+    std::array<std::vector<Algorithm>, kCollectiveCount> table;
+    for (const algorithms::AlgorithmDescriptor* d : algorithms::all_algorithms())
+      table[static_cast<std::size_t>(d->family)].push_back(d->algorithm);
+    return table;
+  }();
+  const auto index = static_cast<std::size_t>(algorithm_family(c));
+  return index < by_family.size() ? std::span<const Algorithm>(by_family[index])
+                                  : std::span<const Algorithm>();
+}
+
+}  // namespace cohort

@@ -1,0 +1,221 @@
+#include "comm/validated_args.hpp"
+
+#include <cohort/error.hpp>
+
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace cohort::comm {
+
+using algorithms::AllgatherArgs;
+using algorithms::AllreduceArgs;
+using algorithms::AlltoallArgs;
+using algorithms::BroadcastArgs;
+using algorithms::GatherArgs;
+using algorithms::ReduceArgs;
+using algorithms::ReduceScatterArgs;
+using algorithms::ScatterArgs;
+
+namespace {
+
+const std::byte* at(const void* base, std::size_t elements, DType dtype) {
+  return static_cast<const std::byte*>(base) + elements * dtype_size(dtype);
+}
+
+[[noreturn]] void partial_overlap(std::string_view op, std::string_view rule) {
+  throw Error(ErrorCode::InvalidArgument,
+              fmt::format("{}: input and output overlap, but not as the in-place form allows "
+                          "({})",
+                          op, rule));
+}
+
+std::string_view name_of(Collective kind) {
+  return collective_name(kind);
+}
+
+// The optional counts span of a v-collective, or the uniform layout from `count`.
+Layout layout_for(std::string_view op, std::optional<std::span<const std::size_t>> counts,
+                  std::size_t count, const Group& g, DType dtype) {
+  if (counts) return counts_layout(op, "counts", *counts, g.size, dtype);
+  return uniform_layout(op, count, g.size, dtype);
+}
+
+}  // namespace
+
+AllreduceArgs allreduce_args(const Group&, const Buffer& in, const Buffer& out, ReduceOp op) {
+  constexpr std::string_view kOp = "allreduce";
+  check_input(kOp, "input", in);
+  check_output(kOp, "output", out);
+  check_same_dtype(kOp, in, out);
+  check_reduce_op(kOp, op, in.dtype());
+  check_count(kOp, "output", out, in.count(), "the input's count");
+  if (in.data() != out.data() && overlaps(in.data(), in.nbytes(), out.data(), out.nbytes()))
+    partial_overlap(kOp, "for in-place pass the same buffer as input and output");
+  return {in.data(), out.data(), in.count(), in.dtype(), op};
+}
+
+BroadcastArgs broadcast_args(const Group& g, const Buffer& in, const Buffer& out, int root) {
+  constexpr std::string_view kOp = "broadcast";
+  check_root(kOp, root, g.size);
+  check_output(kOp, "output", out);
+  const void* source = nullptr;
+  if (g.rank == root) {
+    check_input(kOp, "input", in);
+    check_same_dtype(kOp, in, out);
+    check_count(kOp, "output", out, in.count(), "the root's input count");
+    source = in.data();
+  }
+  return {source, out.data(), out.count(), out.dtype(), root};
+}
+
+ReduceArgs reduce_args(const Group& g, const Buffer& in, const Buffer& out, ReduceOp op, int root) {
+  constexpr std::string_view kOp = "reduce";
+  check_root(kOp, root, g.size);
+  check_input(kOp, "input", in);
+  check_reduce_op(kOp, op, in.dtype());
+  ReduceArgs args{in.data(), nullptr, in.count(), in.dtype(), op, root};
+  if (g.rank == root) {
+    check_output(kOp, "output", out);
+    check_same_dtype(kOp, in, out);
+    check_count(kOp, "output", out, in.count(), "the input's count");
+    args.out = out.data();
+  }
+  return args;
+}
+
+AllgatherArgs allgather_args(const Group& g, const Buffer& in, const Buffer& out,
+                             std::optional<std::span<const std::size_t>> counts) {
+  const Collective kind = counts ? Collective::Allgatherv : Collective::Allgather;
+  const std::string_view op = name_of(kind);
+  check_input(op, "input", in);
+  check_output(op, "output", out);
+  check_same_dtype(op, in, out);
+  Layout layout = layout_for(op, counts, in.count(), g, in.dtype());
+  const auto me = static_cast<std::size_t>(g.rank);
+  if (counts) check_count(op, "input", in, layout.counts[me], fmt::format("counts[{}]", me));
+  check_count(op, "output", out, layout.total,
+              counts ? "the sum of counts" : "communicator size x input count");
+  const std::byte* own = at(out.data(), layout.displs[me], out.dtype());
+  const bool copy_own = in.data() != static_cast<const void*>(own);
+  if (copy_own && overlaps(in.data(), in.nbytes(), out.data(), out.nbytes())) {
+    partial_overlap(op, fmt::format("for in-place the input must be this rank's block of the "
+                                    "output, at element {}",
+                                    layout.displs[me]));
+  }
+  return {in.data(),   out.data(), std::move(layout.counts), std::move(layout.displs),
+          layout.total, in.dtype(), counts.has_value()};
+}
+
+GatherArgs gather_args(const Group& g, const Buffer& in, const Buffer& out,
+                       std::optional<std::span<const std::size_t>> counts, int root) {
+  const Collective kind = counts ? Collective::Gatherv : Collective::Gather;
+  const std::string_view op = name_of(kind);
+  check_root(op, root, g.size);
+  check_input(op, "input", in);
+  Layout layout = layout_for(op, counts, in.count(), g, in.dtype());
+  const auto me = static_cast<std::size_t>(g.rank);
+  if (counts) check_count(op, "input", in, layout.counts[me], fmt::format("counts[{}]", me));
+  GatherArgs args{in.data(), nullptr, {}, {}, layout.total, in.dtype(), root, counts.has_value()};
+  if (g.rank == root) {
+    check_output(op, "output", out);
+    check_same_dtype(op, in, out);
+    check_count(op, "output", out, layout.total,
+                counts ? "the sum of counts" : "communicator size x input count");
+    const std::byte* own = at(out.data(), layout.displs[me], out.dtype());
+    args.out = out.data();
+    const bool copy_own = in.data() != static_cast<const void*>(own);
+    if (copy_own && overlaps(in.data(), in.nbytes(), out.data(), out.nbytes())) {
+      partial_overlap(op, fmt::format("for in-place the root's input must be its block of the "
+                                      "output, at element {}",
+                                      layout.displs[me]));
+    }
+  }
+  args.counts = std::move(layout.counts);
+  args.displs = std::move(layout.displs);
+  return args;
+}
+
+ScatterArgs scatter_args(const Group& g, const Buffer& in, const Buffer& out,
+                         std::optional<std::span<const std::size_t>> counts, int root) {
+  const Collective kind = counts ? Collective::Scatterv : Collective::Scatter;
+  const std::string_view op = name_of(kind);
+  check_root(op, root, g.size);
+  check_output(op, "output", out);
+  Layout layout = layout_for(op, counts, out.count(), g, out.dtype());
+  const auto me = static_cast<std::size_t>(g.rank);
+  if (counts) check_count(op, "output", out, layout.counts[me], fmt::format("counts[{}]", me));
+  ScatterArgs args{nullptr, out.data(), {}, {}, layout.total, out.dtype(), root, counts.has_value()};
+  if (g.rank == root) {
+    check_input(op, "input", in);
+    check_same_dtype(op, in, out);
+    check_count(op, "input", in, layout.total,
+                counts ? "the sum of counts" : "communicator size x output count");
+    const std::byte* own = at(in.data(), layout.displs[me], in.dtype());
+    args.in = in.data();
+    const bool copy_own = out.data() != static_cast<const void*>(own);
+    if (copy_own && overlaps(in.data(), in.nbytes(), out.data(), out.nbytes())) {
+      partial_overlap(op, fmt::format("for in-place the root's output must be its block of the "
+                                      "input, at element {}",
+                                      layout.displs[me]));
+    }
+  }
+  args.counts = std::move(layout.counts);
+  args.displs = std::move(layout.displs);
+  return args;
+}
+
+ReduceScatterArgs reduce_scatter_args(const Group& g, const Buffer& in, const Buffer& out,
+                                      ReduceOp op) {
+  constexpr std::string_view kOp = "reduce_scatter";
+  check_input(kOp, "input", in);
+  check_output(kOp, "output", out);
+  check_same_dtype(kOp, in, out);
+  check_reduce_op(kOp, op, in.dtype());
+  const std::size_t total = checked_multiply(kOp, "output count x communicator size", out.count(),
+                                             static_cast<std::size_t>(g.size));
+  check_count(kOp, "input", in, total, "communicator size x output count");
+  const std::byte* own = at(in.data(), out.count() * static_cast<std::size_t>(g.rank), in.dtype());
+  if (out.data() != static_cast<const void*>(own) &&
+      overlaps(in.data(), in.nbytes(), out.data(), out.nbytes())) {
+    partial_overlap(kOp, fmt::format("for in-place the output must be this rank's block of the "
+                                     "input, at element {}",
+                                     out.count() * static_cast<std::size_t>(g.rank)));
+  }
+  return {in.data(), out.data(), out.count(), in.dtype(), op};
+}
+
+AlltoallArgs alltoall_args(const Group& g, const Buffer& in, const Buffer& out,
+                           std::optional<std::span<const std::size_t>> send_counts,
+                           std::optional<std::span<const std::size_t>> recv_counts) {
+  const bool variable = send_counts.has_value();
+  const Collective kind = variable ? Collective::Alltoallv : Collective::Alltoall;
+  const std::string_view op = name_of(kind);
+  check_input(op, "input", in);
+  check_output(op, "output", out);
+  check_same_dtype(op, in, out);
+  Layout send;
+  Layout recv;
+  if (variable) {
+    send = counts_layout(op, "send_counts", *send_counts, g.size, in.dtype());
+    recv = counts_layout(op, "recv_counts", *recv_counts, g.size, in.dtype());
+    check_count(op, "input", in, send.total, "the sum of send_counts");
+    check_count(op, "output", out, recv.total, "the sum of recv_counts");
+  } else {
+    check_count(op, "output", out, in.count(), "the input's count");
+    if (in.count() % static_cast<std::size_t>(g.size) != 0) {
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("alltoall: input count {} is not divisible by the communicator "
+                              "size {}",
+                              in.count(), g.size));
+    }
+    send = uniform_layout(op, in.count() / static_cast<std::size_t>(g.size), g.size, in.dtype());
+    recv = send;
+  }
+  return {in.data(),          out.data(),         std::move(send.counts), std::move(send.displs),
+          std::move(recv.counts), std::move(recv.displs), send.total,  recv.total,
+          in.dtype(),         !variable};
+}
+
+}  // namespace cohort::comm
