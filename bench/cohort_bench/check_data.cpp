@@ -18,16 +18,11 @@ constexpr double kMaxReducedValue = 16;
 double fold(ReduceOp op, double acc, double value) {
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg:
-      return acc + value;
-    case ReduceOp::Prod:
-      return acc * value;
-    case ReduceOp::Min:
-      return std::min(acc, value);
-    case ReduceOp::Max:
-      return std::max(acc, value);
-    default:
-      return acc;  // bitwise ops are not swept (the CLI offers sum|prod|min|max|avg)
+    case ReduceOp::Avg: return acc + value;
+    case ReduceOp::Prod: return acc * value;
+    case ReduceOp::Min: return std::min(acc, value);
+    case ReduceOp::Max: return std::max(acc, value);
+    default: return acc;  // bitwise ops are not swept (the CLI offers sum|prod|min|max|avg)
   }
 }
 
@@ -65,12 +60,9 @@ double input_value(const CheckCase& c, int source_rank, std::size_t index) {
 bool rank_has_output(const CheckCase& c) noexcept {
   switch (c.op) {
     case BenchOp::Reduce:
-    case BenchOp::Gather:
-      return c.rank == c.root;
-    case BenchOp::Barrier:
-      return false;
-    default:
-      return true;
+    case BenchOp::Gather: return c.rank == c.root;
+    case BenchOp::Barrier: return false;
+    default: return true;
   }
 }
 
@@ -79,22 +71,17 @@ double expected_value(const CheckCase& c, const OpShape& shape, std::size_t out_
   const auto rank = static_cast<std::size_t>(c.rank);
   switch (c.op) {
     case BenchOp::Allreduce:
-    case BenchOp::Reduce:
-      return reduced_value(c, out_index);
-    case BenchOp::Broadcast:
-      return input_value(c, c.root, out_index);
-    case BenchOp::Send:
-      return input_value(c, (c.rank - 1 + ws) % ws, out_index);
+    case BenchOp::Reduce: return reduced_value(c, out_index);
+    case BenchOp::Broadcast: return input_value(c, c.root, out_index);
+    case BenchOp::Send: return input_value(c, (c.rank - 1 + ws) % ws, out_index);
     case BenchOp::Allgather:
     case BenchOp::Gather: {
       // Block s of the output is rank s's whole input.
       const std::size_t per_rank = shape.in_count;
       return input_value(c, static_cast<int>(out_index / per_rank), out_index % per_rank);
     }
-    case BenchOp::ReduceScatter:
-      return reduced_value(c, rank * shape.out_count + out_index);
-    case BenchOp::Scatter:
-      return input_value(c, c.root, rank * shape.out_count + out_index);
+    case BenchOp::ReduceScatter: return reduced_value(c, rank * shape.out_count + out_index);
+    case BenchOp::Scatter: return input_value(c, c.root, rank * shape.out_count + out_index);
     case BenchOp::Alltoall: {
       // Block s of the output is block `rank` of rank s's input.
       const std::size_t per_rank = shape.out_count / static_cast<std::size_t>(ws);

@@ -32,24 +32,15 @@ void CohortImplementation::run(const OpCall& call) {
   options.algorithm = call.algorithm;
   Communicator& comm = *comm_;
   switch (call.op) {
-    case BenchOp::Allreduce:
-      return comm.allreduce(in, out, call.redop, options);
-    case BenchOp::Broadcast:
-      return comm.broadcast(in, out, call.root, options);
-    case BenchOp::Reduce:
-      return comm.reduce(in, out, call.redop, call.root, options);
-    case BenchOp::Allgather:
-      return comm.allgather(in, out, options);
-    case BenchOp::ReduceScatter:
-      return comm.reduce_scatter(in, out, call.redop, options);
-    case BenchOp::Alltoall:
-      return comm.alltoall(in, out, options);
-    case BenchOp::Gather:
-      return comm.gather(in, out, call.root, options);
-    case BenchOp::Scatter:
-      return comm.scatter(in, out, call.root, options);
-    case BenchOp::Barrier:
-      return comm.barrier(options);
+    case BenchOp::Allreduce: return comm.allreduce(in, out, call.redop, options);
+    case BenchOp::Broadcast: return comm.broadcast(in, out, call.root, options);
+    case BenchOp::Reduce: return comm.reduce(in, out, call.redop, call.root, options);
+    case BenchOp::Allgather: return comm.allgather(in, out, options);
+    case BenchOp::ReduceScatter: return comm.reduce_scatter(in, out, call.redop, options);
+    case BenchOp::Alltoall: return comm.alltoall(in, out, options);
+    case BenchOp::Gather: return comm.gather(in, out, call.root, options);
+    case BenchOp::Scatter: return comm.scatter(in, out, call.root, options);
+    case BenchOp::Barrier: return comm.barrier(options);
     case BenchOp::Send: {
       // Ring exchange as in nccl-tests: send to the next rank, receive from the previous one,
       // both posted before either is waited on.

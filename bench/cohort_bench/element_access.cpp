@@ -85,106 +85,67 @@ bool element_access_supports(DType dtype) noexcept {
   switch (dtype) {
     case DType::Float8E4M3:
     case DType::Float8E5M2:
-    case DType::Bool:
-      return false;
-    default:
-      return true;
+    case DType::Bool: return false;
+    default: return true;
   }
 }
 
 double load_element(DType dtype, const void* base, std::size_t index) {
   switch (dtype) {
-    case DType::Float32:
-      return load_as<float>(base, index);
-    case DType::Float64:
-      return load_as<double>(base, index);
-    case DType::Float16:
-      return half_to_float(load_as<std::uint16_t>(base, index));
-    case DType::BFloat16:
-      return bfloat16_to_float(load_as<std::uint16_t>(base, index));
-    case DType::Int8:
-      return load_as<std::int8_t>(base, index);
-    case DType::UInt8:
-      return load_as<std::uint8_t>(base, index);
-    case DType::Int16:
-      return load_as<std::int16_t>(base, index);
-    case DType::Int32:
-      return load_as<std::int32_t>(base, index);
-    case DType::Int64:
-      return static_cast<double>(load_as<std::int64_t>(base, index));
-    case DType::UInt32:
-      return load_as<std::uint32_t>(base, index);
-    case DType::UInt64:
-      return static_cast<double>(load_as<std::uint64_t>(base, index));
-    default:
-      unsupported(dtype);
+    case DType::Float32: return load_as<float>(base, index);
+    case DType::Float64: return load_as<double>(base, index);
+    case DType::Float16: return half_to_float(load_as<std::uint16_t>(base, index));
+    case DType::BFloat16: return bfloat16_to_float(load_as<std::uint16_t>(base, index));
+    case DType::Int8: return load_as<std::int8_t>(base, index);
+    case DType::UInt8: return load_as<std::uint8_t>(base, index);
+    case DType::Int16: return load_as<std::int16_t>(base, index);
+    case DType::Int32: return load_as<std::int32_t>(base, index);
+    case DType::Int64: return static_cast<double>(load_as<std::int64_t>(base, index));
+    case DType::UInt32: return load_as<std::uint32_t>(base, index);
+    case DType::UInt64: return static_cast<double>(load_as<std::uint64_t>(base, index));
+    default: unsupported(dtype);
   }
 }
 
 void store_element(DType dtype, void* base, std::size_t index, double value) {
   switch (dtype) {
-    case DType::Float32:
-      return store_as(base, index, static_cast<float>(value));
-    case DType::Float64:
-      return store_as(base, index, value);
-    case DType::Float16:
-      return store_as(base, index, float_to_half(static_cast<float>(value)));
+    case DType::Float32: return store_as(base, index, static_cast<float>(value));
+    case DType::Float64: return store_as(base, index, value);
+    case DType::Float16: return store_as(base, index, float_to_half(static_cast<float>(value)));
     case DType::BFloat16:
       return store_as(base, index, float_to_bfloat16(static_cast<float>(value)));
-    case DType::Int8:
-      return store_as(base, index, static_cast<std::int8_t>(value));
-    case DType::UInt8:
-      return store_as(base, index, static_cast<std::uint8_t>(value));
-    case DType::Int16:
-      return store_as(base, index, static_cast<std::int16_t>(value));
-    case DType::Int32:
-      return store_as(base, index, static_cast<std::int32_t>(value));
-    case DType::Int64:
-      return store_as(base, index, static_cast<std::int64_t>(value));
-    case DType::UInt32:
-      return store_as(base, index, static_cast<std::uint32_t>(value));
-    case DType::UInt64:
-      return store_as(base, index, static_cast<std::uint64_t>(value));
-    default:
-      unsupported(dtype);
+    case DType::Int8: return store_as(base, index, static_cast<std::int8_t>(value));
+    case DType::UInt8: return store_as(base, index, static_cast<std::uint8_t>(value));
+    case DType::Int16: return store_as(base, index, static_cast<std::int16_t>(value));
+    case DType::Int32: return store_as(base, index, static_cast<std::int32_t>(value));
+    case DType::Int64: return store_as(base, index, static_cast<std::int64_t>(value));
+    case DType::UInt32: return store_as(base, index, static_cast<std::uint32_t>(value));
+    case DType::UInt64: return store_as(base, index, static_cast<std::uint64_t>(value));
+    default: unsupported(dtype);
   }
 }
 
 double exact_integer_limit(DType dtype) noexcept {
   switch (dtype) {
-    case DType::Int8:
-      return 127;
-    case DType::UInt8:
-      return 255;
-    case DType::Int16:
-      return 32767;
-    case DType::Float16:
-      return 2048;
-    case DType::BFloat16:
-      return 256;
-    case DType::Float32:
-      return 16777216.0;
-    case DType::Int32:
-      return 2147483647.0;
-    case DType::UInt32:
-      return 4294967295.0;
-    default:
-      return 9007199254740992.0;
+    case DType::Int8: return 127;
+    case DType::UInt8: return 255;
+    case DType::Int16: return 32767;
+    case DType::Float16: return 2048;
+    case DType::BFloat16: return 256;
+    case DType::Float32: return 16777216.0;
+    case DType::Int32: return 2147483647.0;
+    case DType::UInt32: return 4294967295.0;
+    default: return 9007199254740992.0;
   }
 }
 
 double dtype_epsilon(DType dtype) noexcept {
   switch (dtype) {
-    case DType::Float32:
-      return 0x1p-23;
-    case DType::Float64:
-      return 0x1p-52;
-    case DType::Float16:
-      return 0x1p-10;
-    case DType::BFloat16:
-      return 0x1p-7;
-    default:
-      return 0.0;
+    case DType::Float32: return 0x1p-23;
+    case DType::Float64: return 0x1p-52;
+    case DType::Float16: return 0x1p-10;
+    case DType::BFloat16: return 0x1p-7;
+    default: return 0.0;
   }
 }
 

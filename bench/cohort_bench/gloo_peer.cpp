@@ -36,16 +36,11 @@ using ReduceFn = void (*)(void*, const void*, const void*, std::size_t);
 template <class T>
 ReduceFn reduce_fn(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum:
-      return &gloo::sum<T>;
-    case ReduceOp::Prod:
-      return &gloo::product<T>;
-    case ReduceOp::Min:
-      return &gloo::min<T>;
-    case ReduceOp::Max:
-      return &gloo::max<T>;
-    default:
-      return nullptr;
+    case ReduceOp::Sum: return &gloo::sum<T>;
+    case ReduceOp::Prod: return &gloo::product<T>;
+    case ReduceOp::Min: return &gloo::min<T>;
+    case ReduceOp::Max: return &gloo::max<T>;
+    default: return nullptr;
   }
 }
 
@@ -54,28 +49,17 @@ ReduceFn reduce_fn(ReduceOp op) {
 template <class Fn>
 void with_gloo_type(DType dtype, Fn&& fn) {
   switch (dtype) {
-    case DType::Float32:
-      return fn(float{});
-    case DType::Float64:
-      return fn(double{});
-    case DType::Float16:
-      return fn(gloo::float16{});
-    case DType::BFloat16:
-      return fn(std::uint16_t{});
-    case DType::Int8:
-      return fn(std::int8_t{});
-    case DType::UInt8:
-      return fn(std::uint8_t{});
-    case DType::Int16:
-      return fn(std::int16_t{});
-    case DType::Int32:
-      return fn(std::int32_t{});
-    case DType::UInt32:
-      return fn(std::uint32_t{});
-    case DType::Int64:
-      return fn(std::int64_t{});
-    case DType::UInt64:
-      return fn(std::uint64_t{});
+    case DType::Float32: return fn(float{});
+    case DType::Float64: return fn(double{});
+    case DType::Float16: return fn(gloo::float16{});
+    case DType::BFloat16: return fn(std::uint16_t{});
+    case DType::Int8: return fn(std::int8_t{});
+    case DType::UInt8: return fn(std::uint8_t{});
+    case DType::Int16: return fn(std::int16_t{});
+    case DType::Int32: return fn(std::int32_t{});
+    case DType::UInt32: return fn(std::uint32_t{});
+    case DType::Int64: return fn(std::int64_t{});
+    case DType::UInt64: return fn(std::uint64_t{});
     default:
       throw Error(ErrorCode::Unsupported, "no Gloo type for " + std::string(dtype_name(dtype)));
   }

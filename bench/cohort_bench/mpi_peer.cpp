@@ -25,26 +25,16 @@ void check_mpi(int rc, const char* what) {
 // MPI's type for a dtype when reducing; null when MPI has none (half, bfloat16).
 MPI_Datatype reduce_type(DType dtype) {
   switch (dtype) {
-    case DType::Float32:
-      return MPI_FLOAT;
-    case DType::Float64:
-      return MPI_DOUBLE;
-    case DType::Int8:
-      return MPI_INT8_T;
-    case DType::UInt8:
-      return MPI_UINT8_T;
-    case DType::Int16:
-      return MPI_INT16_T;
-    case DType::Int32:
-      return MPI_INT32_T;
-    case DType::UInt32:
-      return MPI_UINT32_T;
-    case DType::Int64:
-      return MPI_INT64_T;
-    case DType::UInt64:
-      return MPI_UINT64_T;
-    default:
-      return MPI_DATATYPE_NULL;
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+    case DType::Int8: return MPI_INT8_T;
+    case DType::UInt8: return MPI_UINT8_T;
+    case DType::Int16: return MPI_INT16_T;
+    case DType::Int32: return MPI_INT32_T;
+    case DType::UInt32: return MPI_UINT32_T;
+    case DType::Int64: return MPI_INT64_T;
+    case DType::UInt64: return MPI_UINT64_T;
+    default: return MPI_DATATYPE_NULL;
   }
 }
 
@@ -57,16 +47,11 @@ MPI_Datatype move_type(DType dtype) {
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum:
-      return MPI_SUM;
-    case ReduceOp::Prod:
-      return MPI_PROD;
-    case ReduceOp::Min:
-      return MPI_MIN;
-    case ReduceOp::Max:
-      return MPI_MAX;
-    default:
-      return MPI_OP_NULL;  // avg and the bitwise ops are not offered here
+    case ReduceOp::Sum: return MPI_SUM;
+    case ReduceOp::Prod: return MPI_PROD;
+    case ReduceOp::Min: return MPI_MIN;
+    case ReduceOp::Max: return MPI_MAX;
+    default: return MPI_OP_NULL;  // avg and the bitwise ops are not offered here
   }
 }
 
@@ -151,8 +136,7 @@ class MpiImplementation final : public Implementation {
             MPI_Sendrecv(call.in, in_n, type, (rank_ + 1) % size_, 0, call.out, out_n, type,
                          (rank_ - 1 + size_) % size_, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
             "MPI_Sendrecv");
-      case BenchOp::Barrier:
-        return check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+      case BenchOp::Barrier: return check_mpi(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
       default:  // not bench ops
         break;
     }

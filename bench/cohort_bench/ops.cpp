@@ -5,9 +5,7 @@
 #include <utility>
 
 namespace cohort::bench {
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 std::string_view bench_op_name(BenchOp op) noexcept {
   // nccl-tests' name for the point-to-point test; every other op is named as in the API.
@@ -17,8 +15,8 @@ std::string_view bench_op_name(BenchOp op) noexcept {
 std::optional<BenchOp> bench_op_from_name(std::string_view name) noexcept {
   if (name == "sendrecv") return BenchOp::Send;
   const auto op = collective_from_name(name);
-  if (!op || std::find(std::begin(kAllBenchOps), std::end(kAllBenchOps), *op) ==
-                 std::end(kAllBenchOps))
+  if (!op ||
+      std::find(std::begin(kAllBenchOps), std::end(kAllBenchOps), *op) == std::end(kAllBenchOps))
     return std::nullopt;
   return op;
 }
@@ -43,22 +41,17 @@ bool op_moves_data(BenchOp op) noexcept {
 double busbw_factor(BenchOp op, int world_size) noexcept {
   const double n = world_size;
   switch (op) {
-    case BenchOp::Allreduce:
-      return 2.0 * (n - 1.0) / n;
+    case BenchOp::Allreduce: return 2.0 * (n - 1.0) / n;
     case BenchOp::Allgather:
     case BenchOp::ReduceScatter:
     case BenchOp::Alltoall:
     case BenchOp::Gather:
-    case BenchOp::Scatter:
-      return (n - 1.0) / n;
+    case BenchOp::Scatter: return (n - 1.0) / n;
     case BenchOp::Broadcast:
     case BenchOp::Reduce:
-    case BenchOp::Send:
-      return 1.0;
-    case BenchOp::Barrier:
-      return 0.0;
-    default:
-      return 0.0;  // not a bench op
+    case BenchOp::Send: return 1.0;
+    case BenchOp::Barrier: return 0.0;
+    default: return 0.0;  // not a bench op
   }
 }
 

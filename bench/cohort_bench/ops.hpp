@@ -20,7 +20,7 @@ using BenchOp = Collective;
 inline constexpr BenchOp kAllBenchOps[] = {
     BenchOp::Allreduce,     BenchOp::Broadcast, BenchOp::Reduce, BenchOp::Allgather,
     BenchOp::ReduceScatter, BenchOp::Alltoall,  BenchOp::Gather, BenchOp::Scatter,
-    BenchOp::Send,      BenchOp::Barrier};
+    BenchOp::Send,          BenchOp::Barrier};
 
 /// "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "gather",
 /// "scatter", "sendrecv", "barrier".

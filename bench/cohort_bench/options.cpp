@@ -57,12 +57,9 @@ Peer parse_peer(const std::string& text) {
 
 const char* peer_name(Peer peer) noexcept {
   switch (peer) {
-    case Peer::Mpi:
-      return "mpi";
-    case Peer::Gloo:
-      return "gloo";
-    case Peer::None:
-      break;
+    case Peer::Mpi: return "mpi";
+    case Peer::Gloo: return "gloo";
+    case Peer::None: break;
   }
   return "none";
 }

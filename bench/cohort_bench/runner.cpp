@@ -149,15 +149,9 @@ double Runner::combine_time(double local_us) {
       // Rank 0 prints; every rank reports rank 0's time so the JSON writers agree.
       comm_.broadcast(buffer, 0);
       return value;
-    case Averaging::Mean:
-      comm_.allreduce(buffer, ReduceOp::Sum);
-      return value / comm_.size();
-    case Averaging::Min:
-      comm_.allreduce(buffer, ReduceOp::Min);
-      return value;
-    case Averaging::Max:
-      comm_.allreduce(buffer, ReduceOp::Max);
-      return value;
+    case Averaging::Mean: comm_.allreduce(buffer, ReduceOp::Sum); return value / comm_.size();
+    case Averaging::Min: comm_.allreduce(buffer, ReduceOp::Min); return value;
+    case Averaging::Max: comm_.allreduce(buffer, ReduceOp::Max); return value;
   }
   return value;
 }

@@ -23,19 +23,12 @@ std::uint64_t parse_size(std::string_view text, std::string_view what) {
   std::uint64_t multiplier = 1;
   switch (text.back()) {
     case 'K':
-    case 'k':
-      multiplier = 1ull << 10;
-      break;
+    case 'k': multiplier = 1ull << 10; break;
     case 'M':
-    case 'm':
-      multiplier = 1ull << 20;
-      break;
+    case 'm': multiplier = 1ull << 20; break;
     case 'G':
-    case 'g':
-      multiplier = 1ull << 30;
-      break;
-    default:
-      break;
+    case 'g': multiplier = 1ull << 30; break;
+    default: break;
   }
   std::string_view digits = multiplier == 1 ? text : text.substr(0, text.size() - 1);
   if (digits.empty()) bad(what, "size " + shown + " has no digits");

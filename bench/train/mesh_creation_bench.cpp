@@ -41,8 +41,7 @@ double median(std::vector<double> v) {
 
 /// The largest of every rank's `seconds`.
 double max_over_ranks(cohort::Communicator& world, double seconds) {
-  world.allreduce(cohort::Buffer::view(&seconds, 1, cohort::DType::Float64),
-                  cohort::ReduceOp::Max);
+  world.allreduce(cohort::Buffer::view(&seconds, 1, cohort::DType::Float64), cohort::ReduceOp::Max);
   return seconds;
 }
 
@@ -108,7 +107,8 @@ int main(int argc, char** argv) {
     std::vector<double> create, first, again;
     for (int r = 0; r < repeat; ++r) {
       std::optional<cohort::train::ProcessMesh> mesh;
-      create.push_back(timed(*world, [&] { mesh = cohort::train::ProcessMesh::create(world, shape); }));
+      create.push_back(
+          timed(*world, [&] { mesh = cohort::train::ProcessMesh::create(world, shape); }));
       first.push_back(timed(*world, [&] { allreduce_each_dimension(*mesh); }));
       again.push_back(timed(*world, [&] { allreduce_each_dimension(*mesh); }));
       if (r == repeat - 1) alive = resources();
@@ -117,37 +117,36 @@ int main(int argc, char** argv) {
     const Resources after = resources();
 
     // Every rank's resource counts, for the table's worst case.
-    std::vector<std::int64_t> mine{static_cast<std::int64_t>(alive.threads) -
-                                       static_cast<std::int64_t>(before.threads),
-                                   static_cast<std::int64_t>(alive.fds) -
-                                       static_cast<std::int64_t>(before.fds),
-                                   static_cast<std::int64_t>(after.threads) -
-                                       static_cast<std::int64_t>(before.threads),
-                                   static_cast<std::int64_t>(after.fds) -
-                                       static_cast<std::int64_t>(before.fds)};
+    std::vector<std::int64_t> mine{
+        static_cast<std::int64_t>(alive.threads) - static_cast<std::int64_t>(before.threads),
+        static_cast<std::int64_t>(alive.fds) - static_cast<std::int64_t>(before.fds),
+        static_cast<std::int64_t>(after.threads) - static_cast<std::int64_t>(before.threads),
+        static_cast<std::int64_t>(after.fds) - static_cast<std::int64_t>(before.fds)};
     world->allreduce(cohort::Buffer::view(mine.data(), mine.size(), cohort::DType::Int64),
                      cohort::ReduceOp::Max);
 
     if (main_rank) {
       const double c = median(create), f = median(first), a = median(again);
-      std::printf("# cohort-mesh-bench: %d ranks, mesh dp x pp x cp x tp = %d x %d x %d x %d, "
-                  "%d repetitions\n",
-                  world->size(), world->size() / (shape.pp * shape.cp * shape.tp), shape.pp,
-                  shape.cp, shape.tp, repeat);
-      std::printf("%-34s %12s %12s\n", "phase (median of max over ranks)", "time (us)",
-                  "barriers");
+      std::printf(
+          "# cohort-mesh-bench: %d ranks, mesh dp x pp x cp x tp = %d x %d x %d x %d, "
+          "%d repetitions\n",
+          world->size(), world->size() / (shape.pp * shape.cp * shape.tp), shape.pp, shape.cp,
+          shape.tp, repeat);
+      std::printf("%-34s %12s %12s\n", "phase (median of max over ranks)", "time (us)", "barriers");
       std::printf("%-34s %12.1f %12.1f\n", "one barrier on the world", barrier * 1e6, 1.0);
       std::printf("%-34s %12.1f %12.1f\n", "create the mesh", c * 1e6, c / barrier);
       std::printf("%-34s %12.1f %12.1f\n", "first allreduce on each dimension", f * 1e6,
                   f / barrier);
       std::printf("%-34s %12.1f %12.1f\n", "later allreduce on each dimension", a * 1e6,
                   a / barrier);
-      std::printf("threads added per process (max over ranks): %lld with a mesh alive, %lld "
-                  "after all were destroyed\n",
-                  static_cast<long long>(mine[0]), static_cast<long long>(mine[2]));
-      std::printf("file descriptors added per process (max over ranks): %lld with a mesh alive, "
-                  "%lld after all were destroyed\n",
-                  static_cast<long long>(mine[1]), static_cast<long long>(mine[3]));
+      std::printf(
+          "threads added per process (max over ranks): %lld with a mesh alive, %lld "
+          "after all were destroyed\n",
+          static_cast<long long>(mine[0]), static_cast<long long>(mine[2]));
+      std::printf(
+          "file descriptors added per process (max over ranks): %lld with a mesh alive, "
+          "%lld after all were destroyed\n",
+          static_cast<long long>(mine[1]), static_cast<long long>(mine[3]));
       if (!json_path.empty()) {
         nlohmann::json out = {
             {"ranks", world->size()},

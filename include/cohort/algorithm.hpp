@@ -40,33 +40,28 @@ inline constexpr std::size_t kCollectiveCount = 15;
 /// scatterv -> scatter, alltoallv -> alltoall; every other value is its own family.
 constexpr Collective algorithm_family(Collective c) noexcept {
   switch (c) {
-    case Collective::Allgatherv:
-      return Collective::Allgather;
-    case Collective::Gatherv:
-      return Collective::Gather;
-    case Collective::Scatterv:
-      return Collective::Scatter;
-    case Collective::Alltoallv:
-      return Collective::Alltoall;
-    default:
-      return c;
+    case Collective::Allgatherv: return Collective::Allgather;
+    case Collective::Gatherv: return Collective::Gather;
+    case Collective::Scatterv: return Collective::Scatter;
+    case Collective::Alltoallv: return Collective::Alltoall;
+    default: return c;
   }
 }
 
 enum class Algorithm : std::uint8_t {
-  Auto,               ///< let the selection table choose
-  Ring,               ///< allreduce, allgather, reduce_scatter
-  RecursiveDoubling,  ///< allreduce, allgather
-  Rabenseifner,       ///< allreduce (recursive halving reduce-scatter + doubling allgather)
-  Tree,               ///< binomial tree: broadcast, reduce, gather, scatter
-  ScatterAllgather,   ///< broadcast: scatter then ring allgather (large messages)
-  ReduceScatterGather,///< reduce: ring reduce-scatter then gather to root (large messages)
-  Bruck,              ///< allgather, alltoall (small messages)
-  RecursiveHalving,   ///< reduce_scatter
-  Pairwise,           ///< alltoall
-  Dissemination,      ///< barrier
-  SharedMemory,       ///< allreduce, broadcast, reduce, allgather, reduce_scatter, barrier:
-                      ///< one shared segment, all ranks on one host
+  Auto,                 ///< let the selection table choose
+  Ring,                 ///< allreduce, allgather, reduce_scatter
+  RecursiveDoubling,    ///< allreduce, allgather
+  Rabenseifner,         ///< allreduce (recursive halving reduce-scatter + doubling allgather)
+  Tree,                 ///< binomial tree: broadcast, reduce, gather, scatter
+  ScatterAllgather,     ///< broadcast: scatter then ring allgather (large messages)
+  ReduceScatterGather,  ///< reduce: ring reduce-scatter then gather to root (large messages)
+  Bruck,                ///< allgather, alltoall (small messages)
+  RecursiveHalving,     ///< reduce_scatter
+  Pairwise,             ///< alltoall
+  Dissemination,        ///< barrier
+  SharedMemory,         ///< allreduce, broadcast, reduce, allgather, reduce_scatter, barrier:
+                        ///< one shared segment, all ranks on one host
 };
 
 /// The public method's name: "allreduce", "reduce_scatter", "alltoallv", "send", ...

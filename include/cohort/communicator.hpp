@@ -107,8 +107,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   /// out (every rank) = slice `rank` of root's in (in.count == size * out.count on root).
   void scatter(const Buffer& in, const Buffer& out, int root, const CollectiveOptions& = {});
-  Work scatter_async(const Buffer& in, const Buffer& out, int root,
-                     const CollectiveOptions& = {});
+  Work scatter_async(const Buffer& in, const Buffer& out, int root, const CollectiveOptions& = {});
   void scatterv(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts, int root,
                 const CollectiveOptions& = {});
   Work scatterv_async(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,

@@ -30,9 +30,9 @@ enum class DType : std::uint8_t {
 
 /// Every dtype, in declaration order (for sweeps and name tables).
 inline constexpr DType kAllDTypes[] = {
-    DType::Float32, DType::Float64,    DType::Float16,    DType::BFloat16, DType::Float8E4M3,
-    DType::Float8E5M2, DType::Int8,    DType::UInt8,      DType::Int16,    DType::Int32,
-    DType::Int64,   DType::UInt32,     DType::UInt64,     DType::Bool};
+    DType::Float32,    DType::Float64, DType::Float16, DType::BFloat16, DType::Float8E4M3,
+    DType::Float8E5M2, DType::Int8,    DType::UInt8,   DType::Int16,    DType::Int32,
+    DType::Int64,      DType::UInt32,  DType::UInt64,  DType::Bool};
 
 /// Bytes per element.
 std::size_t dtype_size(DType dtype) noexcept;
@@ -52,9 +52,9 @@ bool dtype_is_integer(DType dtype) noexcept;
 /// Min and Max propagate NaN: if either operand is NaN the result is NaN.
 enum class ReduceOp : std::uint8_t { Sum, Prod, Min, Max, Avg, BAnd, BOr, BXor };
 
-inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::Sum,  ReduceOp::Prod, ReduceOp::Min,
-                                             ReduceOp::Max,  ReduceOp::Avg,  ReduceOp::BAnd,
-                                             ReduceOp::BOr,  ReduceOp::BXor};
+inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min,
+                                             ReduceOp::Max, ReduceOp::Avg,  ReduceOp::BAnd,
+                                             ReduceOp::BOr, ReduceOp::BXor};
 
 /// "sum", "prod", "min", "max", "avg", "band", "bor", "bxor".
 std::string_view reduce_op_name(ReduceOp op) noexcept;

@@ -30,11 +30,11 @@ std::string_view error_code_name(ErrorCode code) noexcept;
 /// optional: an error outside any op has none, a transport failure knows only the op's label and
 /// the peers, the communicator adds the op, its sequence number and the algorithm that ran.
 struct ErrorContext {
-  std::string op;                           ///< "allreduce", "send", ... (empty: not an op)
-  std::optional<std::uint32_t> sequence;    ///< the op's number on its communicator
+  std::string op;                             ///< "allreduce", "send", ... (empty: not an op)
+  std::optional<std::uint32_t> sequence;      ///< the op's number on its communicator
   std::optional<std::uint32_t> communicator;  ///< the communicator's id
-  std::string algorithm;                    ///< the algorithm that was running (empty: none)
-  std::vector<int> peers;                   ///< ranks the failure concerns (dead, awaited, ...)
+  std::string algorithm;                      ///< the algorithm that was running (empty: none)
+  std::vector<int> peers;                     ///< ranks the failure concerns (dead, awaited, ...)
 };
 
 /// The one exception type cohort throws. what() is "<code name>: <message>".

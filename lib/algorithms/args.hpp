@@ -136,9 +136,15 @@ template <>
 inline constexpr Collective kFamilyOf<AlltoallArgs> = Collective::Alltoall;
 
 /// The collective the user called (the v-form when variable).
-inline Collective collective_of(const AllreduceArgs&) { return Collective::Allreduce; }
-inline Collective collective_of(const BroadcastArgs&) { return Collective::Broadcast; }
-inline Collective collective_of(const ReduceArgs&) { return Collective::Reduce; }
+inline Collective collective_of(const AllreduceArgs&) {
+  return Collective::Allreduce;
+}
+inline Collective collective_of(const BroadcastArgs&) {
+  return Collective::Broadcast;
+}
+inline Collective collective_of(const ReduceArgs&) {
+  return Collective::Reduce;
+}
 inline Collective collective_of(const AllgatherArgs& a) {
   return a.variable ? Collective::Allgatherv : Collective::Allgather;
 }
@@ -148,10 +154,14 @@ inline Collective collective_of(const GatherArgs& a) {
 inline Collective collective_of(const ScatterArgs& a) {
   return a.variable ? Collective::Scatterv : Collective::Scatter;
 }
-inline Collective collective_of(const ReduceScatterArgs&) { return Collective::ReduceScatter; }
+inline Collective collective_of(const ReduceScatterArgs&) {
+  return Collective::ReduceScatter;
+}
 inline Collective collective_of(const AlltoallArgs& a) {
   return a.uniform ? Collective::Alltoall : Collective::Alltoallv;
 }
-inline Collective collective_of(const BarrierArgs&) { return Collective::Barrier; }
+inline Collective collective_of(const BarrierArgs&) {
+  return Collective::Barrier;
+}
 
 }  // namespace cohort::algorithms

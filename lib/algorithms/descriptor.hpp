@@ -65,14 +65,15 @@ template <auto Run, auto Accepts = &detail::always<decltype(detail::args_of(Run)
 constexpr AlgorithmDescriptor describe(Algorithm algorithm, std::string_view summary,
                                        DeviceKind device = DeviceKind::Host) {
   using Args = decltype(detail::args_of(Run));
-  return {kFamilyOf<Args>,
-          algorithm,
-          device,
-          summary,
-          [](const OpContext& ctx, const void* args) {
-            return Accepts(ctx, *static_cast<const Args*>(args));
-          },
-          [](const OpContext& ctx, const void* args) { Run(ctx, *static_cast<const Args*>(args)); }};
+  return {
+      kFamilyOf<Args>,
+      algorithm,
+      device,
+      summary,
+      [](const OpContext& ctx, const void* args) {
+        return Accepts(ctx, *static_cast<const Args*>(args));
+      },
+      [](const OpContext& ctx, const void* args) { Run(ctx, *static_cast<const Args*>(args)); }};
 }
 
 }  // namespace cohort::algorithms

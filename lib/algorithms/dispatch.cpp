@@ -42,8 +42,9 @@ Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm 
                      algorithm_name(algorithm));
     return algorithm;
   }
-  throw Error(ErrorCode::Internal, "every candidate algorithm declined " + std::to_string(bytes) +
-                                       " bytes on " + std::to_string(ctx.size) + " ranks",
+  throw Error(ErrorCode::Internal,
+              "every candidate algorithm declined " + std::to_string(bytes) + " bytes on " +
+                  std::to_string(ctx.size) + " ranks",
               ErrorContext{.op = ctx.what});
 }
 

@@ -44,8 +44,7 @@ Normalised<AllreduceArgs>::Normalised(const OpContext&, ScratchPool&, const Allr
     : original_(args) {}
 
 template <>
-Normalised<BroadcastArgs>::Normalised(const OpContext& ctx, ScratchPool&,
-                                      const BroadcastArgs& args)
+Normalised<BroadcastArgs>::Normalised(const OpContext& ctx, ScratchPool&, const BroadcastArgs& args)
     : original_(args) {
   // Overlapping but unequal root buffers were refused at validation; move_bytes is belt and braces.
   if (ctx.rank == args.root && args.count != 0 && args.in != args.out)
@@ -63,8 +62,7 @@ Normalised<ReduceArgs>::Normalised(const OpContext& ctx, ScratchPool& staging,
 }
 
 template <>
-Normalised<AllgatherArgs>::Normalised(const OpContext& ctx, ScratchPool&,
-                                      const AllgatherArgs& args)
+Normalised<AllgatherArgs>::Normalised(const OpContext& ctx, ScratchPool&, const AllgatherArgs& args)
     : original_(args) {
   const auto me = static_cast<std::size_t>(ctx.rank);
   copy_elements(at(args.out, args.displs[me], args.dtype), args.in, args.counts[me], args.dtype);
@@ -75,8 +73,7 @@ Normalised<GatherArgs>::Normalised(const OpContext& ctx, ScratchPool&, const Gat
     : original_(args) {
   const auto me = static_cast<std::size_t>(ctx.rank);
   if (ctx.rank == args.root)
-    copy_elements(at(args.out, args.displs[me], args.dtype), args.in, args.counts[me],
-                  args.dtype);
+    copy_elements(at(args.out, args.displs[me], args.dtype), args.in, args.counts[me], args.dtype);
 }
 
 template <>
@@ -84,8 +81,7 @@ Normalised<ScatterArgs>::Normalised(const OpContext& ctx, ScratchPool&, const Sc
     : original_(args) {
   const auto me = static_cast<std::size_t>(ctx.rank);
   if (ctx.rank == args.root)
-    copy_elements(args.out, at(args.in, args.displs[me], args.dtype), args.counts[me],
-                  args.dtype);
+    copy_elements(args.out, at(args.in, args.displs[me], args.dtype), args.counts[me], args.dtype);
 }
 
 template <>

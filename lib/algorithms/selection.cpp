@@ -35,7 +35,12 @@ constexpr SelectionRule kTable[] = {
      1,
      W::Any,
      {A::SharedMemory, A::Rabenseifner, A::Ring}},
-    {C::Allreduce, kAllreduceHalvingMaxBytes, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Ring, kEnd}},
+    {C::Allreduce,
+     kAllreduceHalvingMaxBytes,
+     kUnknownBytes,
+     1,
+     W::Any,
+     {A::SharedMemory, A::Ring, kEnd}},
     // broadcast: tree; scatter + allgather for large messages on 3+ ranks.
     {C::Broadcast,
      kBroadcastTreeMaxBytes,
@@ -111,12 +116,9 @@ bool rule_matches(const SelectionRule& rule, Collective collective, std::size_t 
   if (bytes < rule.min_bytes) return false;
   if (rule.max_bytes != kUnknownBytes && bytes >= rule.max_bytes) return false;
   switch (rule.world) {
-    case W::Any:
-      return true;
-    case W::PowerOfTwo:
-      return patterns::is_power_of_two(world_size);
-    case W::NotPowerOfTwo:
-      return !patterns::is_power_of_two(world_size);
+    case W::Any: return true;
+    case W::PowerOfTwo: return patterns::is_power_of_two(world_size);
+    case W::NotPowerOfTwo: return !patterns::is_power_of_two(world_size);
   }
   return false;
 }

@@ -86,7 +86,8 @@ const AlgorithmOverrides& environment_algorithm_overrides();
 /// candidates), so choosing costs no allocation on the path of every small collective.
 class Candidates {
  public:
-  static constexpr std::size_t kCapacity = 2 + std::tuple_size_v<decltype(SelectionRule::candidates)>;
+  static constexpr std::size_t kCapacity =
+      2 + std::tuple_size_v<decltype(SelectionRule::candidates)>;
   void push_back(Algorithm a) noexcept {
     if (size_ < kCapacity) items_[size_++] = a;
   }
@@ -105,8 +106,8 @@ class Candidates {
 void check_forced_algorithm(Collective collective, Algorithm forced);
 
 /// Candidates in the order they are tried: `forced` (unless Auto), then the override for this
-/// collective's family (unless Auto), then the table's rule for (bytes, world size); duplicates removed.
-/// Throws Error(InvalidArgument) when `forced` is not implemented for `collective`.
+/// collective's family (unless Auto), then the table's rule for (bytes, world size); duplicates
+/// removed. Throws Error(InvalidArgument) when `forced` is not implemented for `collective`.
 Candidates select_candidates(Collective collective, std::size_t bytes, int world_size,
                              Algorithm forced, const AlgorithmOverrides& overrides);
 

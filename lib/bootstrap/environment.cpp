@@ -164,20 +164,13 @@ std::string job_id_for(const LauncherVariables* family) {
 
 const char* launch_source_name(LaunchSource source) {
   switch (source) {
-    case LaunchSource::Config:
-      return "config";
-    case LaunchSource::Cohort:
-      return "cohort";
-    case LaunchSource::Torchrun:
-      return "torchrun";
-    case LaunchSource::OpenMpi:
-      return "openmpi";
-    case LaunchSource::Pmi:
-      return "pmi";
-    case LaunchSource::Slurm:
-      return "slurm";
-    case LaunchSource::Standalone:
-      return "standalone";
+    case LaunchSource::Config: return "config";
+    case LaunchSource::Cohort: return "cohort";
+    case LaunchSource::Torchrun: return "torchrun";
+    case LaunchSource::OpenMpi: return "openmpi";
+    case LaunchSource::Pmi: return "pmi";
+    case LaunchSource::Slurm: return "slurm";
+    case LaunchSource::Standalone: return "standalone";
   }
   return "unknown";
 }

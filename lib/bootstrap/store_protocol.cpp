@@ -23,34 +23,20 @@ bool is_known_type(std::uint8_t type) {
 
 const char* message_type_name(MessageType type) noexcept {
   switch (type) {
-    case MessageType::Hello:
-      return "hello";
-    case MessageType::Set:
-      return "set";
-    case MessageType::Get:
-      return "get";
-    case MessageType::Add:
-      return "add";
-    case MessageType::CompareSet:
-      return "compare_set";
-    case MessageType::Wait:
-      return "wait";
-    case MessageType::Check:
-      return "check";
-    case MessageType::Erase:
-      return "erase";
-    case MessageType::NumKeys:
-      return "num_keys";
-    case MessageType::Ok:
-      return "ok";
-    case MessageType::Value:
-      return "value";
-    case MessageType::Integer:
-      return "integer";
-    case MessageType::Missing:
-      return "missing";
-    case MessageType::Failure:
-      return "failure";
+    case MessageType::Hello: return "hello";
+    case MessageType::Set: return "set";
+    case MessageType::Get: return "get";
+    case MessageType::Add: return "add";
+    case MessageType::CompareSet: return "compare_set";
+    case MessageType::Wait: return "wait";
+    case MessageType::Check: return "check";
+    case MessageType::Erase: return "erase";
+    case MessageType::NumKeys: return "num_keys";
+    case MessageType::Ok: return "ok";
+    case MessageType::Value: return "value";
+    case MessageType::Integer: return "integer";
+    case MessageType::Missing: return "missing";
+    case MessageType::Failure: return "failure";
   }
   return "unknown";
 }

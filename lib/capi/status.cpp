@@ -26,20 +26,13 @@ constexpr const char* kMessageLost =
 
 cohort_status_t status_of(ErrorCode code) noexcept {
   switch (code) {
-    case ErrorCode::InvalidArgument:
-      return COHORT_ERROR_INVALID_ARGUMENT;
-    case ErrorCode::InvalidUsage:
-      return COHORT_ERROR_INVALID_USAGE;
-    case ErrorCode::Unsupported:
-      return COHORT_ERROR_UNSUPPORTED;
-    case ErrorCode::Timeout:
-      return COHORT_ERROR_TIMEOUT;
-    case ErrorCode::RemoteError:
-      return COHORT_ERROR_REMOTE;
-    case ErrorCode::SystemError:
-      return COHORT_ERROR_SYSTEM;
-    case ErrorCode::Internal:
-      return COHORT_ERROR_INTERNAL;
+    case ErrorCode::InvalidArgument: return COHORT_ERROR_INVALID_ARGUMENT;
+    case ErrorCode::InvalidUsage: return COHORT_ERROR_INVALID_USAGE;
+    case ErrorCode::Unsupported: return COHORT_ERROR_UNSUPPORTED;
+    case ErrorCode::Timeout: return COHORT_ERROR_TIMEOUT;
+    case ErrorCode::RemoteError: return COHORT_ERROR_REMOTE;
+    case ErrorCode::SystemError: return COHORT_ERROR_SYSTEM;
+    case ErrorCode::Internal: return COHORT_ERROR_INTERNAL;
   }
   return COHORT_ERROR_INTERNAL;
 }
@@ -83,22 +76,14 @@ const char* cohort_last_error_message(void) {
 
 const char* cohort_status_name(cohort_status_t status) {
   switch (cohort::capi::enum_bits(status)) {
-    case COHORT_OK:
-      return "ok";
-    case COHORT_ERROR_INVALID_ARGUMENT:
-      return "invalid_argument";
-    case COHORT_ERROR_INVALID_USAGE:
-      return "invalid_usage";
-    case COHORT_ERROR_UNSUPPORTED:
-      return "unsupported";
-    case COHORT_ERROR_TIMEOUT:
-      return "timeout";
-    case COHORT_ERROR_REMOTE:
-      return "remote_error";
-    case COHORT_ERROR_SYSTEM:
-      return "system_error";
-    case COHORT_ERROR_INTERNAL:
-      return "internal";
+    case COHORT_OK: return "ok";
+    case COHORT_ERROR_INVALID_ARGUMENT: return "invalid_argument";
+    case COHORT_ERROR_INVALID_USAGE: return "invalid_usage";
+    case COHORT_ERROR_UNSUPPORTED: return "unsupported";
+    case COHORT_ERROR_TIMEOUT: return "timeout";
+    case COHORT_ERROR_REMOTE: return "remote_error";
+    case COHORT_ERROR_SYSTEM: return "system_error";
+    case COHORT_ERROR_INTERNAL: return "internal";
   }
   return "unknown";
 }

@@ -8,7 +8,6 @@
 
 namespace cohort {
 
-
 namespace {
 
 std::vector<std::shared_ptr<void>> owners(const Buffer& a, const Buffer& b) {
@@ -63,8 +62,7 @@ void Communicator::allreduce(const Buffer& in, const Buffer& out, ReduceOp op,
 
 Work Communicator::allreduce_async(const Buffer& in, const Buffer& out, ReduceOp op,
                                    const CollectiveOptions& o) {
-  return impl_->submit(o, comm::allreduce_args(impl_->group(), in, out, op),
-                       owners(in, out));
+  return impl_->submit(o, comm::allreduce_args(impl_->group(), in, out, op), owners(in, out));
 }
 
 void Communicator::broadcast(const Buffer& in, const Buffer& out, int root,
@@ -74,8 +72,7 @@ void Communicator::broadcast(const Buffer& in, const Buffer& out, int root,
 
 Work Communicator::broadcast_async(const Buffer& in, const Buffer& out, int root,
                                    const CollectiveOptions& o) {
-  return impl_->submit(o, comm::broadcast_args(impl_->group(), in, out, root),
-                       owners(in, out));
+  return impl_->submit(o, comm::broadcast_args(impl_->group(), in, out, root), owners(in, out));
 }
 
 void Communicator::reduce(const Buffer& in, const Buffer& out, ReduceOp op, int root,
@@ -85,8 +82,7 @@ void Communicator::reduce(const Buffer& in, const Buffer& out, ReduceOp op, int 
 
 Work Communicator::reduce_async(const Buffer& in, const Buffer& out, ReduceOp op, int root,
                                 const CollectiveOptions& o) {
-  return impl_->submit(o, comm::reduce_args(impl_->group(), in, out, op, root),
-                       owners(in, out));
+  return impl_->submit(o, comm::reduce_args(impl_->group(), in, out, op, root), owners(in, out));
 }
 
 // ---- allgather / gather / scatter (uniform and v) -------------------------------------------
@@ -109,8 +105,7 @@ void Communicator::allgatherv(const Buffer& in, const Buffer& out,
 Work Communicator::allgatherv_async(const Buffer& in, const Buffer& out,
                                     std::span<const std::size_t> counts,
                                     const CollectiveOptions& o) {
-  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, counts),
-                       owners(in, out));
+  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, counts), owners(in, out));
 }
 
 void Communicator::gather(const Buffer& in, const Buffer& out, int root,
@@ -156,7 +151,8 @@ void Communicator::scatterv(const Buffer& in, const Buffer& out,
 Work Communicator::scatterv_async(const Buffer& in, const Buffer& out,
                                   std::span<const std::size_t> counts, int root,
                                   const CollectiveOptions& o) {
-  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, counts, root), owners(in, out));
+  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, counts, root),
+                       owners(in, out));
 }
 
 // ---- reduce_scatter / alltoall / barrier ----------------------------------------------------

@@ -5,13 +5,13 @@
 
 #include <cohort/communicator.hpp>
 
-#include "algorithms/op_context.hpp"
 #include "algorithms/dispatch.hpp"
+#include "algorithms/op_context.hpp"
 #include "algorithms/selection.hpp"
-#include "comm/fingerprint.hpp"
-#include "comm/validated_args.hpp"
 #include "comm/executor.hpp"
+#include "comm/fingerprint.hpp"
 #include "comm/id_blocks.hpp"
+#include "comm/validated_args.hpp"
 #include "comm/validation.hpp"
 #include "transport/lazy_arena.hpp"
 #include "transport/transport.hpp"

@@ -185,8 +185,9 @@ ErrorContext Executor::context_of(const OpInfo& info, std::uint32_t seq) const {
 
 void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
   describe_into(what_, info, seq);
-  const algorithms::OpContext ctx{
-      transport_, rank_, size_, tag_id_, seq, Clock::now() + info.timeout, scratch_, what_, arenas_};
+  const algorithms::OpContext ctx{transport_, rank_, size_,
+                                  tag_id_,    seq,   Clock::now() + info.timeout,
+                                  scratch_,   what_, arenas_};
   if (info.fingerprint) {
     try {
       verify_fingerprint(ctx, *info.fingerprint);

@@ -29,9 +29,9 @@
 #include <cohort/error.hpp>
 #include <cohort/work.hpp>
 
+#include <cohort/algorithm.hpp>
 #include "algorithms/op_context.hpp"
 #include "comm/fingerprint.hpp"
-#include <cohort/algorithm.hpp>
 #include "comm/p2p_inflight.hpp"
 #include "comm/work_state.hpp"
 #include "transport/transport.hpp"

@@ -9,8 +9,8 @@
 
 #include <cohort/dtype.hpp>
 
-#include "algorithms/op_context.hpp"
 #include <cohort/algorithm.hpp>
+#include "algorithms/op_context.hpp"
 
 #include "algorithms/args.hpp"
 

@@ -207,9 +207,9 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
                               "some member's live communicators; destroy communicators that are "
                               "no longer needed",
                               impl.id, transport::kTagIds));
-    const int local_size = static_cast<int>(std::count_if(
-        group.members.begin(), group.members.end(),
-        [&](int r) { return rows.at(r, kNode) == impl.node_rank; }));
+    const int local_size =
+        static_cast<int>(std::count_if(group.members.begin(), group.members.end(),
+                                       [&](int r) { return rows.at(r, kNode) == impl.node_rank; }));
 
     comm::CommunicatorSetup setup;
     setup.id = static_cast<std::uint32_t>(rows.at(0, kIdBase)) + group.index;

@@ -2,7 +2,6 @@
 
 #include <cohort/error.hpp>
 
-
 #include <fmt/format.h>
 
 #include <cstring>
@@ -104,7 +103,7 @@ AllgatherArgs allgather_args(const Group& g, const Buffer& in, const Buffer& out
                                     "output, at element {}",
                                     layout.displs[me]));
   }
-  return {in.data(),   out.data(), std::move(layout.counts), std::move(layout.displs),
+  return {in.data(),    out.data(), std::move(layout.counts), std::move(layout.displs),
           layout.total, in.dtype(), counts.has_value()};
 }
 
@@ -146,7 +145,8 @@ ScatterArgs scatter_args(const Group& g, const Buffer& in, const Buffer& out,
   Layout layout = layout_for(op, counts, out.count(), g, out.dtype());
   const auto me = static_cast<std::size_t>(g.rank);
   if (counts) check_count(op, "output", out, layout.counts[me], fmt::format("counts[{}]", me));
-  ScatterArgs args{nullptr, out.data(), {}, {}, layout.total, out.dtype(), root, counts.has_value()};
+  ScatterArgs args{nullptr,      out.data(),  {},   {},
+                   layout.total, out.dtype(), root, counts.has_value()};
   if (g.rank == root) {
     check_input(op, "input", in);
     check_same_dtype(op, in, out);
@@ -213,9 +213,16 @@ AlltoallArgs alltoall_args(const Group& g, const Buffer& in, const Buffer& out,
     send = uniform_layout(op, in.count() / static_cast<std::size_t>(g.size), g.size, in.dtype());
     recv = send;
   }
-  return {in.data(),          out.data(),         std::move(send.counts), std::move(send.displs),
-          std::move(recv.counts), std::move(recv.displs), send.total,  recv.total,
-          in.dtype(),         !variable};
+  return {in.data(),
+          out.data(),
+          std::move(send.counts),
+          std::move(send.displs),
+          std::move(recv.counts),
+          std::move(recv.displs),
+          send.total,
+          recv.total,
+          in.dtype(),
+          !variable};
 }
 
 }  // namespace cohort::comm

@@ -39,9 +39,9 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
   // Poll first, yielding the core, for as long as the transport would: most ops finish within
   // that, and a condition-variable sleep/wake would add 25-35 us to each of them.
   const auto start = std::chrono::steady_clock::now();
-  const auto poll_for = timeout ? std::min<std::chrono::steady_clock::duration>(
-                                      *timeout, transport::kYieldPhase)
-                                : std::chrono::steady_clock::duration(transport::kYieldPhase);
+  const auto poll_for =
+      timeout ? std::min<std::chrono::steady_clock::duration>(*timeout, transport::kYieldPhase)
+              : std::chrono::steady_clock::duration(transport::kYieldPhase);
   while (!state_->finished.load(std::memory_order_acquire) &&
          std::chrono::steady_clock::now() - start < poll_for) {
     // Drive the communicator from this thread when nobody else is (the progress thread may be

@@ -5,7 +5,6 @@
 #include "core/float_formats.hpp"
 #include "core/system_error.hpp"
 
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -36,8 +35,7 @@ bool known_device_type(DeviceType type) {
     case DeviceType::CPU:
     case DeviceType::CUDA:
     case DeviceType::CUDAHost:
-    case DeviceType::CUDAManaged:
-      return true;
+    case DeviceType::CUDAManaged: return true;
   }
   return false;
 }

@@ -11,10 +11,10 @@ namespace cohort::detail {
                                const std::string& detail) noexcept;
 }
 
-#define COHORT_CHECK(cond)                                               \
-  do {                                                                   \
-    if (!(cond)) [[unlikely]]                                            \
-      ::cohort::detail::check_failed(__FILE__, __LINE__, #cond, {});     \
+#define COHORT_CHECK(cond)                                           \
+  do {                                                               \
+    if (!(cond)) [[unlikely]]                                        \
+      ::cohort::detail::check_failed(__FILE__, __LINE__, #cond, {}); \
   } while (0)
 
 #define COHORT_CHECK_MSG(cond, detail_string)                                     \

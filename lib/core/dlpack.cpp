@@ -60,16 +60,11 @@ Device device_from_dl(const DLDevice& device) {
   const int id = static_cast<int>(device.device_id);
   if (id < 0) invalid("DLPack tensor has negative device id " + std::to_string(id));
   switch (type) {
-    case kDLCPU:
-      return Device{DeviceType::CPU, id};
-    case kDLCUDA:
-      return Device{DeviceType::CUDA, id};
-    case kDLCUDAHost:
-      return Device{DeviceType::CUDAHost, id};
-    case kDLCUDAManaged:
-      return Device{DeviceType::CUDAManaged, id};
-    default:
-      break;
+    case kDLCPU: return Device{DeviceType::CPU, id};
+    case kDLCUDA: return Device{DeviceType::CUDA, id};
+    case kDLCUDAHost: return Device{DeviceType::CUDAHost, id};
+    case kDLCUDAManaged: return Device{DeviceType::CUDAManaged, id};
+    default: break;
   }
   invalid("unsupported DLPack device type " + std::to_string(type) + " (device id " +
           std::to_string(id) +

@@ -30,14 +30,20 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::Bool, 1, "bool", {"boolean", "", ""}},
 };
 
-const DTypeInfo& info(DType dtype) noexcept { return kDTypes[static_cast<std::size_t>(dtype)]; }
+const DTypeInfo& info(DType dtype) noexcept {
+  return kDTypes[static_cast<std::size_t>(dtype)];
+}
 
 constexpr std::string_view kOpNames[] = {"sum", "prod", "min", "max", "avg", "band", "bor", "bxor"};
 
 }  // namespace
 
-std::size_t dtype_size(DType dtype) noexcept { return info(dtype).size; }
-std::string_view dtype_name(DType dtype) noexcept { return info(dtype).name; }
+std::size_t dtype_size(DType dtype) noexcept {
+  return info(dtype).size;
+}
+std::string_view dtype_name(DType dtype) noexcept {
+  return info(dtype).name;
+}
 
 std::optional<DType> dtype_from_name(std::string_view name) noexcept {
   if (name.empty()) return std::nullopt;

@@ -98,7 +98,8 @@ inline float fp8_to_float(std::uint8_t v, const Fp8Format& fmt) noexcept {
 inline std::uint8_t float_to_fp8(float f, const Fp8Format& fmt) noexcept {
   const std::uint8_t sign = std::signbit(f) ? 0x80u : 0u;
   if (std::isnan(f)) return sign | fmt.nan_pattern;
-  const std::uint8_t overflow = fmt.has_infinity ? static_cast<std::uint8_t>(0x7cu) : fmt.nan_pattern;
+  const std::uint8_t overflow =
+      fmt.has_infinity ? static_cast<std::uint8_t>(0x7cu) : fmt.nan_pattern;
   if (std::isinf(f)) return sign | overflow;
   const double magnitude = std::fabs(static_cast<double>(f));
   if (magnitude == 0.0) return sign;
@@ -126,10 +127,18 @@ inline std::uint8_t float_to_fp8(float f, const Fp8Format& fmt) noexcept {
   return sign | static_cast<std::uint8_t>(encoded);
 }
 
-inline float e4m3_to_float(std::uint8_t v) noexcept { return fp8_to_float(v, kE4M3); }
-inline std::uint8_t float_to_e4m3(float f) noexcept { return float_to_fp8(f, kE4M3); }
-inline float e5m2_to_float(std::uint8_t v) noexcept { return fp8_to_float(v, kE5M2); }
-inline std::uint8_t float_to_e5m2(float f) noexcept { return float_to_fp8(f, kE5M2); }
+inline float e4m3_to_float(std::uint8_t v) noexcept {
+  return fp8_to_float(v, kE4M3);
+}
+inline std::uint8_t float_to_e4m3(float f) noexcept {
+  return float_to_fp8(f, kE4M3);
+}
+inline float e5m2_to_float(std::uint8_t v) noexcept {
+  return fp8_to_float(v, kE5M2);
+}
+inline std::uint8_t float_to_e5m2(float f) noexcept {
+  return float_to_fp8(f, kE5M2);
+}
 
 /// Reads element `index` of `data` (of `dtype`) as a double (exact for all but 64-bit integers
 /// beyond 2^53).

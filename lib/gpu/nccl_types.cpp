@@ -44,17 +44,16 @@ std::optional<ncclRedOp_t> nccl_op(ReduceOp op, DType dtype) noexcept {
 
 ncclDataType_t require_nccl_dtype(DType dtype, const char* what) {
   if (auto mapped = nccl_dtype(dtype)) return *mapped;
-  throw Error(ErrorCode::Unsupported, std::string(what) + ": dtype " +
-                                          std::string(dtype_name(dtype)) +
-                                          " is not supported on CUDA buffers (NCCL has no such type)");
+  throw Error(ErrorCode::Unsupported,
+              std::string(what) + ": dtype " + std::string(dtype_name(dtype)) +
+                  " is not supported on CUDA buffers (NCCL has no such type)");
 }
 
 ncclRedOp_t require_nccl_op(ReduceOp op, DType dtype, const char* what) {
   if (auto mapped = nccl_op(op, dtype)) return *mapped;
-  throw Error(ErrorCode::Unsupported, std::string(what) + ": reduce op " +
-                                          std::string(reduce_op_name(op)) + " on dtype " +
-                                          std::string(dtype_name(dtype)) +
-                                          " is not supported on CUDA buffers");
+  throw Error(ErrorCode::Unsupported,
+              std::string(what) + ": reduce op " + std::string(reduce_op_name(op)) + " on dtype " +
+                  std::string(dtype_name(dtype)) + " is not supported on CUDA buffers");
 }
 
 }  // namespace cohort::gpu

@@ -259,8 +259,7 @@ void launch(int num_ranks, const std::function<void(const Environment&)>& fn,
   launcher::RankSupervisorResult result = launcher::supervise_ranks(ranks, 0, hooks);
 
   switch (result.outcome) {
-    case launcher::JobOutcome::Success:
-      return;
+    case launcher::JobOutcome::Success: return;
     case launcher::JobOutcome::TimedOut:
       throw Error(ErrorCode::Timeout,
                   "cohort::launch: " + describe_ranks(job) + " did not finish within " +
@@ -273,8 +272,7 @@ void launch(int num_ranks, const std::function<void(const Environment&)>& fn,
                   "cohort::launch: " + launcher::describe_failure(*result.failure, job.world_size,
                                                                   result.stopped_ranks));
     case launcher::JobOutcome::Interrupted:
-    case launcher::JobOutcome::StopRequested:
-      break;
+    case launcher::JobOutcome::StopRequested: break;
   }
   throw Error(ErrorCode::Internal, "cohort::launch: the job stopped for an unexpected reason");
 }

@@ -47,32 +47,26 @@ void check_count_fits(DType dtype, std::size_t count) {
 
 const char* isa_name(Isa isa) noexcept {
   switch (isa) {
-    case Isa::Avx512:
-      return "avx512";
-    case Isa::Avx2:
-      return "avx2";
-    case Isa::Portable:
-      break;
+    case Isa::Avx512: return "avx512";
+    case Isa::Avx2: return "avx2";
+    case Isa::Portable: break;
   }
   return "portable";
 }
 
 bool isa_available(Isa isa) noexcept {
   switch (isa) {
-    case Isa::Portable:
-      return true;
+    case Isa::Portable: return true;
 #if COHORT_REDUCE_X86
     // __builtin_cpu_supports also checks that the OS saves the wider registers (XCR0).
-    case Isa::Avx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case Isa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
     case Isa::Avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
              __builtin_cpu_supports("f16c");
 #else
     case Isa::Avx2:
-    case Isa::Avx512:
-      return false;
+    case Isa::Avx512: return false;
 #endif
   }
   return false;

@@ -88,22 +88,14 @@ std::string name(MeshDim dim) {
 // The C++ spelling, for messages that say what to write.
 std::string enumerator(MeshDim dim) {
   switch (dim) {
-    case MeshDim::Data:
-      return "Data";
-    case MeshDim::DataReplicate:
-      return "DataReplicate";
-    case MeshDim::DataShard:
-      return "DataShard";
-    case MeshDim::Pipeline:
-      return "Pipeline";
-    case MeshDim::Context:
-      return "Context";
-    case MeshDim::Sequence:
-      return "Sequence";
-    case MeshDim::Expert:
-      return "Expert";
-    case MeshDim::Tensor:
-      return "Tensor";
+    case MeshDim::Data: return "Data";
+    case MeshDim::DataReplicate: return "DataReplicate";
+    case MeshDim::DataShard: return "DataShard";
+    case MeshDim::Pipeline: return "Pipeline";
+    case MeshDim::Context: return "Context";
+    case MeshDim::Sequence: return "Sequence";
+    case MeshDim::Expert: return "Expert";
+    case MeshDim::Tensor: return "Tensor";
   }
   return "?";
 }
@@ -202,22 +194,14 @@ std::vector<Record> allgather_records(Communicator& world, const Record& mine) {
 
 std::string_view mesh_dim_name(MeshDim dim) noexcept {
   switch (dim) {
-    case MeshDim::Data:
-      return "dp";
-    case MeshDim::DataReplicate:
-      return "dp_replicate";
-    case MeshDim::DataShard:
-      return "dp_shard";
-    case MeshDim::Pipeline:
-      return "pp";
-    case MeshDim::Context:
-      return "cp";
-    case MeshDim::Sequence:
-      return "sp";
-    case MeshDim::Expert:
-      return "ep";
-    case MeshDim::Tensor:
-      return "tp";
+    case MeshDim::Data: return "dp";
+    case MeshDim::DataReplicate: return "dp_replicate";
+    case MeshDim::DataShard: return "dp_shard";
+    case MeshDim::Pipeline: return "pp";
+    case MeshDim::Context: return "cp";
+    case MeshDim::Sequence: return "sp";
+    case MeshDim::Expert: return "ep";
+    case MeshDim::Tensor: return "tp";
   }
   return "?";
 }

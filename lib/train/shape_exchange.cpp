@@ -80,12 +80,10 @@ std::string describe(int rank, std::int64_t code) {
     case Problem::DeviceMemory:
       return fmt::format("rank {}'s buffer is in device memory (only host memory is supported)",
                          rank);
-    case Problem::NotContiguous:
-      return fmt::format("rank {}'s buffer is not contiguous", rank);
+    case Problem::NotContiguous: return fmt::format("rank {}'s buffer is not contiguous", rank);
     case Problem::BadArgument:
       return fmt::format("rank {} passed an invalid argument (its own error names it)", rank);
-    case Problem::None:
-      break;
+    case Problem::None: break;
   }
   return fmt::format("rank {} reported problem code {}", rank, code);
 }

@@ -88,10 +88,10 @@ void SelfTransport::wait(std::span<const Request> requests, Deadline, const std:
       unmatched += (unmatched.empty() ? "" : ", ") + describe(entry);
   }
   if (!unmatched.empty())
-    throw Error(ErrorCode::Timeout,
-                "can never complete in a world of one, nothing matches: still pending: " +
-                    unmatched,
-                ErrorContext{.op = what});
+    throw Error(
+        ErrorCode::Timeout,
+        "can never complete in a world of one, nothing matches: still pending: " + unmatched,
+        ErrorContext{.op = what});
   for (const Request& request : requests) finish(request, find(request, what), what);
 }
 

@@ -145,8 +145,7 @@ void gather_to_first(Transport& transport, std::vector<T>& all, const T& mine, T
     all.assign(static_cast<std::size_t>(transport.size()), T{});
     all[0] = mine;
     for (int r = 1; r < transport.size(); ++r)
-      requests.push_back(
-          transport.post_recv(r, &all[static_cast<std::size_t>(r)], sizeof(T), tag));
+      requests.push_back(transport.post_recv(r, &all[static_cast<std::size_t>(r)], sizeof(T), tag));
   } else {
     requests.push_back(transport.post_send(0, &mine, sizeof(T), tag));
   }
@@ -197,8 +196,8 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
   if (rank == 0) {
     bool usable = true;
     for (const HostReport& host : hosts)
-      usable = usable && host.willing && std::strncmp(host.identity, mine.identity,
-                                                      sizeof mine.identity) == 0;
+      usable = usable && host.willing &&
+               std::strncmp(host.identity, mine.identity, sizeof mine.identity) == 0;
     if (usable) create_segment(mapping, segment);
     if (mapping.base != MAP_FAILED) {
       verdict.usable = 1;
@@ -247,9 +246,8 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
       new SharedArena(rank, size, base, bytes, rank_stride(), policy, std::move(watches)));
 }
 
-SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes,
-                         std::size_t rank_stride, WaitPolicy policy,
-                         std::vector<ProcessWatch> watches)
+SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes, std::size_t rank_stride,
+                         WaitPolicy policy, std::vector<ProcessWatch> watches)
     : rank_(rank),
       size_(size),
       base_(base),
@@ -302,7 +300,8 @@ void SharedArena::wait_for(int r, Flag which, std::uint64_t generation, Deadline
 void SharedArena::wait_for_all(Flag which, std::uint64_t generation, Deadline deadline,
                                const std::string& what) {
   for (int r = 0; r < size_; ++r)
-    if (r != rank_ && !reached(r, which, generation)) block_until(r, which, generation, deadline, what);
+    if (r != rank_ && !reached(r, which, generation))
+      block_until(r, which, generation, deadline, what);
 }
 
 void SharedArena::block_until(int r, Flag which, std::uint64_t generation, Deadline deadline,
@@ -348,8 +347,8 @@ void SharedArena::block_until(int r, Flag which, std::uint64_t generation, Deadl
                   "rank " + std::to_string(r) +
                       " failed (its process exited) while this rank waited for it in shared memory",
                   ErrorContext{.op = what, .peers = {r}});
-    std::this_thread::sleep_for(std::min(nap, std::chrono::duration_cast<std::chrono::microseconds>(
-                                                  deadline - now)));
+    std::this_thread::sleep_for(
+        std::min(nap, std::chrono::duration_cast<std::chrono::microseconds>(deadline - now)));
     nap = std::min(nap * 2, kLongestNap);
   }
 }

@@ -33,7 +33,6 @@
 #include "transport/transport.hpp"
 #include "transport/wait_policy.hpp"
 
-
 #include <atomic>
 #include <chrono>
 #include <cstddef>

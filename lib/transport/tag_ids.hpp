@@ -20,8 +20,8 @@
 
 #include "transport/tag.hpp"
 
-#include <array>
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -37,9 +37,9 @@ using TagMask = std::array<std::uint64_t, kTagMaskWords>;
 
 /// What one process offers to a tag-id exchange.
 struct TagOffer {
-  TagMask used{};  ///< every id when `busy`
+  TagMask used{};          ///< every id when `busy`
   std::uint32_t last = 0;  ///< the id this process allocated most recently
-  bool busy = false;  ///< another thread of this process is allocating
+  bool busy = false;       ///< another thread of this process is allocating
 };
 
 class TagIdPool {
@@ -76,8 +76,7 @@ class TagIdClaim {
   ~TagIdClaim() {
     if (pool_) pool_->release(id_);
   }
-  TagIdClaim(TagIdClaim&& other) noexcept
-      : pool_(std::move(other.pool_)), id_(other.id_) {}
+  TagIdClaim(TagIdClaim&& other) noexcept : pool_(std::move(other.pool_)), id_(other.id_) {}
   TagIdClaim& operator=(TagIdClaim&&) = delete;
   TagIdClaim(const TagIdClaim&) = delete;
   TagIdClaim& operator=(const TagIdClaim&) = delete;

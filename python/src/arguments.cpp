@@ -111,34 +111,20 @@ std::vector<std::size_t> parse_counts(py::handle counts, std::string_view what) 
 
 const char* dtype_python_name(DType dtype) noexcept {
   switch (dtype) {
-    case DType::Float32:
-      return "float32";
-    case DType::Float64:
-      return "float64";
-    case DType::Float16:
-      return "float16";
-    case DType::BFloat16:
-      return "bfloat16";
-    case DType::Float8E4M3:
-      return "float8_e4m3fn";
-    case DType::Float8E5M2:
-      return "float8_e5m2";
-    case DType::Int8:
-      return "int8";
-    case DType::UInt8:
-      return "uint8";
-    case DType::Int16:
-      return "int16";
-    case DType::Int32:
-      return "int32";
-    case DType::Int64:
-      return "int64";
-    case DType::UInt32:
-      return "uint32";
-    case DType::UInt64:
-      return "uint64";
-    case DType::Bool:
-      return "bool";
+    case DType::Float32: return "float32";
+    case DType::Float64: return "float64";
+    case DType::Float16: return "float16";
+    case DType::BFloat16: return "bfloat16";
+    case DType::Float8E4M3: return "float8_e4m3fn";
+    case DType::Float8E5M2: return "float8_e5m2";
+    case DType::Int8: return "int8";
+    case DType::UInt8: return "uint8";
+    case DType::Int16: return "int16";
+    case DType::Int32: return "int32";
+    case DType::Int64: return "int64";
+    case DType::UInt32: return "uint32";
+    case DType::UInt64: return "uint64";
+    case DType::Bool: return "bool";
   }
   return "unknown";
 }

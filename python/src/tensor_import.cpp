@@ -71,28 +71,19 @@ std::optional<DType> dtype_from_format(const char* format, Py_ssize_t itemsize) 
   constexpr std::string_view kSigned = "bhilq", kUnsigned = "BHILQ";
   if (kSigned.find(c) != std::string_view::npos) {
     switch (itemsize) {
-      case 1:
-        return DType::Int8;
-      case 2:
-        return DType::Int16;
-      case 4:
-        return DType::Int32;
-      case 8:
-        return DType::Int64;
-      default:
-        return std::nullopt;
+      case 1: return DType::Int8;
+      case 2: return DType::Int16;
+      case 4: return DType::Int32;
+      case 8: return DType::Int64;
+      default: return std::nullopt;
     }
   }
   if (kUnsigned.find(c) != std::string_view::npos) {
     switch (itemsize) {
-      case 1:
-        return DType::UInt8;
-      case 4:
-        return DType::UInt32;
-      case 8:
-        return DType::UInt64;
-      default:
-        return std::nullopt;  // cohort has no uint16
+      case 1: return DType::UInt8;
+      case 4: return DType::UInt32;
+      case 8: return DType::UInt64;
+      default: return std::nullopt;  // cohort has no uint16
     }
   }
   if (c == 'c' && itemsize == 1) return DType::UInt8;

@@ -25,19 +25,14 @@ Algorithm universal_fallback(Collective c) {
   switch (c) {
     case Collective::Allreduce:
     case Collective::Allgather:
-    case Collective::ReduceScatter:
-      return Algorithm::Ring;
+    case Collective::ReduceScatter: return Algorithm::Ring;
     case Collective::Broadcast:
     case Collective::Reduce:
     case Collective::Gather:
-    case Collective::Scatter:
-      return Algorithm::Tree;
-    case Collective::Alltoall:
-      return Algorithm::Pairwise;
-    case Collective::Barrier:
-      return Algorithm::Dissemination;
-    default:
-      return Algorithm::Auto;  // v-forms, send and recv: not families
+    case Collective::Scatter: return Algorithm::Tree;
+    case Collective::Alltoall: return Algorithm::Pairwise;
+    case Collective::Barrier: return Algorithm::Dissemination;
+    default: return Algorithm::Auto;  // v-forms, send and recv: not families
   }
 }
 
@@ -103,9 +98,9 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   REQUIRE(pick(Collective::Allreduce, 1024, 8) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::RecursiveDoubling,
                                  Algorithm::Ring});
-  REQUIRE(pick(Collective::Allreduce, kAllreduceLatencyMaxBytes, 5) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Rabenseifner,
-                                 Algorithm::Ring});
+  REQUIRE(
+      pick(Collective::Allreduce, kAllreduceLatencyMaxBytes, 5) ==
+      std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Rabenseifner, Algorithm::Ring});
   REQUIRE(pick(Collective::Allreduce, kAllreduceHalvingMaxBytes, 5) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Ring});
   // Behind shared memory (which declines across hosts), the message-based choices:
@@ -184,8 +179,9 @@ TEST_CASE("a declining candidate falls through to the next", "[selection]") {
   // Recursive doubling allgather declines on 6 ranks; forcing it still leaves Bruck and the ring
   // behind it, so the dispatcher has somewhere to fall through to.
   const auto candidates = pick(Collective::Allgather, 100, 6, Algorithm::RecursiveDoubling);
-  REQUIRE(candidates == std::vector<Algorithm>{Algorithm::RecursiveDoubling, Algorithm::SharedMemory,
-                                               Algorithm::Bruck, Algorithm::Ring});
+  REQUIRE(candidates == std::vector<Algorithm>{Algorithm::RecursiveDoubling,
+                                               Algorithm::SharedMemory, Algorithm::Bruck,
+                                               Algorithm::Ring});
   // Bruck alltoall declines alltoallv; shared memory and pairwise follow it.
   REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 4, Algorithm::Bruck) ==
           std::vector<Algorithm>{Algorithm::Bruck, Algorithm::SharedMemory, Algorithm::Pairwise});

@@ -32,16 +32,11 @@ double float_value(ReduceOp op, int rank, std::uint64_t salt, std::size_t i) {
 
 double combine_double(ReduceOp op, double a, double b) {
   switch (op) {
-    case ReduceOp::Sum:
-      return a + b;
-    case ReduceOp::Prod:
-      return a * b;
-    case ReduceOp::Min:
-      return b < a ? b : a;
-    case ReduceOp::Max:
-      return b > a ? b : a;
-    default:
-      return a;
+    case ReduceOp::Sum: return a + b;
+    case ReduceOp::Prod: return a * b;
+    case ReduceOp::Min: return b < a ? b : a;
+    case ReduceOp::Max: return b > a ? b : a;
+    default: return a;
   }
 }
 
@@ -55,18 +50,12 @@ T combine_integer(ReduceOp op, T a, T b) {
       // Promote to at least unsigned int so the multiplication wraps instead of overflowing int.
       return static_cast<T>(static_cast<U>(static_cast<unsigned long long>(static_cast<U>(a)) *
                                            static_cast<unsigned long long>(static_cast<U>(b))));
-    case ReduceOp::Min:
-      return b < a ? b : a;
-    case ReduceOp::Max:
-      return b > a ? b : a;
-    case ReduceOp::BAnd:
-      return static_cast<T>(a & b);
-    case ReduceOp::BOr:
-      return static_cast<T>(a | b);
-    case ReduceOp::BXor:
-      return static_cast<T>(a ^ b);
-    default:
-      return a;
+    case ReduceOp::Min: return b < a ? b : a;
+    case ReduceOp::Max: return b > a ? b : a;
+    case ReduceOp::BAnd: return static_cast<T>(a & b);
+    case ReduceOp::BOr: return static_cast<T>(a | b);
+    case ReduceOp::BXor: return static_cast<T>(a ^ b);
+    default: return a;
   }
 }
 
@@ -91,29 +80,14 @@ void reduce_integers(ReduceOp op, int world_size, std::uint64_t salt, std::size_
 template <class F>
 void by_integer_type(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::Int8:
-      f(std::int8_t{});
-      break;
-    case DType::UInt8:
-      f(std::uint8_t{});
-      break;
-    case DType::Int16:
-      f(std::int16_t{});
-      break;
-    case DType::Int32:
-      f(std::int32_t{});
-      break;
-    case DType::Int64:
-      f(std::int64_t{});
-      break;
-    case DType::UInt32:
-      f(std::uint32_t{});
-      break;
-    case DType::UInt64:
-      f(std::uint64_t{});
-      break;
-    default:
-      break;
+    case DType::Int8: f(std::int8_t{}); break;
+    case DType::UInt8: f(std::uint8_t{}); break;
+    case DType::Int16: f(std::int16_t{}); break;
+    case DType::Int32: f(std::int32_t{}); break;
+    case DType::Int64: f(std::int64_t{}); break;
+    case DType::UInt32: f(std::uint32_t{}); break;
+    case DType::UInt64: f(std::uint64_t{}); break;
+    default: break;
   }
 }
 

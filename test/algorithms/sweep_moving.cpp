@@ -106,11 +106,9 @@ void SweepRank::broadcast(const SweepPlan& plan) {
             rank_ == root ? expected : std::vector<unsigned char>(expected.size(), kPoison);
         const std::string what = describe(Collective::Broadcast, algorithm, c, rank_, size_,
                                           "root " + std::to_string(root));
-        const Algorithm ran =
-            algorithms::run_collective(ctx, staging_,
-                                       algorithms::BroadcastArgs{buf.data(), buf.data(), c.count,
-                                                                 c.dtype, root},
-                                       algorithm);
+        const Algorithm ran = algorithms::run_collective(
+            ctx, staging_,
+            algorithms::BroadcastArgs{buf.data(), buf.data(), c.count, c.dtype, root}, algorithm);
         check_ran(Collective::Broadcast, algorithm, ran, true, what);
         const auto mismatch = first_mismatch(c.dtype, buf.data(), expected.data(), c.count);
         expect(mismatch.empty(), what + ": " + mismatch);
@@ -135,13 +133,12 @@ void SweepRank::allgather(const SweepPlan& plan) {
                       mine.size());
         const std::string what =
             describe(Collective::Allgather, algorithm, c, rank_, size_, layout_name(l));
-        const Algorithm ran =
-            algorithms::run_collective(ctx, staging_,
-                                       algorithms::AllgatherArgs{
-                                           buf.data() + l.displs[static_cast<std::size_t>(rank_)] * es,
-                                           buf.data(), l.counts, l.displs, total_of(l), c.dtype,
-                                           !l.uniform},
-                                       algorithm);
+        const Algorithm ran = algorithms::run_collective(
+            ctx, staging_,
+            algorithms::AllgatherArgs{buf.data() + l.displs[static_cast<std::size_t>(rank_)] * es,
+                                      buf.data(), l.counts, l.displs, total_of(l), c.dtype,
+                                      !l.uniform},
+            algorithm);
         check_ran(Collective::Allgather, algorithm, ran, l.uniform, what);
         const auto mismatch = first_mismatch(c.dtype, buf.data(), expected.data(), l.extent);
         expect(mismatch.empty(), what + ": " + mismatch);
@@ -170,13 +167,11 @@ void SweepRank::gather(const SweepPlan& plan) {
           }
           const std::string what = describe(Collective::Gather, algorithm, c, rank_, size_,
                                             layout_name(l) + " root " + std::to_string(root));
-          const Algorithm ran =
-              algorithms::run_collective(ctx, staging_,
-                                         algorithms::GatherArgs{
-                                             mine.data(), rank_ == root ? out.data() : nullptr,
-                                             l.counts, l.displs, total_of(l), c.dtype, root,
-                                             !l.uniform},
-                                         algorithm);
+          const Algorithm ran = algorithms::run_collective(
+              ctx, staging_,
+              algorithms::GatherArgs{mine.data(), rank_ == root ? out.data() : nullptr, l.counts,
+                                     l.displs, total_of(l), c.dtype, root, !l.uniform},
+              algorithm);
           check_ran(Collective::Gather, algorithm, ran, l.uniform, what);
           if (rank_ == root) {
             const auto mismatch = first_mismatch(c.dtype, out.data(), expected.data(), l.extent);
@@ -255,13 +250,11 @@ void SweepRank::alltoall(const SweepPlan& plan) {
         }
         const std::string what = describe(Collective::Alltoall, algorithm, c, rank_, size_,
                                           uniform ? "uniform" : "varied");
-        const Algorithm ran =
-            algorithms::run_collective(ctx, staging_,
-                                       algorithms::AlltoallArgs{in.data(), out.data(), send_counts,
-                                                                send_displs, recv_counts,
-                                                                recv_displs, send_total,
-                                                                sum(recv_counts), c.dtype, uniform},
-                                       algorithm);
+        const Algorithm ran = algorithms::run_collective(
+            ctx, staging_,
+            algorithms::AlltoallArgs{in.data(), out.data(), send_counts, send_displs, recv_counts,
+                                     recv_displs, send_total, sum(recv_counts), c.dtype, uniform},
+            algorithm);
         check_ran(Collective::Alltoall, algorithm, ran, uniform, what);
         const auto mismatch = first_mismatch(c.dtype, out.data(), expected.data(), recv_extent);
         expect(mismatch.empty(), what + ": " + mismatch);

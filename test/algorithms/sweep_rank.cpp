@@ -93,12 +93,9 @@ SweepRank::~SweepRank() = default;
 algorithms::OpContext SweepRank::context(Collective collective) {
   const std::uint32_t seq = seq_++;
   what_ = std::string(collective_name(collective)) + " #" + std::to_string(seq);
-  return algorithms::OpContext{
-      *transport_, rank_,
-      size_,       3,
-      seq,         std::chrono::steady_clock::now() + kOpTimeout,
-      scratch_,    what_,
-      arena_.get()};
+  return algorithms::OpContext{*transport_, rank_, size_,
+                               3,           seq,   std::chrono::steady_clock::now() + kOpTimeout,
+                               scratch_,    what_, arena_.get()};
 }
 
 void SweepRank::check_ran(Collective collective, Algorithm forced, Algorithm ran, bool uniform,

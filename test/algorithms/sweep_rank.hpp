@@ -6,8 +6,8 @@
 // (or, where it must decline, that another one did). A failed check throws, which fails the
 // rank and so the launch.
 
-#include "algorithms/op_context.hpp"
 #include "algorithms/engines/ring_pipeline.hpp"
+#include "algorithms/op_context.hpp"
 
 #include <cohort/algorithm.hpp>
 #include <cohort/dtype.hpp>
@@ -81,7 +81,7 @@ class SweepRank {
   std::unique_ptr<transport::LazyArena> arena_;
   algorithms::ScratchPool scratch_;
   algorithms::ScratchPool staging_;  ///< run_collective's normalisation copies
-  std::string what_;  ///< OpContext::what of the latest context()
+  std::string what_;                 ///< OpContext::what of the latest context()
   std::uint32_t seq_ = 0;
   int barrier_rounds_ = 0;  ///< store keys of barrier checks are never reused
 };

@@ -35,10 +35,9 @@ void SweepRank::allreduce(const SweepPlan& plan) {
       void* result = in_place ? in.data() : out.data();
       const std::string what =
           describe(Collective::Allreduce, algorithm, c, rank_, size_, in_place ? "in place" : "");
-      const Algorithm ran =
-          algorithms::run_collective(
-              ctx, staging_, algorithms::AllreduceArgs{in.data(), result, c.count, c.dtype, c.op},
-              algorithm);
+      const Algorithm ran = algorithms::run_collective(
+          ctx, staging_, algorithms::AllreduceArgs{in.data(), result, c.count, c.dtype, c.op},
+          algorithm);
       check_ran(Collective::Allreduce, algorithm, ran, true, what);
       std::vector<unsigned char> expected(c.count * es);
       fill_reference(c.dtype, c.op, size_, salt, 0, c.count, expected.data());

@@ -46,20 +46,11 @@ Array simulated_allreduce(const CheckCase& c, const std::vector<Array>& inputs, 
       const double v = inputs[r].get(i);
       switch (c.redop) {
         case ReduceOp::Sum:
-        case ReduceOp::Avg:
-          acc += v;
-          break;
-        case ReduceOp::Prod:
-          acc *= v;
-          break;
-        case ReduceOp::Min:
-          acc = v < acc ? v : acc;
-          break;
-        case ReduceOp::Max:
-          acc = v > acc ? v : acc;
-          break;
-        default:
-          break;
+        case ReduceOp::Avg: acc += v; break;
+        case ReduceOp::Prod: acc *= v; break;
+        case ReduceOp::Min: acc = v < acc ? v : acc; break;
+        case ReduceOp::Max: acc = v > acc ? v : acc; break;
+        default: break;
       }
     }
     if (c.redop == ReduceOp::Avg) {

@@ -8,8 +8,8 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 namespace {
@@ -36,20 +36,11 @@ double reference(ReduceOp op, DType dtype, int size, std::size_t i) {
     const double v = input_for(op, r, i);
     switch (op) {
       case ReduceOp::Sum:
-      case ReduceOp::Avg:
-        acc += v;
-        break;
-      case ReduceOp::Prod:
-        acc *= v;
-        break;
-      case ReduceOp::Min:
-        acc = std::min(acc, v);
-        break;
-      case ReduceOp::Max:
-        acc = std::max(acc, v);
-        break;
-      default:
-        throw std::runtime_error("reference: op not used in this test");
+      case ReduceOp::Avg: acc += v; break;
+      case ReduceOp::Prod: acc *= v; break;
+      case ReduceOp::Min: acc = std::min(acc, v); break;
+      case ReduceOp::Max: acc = std::max(acc, v); break;
+      default: throw std::runtime_error("reference: op not used in this test");
     }
   }
   if (op == ReduceOp::Avg) {

@@ -21,7 +21,7 @@ Fingerprint allreduce_fp(std::uint64_t count) {
 TEST_CASE("fingerprint wire form round-trips every field", "[comm][unit]") {
   const int size = 5;
   Fingerprint fp{Collective::Alltoallv, DType::BFloat16, std::nullopt, 3, 77,
-                 {1, 2, 3, 4, 5},   {9, 8, 7, 6, 5}};
+                 {1, 2, 3, 4, 5},       {9, 8, 7, 6, 5}};
   std::vector<std::uint8_t> wire(fingerprint_wire_bytes(size));
   encode_fingerprint(fp, size, wire.data());
   const Fingerprint back = decode_fingerprint(wire.data(), size);

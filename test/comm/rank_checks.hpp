@@ -67,35 +67,21 @@ inline void expect_error(const std::function<void()>& fn, ErrorCode code,
 // or simple fractions, exact in every one of them).
 inline double get(const Buffer& b, std::size_t i) {
   switch (b.dtype()) {
-    case DType::Float32:
-      return b.data_as<float>()[i];
-    case DType::Float64:
-      return b.data_as<double>()[i];
-    case DType::Int32:
-      return b.data_as<std::int32_t>()[i];
-    case DType::Int64:
-      return static_cast<double>(b.data_as<std::int64_t>()[i]);
-    default:
-      throw std::runtime_error("test helper: unsupported dtype");
+    case DType::Float32: return b.data_as<float>()[i];
+    case DType::Float64: return b.data_as<double>()[i];
+    case DType::Int32: return b.data_as<std::int32_t>()[i];
+    case DType::Int64: return static_cast<double>(b.data_as<std::int64_t>()[i]);
+    default: throw std::runtime_error("test helper: unsupported dtype");
   }
 }
 
 inline void set(const Buffer& b, std::size_t i, double v) {
   switch (b.dtype()) {
-    case DType::Float32:
-      b.data_as<float>()[i] = static_cast<float>(v);
-      return;
-    case DType::Float64:
-      b.data_as<double>()[i] = v;
-      return;
-    case DType::Int32:
-      b.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(v);
-      return;
-    case DType::Int64:
-      b.data_as<std::int64_t>()[i] = static_cast<std::int64_t>(v);
-      return;
-    default:
-      throw std::runtime_error("test helper: unsupported dtype");
+    case DType::Float32: b.data_as<float>()[i] = static_cast<float>(v); return;
+    case DType::Float64: b.data_as<double>()[i] = v; return;
+    case DType::Int32: b.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(v); return;
+    case DType::Int64: b.data_as<std::int64_t>()[i] = static_cast<std::int64_t>(v); return;
+    default: throw std::runtime_error("test helper: unsupported dtype");
   }
 }
 

@@ -149,9 +149,10 @@ TEST_CASE("COHORT_TIMEOUT sets the default timeout; a bad value is named", "[com
   ::unsetenv("COHORT_TIMEOUT");
 }
 
-TEST_CASE("a forced algorithm of another collective is refused on the caller's thread and leaves "
-          "the communicator usable",
-          "[comm][unit]") {
+TEST_CASE(
+    "a forced algorithm of another collective is refused on the caller's thread and leaves "
+    "the communicator usable",
+    "[comm][unit]") {
   clear_launcher_variables();
   auto c = init();
   auto data = iota(8, 1.0f);

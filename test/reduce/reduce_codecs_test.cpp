@@ -115,8 +115,7 @@ void reference_divide(DType dtype, unsigned char* p, std::size_t divisor) {
       COHORT_TEST_DIVIDE_CASE(UInt32, std::uint32_t)
       COHORT_TEST_DIVIDE_CASE(UInt64, std::uint64_t)
 #undef COHORT_TEST_DIVIDE_CASE
-    case DType::Bool:
-      break;
+    case DType::Bool: break;
   }
 }
 

@@ -29,14 +29,10 @@ enum class Form { ThreeOperand, InPlaceFirst, InPlaceSecond, Into };
 
 const char* form_name(Form form) {
   switch (form) {
-    case Form::ThreeOperand:
-      return "reduce_to(dst, a, b)";
-    case Form::InPlaceFirst:
-      return "reduce_to(a, a, b)";
-    case Form::InPlaceSecond:
-      return "reduce_to(b, a, b)";
-    case Form::Into:
-      return "reduce_into(a, b)";
+    case Form::ThreeOperand: return "reduce_to(dst, a, b)";
+    case Form::InPlaceFirst: return "reduce_to(a, a, b)";
+    case Form::InPlaceSecond: return "reduce_to(b, a, b)";
+    case Form::Into: return "reduce_into(a, b)";
   }
   return "?";
 }

@@ -58,18 +58,15 @@ F reference_float_op(ReduceOp op, F x, F y) {
   const F nan = std::numeric_limits<F>::quiet_NaN();
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg:
-      return x + y;
-    case ReduceOp::Prod:
-      return x * y;
+    case ReduceOp::Avg: return x + y;
+    case ReduceOp::Prod: return x * y;
     case ReduceOp::Min:
       if (std::isnan(x) || std::isnan(y)) return nan;
       return y < x ? y : x;  // a tie (+0 vs -0) keeps the first operand
     case ReduceOp::Max:
       if (std::isnan(x) || std::isnan(y)) return nan;
       return y > x ? y : x;
-    default:
-      break;
+    default: break;
   }
   throw std::logic_error("float reference asked for a bitwise op");
 }
@@ -80,21 +77,14 @@ T reference_integer_op(ReduceOp op, T x, T y) {
   const U ux = static_cast<U>(x), uy = static_cast<U>(y);
   switch (op) {
     case ReduceOp::Sum:
-    case ReduceOp::Avg:
-      return static_cast<T>(static_cast<U>(ux + uy));
+    case ReduceOp::Avg: return static_cast<T>(static_cast<U>(ux + uy));
     // Promote past int so the unsigned product of two 16-bit values cannot overflow int.
-    case ReduceOp::Prod:
-      return static_cast<T>(static_cast<U>(static_cast<std::uint64_t>(ux) * uy));
-    case ReduceOp::Min:
-      return x < y ? x : y;
-    case ReduceOp::Max:
-      return x > y ? x : y;
-    case ReduceOp::BAnd:
-      return static_cast<T>(ux & uy);
-    case ReduceOp::BOr:
-      return static_cast<T>(ux | uy);
-    case ReduceOp::BXor:
-      return static_cast<T>(ux ^ uy);
+    case ReduceOp::Prod: return static_cast<T>(static_cast<U>(static_cast<std::uint64_t>(ux) * uy));
+    case ReduceOp::Min: return x < y ? x : y;
+    case ReduceOp::Max: return x > y ? x : y;
+    case ReduceOp::BAnd: return static_cast<T>(ux & uy);
+    case ReduceOp::BOr: return static_cast<T>(ux | uy);
+    case ReduceOp::BXor: return static_cast<T>(ux ^ uy);
   }
   return T{};
 }
@@ -103,16 +93,12 @@ inline bool reference_bool_op(ReduceOp op, bool x, bool y) {
   switch (op) {
     case ReduceOp::Sum:
     case ReduceOp::Max:
-    case ReduceOp::BOr:
-      return x || y;
+    case ReduceOp::BOr: return x || y;
     case ReduceOp::Prod:
     case ReduceOp::Min:
-    case ReduceOp::BAnd:
-      return x && y;
-    case ReduceOp::BXor:
-      return x != y;
-    case ReduceOp::Avg:
-      break;
+    case ReduceOp::BAnd: return x && y;
+    case ReduceOp::BXor: return x != y;
+    case ReduceOp::Avg: break;
   }
   throw std::logic_error("bool reference asked for avg");
 }
@@ -120,33 +106,21 @@ inline bool reference_bool_op(ReduceOp op, bool x, bool y) {
 /// Narrow-float codec by dtype, from lib/core/float_formats.hpp.
 inline float narrow_to_float(DType dtype, const unsigned char* p) {
   switch (dtype) {
-    case DType::Float16:
-      return fp::half_to_float(read_element<std::uint16_t>(p));
-    case DType::BFloat16:
-      return fp::bf16_to_float(read_element<std::uint16_t>(p));
-    case DType::Float8E4M3:
-      return fp::e4m3_to_float(*p);
-    case DType::Float8E5M2:
-      return fp::e5m2_to_float(*p);
-    default:
-      throw std::logic_error("not a narrow float");
+    case DType::Float16: return fp::half_to_float(read_element<std::uint16_t>(p));
+    case DType::BFloat16: return fp::bf16_to_float(read_element<std::uint16_t>(p));
+    case DType::Float8E4M3: return fp::e4m3_to_float(*p);
+    case DType::Float8E5M2: return fp::e5m2_to_float(*p);
+    default: throw std::logic_error("not a narrow float");
   }
 }
 
 inline void float_to_narrow(DType dtype, float v, unsigned char* p) {
   switch (dtype) {
-    case DType::Float16:
-      return write_element(p, fp::float_to_half(v));
-    case DType::BFloat16:
-      return write_element(p, fp::float_to_bf16(v));
-    case DType::Float8E4M3:
-      *p = fp::float_to_e4m3(v);
-      return;
-    case DType::Float8E5M2:
-      *p = fp::float_to_e5m2(v);
-      return;
-    default:
-      throw std::logic_error("not a narrow float");
+    case DType::Float16: return write_element(p, fp::float_to_half(v));
+    case DType::BFloat16: return write_element(p, fp::float_to_bf16(v));
+    case DType::Float8E4M3: *p = fp::float_to_e4m3(v); return;
+    case DType::Float8E5M2: *p = fp::float_to_e5m2(v); return;
+    default: throw std::logic_error("not a narrow float");
   }
 }
 
@@ -177,29 +151,20 @@ inline void reference_element(ReduceOp op, DType dtype, const unsigned char* x,
       COHORT_TEST_INT_CASE(UInt32, std::uint32_t)
       COHORT_TEST_INT_CASE(UInt64, std::uint64_t)
 #undef COHORT_TEST_INT_CASE
-    case DType::Bool:
-      *out = reference_bool_op(op, *x != 0, *y != 0) ? 1 : 0;
-      return;
+    case DType::Bool: *out = reference_bool_op(op, *x != 0, *y != 0) ? 1 : 0; return;
   }
 }
 
 /// Whether the element at p is a NaN of `dtype` (false for non-float dtypes).
 inline bool is_nan_element(DType dtype, const unsigned char* p) {
   switch (dtype) {
-    case DType::Float32:
-      return std::isnan(read_element<float>(p));
-    case DType::Float64:
-      return std::isnan(read_element<double>(p));
-    case DType::Float16:
-      return (read_element<std::uint16_t>(p) & 0x7fffu) > 0x7c00u;
-    case DType::BFloat16:
-      return (read_element<std::uint16_t>(p) & 0x7fffu) > 0x7f80u;
-    case DType::Float8E4M3:
-      return (*p & 0x7fu) == 0x7fu;
-    case DType::Float8E5M2:
-      return (*p & 0x7fu) > 0x7cu;
-    default:
-      return false;
+    case DType::Float32: return std::isnan(read_element<float>(p));
+    case DType::Float64: return std::isnan(read_element<double>(p));
+    case DType::Float16: return (read_element<std::uint16_t>(p) & 0x7fffu) > 0x7c00u;
+    case DType::BFloat16: return (read_element<std::uint16_t>(p) & 0x7fffu) > 0x7f80u;
+    case DType::Float8E4M3: return (*p & 0x7fu) == 0x7fu;
+    case DType::Float8E5M2: return (*p & 0x7fu) > 0x7cu;
+    default: return false;
   }
 }
 

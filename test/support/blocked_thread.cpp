@@ -47,10 +47,8 @@ bool is_fd_wait(long call) {
     case SYS_epoll_pwait:
     case SYS_read:
     case SYS_recvfrom:
-    case SYS_recvmsg:
-      return true;
-    default:
-      return false;
+    case SYS_recvmsg: return true;
+    default: return false;
   }
 }
 

@@ -35,20 +35,13 @@ struct Format {
 
 inline Format format_of(DType dtype) {
   switch (dtype) {
-    case DType::Float64:
-      return {11, 52, true, 0x7ff8000000000000u};
-    case DType::Float32:
-      return {8, 23, true, 0x7fc00000u};
-    case DType::Float16:
-      return {5, 10, true, 0x7e00u};
-    case DType::BFloat16:
-      return {8, 7, true, 0x7fc0u};
-    case DType::Float8E4M3:
-      return {4, 3, false, 0x7fu};
-    case DType::Float8E5M2:
-      return {5, 2, true, 0x7eu};
-    default:
-      break;
+    case DType::Float64: return {11, 52, true, 0x7ff8000000000000u};
+    case DType::Float32: return {8, 23, true, 0x7fc00000u};
+    case DType::Float16: return {5, 10, true, 0x7e00u};
+    case DType::BFloat16: return {8, 7, true, 0x7fc0u};
+    case DType::Float8E4M3: return {4, 3, false, 0x7fu};
+    case DType::Float8E5M2: return {5, 2, true, 0x7eu};
+    default: break;
   }
   throw std::logic_error("not a floating dtype");
 }

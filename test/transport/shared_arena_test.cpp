@@ -42,11 +42,9 @@ std::unique_ptr<SharedArena> open_arena(cohort::Store& store, const cohort::Envi
   options.local_world_size = env.local_world_size;
   auto transport =
       cohort::transport::create_transport(store, prefix, env.rank, env.world_size, options);
-  return SharedArena::create(*transport, cohort::transport::op_tag(1, 0, 0),
-                             env.local_world_size, std::chrono::steady_clock::now() + 30s,
-                             "arena test");
+  return SharedArena::create(*transport, cohort::transport::op_tag(1, 0, 0), env.local_world_size,
+                             std::chrono::steady_clock::now() + 30s, "arena test");
 }
-
 
 }  // namespace
 
@@ -69,10 +67,12 @@ TEST_CASE("every rank sees every rank's slots, inline bytes and flags", "[arena]
             return static_cast<std::byte>((r * 31 + static_cast<int>(g) * 7 + i) & 0xff);
           };
           std::byte* mine = arena->data(env.rank, g);
-          for (std::size_t i = 0; i < SharedArena::kSlotBytes; i += 4093) mine[i] = pattern(env.rank, i);
+          for (std::size_t i = 0; i < SharedArena::kSlotBytes; i += 4093)
+            mine[i] = pattern(env.rank, i);
           mine[SharedArena::kSlotBytes - 1] = pattern(env.rank, SharedArena::kSlotBytes - 1);
           std::byte* small = arena->inline_data(env.rank, g);
-          for (std::size_t i = 0; i < SharedArena::kInlineBytes; ++i) small[i] = pattern(env.rank, i);
+          for (std::size_t i = 0; i < SharedArena::kInlineBytes; ++i)
+            small[i] = pattern(env.rank, i);
           arena->publish(SharedArena::Flag::Arrived, g);
           arena->wait_for_all(SharedArena::Flag::Arrived, g, after(20s), "round");
           for (int r = 0; r < env.world_size; ++r) {
@@ -107,8 +107,8 @@ TEST_CASE("one rank opting out (COHORT_SHARED_MEMORY=off) leaves every rank with
         // Below init(), nothing re-reads the tunables: take the snapshot as init() would.
         cohort::reload_tunables();
         auto arena = open_arena(*store, env);
-        expect(arena == nullptr, "an arena although rank " + std::to_string(env.world_size - 1) +
-                                     " opted out");
+        expect(arena == nullptr,
+               "an arena although rank " + std::to_string(env.world_size - 1) + " opted out");
         // The same ranks with everyone willing agree on having one (a world of one never has).
         unsetenv("COHORT_SHARED_MEMORY");
         cohort::reload_tunables();

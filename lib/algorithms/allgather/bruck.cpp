@@ -11,11 +11,11 @@
 // packed back to back in scratch, so each round is still one message), every world size and
 // count. Scratch: the rotated result (kSlotWork0).
 
+#include "patterns/bruck.hpp"
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
-#include "patterns/bruck.hpp"
 
 #include <cstring>
 #include <vector>

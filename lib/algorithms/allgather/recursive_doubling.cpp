@@ -61,7 +61,7 @@ void run(const OpContext& ctx, const AllgatherArgs& args) {
 
 }  // namespace
 
-extern const AlgorithmDescriptor allgather_recursive_doubling =
-    describe<run, accepts>(Algorithm::RecursiveDoubling, "Recursive-doubling allgather, for power-of-two world sizes");
+extern const AlgorithmDescriptor allgather_recursive_doubling = describe<run, accepts>(
+    Algorithm::RecursiveDoubling, "Recursive-doubling allgather, for power-of-two world sizes");
 
 }  // namespace cohort::algorithms

@@ -23,7 +23,6 @@ void run(const OpContext& ctx, const AllgatherArgs& args) {
 
 }  // namespace
 
-extern const AlgorithmDescriptor allgather_ring =
-    describe<run>(Algorithm::Ring, "Ring allgather");
+extern const AlgorithmDescriptor allgather_ring = describe<run>(Algorithm::Ring, "Ring allgather");
 
 }  // namespace cohort::algorithms

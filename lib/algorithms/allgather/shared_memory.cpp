@@ -53,6 +53,8 @@ void run(const OpContext& ctx, const AllgatherArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor allgather_shared_memory =
-    describe<run, alone_or_sharing_host<AllgatherArgs>>(Algorithm::SharedMemory, "Shared-memory allgather(v), for communicators whose ranks all live on one host");
+    describe<run, alone_or_sharing_host<AllgatherArgs>>(
+        Algorithm::SharedMemory,
+        "Shared-memory allgather(v), for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

@@ -15,8 +15,8 @@
 // extra ranks' fold costs one full-vector transfer each way. The selection table uses it for
 // middle sizes. Accepts every world size and count. Scratch: one vector (kSlotWork0).
 
-#include "algorithms/engines/allreduce_fold.hpp"
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/allreduce_fold.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/check.hpp"
@@ -87,6 +87,8 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor allreduce_rabenseifner =
-    describe<run>(Algorithm::Rabenseifner, "Rabenseifner's allreduce: a recursive-halving reduce-scatter followed by a recursive-doubling");
+    describe<run>(Algorithm::Rabenseifner,
+                  "Rabenseifner's allreduce: a recursive-halving reduce-scatter followed by a "
+                  "recursive-doubling");
 
 }  // namespace cohort::algorithms

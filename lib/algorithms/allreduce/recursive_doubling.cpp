@@ -13,8 +13,8 @@
 // The selection table uses it for small messages. Accepts every world size and count.
 // Scratch: one vector (kSlotWork0).
 
-#include "algorithms/engines/allreduce_fold.hpp"
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/allreduce_fold.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/check.hpp"
@@ -60,7 +60,8 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
 
 }  // namespace
 
-extern const AlgorithmDescriptor allreduce_recursive_doubling =
-    describe<run>(Algorithm::RecursiveDoubling, "Recursive-doubling allreduce: every round, each rank swaps its whole vector with the partner");
+extern const AlgorithmDescriptor allreduce_recursive_doubling = describe<run>(
+    Algorithm::RecursiveDoubling,
+    "Recursive-doubling allreduce: every round, each rank swaps its whole vector with the partner");
 
 }  // namespace cohort::algorithms

@@ -49,7 +49,8 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
 
 }  // namespace
 
-extern const AlgorithmDescriptor allreduce_ring =
-    describe<run>(Algorithm::Ring, "Ring allreduce: a ring reduce-scatter followed by a ring allgather (Patarasuka & Yuan's");
+extern const AlgorithmDescriptor allreduce_ring = describe<run>(
+    Algorithm::Ring,
+    "Ring allreduce: a ring reduce-scatter followed by a ring allgather (Patarasuka & Yuan's");
 
 }  // namespace cohort::algorithms

@@ -26,6 +26,9 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor allreduce_shared_memory =
-    describe<run, alone_or_sharing_host<AllreduceArgs>>(Algorithm::SharedMemory, "Shared-memory allreduce, for communicators whose ranks all live on one host: every rank takes");
+    describe<run, alone_or_sharing_host<AllreduceArgs>>(
+        Algorithm::SharedMemory,
+        "Shared-memory allreduce, for communicators whose ranks all live on one host: every rank "
+        "takes");
 
 }  // namespace cohort::algorithms

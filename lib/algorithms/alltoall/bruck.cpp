@@ -11,11 +11,11 @@
 // tiny blocks only. Declines alltoallv (args.uniform false). Accepts every world size and count.
 // Scratch: the rotated blocks, a send pack and a receive pack (kSlotWork0/1/2).
 
+#include "patterns/bruck.hpp"
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
-#include "patterns/bruck.hpp"
 
 #include <cstring>
 

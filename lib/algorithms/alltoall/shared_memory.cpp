@@ -17,8 +17,8 @@
 // message pairs per round trip for pairwise exchange. Declines without an arena, or when a
 // sub-slot would be under one cache line (more than 4096 ranks).
 
-#include "algorithms/engines/arena_rounds.hpp"
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/arena_rounds.hpp"
 #include "core/copy_bytes.hpp"
 
 #include <algorithm>
@@ -31,7 +31,8 @@ namespace {
 bool accepts(const OpContext& ctx, const AlltoallArgs&) {
   if (ctx.size == 1) return true;
   // sub_slot_bytes depends only on the world size, so every rank decides alike.
-  return ctx.arena() != nullptr && transport::SharedArena::sub_slot_bytes(static_cast<std::size_t>(ctx.size)) != 0;
+  return ctx.arena() != nullptr &&
+         transport::SharedArena::sub_slot_bytes(static_cast<std::size_t>(ctx.size)) != 0;
 }
 
 void run(const OpContext& ctx, const AlltoallArgs& args) {
@@ -83,7 +84,8 @@ void run(const OpContext& ctx, const AlltoallArgs& args) {
 
 }  // namespace
 
-extern const AlgorithmDescriptor alltoall_shared_memory =
-    describe<run, accepts>(Algorithm::SharedMemory, "Shared-memory alltoall(v), for communicators whose ranks all live on one host");
+extern const AlgorithmDescriptor alltoall_shared_memory = describe<run, accepts>(
+    Algorithm::SharedMemory,
+    "Shared-memory alltoall(v), for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

@@ -8,9 +8,9 @@
 // Cost: ceil(log2 n) rounds of one tiny message per rank, on any world size (a tree barrier
 // needs 2 log2 n rounds). Accepts every world size.
 
+#include "patterns/dissemination.hpp"
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
-#include "patterns/dissemination.hpp"
 
 namespace cohort::algorithms {
 

@@ -18,7 +18,9 @@ void run(const OpContext& ctx, const BarrierArgs&) {
 
 }  // namespace
 
-extern const AlgorithmDescriptor barrier_shared_memory =
-    describe<run, alone_or_sharing_host<BarrierArgs>>(Algorithm::SharedMemory, "Shared-memory barrier: every rank announces the next generation and waits to see everyone");
+extern const AlgorithmDescriptor barrier_shared_memory = describe<
+    run, alone_or_sharing_host<BarrierArgs>>(
+    Algorithm::SharedMemory,
+    "Shared-memory barrier: every rank announces the next generation and waits to see everyone");
 
 }  // namespace cohort::algorithms

@@ -66,6 +66,7 @@ void run(const OpContext& ctx, const BroadcastArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor broadcast_scatter_allgather =
-    describe<run>(Algorithm::ScatterAllgather, "Scatter + allgather broadcast (van de Geijn), for large messages");
+    describe<run>(Algorithm::ScatterAllgather,
+                  "Scatter + allgather broadcast (van de Geijn), for large messages");
 
 }  // namespace cohort::algorithms

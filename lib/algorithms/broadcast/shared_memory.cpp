@@ -49,6 +49,8 @@ void run(const OpContext& ctx, const BroadcastArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor broadcast_shared_memory =
-    describe<run, alone_or_sharing_host<BroadcastArgs>>(Algorithm::SharedMemory, "Shared-memory broadcast, for communicators whose ranks all live on one host");
+    describe<run, alone_or_sharing_host<BroadcastArgs>>(
+        Algorithm::SharedMemory,
+        "Shared-memory broadcast, for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

@@ -18,9 +18,8 @@ constexpr std::size_t round_bytes(std::size_t total, std::size_t round, std::siz
 
 /// Rounds of `piece` bytes needed for the largest of `counts` (elements of `element_size`
 /// bytes), leaving out index `skip` (the block a rank keeps or copies locally).
-inline std::size_t rounds_for_others(std::span<const std::size_t> counts,
-                                     std::size_t element_size, std::size_t skip,
-                                     std::size_t piece) {
+inline std::size_t rounds_for_others(std::span<const std::size_t> counts, std::size_t element_size,
+                                     std::size_t skip, std::size_t piece) {
   std::size_t largest = 0;
   for (std::size_t r = 0; r < counts.size(); ++r)
     if (r != skip) largest = std::max(largest, counts[r] * element_size);

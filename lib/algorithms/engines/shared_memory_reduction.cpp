@@ -54,9 +54,9 @@ std::byte* contribution(const SharedArena& arena, int r, std::uint64_t generatio
 
 /// dst = op over ranks r (in rank order) of rank r's contribution at `offset` bytes into the
 /// piece: its slot, or `own` for this rank when not null.
-void reduce_slots(const SharedArena& arena, std::uint64_t generation, bool tiny,
-                  std::size_t offset, const std::byte* own, std::byte* dst, std::size_t count,
-                  DType dtype, ReduceOp op) {
+void reduce_slots(const SharedArena& arena, std::uint64_t generation, bool tiny, std::size_t offset,
+                  const std::byte* own, std::byte* dst, std::size_t count, DType dtype,
+                  ReduceOp op) {
   if (count == 0) return;
   auto operand = [&](int r) -> const std::byte* {
     if (own != nullptr && r == arena.rank()) return own;
@@ -83,8 +83,8 @@ struct Pieces {
 };
 
 /// One op's pieces through the share scheme (see the top of the file).
-void reduce_in_shares(const OpContext& ctx, SharedArena& arena, const std::byte* in,
-                      std::byte* out, std::size_t count, DType dtype, ReduceOp op) {
+void reduce_in_shares(const OpContext& ctx, SharedArena& arena, const std::byte* in, std::byte* out,
+                      std::size_t count, DType dtype, ReduceOp op) {
   const std::size_t es = dtype_size(dtype);
   const int n = ctx.size;
   const int me = ctx.rank;

@@ -11,8 +11,8 @@
 // into the arena once and read once, one handoff per round, against ceil(log2 n) message rounds
 // of the binomial tree, where inner ranks forward their subtrees. Declines only without an arena.
 
-#include "algorithms/engines/arena_rounds.hpp"
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/arena_rounds.hpp"
 #include "core/copy_bytes.hpp"
 
 #include <algorithm>
@@ -40,7 +40,8 @@ void run(const OpContext& ctx, const GatherArgs& args) {
     const std::uint64_t g = arena->next_generation();
     if (me != root) {
       arena->wait_until_data_free(g, ctx.deadline, ctx.what);
-      copy_bytes(arena->data(ctx.rank, g), in + c * kPiece, round_bytes(args.counts[me] * es, c, kPiece));
+      copy_bytes(arena->data(ctx.rank, g), in + c * kPiece,
+                 round_bytes(args.counts[me] * es, c, kPiece));
       arena->publish(Arena::Flag::Arrived, g);
       continue;
     }
@@ -58,6 +59,8 @@ void run(const OpContext& ctx, const GatherArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor gather_shared_memory =
-    describe<run, alone_or_sharing_host<GatherArgs>>(Algorithm::SharedMemory, "Shared-memory gather(v), for communicators whose ranks all live on one host");
+    describe<run, alone_or_sharing_host<GatherArgs>>(
+        Algorithm::SharedMemory,
+        "Shared-memory gather(v), for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

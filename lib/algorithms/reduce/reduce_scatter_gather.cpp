@@ -57,6 +57,7 @@ void run(const OpContext& ctx, const ReduceArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor reduce_reduce_scatter_gather =
-    describe<run>(Algorithm::ReduceScatterGather, "Reduce-scatter + gather reduce (Rabenseifner's reduce), for large messages");
+    describe<run>(Algorithm::ReduceScatterGather,
+                  "Reduce-scatter + gather reduce (Rabenseifner's reduce), for large messages");
 
 }  // namespace cohort::algorithms

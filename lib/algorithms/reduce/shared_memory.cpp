@@ -25,6 +25,9 @@ void run(const OpContext& ctx, const ReduceArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor reduce_shared_memory =
-    describe<run, alone_or_sharing_host<ReduceArgs>>(Algorithm::SharedMemory, "Shared-memory reduce, for communicators whose ranks all live on one host: every rank takes part");
+    describe<run, alone_or_sharing_host<ReduceArgs>>(
+        Algorithm::SharedMemory,
+        "Shared-memory reduce, for communicators whose ranks all live on one host: every rank "
+        "takes part");
 
 }  // namespace cohort::algorithms

@@ -111,6 +111,7 @@ void run(const OpContext& ctx, const ReduceScatterArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor reduce_scatter_recursive_halving =
-    describe<run>(Algorithm::RecursiveHalving, "Recursive-halving reduce-scatter, for small and middle sizes on any world size");
+    describe<run>(Algorithm::RecursiveHalving,
+                  "Recursive-halving reduce-scatter, for small and middle sizes on any world size");
 
 }  // namespace cohort::algorithms

@@ -57,6 +57,8 @@ void run(const OpContext& ctx, const ReduceScatterArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor reduce_scatter_shared_memory =
-    describe<run, alone_or_sharing_host<ReduceScatterArgs>>(Algorithm::SharedMemory, "Shared-memory reduce_scatter, for communicators whose ranks all live on one host");
+    describe<run, alone_or_sharing_host<ReduceScatterArgs>>(
+        Algorithm::SharedMemory,
+        "Shared-memory reduce_scatter, for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

@@ -12,8 +12,8 @@
 // against ceil(log2 n) message rounds of the binomial tree, where inner ranks forward subtrees.
 // Declines without an arena, or when a sub-slot would be under one cache line (over 4096 ranks).
 
-#include "algorithms/engines/arena_rounds.hpp"
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/arena_rounds.hpp"
 #include "core/copy_bytes.hpp"
 
 #include <algorithm>
@@ -25,7 +25,8 @@ namespace {
 bool accepts(const OpContext& ctx, const ScatterArgs&) {
   if (ctx.size == 1) return true;
   // sub_slot_bytes depends only on the world size, so every rank decides alike.
-  return ctx.arena() != nullptr && transport::SharedArena::sub_slot_bytes(static_cast<std::size_t>(ctx.size)) != 0;
+  return ctx.arena() != nullptr &&
+         transport::SharedArena::sub_slot_bytes(static_cast<std::size_t>(ctx.size)) != 0;
 }
 
 void run(const OpContext& ctx, const ScatterArgs& args) {
@@ -69,7 +70,8 @@ void run(const OpContext& ctx, const ScatterArgs& args) {
 
 }  // namespace
 
-extern const AlgorithmDescriptor scatter_shared_memory =
-    describe<run, accepts>(Algorithm::SharedMemory, "Shared-memory scatter(v), for communicators whose ranks all live on one host");
+extern const AlgorithmDescriptor scatter_shared_memory = describe<run, accepts>(
+    Algorithm::SharedMemory,
+    "Shared-memory scatter(v), for communicators whose ranks all live on one host");
 
 }  // namespace cohort::algorithms

@@ -201,15 +201,11 @@ struct Codec<DType::Float8E5M2> : Fp8Codec<E5M2Format> {};
 
 constexpr std::size_t element_bytes(DType dtype) {
   switch (dtype) {
-    case DType::Float64:
-      return 8;
-    case DType::Float32:
-      return 4;
+    case DType::Float64: return 8;
+    case DType::Float32: return 4;
     case DType::Float16:
-    case DType::BFloat16:
-      return 2;
-    default:
-      return 1;
+    case DType::BFloat16: return 2;
+    default: return 1;
   }
 }
 

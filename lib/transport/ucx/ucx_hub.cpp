@@ -41,9 +41,8 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
       worker_(UcxContext::shared()) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0)
-    throw Error(ErrorCode::Internal,
-                "creating the transport's wake-up eventfd failed (errno " + std::to_string(errno) +
-                    ")");
+    throw Error(ErrorCode::Internal, "creating the transport's wake-up eventfd failed (errno " +
+                                         std::to_string(errno) + ")");
   policy_ =
       choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables().spin);
   const std::string identity = local_host_identity();
@@ -136,8 +135,7 @@ void UcxHub::check_liveness() noexcept {
   last_liveness_check_ = std::chrono::steady_clock::now();
 }
 
-Request UcxHub::post_send(int peer, const void* data, std::size_t bytes, Tag tag,
-                          Origin origin) {
+Request UcxHub::post_send(int peer, const void* data, std::size_t bytes, Tag tag, Origin origin) {
   check_peer(peer, "post_send");
   if (!data && bytes)
     throw Error(ErrorCode::InvalidArgument,
@@ -167,9 +165,9 @@ std::string UcxHub::describe(const Pending& pending) {
   std::string peer = std::to_string(pending.origin.peer_label);
   if (pending.origin.peer_label != pending.peer)
     peer += " (world rank " + std::to_string(pending.peer) + ")";
-  return std::string(is_send ? "send to rank " : "receive from rank ") + peer + " (" + std::to_string(pending.bytes) + " bytes, seq " +
-         std::to_string(tag_seq(pending.tag)) + " step " + std::to_string(tag_step(pending.tag)) +
-         ")";
+  return std::string(is_send ? "send to rank " : "receive from rank ") + peer + " (" +
+         std::to_string(pending.bytes) + " bytes, seq " + std::to_string(tag_seq(pending.tag)) +
+         " step " + std::to_string(tag_step(pending.tag)) + ")";
 }
 
 std::string UcxHub::pending_summary(std::span<const Request> requests) {
@@ -184,7 +182,7 @@ std::string UcxHub::pending_summary(std::span<const Request> requests) {
 }
 
 bool UcxHub::poll_request(const Request& request, Pending& pending, const std::string& what,
-                                std::span<const Request> all) {
+                          std::span<const Request> all) {
   const ucs_status_t status = pending.request.poll();
   const Peer& peer = *peers_[static_cast<std::size_t>(pending.peer)];
   if (status == UCS_INPROGRESS) {
@@ -208,10 +206,10 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
   // A failed transfer is most often a dead peer; look before blaming UCX so the error names it.
   if (!wrong_size) check_liveness();
   if (wrong_size)
-    throw Error(ErrorCode::Internal,
-                description + " got a " + std::to_string(received) + "-byte message" +
-                    pending_summary(all),
-                ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
+    throw Error(
+        ErrorCode::Internal,
+        description + " got a " + std::to_string(received) + "-byte message" + pending_summary(all),
+        ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
   if (peer.failed)
     throw Error(ErrorCode::RemoteError,
                 description + " failed: rank " + std::to_string(pending.origin.peer_label) +

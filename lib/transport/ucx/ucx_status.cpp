@@ -14,21 +14,11 @@ Error ucx_error(ucs_status_t status, const std::string& what) {
     case UCS_ERR_CANCELED:
     // A same-host peer's shared-memory segment vanishes when that peer exits: this is how a
     // dead neighbour usually shows up on the shared-memory transports.
-    case UCS_ERR_SHMEM_SEGMENT:
-      code = ErrorCode::RemoteError;
-      break;
-    case UCS_ERR_MESSAGE_TRUNCATED:
-      code = ErrorCode::Internal;
-      break;
-    case UCS_ERR_UNSUPPORTED:
-      code = ErrorCode::Unsupported;
-      break;
-    case UCS_ERR_INVALID_PARAM:
-      code = ErrorCode::InvalidArgument;
-      break;
-    default:
-      code = ErrorCode::SystemError;
-      break;
+    case UCS_ERR_SHMEM_SEGMENT: code = ErrorCode::RemoteError; break;
+    case UCS_ERR_MESSAGE_TRUNCATED: code = ErrorCode::Internal; break;
+    case UCS_ERR_UNSUPPORTED: code = ErrorCode::Unsupported; break;
+    case UCS_ERR_INVALID_PARAM: code = ErrorCode::InvalidArgument; break;
+    default: code = ErrorCode::SystemError; break;
   }
   return Error(code, what + ": " + ucs_status_string(status) + " (UCX status " +
                          std::to_string(static_cast<int>(status)) + ")");

@@ -9,9 +9,12 @@ namespace cohort::transport::ucx {
 
 UcxTransport::UcxTransport(std::shared_ptr<UcxHub> hub, std::vector<int> world_ranks, int rank,
                            TagIdClaim tag)
-    : hub_(std::move(hub)), world_ranks_(std::move(world_ranks)), rank_(rank), tag_(std::move(tag)) {
-  COHORT_CHECK(rank_ >= 0 && rank_ < size() && world_ranks_[static_cast<std::size_t>(rank_)] ==
-                                                   hub_->rank());
+    : hub_(std::move(hub)),
+      world_ranks_(std::move(world_ranks)),
+      rank_(rank),
+      tag_(std::move(tag)) {
+  COHORT_CHECK(rank_ >= 0 && rank_ < size() &&
+               world_ranks_[static_cast<std::size_t>(rank_)] == hub_->rank());
 }
 
 UcxTransport::~UcxTransport() {

@@ -19,8 +19,7 @@ class UcxTransport final : public Transport {
  public:
   /// The view of communicator rank `rank` over hub ranks `world_ranks` (by communicator rank),
   /// holding tag id `tag` for as long as it lives.
-  UcxTransport(std::shared_ptr<UcxHub> hub, std::vector<int> world_ranks, int rank,
-               TagIdClaim tag);
+  UcxTransport(std::shared_ptr<UcxHub> hub, std::vector<int> world_ranks, int rank, TagIdClaim tag);
   /// Cancels this view's pending requests (the hub and other views are untouched).
   ~UcxTransport() override;
   UcxTransport(const UcxTransport&) = delete;
