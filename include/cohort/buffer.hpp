@@ -29,7 +29,8 @@ class Buffer {
   /// A non-owning N-D view. `strides` are in elements; empty means row-major contiguous.
   /// `owner` (may be null) is kept alive as long as any Buffer sharing this view exists.
   /// Throws InvalidArgument for negative or overflowing shapes, null data with a non-empty shape,
-  /// or strides whose length differs from the shape's.
+  /// strides whose length differs from the shape's, or a byte offset that is negative or whose
+  /// sum with the byte size leaves the int64 range.
   static Buffer view(void* data, std::vector<std::int64_t> shape, DType dtype, Device device,
                      std::vector<std::int64_t> strides = {}, std::int64_t byte_offset = 0,
                      std::shared_ptr<void> owner = nullptr, bool read_only = false);

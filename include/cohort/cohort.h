@@ -185,6 +185,14 @@ COHORT_API cohort_status_t cohort_comm_split(cohort_comm_t comm, int color, int 
                                              cohort_comm_t* new_comm);
 /// Collective: a new communicator over the same ranks with its own tag space.
 COHORT_API cohort_status_t cohort_comm_dup(cohort_comm_t comm, cohort_comm_t* new_comm);
+/// Fails comm at once on this rank (cohort::Communicator::abort): the op running on another
+/// thread fails within about a millisecond, every queued and later op fails with
+/// COHORT_ERROR_INVALID_USAGE naming `reason` (NULL: "abort() was called"). Thread-safe; not
+/// async-signal-safe. Local: peers see a silent rank.
+COHORT_API cohort_status_t cohort_comm_abort(cohort_comm_t comm, const char* reason);
+/// COHORT_OK while comm is usable. After a failure (timeout, dead peer, abort) returns that
+/// failure's status and makes its message this thread's last error, without running an op.
+COHORT_API cohort_status_t cohort_comm_status(cohort_comm_t comm);
 /// Releases the handle. Local (not collective). Blocks until the ops already queued on comm have
 /// finished; work handles of those ops stay valid. Communicators split or duplicated from comm
 /// are independent and stay usable. NULL is a no-op.

@@ -12,6 +12,7 @@
 #include <cohort/buffer.hpp>
 #include <cohort/dtype.hpp>
 #include <cohort/environment.hpp>
+#include <cohort/error.hpp>
 #include <cohort/store.hpp>
 #include <cohort/work.hpp>
 
@@ -20,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 
 namespace cohort {
 
@@ -61,6 +63,38 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// Collective: split(0, rank()): a new communicator over the same ranks, with its own tag
   /// space and op order.
   std::shared_ptr<Communicator> dup();
+
+  // ---- State.
+
+  /// Fails this communicator at once, on this rank: the op running on another thread fails
+  /// within a polling round (about a millisecond) with Error(InvalidUsage) "aborted: <reason>",
+  /// and every queued, in-flight and later op fails with "communicator <id> was aborted:
+  /// <reason>" instead of waiting out its deadline. Thread-safe and never throws; the
+  /// communicator can then only be destroyed (which no longer waits for peers). It is local:
+  /// peers learn of it as they would of any silent rank (their own timeout, or their abort()).
+  /// Sub-communicators are not aborted with it. Not async-signal-safe: from a signal handler,
+  /// hand the request to a thread (a self-pipe) and call it there.
+  void abort(const std::string& reason = "abort() was called") noexcept;
+  /// Whether an earlier failure (timeout, dead peer, abort()) made this communicator unusable.
+  bool is_poisoned() const;
+  /// That failure's error, without running an op; nullopt while the communicator is usable.
+  std::optional<Error> error() const;
+
+  /// Writes this rank's flight record of this communicator as JSON and returns the file's path:
+  /// its last COHORT_TRACE_BUFFER (default 2000) collectives, each with its sequence number,
+  /// collective, dtype, count, reduce op, root, algorithm, state (queued, started, done, failed),
+  /// timestamps and, for a failed one, the peers it still waited for; plus the failure that
+  /// poisoned the communicator, if any. `path` empty: "<COHORT_TRACE_DIR, else the temp
+  /// dir>/cohort-trace.<job id, else pid>.comm<id>.rank<rank>.json" (the directory is created
+  /// when missing); otherwise exactly `path`. The file appears whole (written aside, then
+  /// renamed). `cohort-trace` merges the ranks' files into a verdict.
+  ///
+  /// Local, not collective: each rank writes its own. Thread-safe, callable at any time,
+  /// including while an op is running or stuck on another thread and after a failure. Throws
+  /// Error(SystemError) when the file cannot be written. Records are also dumped without a call:
+  /// on the first failure that poisons the communicator and on SIGUSR1, both only when
+  /// COHORT_TRACE_DIR is set (SIGUSR1 only if the application has no handler of its own).
+  std::string dump_trace(const std::string& path = {}) const;
 
   // ---- Collectives. `in` is never written; `out` must not be read-only. Counts are elements.
   // Unless stated otherwise in/out have the same dtype and device, and must be contiguous.

@@ -46,8 +46,14 @@ bool dtype_is_floating(DType dtype) noexcept;
 /// True for the signed and unsigned integer types (not Bool).
 bool dtype_is_integer(DType dtype) noexcept;
 
-/// Reduction operator. Avg is a sum divided by the number of contributors, computed in the
-/// accumulate type (float for f16/bf16/fp8, truncating division for integers). BAnd/BOr/BXor
+/// Reduction operator. Avg is the mean over the contributing ranks:
+/// - f16, bf16, fp8: each rank's contribution is divided by the number of ranks before the sum
+///   (NCCL's pre-multiplied sum), so the result does not overflow whenever the mean and every
+///   x/n are representable; it may differ from sum/n in the last place.
+/// - f32, f64: the sum, divided once at the end (exact for integer-valued data).
+/// - integers: the sum (wrapping on overflow), then truncating division toward zero:
+///   avg of {-3, 0} on two ranks is -1, of {3, 4} is 3.
+/// BAnd/BOr/BXor
 /// are for integers and Bool only. On Bool, Sum/Max/BOr are "or", Prod/Min/BAnd are "and".
 /// Min and Max propagate NaN: if either operand is NaN the result is NaN.
 enum class ReduceOp : std::uint8_t { Sum, Prod, Min, Max, Avg, BAnd, BOr, BXor };

@@ -5,6 +5,7 @@
 /// deadline; when it passes the call throws Error(Timeout) naming the keys still missing.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -87,10 +88,22 @@ struct TcpStoreOptions {
   std::size_t max_value_bytes = 64u << 20;
   /// Client: how long connect() keeps retrying before failing.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+  /// Server: a connection that has not completed the token handshake this long after it was
+  /// accepted is closed, so idle or slow strangers cannot hold descriptors. Must be positive.
+  std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
+  /// Server: most connections waiting for their handshake at once. A connection accepted beyond
+  /// it evicts the oldest waiting one (an honest client shows its token in its first round trip,
+  /// so the oldest is the likeliest stranger). Authenticated clients are never counted or
+  /// evicted. Must be positive.
+  std::size_t max_pending_handshakes = 128;
 };
 
 /// The server half of TcpStore: one thread serving many clients with poll(), never a thread per
-/// client. Stops and joins in its destructor.
+/// client. Stops and joins in its destructor. Strangers are bounded: at most
+/// max_pending_handshakes unauthenticated connections, each for at most handshake_timeout. When
+/// the process runs out of descriptors (or the kernel of buffers) the server stops accepting for
+/// a short back-off, or until a client leaves, and keeps serving the clients it has; connections
+/// waiting meanwhile stay in the kernel's backlog and are served once a descriptor frees.
 class TcpStoreServer {
  public:
   explicit TcpStoreServer(TcpStoreOptions options);

@@ -2,6 +2,8 @@
 
 /// Work: the handle an asynchronous collective returns.
 
+#include <cohort/error.hpp>
+
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -23,6 +25,10 @@ class Work {
   /// Error(Timeout) if it has not finished by then (the operation itself keeps its own deadline
   /// and is not cancelled). Waiting again after success returns at once.
   void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
+  /// The op's error once it finished with one; nullopt while it runs or after success. Never
+  /// blocks and never throws the error (an exception that is not a cohort::Error is reported
+  /// as Error(Internal) with its what()).
+  std::optional<Error> error() const;
   /// False for a default-constructed Work.
   bool valid() const noexcept { return static_cast<bool>(state_); }
 

@@ -4,6 +4,7 @@
 
 #include <cohort/error.hpp>
 
+#include "algorithms/announcement.hpp"
 #include "algorithms/descriptor.hpp"
 #include "algorithms/normalise.hpp"
 #include "algorithms/selection.hpp"
@@ -33,6 +34,11 @@ Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm 
                          algorithm_name(algorithm), bytes, ctx.size);
         continue;
       }
+      // On the shared arena every flag this op publishes carries what it is, so a rank that
+      // disagrees about it fails (on every rank) instead of reading or writing a wrong extent.
+      if (descriptor->algorithm == Algorithm::SharedMemory && ctx.size > 1)
+        if (transport::SharedArena* arena = ctx.arena())
+          arena->begin_op(announcement_of(args, bytes), &describe_announcement);
       descriptor->run(ctx, &args);
     } catch (const Error& e) {
       // The error names the algorithm that was running; the string is built only on failure.

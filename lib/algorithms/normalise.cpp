@@ -37,11 +37,39 @@ ReduceOp wire_op(ReduceOp op) {
   return op == ReduceOp::Avg ? ReduceOp::Sum : op;
 }
 
+/// A copy of `count` elements at `in`, each divided by the number of ranks, for Avg on formats
+/// whose sum overflows long before their mean does (f16 tops out at 65504, e4m3 at 448).
+const void* premultiplied(const OpContext& ctx, ScratchPool& staging, const void* in,
+                          std::size_t count, DType dtype) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  std::byte* copy = staging.get(bytes);
+  copy_bytes(copy, in, bytes);
+  reduce::divide_by(dtype, copy, count, static_cast<std::size_t>(ctx.size));
+  return copy;
+}
+
 }  // namespace
 
+bool premultiplies_avg(ReduceOp op, DType dtype) noexcept {
+  if (op != ReduceOp::Avg) return false;
+  switch (dtype) {
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Float8E4M3:
+    case DType::Float8E5M2: return true;
+    default: return false;
+  }
+}
+
 template <>
-Normalised<AllreduceArgs>::Normalised(const OpContext&, ScratchPool&, const AllreduceArgs& args)
-    : original_(args) {}
+Normalised<AllreduceArgs>::Normalised(const OpContext& ctx, ScratchPool& staging,
+                                      const AllreduceArgs& args)
+    : original_(args) {
+  if (!premultiplies_avg(args.op, args.dtype) || args.count == 0) return;
+  copy_.emplace(args);
+  copy_->in = premultiplied(ctx, staging, args.in, args.count, args.dtype);
+  copy_->op = ReduceOp::Sum;
+}
 
 template <>
 Normalised<BroadcastArgs>::Normalised(const OpContext& ctx, ScratchPool&, const BroadcastArgs& args)
@@ -57,7 +85,9 @@ Normalised<ReduceArgs>::Normalised(const OpContext& ctx, ScratchPool& staging,
     : original_(args), copy_(args) {
   copy_->op = wire_op(args.op);
   const std::size_t bytes = args.count * dtype_size(args.dtype);
-  if (ctx.rank == args.root && overlaps(args.in, bytes, args.out, bytes))
+  if (premultiplies_avg(args.op, args.dtype) && args.count != 0)
+    copy_->in = premultiplied(ctx, staging, args.in, args.count, args.dtype);  // also unaliases
+  else if (ctx.rank == args.root && overlaps(args.in, bytes, args.out, bytes))
     copy_->in = staged(staging, args.in, bytes);
 }
 
@@ -85,10 +115,13 @@ Normalised<ScatterArgs>::Normalised(const OpContext& ctx, ScratchPool&, const Sc
 }
 
 template <>
-Normalised<ReduceScatterArgs>::Normalised(const OpContext&, ScratchPool&,
+Normalised<ReduceScatterArgs>::Normalised(const OpContext& ctx, ScratchPool& staging,
                                           const ReduceScatterArgs& args)
     : original_(args), copy_(args) {
   copy_->op = wire_op(args.op);
+  if (premultiplies_avg(args.op, args.dtype) && args.count != 0)
+    copy_->in = premultiplied(ctx, staging, args.in,
+                              args.count * static_cast<std::size_t>(ctx.size), args.dtype);
 }
 
 template <>
@@ -111,17 +144,18 @@ Normalised<BarrierArgs>::Normalised(const OpContext&, ScratchPool&, const Barrie
 void finish(const OpContext& ctx, const AllreduceArgs& args, Algorithm ran) {
   // Avg reaches the allreduce algorithms as itself (every kernel combines it like Sum); the
   // shared-memory engine divides while its sums are in cache, every other one leaves it here.
-  if (args.op == ReduceOp::Avg && ran != Algorithm::SharedMemory)
+  if (args.op == ReduceOp::Avg && !premultiplies_avg(args.op, args.dtype) &&
+      ran != Algorithm::SharedMemory)
     reduce::divide_by(args.dtype, args.out, args.count, static_cast<std::size_t>(ctx.size));
 }
 
 void finish(const OpContext& ctx, const ReduceArgs& args, Algorithm) {
-  if (args.op == ReduceOp::Avg && ctx.rank == args.root)
+  if (args.op == ReduceOp::Avg && !premultiplies_avg(args.op, args.dtype) && ctx.rank == args.root)
     reduce::divide_by(args.dtype, args.out, args.count, static_cast<std::size_t>(ctx.size));
 }
 
 void finish(const OpContext& ctx, const ReduceScatterArgs& args, Algorithm) {
-  if (args.op == ReduceOp::Avg)
+  if (args.op == ReduceOp::Avg && !premultiplies_avg(args.op, args.dtype))
     reduce::divide_by(args.dtype, args.out, args.count, static_cast<std::size_t>(ctx.size));
 }
 

@@ -10,6 +10,7 @@
 //   gather          the root copies its input into its block of out (unless it is there)
 //   scatter         the root copies its block of in into out (unless it is there)
 //   reduce_scatter  Avg travels as Sum
+//   (allreduce, reduce and reduce_scatter: Avg on f16/bf16/fp8 is pre-divided, see below)
 //   alltoall        an input overlapping the output is staged
 // and finish() divides Avg's sums where the algorithm did not (every algorithm but the
 // shared-memory allreduce, which divides while the sums are in cache).
@@ -34,6 +35,11 @@ class Normalised {
   const Args& original_;
   std::optional<Args> copy_;
 };
+
+/// Avg on f16, bf16 and fp8 divides each contribution by the number of ranks before the sum (a
+/// staged copy of the input; the op then travels as Sum and nothing is left to finish): their sum
+/// overflows long before their mean does. Other dtypes divide the sum at the end.
+bool premultiplies_avg(ReduceOp op, DType dtype) noexcept;
 
 /// After the algorithm `ran`: Avg's division where it is still owed.
 void finish(const OpContext& ctx, const AllreduceArgs& args, Algorithm ran);

@@ -141,6 +141,12 @@ std::optional<int> slurm_tasks_on_node(int node) {
       std::string(name) + "='" + list + "' lists fewer nodes than node " + std::to_string(node));
 }
 
+// a / b rounded up for a >= 0, b >= 1. Not (a + b - 1) / b: sizes go up to 2^30, and two of
+// them summed overflow an int.
+int divide_rounding_up(int a, int b) {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
+
 void require(bool ok, const std::string& message) {
   if (!ok) throw Error(ErrorCode::InvalidArgument, message);
 }
@@ -238,13 +244,12 @@ Environment resolve_environment(const EnvironmentConfig& config) {
     else if (!num_nodes.value || *num_nodes.value == 1)
       local_world = {env.world_size, "the world size (one node assumed)"};
     else
-      local_world = {(env.world_size + *num_nodes.value - 1) / *num_nodes.value,
+      local_world = {divide_rounding_up(env.world_size, *num_nodes.value),
                      num_nodes.origin + " (derived, rounded up)"};
   }
   if (!local_rank.value) local_rank = {env.rank % *local_world.value, "derived local rank"};
   if (!num_nodes.value)
-    num_nodes = {(env.world_size + *local_world.value - 1) / *local_world.value,
-                 "derived node count"};
+    num_nodes = {divide_rounding_up(env.world_size, *local_world.value), "derived node count"};
   // Ranks are assumed placed in blocks of local_world_size per node (the launchers' default).
   if (!node_rank.value) node_rank = {env.rank / *local_world.value, "derived node rank"};
   env.local_rank = *local_rank.value;

@@ -12,10 +12,13 @@
 //    so each rank also claims the key "cohort/rendezvous/rank/<r>" with compare_set: finding it
 //    already held by another process marks the store as an earlier incarnation's.
 //
-// Binding: a loopback address on a one-node job is bound as given. Otherwise rank 0 binds the
-// wildcard address (0.0.0.0, or :: for an IPv6 literal): a host name may resolve to a different
-// interface locally than on its peers (Debian maps the own host name to 127.0.1.1), and the
-// token, not the interface, keeps strangers out.
+// Binding: rank 0 listens where the other ranks are told to connect, not on every interface
+// (bootstrap::store_bind_address): the store address when one is known, loopback on one node,
+// and otherwise this host's own address, which the rendezvous file then names. Only when that
+// address cannot be known here does it bind the wildcard: a host name resolving to loopback
+// locally but not on the peers (Debian maps the own host name to 127.0.1.1), or an address that
+// is not this host's (NAT). The token keeps strangers out either way; the interface narrows who
+// can try.
 
 #include <cohort/environment.hpp>
 #include <cohort/error.hpp>
@@ -131,16 +134,9 @@ std::optional<Published> read_published(const fs::path& path) {
   return p;
 }
 
-std::string bind_address_for(const Environment& env) {
-  if (env.store_addr.empty()) return env.num_nodes > 1 ? "0.0.0.0" : "127.0.0.1";
-  if (env.num_nodes == 1 && bootstrap::host_is_loopback(env.store_addr)) return env.store_addr;
-  return env.store_addr.find(':') != std::string::npos ? "::" : "0.0.0.0";
-}
-
 std::string local_address_of(const TcpStoreServer& server) {
-  if (server.host() == "0.0.0.0") return "127.0.0.1";
-  if (server.host() == "::") return "::1";
-  return server.host();
+  if (!bootstrap::is_wildcard_address(server.host())) return server.host();
+  return server.host() == "::" ? "::1" : "127.0.0.1";
 }
 
 // Rank 0's store: the server plus rank 0's own client of it. Destroying it closes the client,
@@ -190,7 +186,7 @@ class HostedStore final : public Store {
 std::shared_ptr<Store> host_store(const Environment& env, std::uint16_t port, std::string token,
                                   const fs::path& file) {
   TcpStoreOptions options;
-  options.host = bind_address_for(env);
+  options.host = bootstrap::store_bind_address(env.store_addr, env.num_nodes);
   options.port = port;
   options.token = token;
   auto server = std::make_unique<TcpStoreServer>(options);
@@ -199,10 +195,12 @@ std::shared_ptr<Store> host_store(const Environment& env, std::uint16_t port, st
   auto client = std::make_shared<TcpStore>(options);
   if (!file.empty()) {
     client->compare_set(rank_slot_key(0), {}, process_identity());
+    // Peers connect to the address bound; only the wildcard needs this host's name instead.
     std::string advertised = env.store_addr;
     if (advertised.empty()) {
       char name[256] = {};
-      advertised = env.num_nodes > 1 && ::gethostname(name, sizeof name - 1) == 0
+      advertised = bootstrap::is_wildcard_address(server->host()) &&
+                           ::gethostname(name, sizeof name - 1) == 0
                        ? std::string(name)
                        : options.host;
     }

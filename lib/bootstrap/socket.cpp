@@ -81,11 +81,74 @@ bool is_loopback(const sockaddr* address) {
   return false;
 }
 
-bool host_is_loopback(const std::string& host) {
-  const AddrInfoList list = resolve(host, 0, false);
-  for (const addrinfo* ai = list.get(); ai; ai = ai->ai_next)
-    if (!is_loopback(ai->ai_addr)) return false;
+namespace {
+
+bool is_numeric_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return false;
+  freeaddrinfo(result);
   return true;
+}
+
+const char* wildcard_for(int family) {
+  return family == AF_INET6 ? "::" : "0.0.0.0";
+}
+
+// Whether `address` belongs to this host: binding it (on any free port) works.
+bool is_own_address(const addrinfo& address) {
+  UniqueFd fd(::socket(address.ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return false;
+  sockaddr_storage any_port{};
+  std::memcpy(&any_port, address.ai_addr, address.ai_addrlen);
+  if (address.ai_family == AF_INET6)
+    reinterpret_cast<sockaddr_in6*>(&any_port)->sin6_port = 0;
+  else
+    reinterpret_cast<sockaddr_in*>(&any_port)->sin_port = 0;
+  return ::bind(fd.get(), reinterpret_cast<const sockaddr*>(&any_port), address.ai_addrlen) == 0;
+}
+
+}  // namespace
+
+std::string store_bind_address(const std::string& advertised, int num_nodes) {
+  if (advertised.empty() && num_nodes <= 1) return "127.0.0.1";
+  std::string host = advertised;
+  if (host.empty()) {
+    char name[256] = {};
+    if (::gethostname(name, sizeof name - 1) != 0) return "0.0.0.0";
+    host = name;
+  }
+  AddrInfoList list;
+  try {
+    list = resolve(host, 0, false);
+  } catch (const Error&) {
+    if (!advertised.empty()) throw;
+    return "0.0.0.0";  // our own name does not resolve: the other nodes cannot use it either
+  }
+  const addrinfo* first = list.get();
+  bool all_loopback = true;
+  for (const addrinfo* ai = first; ai; ai = ai->ai_next) all_loopback &= is_loopback(ai->ai_addr);
+  if (all_loopback) {
+    if (!advertised.empty() && (num_nodes <= 1 || is_numeric_host(advertised))) return advertised;
+    COHORT_LOG_INFO(
+        "store: '{}' resolves to loopback on this host but the job spans {} nodes; binding every "
+        "interface (the token keeps strangers out)",
+        host, num_nodes);
+    return wildcard_for(first->ai_family);
+  }
+  for (const addrinfo* ai = first; ai; ai = ai->ai_next)
+    if (!is_loopback(ai->ai_addr) && is_own_address(*ai))
+      return numeric_host(ai->ai_addr, ai->ai_addrlen);
+  COHORT_LOG_WARN(
+      "store: '{}' is not an address of this host (NAT or a forwarded port?); binding every "
+      "interface (the token keeps strangers out)",
+      host);
+  return wildcard_for(first->ai_family);
+}
+
+bool is_wildcard_address(const std::string& host) {
+  return host == "0.0.0.0" || host == "::";
 }
 
 void set_nonblocking(int fd) {

@@ -25,9 +25,21 @@ std::uint16_t address_port(const sockaddr* address);
 /// True for 127.0.0.0/8, ::1 and IPv4-mapped loopback.
 bool is_loopback(const sockaddr* address);
 
-/// True when every address `host` resolves to is a loopback address (throws if it does not
-/// resolve at all).
-bool host_is_loopback(const std::string& host);
+/// The address a job's store server binds, so that it listens where its clients are told to
+/// connect rather than on every interface. `advertised` is that address (empty when clients learn
+/// it another way); `num_nodes` the nodes the job spans.
+///  * No address: loopback on one node. On several, the first non-loopback address this host's
+///    name resolves to, or the wildcard when there is none (Debian maps the name to 127.0.1.1).
+///  * A loopback literal, or any loopback address on one node: bound as given.
+///  * A name that resolves to loopback here on a job of several nodes (the Debian mapping again:
+///    the other nodes resolve it to a real interface): the wildcard of its family.
+///  * Otherwise the first address it resolves to that is this host's; when none is (NAT, a
+///    forwarded port, a virtual address), the wildcard of its family, with a warning.
+/// Throws Error(InvalidArgument) when `advertised` does not resolve.
+std::string store_bind_address(const std::string& advertised, int num_nodes);
+
+/// True for "0.0.0.0" and "::".
+bool is_wildcard_address(const std::string& host);
 
 /// A non-blocking listening socket bound to host:port (port 0 picks one). Throws
 /// Error(SystemError) naming addr:port and errno when no resolved address can be bound.

@@ -41,7 +41,8 @@ struct TcpStore::Impl {
   std::string endpoint;
   UniqueFd fd;
   std::mutex mutex;
-  std::string broken;  // why the connection is unusable; empty while healthy
+  std::string broken;    // why the connection is unusable; empty while healthy
+  bool hung_up = false;  // the last failed exchange failed because the server closed or reset
 
   void connect_with_retry();
   Reply exchange(const Bytes& request, Deadline deadline, const char* op);
@@ -77,13 +78,23 @@ void TcpStore::Impl::connect_with_retry() {
   const auto deadline = Clock::now() + options.connect_timeout;
   auto delay = kFirstRetryDelay;
   int attempts = 0;
+  Reply reply;
   for (;;) {
     ++attempts;
     try {
       fd = bootstrap::connect_once(options.host, options.port, deadline);
+      // The handshake gets at least a few seconds even when connecting used up the budget.
+      const auto handshake_deadline = std::max(deadline, Clock::now() + std::chrono::seconds(5));
+      reply = exchange(FrameBuilder(MessageType::Hello).field(options.token).finish(),
+                       handshake_deadline, "handshake");
       break;
     } catch (const Error& e) {
-      if (e.code() == ErrorCode::InvalidArgument) throw;  // the host does not resolve
+      if (e.code() == ErrorCode::InvalidArgument) throw;  // no such host, or the token refused
+      // A server short of room hangs up on connections that have not shown a token yet (it
+      // evicts the oldest when too many wait): connect again, as when nobody listened.
+      // (No descriptor and nothing broken: connect_once() failed.)
+      if (fd || (!broken.empty() && !hung_up)) throw;
+      broken.clear();
       if (Clock::now() + delay >= deadline)
         throw Error(ErrorCode::Timeout,
                     "could not connect to the store at " + endpoint + " within " +
@@ -93,10 +104,6 @@ void TcpStore::Impl::connect_with_retry() {
       delay = std::min(delay * 2, kMaxRetryDelay);
     }
   }
-  // The handshake gets at least a few seconds even when connecting used up the budget.
-  const auto handshake_deadline = std::max(deadline, Clock::now() + std::chrono::seconds(5));
-  const Reply reply = exchange(FrameBuilder(MessageType::Hello).field(options.token).finish(),
-                               handshake_deadline, "handshake");
   if (reply.type != MessageType::Ok) unexpected(reply, "handshake");
   COHORT_LOG_DEBUG("connected to the store at {}", endpoint);
 }
@@ -127,6 +134,7 @@ Reply TcpStore::Impl::exchange(const Bytes& request, Deadline deadline, const ch
   } catch (const Error& e) {
     // Part of a frame may have moved: the stream is out of step, so no later call may use it.
     broken = std::string(op) + ": " + e.message();
+    hung_up = e.code() == ErrorCode::RemoteError;
     fd.reset();
     if (e.code() == ErrorCode::InvalidArgument)
       throw Error(ErrorCode::RemoteError,

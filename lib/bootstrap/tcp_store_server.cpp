@@ -4,12 +4,19 @@
 // under it are re-checked (and re-indexed under their next missing key, or answered). Deadlines
 // of parked requests bound the poll() timeout, and expired ones are answered with Missing.
 // An eventfd wakes the loop for shutdown.
+//
+// Strangers (connections that have not shown the token) are bounded in number and in time, and
+// running out of descriptors or kernel memory pauses accepting instead of spinning on a readable
+// listener (the rules, and why, in bootstrap/store_admission.hpp). Each accepted connection is
+// read at once: an honest client sends its token as soon as it connects, so it is usually there
+// already, and the client leaves the pending set before a burst of later arrivals could evict it.
 
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
 #include "bootstrap/key_value_table.hpp"
 #include "bootstrap/socket.hpp"
+#include "bootstrap/store_admission.hpp"
 #include "bootstrap/store_protocol.hpp"
 #include "core/log.hpp"
 #include "core/system_error.hpp"
@@ -43,6 +50,9 @@ constexpr const char* kHungUp = "client hung up";
 constexpr const char* kHandshakeRefused = "handshake refused";
 // Longest timeout a client may ask for; larger values are clamped (avoids overflow).
 constexpr std::chrono::hours kMaxWaitTimeout{24 * 365};
+// Connections accepted per loop iteration, so a flood of arrivals cannot starve the clients
+// already connected.
+constexpr std::size_t kAcceptBatch = 64;
 
 struct Connection {
   UniqueFd fd;
@@ -50,6 +60,7 @@ struct Connection {
   bool authenticated = false;
   bool closing = false;  // send what is queued, then close (after a refused handshake)
   bool parked = false;   // a get()/wait() is waiting for keys; later frames wait their turn
+  bool gone = false;     // dropped: its descriptor is closed, its entry goes at the iteration's end
   Bytes in;
   Bytes out;
   std::size_t out_sent = 0;
@@ -95,9 +106,16 @@ struct TcpStoreServer::Impl {
   std::unordered_map<std::string, std::vector<std::uint64_t>> waiting_on;
   std::vector<std::uint64_t> resumable;
   std::vector<std::uint64_t> to_close;
+  std::optional<bootstrap::PendingHandshakes> pending;  // made once the options are checked
+  bootstrap::AcceptBackoff backoff;
+  bootstrap::WarningLimiter accept_warnings;
+  bootstrap::WarningLimiter stranger_warnings;
 
   void run() noexcept;
   void accept_clients();
+  void admit(UniqueFd fd, const sockaddr_storage& address, socklen_t length);
+  void pause_accepting(int err);
+  void expire_handshakes();
   void read_from(std::uint64_t id, Connection& c);
   void process_input(std::uint64_t id, Connection& c);
   void handle(std::uint64_t id, Connection& c, MessageType type, FieldReader& fields);
@@ -109,8 +127,10 @@ struct TcpStoreServer::Impl {
   void flush(std::uint64_t id, Connection& c);
   void drop(std::uint64_t id, const std::string& reason);
   bool dropped(std::uint64_t id) const {
-    return std::find(to_close.begin(), to_close.end(), id) != to_close.end();
+    const auto it = connections.find(id);
+    return it == connections.end() || it->second.gone;
   }
+  void warn_about_stranger(const Connection& c, const std::string& what);
   void forget_waiter(std::uint64_t id);
 };
 
@@ -119,6 +139,12 @@ TcpStoreServer::TcpStoreServer(TcpStoreOptions options) : impl_(std::make_unique
   s.options = std::move(options);
   if (s.options.max_value_bytes == 0)
     throw Error(ErrorCode::InvalidArgument, "TcpStoreOptions::max_value_bytes must be positive");
+  if (s.options.handshake_timeout.count() <= 0)
+    throw Error(ErrorCode::InvalidArgument, "TcpStoreOptions::handshake_timeout must be positive");
+  if (s.options.max_pending_handshakes == 0)
+    throw Error(ErrorCode::InvalidArgument,
+                "TcpStoreOptions::max_pending_handshakes must be positive");
+  s.pending.emplace(s.options.max_pending_handshakes, s.options.handshake_timeout);
   const std::string host = s.options.host.empty() ? "127.0.0.1" : s.options.host;
   s.listener = bootstrap::listen_on(host, s.options.port);
   sockaddr_storage address{};
@@ -155,8 +181,9 @@ void TcpStoreServer::Impl::run() noexcept {
   while (!stopping.load()) {
     fds.clear();
     ids.clear();
+    const bool accepting = backoff.accepting(Clock::now());
     fds.push_back({wake.get(), POLLIN, 0});
-    fds.push_back({listener.get(), POLLIN, 0});
+    fds.push_back({accepting ? listener.get() : -1, POLLIN, 0});  // poll() skips a negative fd
     for (auto& [id, c] : connections) {
       short events = POLLRDHUP;  // notice a client that hangs up even while we ignore its input
       if (!c.parked && !c.closing && c.out.size() - c.out_sent < kOutputHighWater) events |= POLLIN;
@@ -164,11 +191,16 @@ void TcpStoreServer::Impl::run() noexcept {
       fds.push_back({c.fd.get(), events, 0});
       ids.push_back(id);
     }
+    // Wake for the first of: a parked request's deadline, the oldest stranger's handshake
+    // deadline, the end of an accept back-off.
     int timeout_ms = -1;
-    for (const auto& [id, w] : waiters) {
-      const int ms = bootstrap::poll_timeout_ms(w.deadline);
+    const auto wake_by = [&timeout_ms](Clock::time_point deadline) {
+      const int ms = bootstrap::poll_timeout_ms(deadline);
       if (timeout_ms < 0 || ms < timeout_ms) timeout_ms = ms;
-    }
+    };
+    for (const auto& [id, w] : waiters) wake_by(w.deadline);
+    if (const auto deadline = pending->next_deadline()) wake_by(*deadline);
+    if (!accepting) wake_by(backoff.resumes());
     if (::poll(fds.data(), fds.size(), timeout_ms) < 0) {
       if (errno == EINTR) continue;
       COHORT_LOG_ERROR("store server poll failed: {}; stopping", std::strerror(errno));
@@ -179,7 +211,8 @@ void TcpStoreServer::Impl::run() noexcept {
       const short revents = fds[i].revents;
       if (revents == 0) continue;
       const auto it = connections.find(ids[i - 2]);
-      if (it == connections.end()) continue;
+      // Dropped since poll() returned (evicted by an arrival, say): its descriptor is closed.
+      if (it == connections.end() || it->second.gone) continue;
       Connection& c = it->second;
       if (revents & (POLLERR | POLLNVAL)) {
         int err = 0;
@@ -194,6 +227,7 @@ void TcpStoreServer::Impl::run() noexcept {
       if (revents & (POLLIN | POLLRDHUP | POLLHUP)) read_from(it->first, c);
     }
     expire_waiters();
+    expire_handshakes();
     while (!resumable.empty()) {
       const std::uint64_t id = resumable.back();
       resumable.pop_back();
@@ -209,29 +243,65 @@ void TcpStoreServer::Impl::run() noexcept {
 }
 
 void TcpStoreServer::Impl::accept_clients() {
-  for (;;) {
+  for (std::size_t accepted = 0; accepted < kAcceptBatch; ++accepted) {
     sockaddr_storage address{};
     socklen_t length = sizeof address;
     UniqueFd fd(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address), &length,
                           SOCK_NONBLOCK | SOCK_CLOEXEC));
     if (!fd) {
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        COHORT_LOG_WARN("store server accept failed: {}", std::strerror(errno));
+      const int err = errno;
+      if (err == EAGAIN || err == EWOULDBLOCK) return;
+      if (bootstrap::lost_before_accept(err)) continue;
+      // Out of descriptors or memory, or something unforeseen: either way the connection stays
+      // queued, and polling the listener again at once would spin.
+      pause_accepting(err);
       return;
     }
-    try {
-      bootstrap::set_no_delay(fd.get());
-    } catch (const Error& e) {
-      COHORT_LOG_WARN("store server: {}", e.what());
-    }
-    Connection c;
-    c.fd = std::move(fd);
-    c.peer = bootstrap::format_endpoint(
-        bootstrap::numeric_host(reinterpret_cast<sockaddr*>(&address), length),
-        bootstrap::address_port(reinterpret_cast<sockaddr*>(&address)));
-    COHORT_LOG_DEBUG("store server: client {} connected", c.peer);
-    connections.emplace(next_id++, std::move(c));
+    if (const auto run = backoff.succeeded(Clock::now()))
+      COHORT_LOG_DEBUG("store server: accepting again after {} failed accept() calls in {} ms",
+                       run->failures,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(run->lasted).count());
+    admit(std::move(fd), address, length);
   }
+}
+
+void TcpStoreServer::Impl::pause_accepting(int err) {
+  const auto now = Clock::now();
+  std::uint64_t held_back = 0;
+  if (!backoff.failed(now) || !accept_warnings.allow(now, held_back)) return;
+  COHORT_LOG_WARN(
+      "store server {}: cannot accept connections: {} ({} clients connected); retrying every {} "
+      "ms or when a client leaves, serving the connected ones meanwhile{}",
+      bootstrap::format_endpoint(bound_host, bound_port), std::strerror(err), connections.size(),
+      bootstrap::kAcceptBackoff.count(), bootstrap::held_back_note(held_back));
+}
+
+void TcpStoreServer::Impl::admit(UniqueFd fd, const sockaddr_storage& address, socklen_t length) {
+  try {
+    bootstrap::set_no_delay(fd.get());
+  } catch (const Error& e) {
+    COHORT_LOG_WARN("store server: {}", e.what());
+  }
+  const std::uint64_t id = next_id++;
+  // Evicting closes the oldest strangers' descriptors now, before the newcomer counts.
+  const std::size_t waiting = pending->size();
+  for (const std::uint64_t old : pending->admit(id, Clock::now()))
+    drop(old,
+         "evicted: " + std::to_string(waiting) + " connections were waiting for their handshake");
+  Connection c;
+  c.fd = std::move(fd);
+  c.peer = bootstrap::format_endpoint(
+      bootstrap::numeric_host(reinterpret_cast<const sockaddr*>(&address), length),
+      bootstrap::address_port(reinterpret_cast<const sockaddr*>(&address)));
+  COHORT_LOG_DEBUG("store server: client {} connected", c.peer);
+  Connection& admitted = connections.emplace(id, std::move(c)).first->second;
+  // An honest client's token is usually here already: take it now (see the top of this file).
+  read_from(id, admitted);
+}
+
+void TcpStoreServer::Impl::expire_handshakes() {
+  for (const std::uint64_t id : pending->expired(Clock::now()))
+    drop(id, "no handshake within " + std::to_string(options.handshake_timeout.count()) + " ms");
 }
 
 void TcpStoreServer::Impl::read_from(std::uint64_t id, Connection& c) {
@@ -311,8 +381,7 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Connection& c, MessageType t
     const std::string token = fields.text();
     require_end();
     if (!tokens_equal(token, options.token)) {
-      COHORT_LOG_WARN("store server {}: refused client {}: wrong token",
-                      bootstrap::format_endpoint(bound_host, bound_port), c.peer);
+      warn_about_stranger(c, "refused: wrong token");
       reply(c, FrameBuilder(MessageType::Failure)
                    .integer(static_cast<std::int64_t>(ErrorCode::InvalidArgument))
                    .field("the store server refused the token (COHORT_TOKEN differs)")
@@ -322,6 +391,7 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Connection& c, MessageType t
       return;
     }
     c.authenticated = true;
+    pending->remove(id);
     reply(c, FrameBuilder(MessageType::Ok).finish());
     flush(id, c);
     return;
@@ -502,23 +572,42 @@ void TcpStoreServer::Impl::flush(std::uint64_t id, Connection& c) {
 }
 
 void TcpStoreServer::Impl::drop(std::uint64_t id, const std::string& reason) {
-  if (dropped(id)) return;
   const auto it = connections.find(id);
-  if (it == connections.end()) return;
+  if (it == connections.end() || it->second.gone) return;
   Connection& c = it->second;
-  // Stop all further work on it this iteration; the map entry goes at the end of the iteration
-  // so references held by callers stay valid.
+  // Stop all further work on it; the map entry goes at the end of the iteration so references
+  // held by callers stay valid, but the descriptor closes now: it may be the one the next
+  // accept() needs.
+  c.gone = true;
   c.parked = true;
   c.closing = true;
   c.in.clear();
+  c.out.clear();
+  c.out_sent = 0;
+  c.fd.reset();
   forget_waiter(id);
+  pending->remove(id);
+  backoff.descriptor_freed();
   // Hang-ups are ordinary; a refused handshake was already logged when it was refused.
   if (reason == kHungUp || reason == kHandshakeRefused)
     COHORT_LOG_DEBUG("store server: {} ({})", reason, c.peer);
+  else if (!c.authenticated)
+    warn_about_stranger(c, "dropped: " + reason);
   else
     COHORT_LOG_WARN("store server {}: dropped client {}: {}",
                     bootstrap::format_endpoint(bound_host, bound_port), c.peer, reason);
   to_close.push_back(id);
+}
+
+void TcpStoreServer::Impl::warn_about_stranger(const Connection& c, const std::string& what) {
+  std::uint64_t held_back = 0;
+  if (!stranger_warnings.allow(Clock::now(), held_back)) {
+    COHORT_LOG_DEBUG("store server: client {} (no handshake yet) {}", c.peer, what);
+    return;
+  }
+  COHORT_LOG_WARN("store server {}: client {} (no handshake yet) {}{}",
+                  bootstrap::format_endpoint(bound_host, bound_port), c.peer, what,
+                  bootstrap::held_back_note(held_back));
 }
 
 }  // namespace cohort

@@ -80,6 +80,20 @@ cohort_status_t cohort_comm_dup(cohort_comm_t comm, cohort_comm_t* new_comm) {
   });
 }
 
+cohort_status_t cohort_comm_abort(cohort_comm_t comm, const char* reason) {
+  constexpr const char* fn = "cohort_comm_abort";
+  return guarded(fn, [&] {
+    communicator_of(comm, fn).abort(reason != nullptr ? reason : "abort() was called");
+  });
+}
+
+cohort_status_t cohort_comm_status(cohort_comm_t comm) {
+  constexpr const char* fn = "cohort_comm_status";
+  return guarded(fn, [&] {
+    if (const std::optional<cohort::Error> cause = communicator_of(comm, fn).error()) throw *cause;
+  });
+}
+
 cohort_status_t cohort_comm_destroy(cohort_comm_t comm) {
   delete comm;  // destructors never throw
   return COHORT_OK;

@@ -53,6 +53,24 @@ std::chrono::milliseconds Communicator::default_timeout() const noexcept {
   return impl_->default_timeout;
 }
 
+// ---- state ------------------------------------------------------------------------------------
+
+void Communicator::abort(const std::string& reason) noexcept {
+  impl_->executor->abort(reason);
+}
+
+bool Communicator::is_poisoned() const {
+  return impl_->executor->error().has_value();
+}
+
+std::optional<Error> Communicator::error() const {
+  return impl_->executor->error();
+}
+
+std::string Communicator::dump_trace(const std::string& path) const {
+  return impl_->executor->recorder().dump(path, comm::DumpReason::Request);
+}
+
 // ---- allreduce / broadcast / reduce ---------------------------------------------------------
 
 void Communicator::allreduce(const Buffer& in, const Buffer& out, ReduceOp op,

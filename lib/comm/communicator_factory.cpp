@@ -45,6 +45,7 @@ std::unique_ptr<Communicator::Impl> new_impl(std::shared_ptr<Store> store,
   impl->store = std::move(store);
   impl->default_timeout = setup.default_timeout;
   impl->debug_detail = setup.debug_detail;
+  impl->job_id = setup.job_id;
   return impl;
 }
 
@@ -54,7 +55,7 @@ void finish_impl(Communicator::Impl& impl, const CommunicatorSetup& setup, std::
   impl.arenas = std::make_unique<transport::LazyArena>(impl.host_ranks,
                                                        setup.arena_eligible && impl.size > 1);
   impl.executor = std::make_unique<Executor>(*impl.transport, impl.arenas.get(), impl.rank,
-                                             impl.size, impl.id, tag_id);
+                                             impl.size, impl.id, tag_id, impl.job_id);
   COHORT_LOG_DEBUG("communicator {}: rank {} of {} over {} (tag id {})", impl.id, impl.rank,
                    impl.size, impl.transport->description(), tag_id);
 }
@@ -132,12 +133,12 @@ std::shared_ptr<Communicator> create_world(const Environment& env, std::shared_p
 
   // The first world a job creates is communicator 0. Should a job create further worlds over the
   // same store (every rank in the same order), each gets a fresh id so their keys never collide.
+  // The counters are one key per rank however many worlds are made; each later world's id key is
+  // erased by rank 0 once every rank has read it (below).
   const std::int64_t generation = store->add(fmt::format("cohort/world/created/{}", env.rank), 1);
+  const std::string id_key = fmt::format("cohort/world/{}/id", generation);
   std::uint32_t id = 0;
-  if (generation > 1) {
-    id = comm::agree_on_id(*store, fmt::format("cohort/world/{}/id", generation), env.rank == 0,
-                           timeout);
-  }
+  if (generation > 1) id = comm::agree_on_id(*store, id_key, env.rank == 0, timeout);
   comm::CommunicatorSetup setup;
   setup.id = id;
   setup.rank = env.rank;
@@ -147,7 +148,34 @@ std::shared_ptr<Communicator> create_world(const Environment& env, std::shared_p
   setup.host_ranks = setup.local_size;
   setup.default_timeout = timeout;
   setup.debug_detail = values.debug_detail;
-  return comm::make_communicator(comm::wire_world(std::move(store), setup));
+  setup.job_id = env.job_id;
+  // COHORT_DEBUG is agreed: one rank fingerprinting its ops while the others do not would make
+  // every op wait for messages that never come. Any rank asking for it turns it on everywhere.
+  // Each rank adds its vote before wiring; wiring returns only after every rank has started
+  // wiring, so after it the sum holds every vote.
+  const std::string debug_key = fmt::format("cohort/world/{}/debug", generation);
+  store->add(debug_key, values.debug_detail ? 1 : 0);
+  std::unique_ptr<Communicator::Impl> impl = comm::wire_world(store, setup);
+  const bool any_debug = store->add(debug_key, 0) > 0;
+  if (any_debug && !impl->debug_detail)
+    COHORT_LOG_INFO("COHORT_DEBUG=detail is set on another rank: fingerprinting every op here too");
+  impl->debug_detail = any_debug;
+  // The last rank to read the votes erases them, so worlds created in a loop leave no keys.
+  const std::string read_key = debug_key + "/read";
+  if (store->add(read_key, 1) == env.world_size) {
+    store->erase(debug_key);
+    store->erase(read_key);
+  }
+  if (generation > 1 && env.rank == 0) {
+    // Every rank read the id before wiring, and wiring returns only once every rank has
+    // connected to this one: no reader is left.
+    try {
+      store->erase(id_key);
+    } catch (const Error& e) {
+      COHORT_LOG_WARN("could not erase the store key '{}': {}", id_key, e.what());
+    }
+  }
+  return comm::make_communicator(std::move(impl));
 }
 
 }  // namespace

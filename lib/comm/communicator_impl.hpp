@@ -39,6 +39,8 @@ struct Communicator::Impl {
   std::shared_ptr<Store> store;
   std::chrono::milliseconds default_timeout{0};
   bool debug_detail = false;
+  /// The launcher's job id (may be empty): names the flight record's file.
+  std::string job_id;
   /// Ids for communicators split from this one (shared with the whole family).
   std::shared_ptr<comm::IdBlocks> ids;
   /// Derived from the world's (sub-communicators share its connections).
@@ -63,18 +65,25 @@ struct Communicator::Impl {
     comm::check_timeout(collective_name(kind), options.timeout);
     algorithms::check_forced_algorithm(kind, options.algorithm);
     comm::OpInfo result{kind, options.algorithm, options.timeout.value_or(default_timeout),
-                        std::nullopt};
-    if (debug_detail) result.fingerprint = comm::fingerprint_of(args);
+                        std::nullopt, comm::shape_of(args)};
+    if (debug_detail) {
+      result.fingerprint = comm::fingerprint_of(args);
+      const Algorithm job_wide =
+          algorithms::environment_algorithm_overrides()[static_cast<std::size_t>(
+              algorithm_family(kind))];
+      result.fingerprint->algorithm =
+          options.algorithm != Algorithm::Auto ? options.algorithm : job_wide;
+    }
     return result;
   }
 
   /// Runs a validated collective to completion (inline when nothing is ahead of it).
   template <class Args>
   void run(const CollectiveOptions& options, const Args& args) {
-    executor->run(info(options, args),
-                  [this, &args, forced = options.algorithm](const algorithms::OpContext& ctx) {
-                    algorithms::run_collective(ctx, staging, args, forced);
-                  });
+    executor->run(info(options, args), [this, &args, forced = options.algorithm](
+                                           const algorithms::OpContext& ctx) {
+      executor->note_algorithm(algorithms::run_collective(ctx, staging, args, forced));
+    });
   }
 
   /// Queues a validated collective; `keepalive` holds the buffers' owners until it ran.
@@ -82,11 +91,11 @@ struct Communicator::Impl {
   Work submit(const CollectiveOptions& options, Args args,
               std::vector<std::shared_ptr<void>> keepalive) {
     comm::OpInfo op = info(options, args);
-    return executor->submit(std::move(op),
-                            [this, args = std::move(args), forced = options.algorithm,
-                             keepalive = std::move(keepalive)](const algorithms::OpContext& ctx) {
-                              algorithms::run_collective(ctx, staging, args, forced);
-                            });
+    return executor->submit(
+        std::move(op), [this, args = std::move(args), forced = options.algorithm,
+                        keepalive = std::move(keepalive)](const algorithms::OpContext& ctx) {
+          executor->note_algorithm(algorithms::run_collective(ctx, staging, args, forced));
+        });
   }
 };
 
@@ -107,6 +116,7 @@ struct CommunicatorSetup {
   bool arena_eligible = true;
   std::chrono::milliseconds default_timeout{0};
   bool debug_detail = false;
+  std::string job_id;  ///< the launcher's job id (may be empty), for flight record file names
 };
 
 /// A world: connects the transport through "cohort/comm/<id>" in `store` (collective over the

@@ -22,9 +22,10 @@ constexpr std::chrono::microseconds kPollInterval{1000};
 }  // namespace
 
 Executor::Executor(transport::Transport& transport, transport::LazyArena* arenas, int rank,
-                   int size, std::uint32_t comm_id, std::uint32_t tag_id)
+                   int size, std::uint32_t comm_id, std::uint32_t tag_id, std::string job_id)
     : transport_(transport),
       arenas_(arenas),
+      recorder_(RecorderIdentity{std::move(job_id), comm_id, rank, size}),
       rank_(rank),
       size_(size),
       comm_id_(comm_id),
@@ -104,16 +105,21 @@ void Executor::throw_if_poisoned_locked(Collective kind) const {
 }
 
 Error Executor::poisoned_error(std::string_view what) const {
-  return Error(ErrorCode::InvalidUsage,
-               fmt::format("communicator {} is unusable after an earlier failure: {}", comm_id_,
-                           poisoned_->what()),
-               ErrorContext{.op = std::string(what), .communicator = comm_id_});
+  return Error(
+      ErrorCode::InvalidUsage,
+      fmt::format("communicator {} is unusable after a failure (its ops fail together): {}",
+                  comm_id_, poisoned_->what()),
+      ErrorContext{.op = std::string(what), .communicator = comm_id_});
 }
 
 std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody body,
                                                             std::optional<PointToPoint> p2p) {
   const std::uint32_t seq = p2p ? next_p2p_seq_++ : next_seq_++;
   auto work = new_work(p2p ? describe_p2p(*p2p, seq) : describe(info, seq));
+  if (!p2p) {
+    recorder_.queued(seq, info.kind, info.forced, info.shape, info.timeout,
+                     FlightRecorder::coarse_now());
+  }
   queue_.push_back(QueuedOp{std::move(info), seq, std::move(body), std::move(p2p), work});
   start_thread_locked();
   if (!busy_) wake_.notify_one();
@@ -122,6 +128,33 @@ std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody 
 
 void Executor::start_thread_locked() {
   if (!thread_.joinable()) thread_ = std::thread([this] { thread_main(); });
+}
+
+void Executor::abort(const std::string& reason) noexcept {
+  std::unique_lock lock(mutex_);
+  try {
+    if (!poisoned_)
+      poisoned_ = Error(ErrorCode::InvalidUsage,
+                        fmt::format("communicator {} was aborted: {}", comm_id_, reason),
+                        ErrorContext{.communicator = comm_id_});
+  } catch (...) {
+    // Out of memory formatting the cause: the interruption below still fails every op.
+  }
+  // The cause is set first, so it is the one that stays; then the thread driving now (in a wait,
+  // or about to be) leaves it with an error that poisons through fail() like any other failure.
+  transport_.interrupt(reason);
+  if (arenas_ != nullptr) arenas_->interrupt(reason);
+  if (busy_ || !poisoned_) return;
+  // Nobody is driving: fail what is queued and in flight from here.
+  busy_ = true;
+  lock.unlock();
+  DriveGuard guard(*this);
+  poison(*poisoned_);  // set once above or before, never reassigned: safe to read unlocked
+}
+
+std::optional<Error> Executor::error() const {
+  std::lock_guard lock(mutex_);
+  return poisoned_;
 }
 
 void Executor::end_drive() noexcept {
@@ -170,6 +203,7 @@ void Executor::fail(const ErrorContext& op, const Error& error) {
   // Layers below name what they know (the peers, the algorithm); the op's identity is added here
   // once, as fields, and the message formatted from them.
   Error failure = error.with_context(op);
+  if (op.sequence) recorder_.failed(*op.sequence, failure, Clock::now());
   poison(failure);
   throw failure;
 }
@@ -185,16 +219,21 @@ ErrorContext Executor::context_of(const OpInfo& info, std::uint32_t seq) const {
 
 void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
   describe_into(what_, info, seq);
-  const algorithms::OpContext ctx{transport_, rank_, size_,
-                                  tag_id_,    seq,   Clock::now() + info.timeout,
-                                  scratch_,   what_, arenas_};
+  const Clock::time_point start = Clock::now();
+  recorder_.started(seq, info.kind, info.forced, info.shape, info.timeout, start);
+  ran_ = Algorithm::Auto;
+  const algorithms::OpContext ctx{transport_,           rank_,    size_, tag_id_, seq,
+                                  start + info.timeout, scratch_, what_, arenas_};
   if (info.fingerprint) {
     try {
       verify_fingerprint(ctx, *info.fingerprint);
     } catch (const Error& e) {
       // A mismatch is found by every rank after a complete exchange: nothing is in flight, so
       // the communicator stays usable. Transport failures poison as anywhere else.
-      if (e.code() == ErrorCode::InvalidArgument) throw;
+      if (e.code() == ErrorCode::InvalidArgument) {
+        recorder_.failed(seq, e, Clock::now());
+        throw;
+      }
       fail(context_of(info, seq), e);
     }
   }
@@ -205,6 +244,7 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
   } catch (const std::exception& e) {
     fail(context_of(info, seq), Error(ErrorCode::Internal, e.what()));
   }
+  recorder_.done(seq, ran_, FlightRecorder::coarse_now());
 }
 
 void Executor::execute_p2p_blocking(const OpInfo& info, std::uint32_t seq,
@@ -260,6 +300,8 @@ void Executor::poison(const Error& cause) noexcept {
   }
   COHORT_LOG_ERROR("communicator {} failed and will reject further ops: {}", comm_id_,
                    cause.what());
+  // Before any Work fails: a caller woken by the error may exit the process at once.
+  recorder_.record_failure(cause);
   // Cancels every request at the transport (the collectives' too), then fails the transfers.
   in_flight_.cancel_all(cause, [this](const std::string& what) { return poisoned_error(what); });
   try {

@@ -32,6 +32,7 @@
 #include <cohort/algorithm.hpp>
 #include "algorithms/op_context.hpp"
 #include "comm/fingerprint.hpp"
+#include "comm/flight_recorder.hpp"
 #include "comm/p2p_inflight.hpp"
 #include "comm/work_state.hpp"
 #include "transport/transport.hpp"
@@ -58,14 +59,16 @@ struct OpInfo {
   Algorithm forced = Algorithm::Auto;  ///< shown in error messages when set
   std::chrono::milliseconds timeout{0};
   std::optional<Fingerprint> fingerprint;  ///< set under COHORT_DEBUG=detail
+  OpShape shape;                           ///< for the flight record (collectives only)
 };
 
 class Executor {
  public:
   /// `arenas` (may be null) is handed to algorithms; it must outlive the executor. `tag_id` goes
-  /// into every message tag; `comm_id` names the communicator in messages.
+  /// into every message tag; `comm_id` names the communicator in messages; `job_id` (may be
+  /// empty) names its flight record's file.
   Executor(transport::Transport& transport, transport::LazyArena* arenas, int rank, int size,
-           std::uint32_t comm_id, std::uint32_t tag_id);
+           std::uint32_t comm_id, std::uint32_t tag_id, std::string job_id = {});
   /// Runs every queued op and waits for in-flight sends/receives (each bounded by its own
   /// deadline), then stops the progress thread. Never throws.
   ~Executor();
@@ -80,6 +83,20 @@ class Executor {
   Work submit(OpInfo info, OpBody body);
   void run_p2p(OpInfo info, PointToPoint p2p);
   Work submit_p2p(OpInfo info, PointToPoint p2p);
+
+  /// Communicator::abort(): poisons with "communicator <id> was aborted: <reason>" and makes
+  /// every transport and arena wait throw, so the op running on another thread fails within a
+  /// polling round and every queued, in-flight and later op fails with that cause. Any thread;
+  /// never throws; the first abort (or failure) is the cause that stays.
+  void abort(const std::string& reason) noexcept;
+  /// The cause of the poisoning, if any (a failure or abort()).
+  std::optional<Error> error() const;
+
+  /// This communicator's flight record (flight_recorder.hpp); dumps may come from any thread.
+  FlightRecorder& recorder() noexcept { return recorder_; }
+  /// Called from a running collective's body with the algorithm that ran, for its flight record
+  /// (only the driving thread calls it, so it is a plain store).
+  void note_algorithm(Algorithm ran) noexcept { ran_ = ran; }
 
  private:
   /// A non-owning callable reference, so the inline path never allocates a std::function.
@@ -153,6 +170,10 @@ class Executor {
   transport::LazyArena* arenas_;
   /// The running collective's name (OpContext::what); only the driving thread touches it.
   std::string what_;
+  /// The running collective's algorithm once known (note_algorithm); driving thread only.
+  Algorithm ran_ = Algorithm::Auto;
+  /// Takes its own mutex, at times inside mutex_ (enqueue_locked), never the other way round.
+  FlightRecorder recorder_;
   const int rank_;
   const int size_;
   const std::uint32_t comm_id_;

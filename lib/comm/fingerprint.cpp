@@ -58,8 +58,10 @@ void encode_fingerprint(const Fingerprint& fp, int size, std::uint8_t* out) {
   out[0] = static_cast<std::uint8_t>(fp.kind);
   out[1] = fp.dtype ? static_cast<std::uint8_t>(*fp.dtype) : kNone;
   out[2] = fp.reduce_op ? static_cast<std::uint8_t>(*fp.reduce_op) : kNone;
+  // Bits 0-1: which count arrays follow; bits 2-7: the algorithm.
   out[3] = static_cast<std::uint8_t>((fp.counts.empty() ? 0 : kHasCounts) |
-                                     (fp.recv_counts.empty() ? 0 : kHasRecvCounts));
+                                     (fp.recv_counts.empty() ? 0 : kHasRecvCounts) |
+                                     (static_cast<unsigned>(fp.algorithm) << 2));
   const auto root = static_cast<std::uint32_t>(fp.root);
   for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<std::uint8_t>(root >> (8 * i));
   put_u64(out + 8, fp.count);
@@ -83,6 +85,7 @@ Fingerprint decode_fingerprint(const std::uint8_t* in, int size) {
   for (int i = 0; i < 4; ++i) root |= std::uint32_t{in[4 + i]} << (8 * i);
   fp.root = static_cast<int>(root);
   fp.count = get_u64(in + 8);
+  fp.algorithm = static_cast<Algorithm>(in[3] >> 2);
   const auto n = static_cast<std::size_t>(size);
   if (in[3] & kHasCounts) {
     fp.counts.resize(n);
@@ -121,6 +124,12 @@ std::optional<std::string> find_fingerprint_mismatch(const std::string& what,
     if (table[r].root != ref.root) {
       return field_mismatch(what, r, "root", std::to_string(ref.root),
                             std::to_string(table[r].root));
+    }
+  }
+  for (int r = 1; r < n; ++r) {
+    if (table[r].algorithm != ref.algorithm) {
+      return field_mismatch(what, r, "algorithm", std::string(algorithm_name(ref.algorithm)),
+                            std::string(algorithm_name(table[r].algorithm)));
     }
   }
   for (int r = 1; r < n; ++r) {

@@ -33,6 +33,9 @@ struct Fingerprint {
   std::vector<std::uint64_t> counts;
   /// alltoallv only: this rank's receive counts.
   std::vector<std::uint64_t> recv_counts;
+  /// The algorithm this rank will try first (forced per op or by COHORT_ALGO; Auto: the table).
+  /// Ranks forcing different ones would exchange messages no peer expects.
+  Algorithm algorithm = Algorithm::Auto;
 };
 
 /// What every rank must agree on for one collective, read off its arguments: dtype, reduce op,

@@ -221,6 +221,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     setup.arena_eligible = local_size == new_size;
     setup.default_timeout = impl.default_timeout;
     setup.debug_detail = impl.debug_detail;
+    setup.job_id = impl.job_id;
     if (new_size == 1 || !pool) {
       guard.finish(std::nullopt);
       return comm::make_communicator(

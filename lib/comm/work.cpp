@@ -30,6 +30,26 @@ bool Work::test() const {
   return state_->finished.load(std::memory_order_acquire);
 }
 
+std::optional<Error> Work::error() const {
+  if (!state_) throw Error(ErrorCode::InvalidUsage, "Work::error on an empty Work");
+  if (!state_->finished.load(std::memory_order_acquire)) return std::nullopt;
+  std::exception_ptr failure;
+  {
+    std::lock_guard lock(state_->mutex);
+    failure = state_->error;
+  }
+  if (!failure) return std::nullopt;
+  try {
+    std::rethrow_exception(failure);
+  } catch (const Error& e) {
+    return e;
+  } catch (const std::exception& e) {
+    return Error(ErrorCode::Internal, std::string(state_->what) + ": " + e.what());
+  } catch (...) {
+    return Error(ErrorCode::Internal, std::string(state_->what) + ": unknown exception");
+  }
+}
+
 void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
   if (!state_) throw Error(ErrorCode::InvalidUsage, "Work::wait on an empty Work");
   if (timeout && timeout->count() < 0) {

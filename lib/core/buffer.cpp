@@ -107,6 +107,12 @@ Buffer Buffer::view(void* data, std::vector<std::int64_t> shape, DType dtype, De
     invalid("strides " + dims_to_string(strides) + " do not match the " +
             std::to_string(shape.size()) + " dimensions of shape " + dims_to_string(shape));
   if (byte_offset < 0) invalid("negative byte offset " + std::to_string(byte_offset));
+  // Offsets of sub-views (slice) stay below offset + byte size, so they cannot overflow either.
+  const auto nbytes =
+      static_cast<std::int64_t>(count * dtype_size(dtype));  // bounded by checked_count
+  if (byte_offset > std::numeric_limits<std::int64_t>::max() - nbytes)
+    invalid("byte offset " + std::to_string(byte_offset) + " plus the view's " +
+            std::to_string(nbytes) + " bytes exceeds the int64 range");
 
   Buffer buffer;
   buffer.base_ = data;
@@ -187,11 +193,13 @@ Buffer Buffer::slice(std::int64_t begin, std::int64_t end) const {
   if (begin < 0 || end < begin || end > shape_[0])
     invalid("slice [" + std::to_string(begin) + ", " + std::to_string(end) +
             ") is out of range for dimension 0 of extent " + std::to_string(shape_[0]));
-  std::int64_t row = 1;
-  for (std::size_t i = 1; i < shape_.size(); ++i) row *= shape_[i];
   Buffer result = *this;
   result.shape_[0] = end - begin;
   result.strides_.clear();  // contiguous, so row-major describes it exactly
+  // Every slice of an empty buffer is empty. Its other extents are not bounded (only a non-empty
+  // buffer's byte size is), so they are never multiplied; a non-empty one's row is count / rows.
+  if (count_ == 0) return result;
+  const auto row = static_cast<std::int64_t>(count_) / shape_[0];
   result.count_ = static_cast<std::size_t>(row * (end - begin));
   if (result.count_ > 0)
     result.byte_offset_ += begin * row * static_cast<std::int64_t>(element_size());

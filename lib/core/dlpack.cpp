@@ -2,6 +2,8 @@
 #include <cohort/dlpack.hpp>
 #include <cohort/error.hpp>
 
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -56,7 +58,12 @@ DLDataType dtype_to_dl(DType dtype) {
 }
 
 Device device_from_dl(const DLDevice& device) {
-  const int type = static_cast<int>(device.device_type);
+  // DLDeviceType is a C enum that producers fill with any int32 (later DLPack versions add device
+  // types); loading a value outside its enumerators' range as the enum is undefined in C++, so
+  // the field is read as the integer it is.
+  static_assert(sizeof(DLDeviceType) == sizeof(std::int32_t));
+  std::int32_t type;
+  std::memcpy(&type, &device.device_type, sizeof type);
   const int id = static_cast<int>(device.device_id);
   if (id < 0) invalid("DLPack tensor has negative device id " + std::to_string(id));
   switch (type) {
@@ -117,11 +124,15 @@ Managed* export_buffer(const Buffer& buffer) {
   context->shape = buffer.shape();
   // Always emit strides: DLPack 1.1 forbids null strides for ndim > 0.
   if (buffer.strides().empty()) {
+    // Row-major. Only a non-empty buffer's extents are known to multiply within int64 (Buffer
+    // bounds its byte size); an empty one's may not, and its strides step over nothing, so there
+    // the product saturates instead of overflowing.
     context->strides.resize(context->shape.size());
     std::int64_t step = 1;
     for (std::size_t i = context->shape.size(); i-- > 0;) {
       context->strides[i] = step;
-      step *= context->shape[i];
+      if (__builtin_mul_overflow(step, context->shape[i], &step))
+        step = std::numeric_limits<std::int64_t>::max();
     }
   } else {
     context->strides = buffer.strides();

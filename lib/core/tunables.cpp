@@ -88,7 +88,10 @@ void parse_store_timeout(const std::string& text, Tunables& into) {
   // !(seconds > 0) also rejects NaN; the bound keeps deadline arithmetic from overflowing.
   if (ec != std::errc() || stop != end || !(seconds > 0) || seconds > 1e7)
     malformed("COHORT_STORE_TIMEOUT", text, "is not a positive number of seconds (at most 1e7)");
-  into.store_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0 + 0.5));
+  // At least 1 ms: a positive value below 0.5 ms would otherwise round to a zero timeout, under
+  // which every store wait fails at once (found by test/fuzz/tunables).
+  into.store_timeout = std::chrono::milliseconds(
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(seconds * 1000.0 + 0.5)));
 }
 
 // COHORT_ALGO is checked by lib/algorithms (at init), which knows the algorithm names.
@@ -100,6 +103,18 @@ void keep_rendezvous_dir(const std::string& text, Tunables& into) {
 }
 void keep_token(const std::string& text, Tunables& into) {
   into.token = text;
+}
+
+void parse_trace_buffer(const std::string& text, Tunables& into) {
+  std::size_t ops = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(text.data(), end, ops);
+  if (ec != std::errc() || stop != end || ops > kMaxTraceBuffer)
+    malformed("COHORT_TRACE_BUFFER", text, "is not a number of ops between 0 and 1000000");
+  into.trace_buffer = ops;
+}
+void keep_trace_dir(const std::string& text, Tunables& into) {
+  into.trace_dir = text;
 }
 
 // The README's environment table must list these names with these types and defaults (checked
@@ -133,6 +148,12 @@ constexpr std::array kTunables{
                 &keep_rendezvous_dir},
     TunableInfo{"COHORT_TOKEN", "text", "unset", "shared secret for the store handshake", true,
                 &keep_token},
+    TunableInfo{"COHORT_TRACE_BUFFER", "ops", "2000",
+                "collectives each communicator's flight recorder keeps (0: none)", false,
+                &parse_trace_buffer},
+    TunableInfo{"COHORT_TRACE_DIR", "path", "unset",
+                "where flight records are dumped on a failure or SIGUSR1 (unset: on request only)",
+                false, &keep_trace_dir},
 };
 
 // The environment as it is now, every variable parsed; a malformed one keeps its default in

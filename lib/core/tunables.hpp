@@ -14,6 +14,7 @@
 #include <cohort/tunables.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
@@ -29,6 +30,10 @@ enum class PeerErrorHandling { Auto, Peer };
 
 inline constexpr std::chrono::milliseconds kDefaultOpTimeout{std::chrono::seconds(600)};
 inline constexpr std::chrono::milliseconds kDefaultStoreTimeout{std::chrono::seconds(300)};
+/// torch's TORCH_NCCL_TRACE_BUFFER_SIZE default; about 200 kB per communicator.
+inline constexpr std::size_t kDefaultTraceBuffer = 2000;
+/// A bound on COHORT_TRACE_BUFFER (about 100 MB per communicator), so a typo cannot exhaust memory.
+inline constexpr std::size_t kMaxTraceBuffer = 1000000;
 
 /// The value of every tunable; a default-constructed one is what an empty environment gives.
 struct Tunables {
@@ -56,6 +61,11 @@ struct Tunables {
   std::optional<std::string> rendezvous_dir;
   /// COHORT_TOKEN: the store handshake's shared secret (empty when unset).
   std::string token;
+  /// COHORT_TRACE_BUFFER: collectives each communicator's flight recorder keeps (0: none).
+  std::size_t trace_buffer = kDefaultTraceBuffer;
+  /// COHORT_TRACE_DIR: where flight records are dumped on failures and SIGUSR1. Unset: only
+  /// Communicator::dump_trace() writes one (lib/comm/flight_recorder.hpp).
+  std::optional<std::string> trace_dir;
 };
 
 /// One tunable's declaration.

@@ -76,6 +76,15 @@ std::unique_ptr<NcclCommunicator> NcclCommunicator::create(Store& store,
   check_nccl(ncclCommInitRankConfig(&comm, size, id, rank, &config), "ncclCommInitRankConfig");
   std::unique_ptr<NcclCommunicator> result(new NcclCommunicator(comm, device, size));
   result->await_nccl(deadline, "NCCL communicator initialisation");
+  if (rank == 0) {
+    // Initialisation is collective: it finishes only once every rank has joined with the id, so
+    // no reader is left. Left in place, the key would outlive the communicator.
+    try {
+      store.erase(id_key);
+    } catch (const Error& e) {
+      COHORT_LOG_WARN("could not erase the store key '{}': {}", id_key, e.what());
+    }
+  }
   return result;
 }
 

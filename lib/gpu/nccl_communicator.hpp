@@ -33,7 +33,8 @@ int visible_device_count() noexcept;
 class NcclCommunicator {
  public:
   /// Collective over `size` ranks: rank 0 creates NCCL's unique id and publishes it at
-  /// "<key_prefix>/nccl_unique_id" in `store`; every rank then joins on CUDA device `device`.
+  /// "<key_prefix>/nccl_unique_id" in `store` (and erases it once every rank has joined); every
+  /// rank joins on CUDA device `device`.
   /// Throws Unsupported when no device is visible, Timeout when the peers do not all join.
   static std::unique_ptr<NcclCommunicator> create(Store& store, const std::string& key_prefix,
                                                   int rank, int size, int device,

@@ -34,7 +34,8 @@ std::string describe_failure(const RankFailure& failure, int world_size,
 
 std::string failure_summary(const RankFailure& failure, int world_size, int this_node,
                             const std::vector<int>& stopped_ranks,
-                            const std::vector<int>& killed_ranks) {
+                            const std::vector<int>& killed_ranks,
+                            const std::vector<std::string>& trace_lines) {
   std::ostringstream out;
   out << "cohort-run: ===== job failed =====\n";
   out << "cohort-run: first failure: " << who(failure, world_size) << " " << how(failure.status)
@@ -50,6 +51,7 @@ std::string failure_summary(const RankFailure& failure, int world_size, int this
     out << "cohort-run: last stderr lines of rank " << failure.rank << ":\n";
     for (const std::string& line : failure.stderr_tail) out << "    " << line << "\n";
   }
+  for (const std::string& line : trace_lines) out << "cohort-run: " << line << "\n";
   out << "cohort-run: exit code " << failure.status.shell_code() << "\n";
   return out.str();
 }

@@ -18,10 +18,12 @@ std::string describe_failure(const RankFailure& failure, int world_size,
                              const std::vector<int>& stopped_ranks);
 
 /// cohort-run's end-of-job summary block (several lines, newline-terminated). `this_node` is
-/// the node printing it; `stopped_ranks`/`killed_ranks` are that node's.
+/// the node printing it; `stopped_ranks`/`killed_ranks` are that node's. `trace_lines` (the
+/// flight records' verdict, may be empty) come last before the exit code, one per line.
 std::string failure_summary(const RankFailure& failure, int world_size, int this_node,
                             const std::vector<int>& stopped_ranks,
-                            const std::vector<int>& killed_ranks);
+                            const std::vector<int>& killed_ranks,
+                            const std::vector<std::string>& trace_lines = {});
 
 /// Serialises a failure for the store (line-oriented text, stderr tail last).
 std::string encode_failure(const RankFailure& failure);

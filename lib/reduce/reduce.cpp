@@ -11,6 +11,10 @@
 #include "core/check.hpp"
 #include "reduce/dispatch.hpp"
 
+#if COHORT_REDUCE_X86
+#include <cpuid.h>
+#endif
+
 namespace cohort::reduce {
 namespace {
 
@@ -36,6 +40,15 @@ Isa active() noexcept {
   return static_cast<Isa>(isa);
 }
 
+#if COHORT_REDUCE_X86
+// F16C from CPUID leaf 1 (ECX bit 29): clang before 15 has no "f16c" in __builtin_cpu_supports.
+// Its VEX registers are the AVX ones, whose OS support the "avx2" check covers.
+bool cpu_has_f16c() noexcept {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+#endif
+
 void check_count_fits(DType dtype, std::size_t count) {
   if (count > SIZE_MAX / dtype_size(dtype))
     throw Error(ErrorCode::InvalidArgument, "reduction count " + std::to_string(count) + " of " +
@@ -59,11 +72,11 @@ bool isa_available(Isa isa) noexcept {
     case Isa::Portable: return true;
 #if COHORT_REDUCE_X86
     // __builtin_cpu_supports also checks that the OS saves the wider registers (XCR0).
-    case Isa::Avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+    case Isa::Avx2: return __builtin_cpu_supports("avx2") && cpu_has_f16c();
     case Isa::Avx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-             __builtin_cpu_supports("f16c");
+             cpu_has_f16c();
 #else
     case Isa::Avx2:
     case Isa::Avx512: return false;

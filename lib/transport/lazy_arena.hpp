@@ -34,8 +34,12 @@ class LazyArena {
     if (tried_) return arena_.get();
     tried_ = true;
     arena_ = SharedArena::create(transport, first_tag, local_world_size_, deadline, what);
+    if (arena_) arena_->set_interruption(&interruption_);
     return arena_.get();
   }
+  /// Communicator::abort(): waits in the arena (now or later) throw. Any thread; never throws.
+  /// (The arena itself is only touched by the driving thread; the flag is what is shared.)
+  void interrupt(const std::string& reason) noexcept { interruption_.raise(reason); }
   /// The arena if one was created, without creating it.
   SharedArena* existing() const noexcept { return arena_.get(); }
 
@@ -43,6 +47,7 @@ class LazyArena {
   int local_world_size_;
   bool tried_;
   std::unique_ptr<SharedArena> arena_;
+  Interruption interruption_;
 };
 
 }  // namespace cohort::transport

@@ -48,7 +48,8 @@ Request SelfTransport::post(Entry entry) {
     if (send.bytes != recv.bytes) {
       // As over the network: the sender is done, the receiver learns of the mismatch.
       recv.state = State::Failed;
-      recv.error = describe(recv) + " got a " + std::to_string(send.bytes) + "-byte message";
+      recv.error = "sizes disagree: " + describe(recv) + " got a " + std::to_string(send.bytes) +
+                   "-byte message";
     } else {
       if (send.bytes) std::memcpy(recv.recv_data, send.send_data, send.bytes);
       recv.state = State::Done;
@@ -77,10 +78,12 @@ void SelfTransport::finish(const Request& request, Entry& entry, const std::stri
   const bool failed = entry.state == State::Failed;
   const std::string error = entry.error;
   requests_.release(request);
-  if (failed) throw Error(ErrorCode::Internal, error, ErrorContext{.op = what});
+  // The only failure a loopback transfer has: a send and receive of different sizes.
+  if (failed) throw Error(ErrorCode::InvalidArgument, error, ErrorContext{.op = what});
 }
 
 void SelfTransport::wait(std::span<const Request> requests, Deadline, const std::string& what) {
+  if (interruption_.raised()) interruption_.throw_error(what);
   std::string unmatched;
   for (const Request& request : requests) {
     const Entry& entry = find(request, what);

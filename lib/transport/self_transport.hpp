@@ -6,6 +6,7 @@
 // partner, so waiting on an unmatched request can never succeed: wait() says so at once
 // (Error(Timeout)) instead of sleeping until the deadline.
 
+#include "transport/interruption.hpp"
 #include "transport/request_table.hpp"
 #include "transport/transport.hpp"
 
@@ -26,6 +27,7 @@ class SelfTransport final : public Transport {
   void wait(std::span<const Request> requests, Deadline deadline, const std::string& what) override;
   bool test(const Request& request) override;
   void cancel_all() noexcept override;
+  void interrupt(const std::string& reason) noexcept override { interruption_.raise(reason); }
   std::string description() const override { return "self (in-process, world of one)"; }
   /// Another world of one (with its own queue: nothing is shared, so no tag id is needed).
   std::unique_ptr<Transport> derive(std::span<const int> members, int rank,
@@ -46,12 +48,13 @@ class SelfTransport final : public Transport {
 
   Request post(Entry entry);
   Entry& find(const Request& request, const std::string& what);
-  /// Releases a finished entry; throws Error(Internal) if it failed.
+  /// Releases a finished entry; throws Error(InvalidArgument) if it failed (sizes disagreed).
   void finish(const Request& request, Entry& entry, const std::string& what);
   static std::string describe(const Entry& entry);
 
   RequestTable<Entry> requests_;
   std::uint64_t next_order_ = 0;
+  Interruption interruption_;
 };
 
 }  // namespace cohort::transport

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -27,7 +28,18 @@ namespace cohort::transport {
 struct alignas(128) FlagLine {
   std::atomic<std::uint64_t> value{0};
   std::byte inline_data[SharedArena::kInlineBytes];
+  /// The publishing op's announcement (begin_op), written before `value`. In the pair's second
+  /// line, which the adjacent-line prefetch brings along with the first.
+  alignas(64) std::atomic<std::uint64_t> announcement{0};
+  /// The generation `announcement` belongs to; 0 while it is being rewritten (a seqlock: a
+  /// reader that sees the same generation before and after reading the announcement read that
+  /// generation's, not a half-replaced later one).
+  std::atomic<std::uint64_t> announced_for{0};
+  /// With value kDisagreed: the first generation of the op the rank failed in. Generations
+  /// before it the rank had passed normally, so peers still finishing them are not failed.
+  std::atomic<std::uint64_t> disagreed_from{0};
 };
+static_assert(sizeof(FlagLine) == 128, "a flag line pair is two cache lines");
 static_assert(offsetof(FlagLine, inline_data) + SharedArena::kInlineBytes <= 64,
               "a flag and its inline bytes must share one cache line");
 
@@ -283,25 +295,96 @@ std::atomic<std::uint64_t>& SharedArena::flag(int r, Flag which,
   return control->flags[static_cast<int>(which)][generation & 1].value;
 }
 
+namespace {
+/// A flag value no generation reaches: the rank found that the ranks disagree about an op.
+constexpr std::uint64_t kDisagreed = UINT64_MAX;
+
+FlagLine& line_of(std::atomic<std::uint64_t>& value) {
+  return *reinterpret_cast<FlagLine*>(&value);  // value is FlagLine's first member
+}
+
+/// Only the owning rank writes its lines, one store sequence at a time.
+void write_announcement(FlagLine& line, std::uint64_t announcement, std::uint64_t generation) {
+  line.announced_for.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  line.announcement.store(announcement, std::memory_order_relaxed);
+  line.announced_for.store(generation, std::memory_order_release);
+}
+
+/// The announcement `line` holds for `generation`, or nullopt when it holds (or is becoming)
+/// another generation's.
+std::optional<std::uint64_t> read_announcement(const FlagLine& line, std::uint64_t generation) {
+  const std::uint64_t before = line.announced_for.load(std::memory_order_acquire);
+  const std::uint64_t announcement = line.announcement.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const std::uint64_t after = line.announced_for.load(std::memory_order_relaxed);
+  if (before != generation || after != generation) return std::nullopt;
+  return announcement;
+}
+}  // namespace
+
 bool SharedArena::reached(int r, Flag which, std::uint64_t generation) const noexcept {
   return flag(r, which, generation).load(std::memory_order_acquire) >= generation;
 }
 
 void SharedArena::publish(Flag which, std::uint64_t generation) noexcept {
-  flag(rank_, which, generation).store(generation, std::memory_order_release);
+  std::atomic<std::uint64_t>& value = flag(rank_, which, generation);
+  write_announcement(line_of(value), announcement_, generation);
+  value.store(generation, std::memory_order_release);
+}
+
+void SharedArena::check_announcement(int r, Flag which, std::uint64_t generation,
+                                     const std::string& what) {
+  if (generation < op_first_generation_) return;  // a previous op's piece
+  std::atomic<std::uint64_t>& value = flag(r, which, generation);
+  const std::uint64_t seen = value.load(std::memory_order_acquire);
+  // A peer already further on (value > generation) overwrote this line with a later piece of
+  // the same op or the next one; only an exact match or the disagreement mark is evidence.
+  if (seen != generation && seen != kDisagreed) return;
+  if (seen == kDisagreed &&
+      generation < line_of(value).disagreed_from.load(std::memory_order_relaxed))
+    return;  // the peer had passed this piece before its failing op
+  const std::optional<std::uint64_t> read = read_announcement(line_of(value), seen);
+  if (!read) return;  // the peer is rewriting the line for a later piece: not evidence either
+  const std::uint64_t theirs = *read;
+  if (seen != kDisagreed && theirs == announcement_) return;
+  mark_disagreed();
+  const auto text = [this](std::uint64_t a) {
+    return describe_ != nullptr ? describe_(a) : std::to_string(a);
+  };
+  const std::string detail =
+      seen == kDisagreed
+          ? "rank " + std::to_string(r) +
+                " found that the ranks disagree about this op (it called " + text(theirs) +
+                "; rank " + std::to_string(rank_) + " called " + text(announcement_) + ")"
+          : "ranks disagree: rank " + std::to_string(r) + " called " + text(theirs) + ", rank " +
+                std::to_string(rank_) + " called " + text(announcement_);
+  throw Error(ErrorCode::InvalidArgument, detail, ErrorContext{.op = what, .peers = {r}});
+}
+
+void SharedArena::mark_disagreed() noexcept {
+  for (int which = 0; which < 2; ++which)
+    for (std::uint64_t parity = 0; parity < 2; ++parity) {
+      std::atomic<std::uint64_t>& value = flag(rank_, static_cast<Flag>(which), parity);
+      write_announcement(line_of(value), announcement_, kDisagreed);
+      line_of(value).disagreed_from.store(op_first_generation_, std::memory_order_relaxed);
+      value.store(kDisagreed, std::memory_order_release);
+    }
 }
 
 void SharedArena::wait_for(int r, Flag which, std::uint64_t generation, Deadline deadline,
                            const std::string& what) {
-  if (reached(r, which, generation)) return;
-  block_until(r, which, generation, deadline, what);
+  if (!reached(r, which, generation)) block_until(r, which, generation, deadline, what);
+  check_announcement(r, which, generation, what);
 }
 
 void SharedArena::wait_for_all(Flag which, std::uint64_t generation, Deadline deadline,
                                const std::string& what) {
-  for (int r = 0; r < size_; ++r)
-    if (r != rank_ && !reached(r, which, generation))
-      block_until(r, which, generation, deadline, what);
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    if (!reached(r, which, generation)) block_until(r, which, generation, deadline, what);
+    check_announcement(r, which, generation, what);
+  }
 }
 
 void SharedArena::block_until(int r, Flag which, std::uint64_t generation, Deadline deadline,
@@ -324,6 +407,7 @@ void SharedArena::block_until(int r, Flag which, std::uint64_t generation, Deadl
         cpu_relax();
       continue;
     }
+    if (interruption_ != nullptr && interruption_->raised()) interruption_->throw_error(what);
     const auto now = Clock::now();
     if (now >= deadline) {
       std::string late;

@@ -29,6 +29,7 @@
 // So a rank may overwrite its data slot for g once every peer announced Arrived(g - 1)
 // (wait_until_data_free), and its result slot for g once every peer announced Arrived(g).
 
+#include "transport/interruption.hpp"
 #include "transport/process_watch.hpp"
 #include "transport/transport.hpp"
 #include "transport/wait_policy.hpp"
@@ -73,6 +74,10 @@ class SharedArena {
                                              int local_world_size, Deadline deadline,
                                              const std::string& what);
 
+  /// Waits in this arena check `interruption` (Communicator::abort()) every polling round and
+  /// throw its error once it is raised. It must outlive the arena. Set once, right after create().
+  void set_interruption(const Interruption* interruption) noexcept { interruption_ = interruption; }
+
   ~SharedArena();
   SharedArena(const SharedArena&) = delete;
   SharedArena& operator=(const SharedArena&) = delete;
@@ -85,6 +90,19 @@ class SharedArena {
   static constexpr std::size_t sub_slot_bytes(std::size_t n) noexcept {
     constexpr std::size_t kLine = 64;
     return kSlotBytes / n / kLine * kLine;
+  }
+
+  /// What the op about to run announces with every flag it publishes (packed by the caller:
+  /// collective, dtype, reduce op, root, bytes). A peer whose flag for a generation of this op
+  /// carries another announcement disagrees with this rank about the op: the wait that sees it
+  /// throws Error(InvalidArgument) naming both ranks and both announcements, and marks this rank's
+  /// flags so every peer waiting on it fails the same way instead of waiting or reading garbage.
+  /// `describe` turns an announcement into text for that message. Costs one store per publish
+  /// and one load per completed wait, on the line next to the flag's.
+  void begin_op(std::uint64_t announcement, std::string (*describe)(std::uint64_t)) noexcept {
+    announcement_ = announcement;
+    describe_ = describe;
+    op_first_generation_ = generation_ + 1;
   }
 
   /// The next piece's generation (1, 2, ...): the same sequence on every rank.
@@ -121,6 +139,11 @@ class SharedArena {
 
   std::atomic<std::uint64_t>& flag(int r, Flag flag, std::uint64_t generation) const noexcept;
   bool reached(int r, Flag flag, std::uint64_t generation) const noexcept;
+  /// After rank r reached `generation` for `flag`: throws when it announced another op, or
+  /// marked itself as having found a disagreement.
+  void check_announcement(int r, Flag flag, std::uint64_t generation, const std::string& what);
+  /// Sets every flag of this rank to kDisagreed so peers stop waiting on it.
+  void mark_disagreed() noexcept;
   /// The slow path of wait_for: spin, yield, then sleep with liveness checks until the deadline.
   void block_until(int r, Flag flag, std::uint64_t generation, Deadline deadline,
                    const std::string& what);
@@ -131,8 +154,12 @@ class SharedArena {
   std::size_t bytes_;
   std::size_t rank_stride_;
   WaitPolicy policy_;
+  const Interruption* interruption_ = nullptr;
   std::vector<ProcessWatch> watches_;  ///< by rank; empty watch for this rank
   std::uint64_t generation_ = 0;
+  std::uint64_t announcement_ = 0;
+  std::string (*describe_)(std::uint64_t) = nullptr;
+  std::uint64_t op_first_generation_ = UINT64_MAX;  ///< no announcement checked before begin_op
 };
 
 }  // namespace cohort::transport

@@ -58,6 +58,10 @@ class Transport {
   virtual bool test(const Request& request) = 0;
   /// Cancels and releases every pending request (after an error). Never throws.
   virtual void cancel_all() noexcept = 0;
+  /// Communicator::abort(): every wait() on this transport, the one running on another thread
+  /// included, throws Error(InvalidUsage) "aborted: <reason>" within about a millisecond, and
+  /// so does every later one. Irreversible; thread-safe; never throws.
+  virtual void interrupt(const std::string& reason) noexcept = 0;
   /// Short description for logs ("ucx posix,self").
   virtual std::string description() const = 0;
 

@@ -138,6 +138,26 @@ key defaults to this rank. Ranks passing color=None join no group and get None.)
             return handle_of(std::move(copy));
           },
           "Collective: a new communicator over the same ranks, with its own tag space.")
+      .def(
+          "abort",
+          [](CommunicatorHandle& h, const std::string& reason) {
+            py::gil_scoped_release release;
+            h.comm->abort(reason);
+          },
+          "reason"_a = "abort() was called", R"doc(
+Fails this communicator at once on this rank: an op running on another thread fails within about
+a millisecond, and every queued and later op raises cohort.InvalidUsageError naming `reason`.)doc")
+      .def_property_readonly(
+          "is_poisoned", [](const CommunicatorHandle& h) { return h.comm->is_poisoned(); },
+          "True once a failure (timeout, dead peer, abort) made the communicator unusable.")
+      .def_property_readonly(
+          "error",
+          [](const CommunicatorHandle& h) -> py::object {
+            const std::optional<Error> cause = h.comm->error();
+            if (!cause) return py::none();
+            return py::str(cause->message());
+          },
+          "The message of the failure that made the communicator unusable, or None.")
       .def("__repr__", [](const CommunicatorHandle& h) {
         return "<cohort.Communicator id " + std::to_string(h.comm->id()) + ", rank " +
                std::to_string(h.comm->rank()) + " of " + std::to_string(h.comm->size()) + ">";

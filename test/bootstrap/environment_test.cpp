@@ -325,6 +325,30 @@ TEST_CASE("local placement is derived when the launcher leaves it out", "[enviro
   }
 }
 
+TEST_CASE("placement is derived without overflow at the largest world size",
+          "[environment][unit]") {
+  // Found by test/fuzz/environment: the derived node count was (world + local - 1) / local,
+  // whose sum overflows an int (undefined behaviour) when both are 2^30, the largest accepted.
+  CleanEnvironment clean;
+  constexpr int largest = 1 << 30;
+  clean.set("COHORT_RANK", "1073741823");
+  clean.set("COHORT_WORLD_SIZE", "1073741824");
+  SECTION("one node assumed") {
+    const Environment env = resolve_environment();
+    CHECK(env.local_world_size == largest);
+    CHECK(env.local_rank == largest - 1);
+    CHECK(env.num_nodes == 1);
+    CHECK(env.node_rank == 0);
+  }
+  SECTION("node count rounded up") {
+    clean.set("COHORT_LOCAL_WORLD_SIZE", "1073741823");
+    const Environment env = resolve_environment();
+    CHECK(env.num_nodes == 2);
+    CHECK(env.node_rank == 1);
+    CHECK(env.local_rank == 0);
+  }
+}
+
 TEST_CASE("bad and inconsistent values name the variable", "[environment][unit]") {
   CleanEnvironment clean;
   SECTION("rank not below world size") {

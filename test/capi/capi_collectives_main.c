@@ -55,6 +55,20 @@ static void check_split(cohort_comm_t comm) {
   CHECK(total == g_size, "allreduce on the dup = %lld", (long long)total);
   OK(cohort_comm_destroy(twin));
   OK(cohort_comm_destroy(half));
+
+  /* abort: local, immediate, sticky; the communicator it was duplicated from is unaffected. */
+  cohort_comm_t doomed = NULL;
+  OK(cohort_comm_dup(comm, &doomed));
+  OK(cohort_comm_status(doomed));
+  OK(cohort_comm_abort(doomed, "c test stop"));
+  FAILS(cohort_comm_status(doomed), COHORT_ERROR_INVALID_USAGE, "c test stop");
+  FAILS(cohort_allreduce(doomed, NULL, vec(&v, &total, 1, I64), COHORT_SUM, NULL),
+        COHORT_ERROR_INVALID_USAGE, "c test stop");
+  FAILS(cohort_comm_abort(NULL, NULL), COHORT_ERROR_INVALID_ARGUMENT, "comm");
+  OK(cohort_comm_destroy(doomed));
+  total = 1;
+  OK(cohort_allreduce(comm, NULL, vec(&v, &total, 1, I64), COHORT_SUM, NULL));
+  CHECK(total == g_size, "allreduce after aborting a dup = %lld", (long long)total);
 }
 
 int main(void) {

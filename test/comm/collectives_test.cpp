@@ -4,12 +4,16 @@
 // layer: argument normalisation, own-block copies, staging, Avg, counts and displacements.
 
 #include "rank_checks.hpp"
+#include "support/scoped_env.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -354,5 +358,81 @@ TEST_CASE("without shared memory (COHORT_SHARED_MEMORY=off) collectives use the 
     check_allreduce(*c);
     check_reduce_scatter(*c);
     c->barrier();
+  }));
+}
+
+TEST_CASE("Avg on f16, bf16 and fp8 does not overflow when the mean is representable",
+          "[comm][multiproc]") {
+  // Every rank contributes the same value x, so the mean is x, while the sum of n values is
+  // beyond the format's largest finite number (f16 65504, e4m3 448): summing first would give
+  // inf (or NaN for e4m3). Bit patterns computed by hand / numpy: f16 40000 = 0x78e2, f16 30000 =
+  // 0x7753; e4m3 320 = 0 1111 010 = 0x7a, 384 = 0 1111 100 = 0x7c (x/2 and x/3 are exact, so is
+  // their sum). bf16 3.004e38 = 0x7f62 (its half is exact; a third is rounded, so 3 ranks get a
+  // tolerance).
+  const int size = GENERATE(2, 3);
+  const std::string shm = GENERATE("auto", "off");
+  CAPTURE(size, shm);
+  REQUIRE_NOTHROW(run_ranks(size, [shm](const Environment& env) {
+    ScopedEnv mode("COHORT_SHARED_MEMORY", shm.c_str());
+    auto c = world(env);
+    const int n = c->size();
+    const auto un = static_cast<std::size_t>(n);
+    struct Case {
+      DType dtype;
+      std::uint16_t bits;  ///< x and the expected mean
+      bool exact;
+    };
+    const Case cases[] = {
+        {DType::Float16, static_cast<std::uint16_t>(n == 2 ? 0x78e2 : 0x7753), true},
+        {DType::Float8E4M3, static_cast<std::uint16_t>(n == 2 ? 0x7a : 0x7c), true},
+        {DType::BFloat16, 0x7f62, n == 2},
+    };
+    auto fill = [](const Buffer& b, std::uint16_t bits) {
+      for (std::size_t i = 0; i < b.count(); ++i) {
+        if (dtype_size(b.dtype()) == 2)
+          b.data_as<std::uint16_t>()[i] = bits;
+        else
+          b.data_as<std::uint8_t>()[i] = static_cast<std::uint8_t>(bits);
+      }
+    };
+    auto check = [&](const Buffer& b, const Case& k, std::size_t count, const std::string& what) {
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::uint16_t got = dtype_size(b.dtype()) == 2 ? b.data_as<std::uint16_t>()[i]
+                                                             : b.data_as<std::uint8_t>()[i];
+        if (k.exact) {
+          RANK_CHECK(got == k.bits, what << " " << dtype_name(k.dtype) << " element " << i
+                                         << ": bits 0x" << std::hex << got << ", expected 0x"
+                                         << k.bits);
+        } else {
+          // bf16 -> float by shifting into the high half; within 2 ulps of bf16 (2^-6 relative).
+          const std::uint32_t f32 = std::uint32_t{got} << 16;
+          float value = 0;
+          std::memcpy(&value, &f32, sizeof value);
+          RANK_CHECK(
+              std::isfinite(value) && std::fabs(value - 3.00405527e38f) <= 3.00405527e38f / 64,
+              what << " bf16 element " << i << " is " << value);
+        }
+      }
+    };
+    const std::size_t count = 1000;  // several SIMD widths and a tail
+    for (const Case& k : cases) {
+      Buffer in = Buffer::allocate(count, k.dtype);
+      Buffer out = Buffer::allocate(count, k.dtype);
+      fill(in, k.bits);
+      c->allreduce(in, out, ReduceOp::Avg);
+      check(out, k, count, "allreduce out of place");
+      check(in, {k.dtype, k.bits, true}, count, "allreduce's input untouched");
+      c->allreduce(in, ReduceOp::Avg);
+      check(in, k, count, "allreduce in place");
+      fill(in, k.bits);
+      Buffer root_out = Buffer::allocate(count, k.dtype);
+      c->reduce(in, root_out, ReduceOp::Avg, n - 1);
+      if (env.rank == n - 1) check(root_out, k, count, "reduce to the last rank");
+      Buffer rs_in = Buffer::allocate(count * un, k.dtype);
+      Buffer rs_out = Buffer::allocate(count, k.dtype);
+      fill(rs_in, k.bits);
+      c->reduce_scatter(rs_in, rs_out, ReduceOp::Avg);
+      check(rs_out, k, count, "reduce_scatter");
+    }
   }));
 }

@@ -3,18 +3,21 @@
 // and a rank killed mid-collective failing every other rank with its name, then fast.
 
 #include "rank_checks.hpp"
+#include "support/blocked_thread.hpp"
 #include "support/process_exit.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <unistd.h>
@@ -272,4 +275,133 @@ TEST_CASE("a rank killed mid-allreduce fails the others naming it, then fast",
     if (report.find("names-victim") != std::string::npos) ++naming_victim;
   }
   CHECK(naming_victim >= 1);
+}
+
+TEST_CASE("abort() fails the running op, the queued ones and every later one with its reason",
+          "[comm][multiproc]") {
+  // "off": the op waits in UCX (the test sees it asleep in poll before aborting); "auto": in the
+  // shared arena (it may still be starting when abort() comes; the outcome must be the same).
+  const std::string shm = GENERATE("off", "auto");
+  CAPTURE(shm);
+  REQUIRE_NOTHROW(run_ranks(3, [shm](const Environment& env) {
+    ScopedEnv mode("COHORT_SHARED_MEMORY", shm.c_str());
+    auto c = world(env);
+    allreduce_works(*c, "before abort");  // every pair connected, the arena set up
+    auto side = c->dup();                 // shares c's connections; not aborted with it
+    CollectiveOptions slow;
+    slow.timeout = 120s;  // far beyond the test's: a Timeout would mean abort() did not cut in
+    if (env.rank != 0) {
+      // Stays out of c's next op, and alive, until rank 0 has checked everything.
+      side->barrier(slow);
+      return;
+    }
+    Buffer b = Buffer::allocate(1 << 16, DType::Float32);
+    std::optional<Error> running;
+    std::atomic<pid_t> tid{0};
+    std::thread op([&] {
+      tid = current_thread_id();
+      try {
+        c->allreduce(b, ReduceOp::Sum, slow);
+      } catch (const Error& e) {
+        running = e;
+      }
+    });
+    while (tid.load() == 0) std::this_thread::yield();
+    if (shm == "off")
+      RANK_CHECK(wait_until_blocked(tid.load(), BlockedIn::FileDescriptor, 60s),
+                 "the allreduce thread never blocked in poll");
+    Work queued = c->broadcast_async(b, b, 0, slow);
+    RANK_CHECK(!c->is_poisoned(), "poisoned before abort()");
+    c->abort("test stop");
+    op.join();
+    RANK_CHECK(running.has_value(), "the running allreduce did not fail");
+    RANK_CHECK(running->code() == ErrorCode::InvalidUsage, "running op: " << running->what());
+    RANK_CHECK(running->message().find("test stop") != std::string::npos,
+               "running op: " << running->what());
+    RANK_CHECK(running->context().op == "allreduce", "context op " << running->context().op);
+    // The queued op failed with the cause, readable without rethrowing.
+    const std::optional<Error> queued_error = queued.error();
+    RANK_CHECK(queued_error.has_value(), "the queued broadcast did not fail");
+    RANK_CHECK(queued_error->code() == ErrorCode::InvalidUsage, "queued: " << queued_error->what());
+    RANK_CHECK(queued_error->message().find("test stop") != std::string::npos,
+               "queued: " << queued_error->what());
+    bool rethrown = false;
+    try {
+      queued.wait();
+    } catch (const Error&) {
+      rethrown = true;
+    }
+    RANK_CHECK(rethrown, "Work::wait did not rethrow");
+    RANK_CHECK(c->is_poisoned(), "not poisoned after abort()");
+    RANK_CHECK(
+        c->error()->message().find("communicator 0 was aborted: test stop") != std::string::npos,
+        "cause: " << c->error()->what());
+    expect_error([&] { c->barrier(); }, ErrorCode::InvalidUsage, {"barrier", "test stop"},
+                 "later op");
+    c->abort("again");  // the first cause stays
+    RANK_CHECK(c->error()->message().find("test stop") != std::string::npos,
+               "cause after a second abort: " << c->error()->what());
+    // The sibling communicator over the same connections still works, and releases the peers.
+    side->barrier(slow);
+  }));
+}
+
+TEST_CASE("COHORT_DEBUG=detail on one rank only turns it on for every rank", "[comm][multiproc]") {
+  REQUIRE_NOTHROW(run_ranks(3, [](const Environment& env) {
+    // Only rank 1 asks; unagreed, its fingerprint messages would never be answered.
+    if (env.rank == 1)
+      ::setenv("COHORT_DEBUG", "detail", 1);
+    else
+      ::unsetenv("COHORT_DEBUG");
+    auto c = world(env);
+    allreduce_works(*c, "allreduce with debug asked by one rank");  // op #0
+    const std::size_t count = env.rank == 0 ? 12 : 10;
+    Buffer b = Buffer::allocate(count, DType::Float32);
+    expect_error([&] { c->allreduce(b, ReduceOp::Sum); }, ErrorCode::InvalidArgument,
+                 {"allreduce #1", "rank 0 has count=12", "rank 1 has count=10"},
+                 "count mismatch caught on every rank");
+    // Forcing different algorithms would exchange messages no peer expects.
+    CollectiveOptions forced;
+    forced.algorithm = env.rank == 0 ? Algorithm::Ring : Algorithm::RecursiveDoubling;
+    Buffer ten = Buffer::allocate(10, DType::Float32);
+    expect_error(
+        [&] { c->allreduce(ten, ReduceOp::Sum, forced); }, ErrorCode::InvalidArgument,
+        {"allreduce #2", "rank 0 has algorithm=ring", "rank 1 has algorithm=recursive_doubling"},
+        "forced algorithms differ");
+    allreduce_works(*c, "allreduce after the mismatches");
+  }));
+}
+
+TEST_CASE("without COHORT_DEBUG, ranks disagreeing on the shared-memory path fail on every rank",
+          "[comm][multiproc]") {
+  // Rank 0 allreduces 100 floats, the others 100000: before announcements, rank 0 returned "ok"
+  // and its next allreduce returned wrong values. Now the ranks that meet the disagreement fail
+  // with InvalidArgument naming both calls; the communicator is unusable afterwards (the arena's
+  // pieces are out of step), every later op says so.
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    ::unsetenv("COHORT_DEBUG");
+    ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
+    auto c = world(env);
+    allreduce_works(*c, "before");  // sets the arena up
+    const std::size_t count = env.rank == 0 ? 100 : 100000;
+    Buffer b = Buffer::allocate(count, DType::Float32);
+    CollectiveOptions quick;
+    quick.timeout = 60s;
+    bool failed = false;
+    try {
+      c->allreduce(b, ReduceOp::Sum, quick);
+    } catch (const Error& e) {
+      failed = true;
+      RANK_CHECK(e.code() == ErrorCode::InvalidArgument,
+                 "code " << error_code_name(e.code()) << ": " << e.what());
+      RANK_CHECK(e.message().find("allreduce of 400 bytes") != std::string::npos &&
+                     e.message().find("allreduce of 400000 bytes") != std::string::npos,
+                 "message names both calls: " << e.message());
+    }
+    RANK_CHECK(failed, "rank " << env.rank << " returned from a disagreeing allreduce");
+    expect_error([&] { c->allreduce(b, ReduceOp::Sum, quick); }, ErrorCode::InvalidUsage,
+                 {"unusable"}, "later op");
+  }));
 }

@@ -259,7 +259,7 @@ TEST_CASE("in-flight: a transfer the transport fails is reported with the transp
   const auto r = transfers.poll();
   REQUIRE(r.failure);
   CHECK(r.failure->what == "recv #0 from rank 0 (tag 4)");
-  CHECK(r.failure->error.code() == ErrorCode::Internal);
+  CHECK(r.failure->error.code() == ErrorCode::InvalidArgument);
   CHECK_THAT(r.failure->error.message(), Catch::Contains("8-byte message"));
   // Named as the transfer, whatever the transport called it.
   CHECK_THAT(r.failure->error.message(), Catch::StartsWith("recv #0 from rank 0 (tag 4): "));
@@ -267,7 +267,7 @@ TEST_CASE("in-flight: a transfer the transport fails is reported with the transp
   CHECK(transfers.count() == 2);
 
   transfers.cancel_all(r.failure->error, unusable);
-  CHECK(failure_of(recv_work).code() == ErrorCode::Internal);
+  CHECK(failure_of(recv_work).code() == ErrorCode::InvalidArgument);
   const Error later = failure_of(later_work);
   CHECK(later.code() == ErrorCode::InvalidUsage);
   CHECK(later.message() == "recv #1 from rank 0 (tag 6): unusable after the cause");

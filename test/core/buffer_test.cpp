@@ -188,6 +188,41 @@ TEST_CASE("allocate returns zeroed 64-byte-aligned host memory", "[buffer]") {
   require_invalid([] { Buffer::allocate({3, -1}, DType::Float32); }, "-1");
 }
 
+TEST_CASE("slices of an empty buffer whose other extents multiply past int64", "[buffer]") {
+  // Found by test/fuzz/dlpack_import: slice() multiplied the trailing extents into a row size,
+  // which overflowed (undefined behaviour) for [0, 2^40, 2^40]; an empty buffer's extents are not
+  // bounded the way a non-empty one's byte size is.
+  constexpr std::int64_t big = std::int64_t{1} << 40;
+  const Buffer empty = Buffer::view(nullptr, {0, big, big}, DType::Float64, Device::cpu());
+  const Buffer s = empty.slice(0, 0);
+  CHECK(s.shape() == std::vector<std::int64_t>{0, big, big});
+  CHECK(s.count() == 0);
+  CHECK(s.byte_offset() == 0);
+  // Rows of zero elements: any slice is empty and stays at the buffer's offset.
+  const Buffer rows = Buffer::view(nullptr, {4, 0, big}, DType::Float64, Device::cpu());
+  const Buffer r = rows.slice(1, 3);
+  CHECK(r.shape() == std::vector<std::int64_t>{2, 0, big});
+  CHECK(r.count() == 0);
+  CHECK(r.byte_offset() == 0);
+}
+
+TEST_CASE("a view's byte offset plus its size must fit in int64", "[buffer]") {
+  // Found by test/fuzz/dlpack_import: a view at offset 2^63 - 55 accepted, then slice() added the
+  // rows' bytes to that offset and overflowed (undefined behaviour).
+  constexpr std::int64_t max = std::numeric_limits<std::int64_t>::max();
+  const auto at = [](std::int64_t offset) {
+    return Buffer::view(reinterpret_cast<void*>(0x1000), {4, 2}, DType::Float32, Device::cpu(), {},
+                        offset);
+  };
+  // 8 floats are 32 bytes: the last offset that fits is max - 32.
+  const Buffer last = at(max - 32);
+  CHECK(last.slice(3, 4).byte_offset() == max - 8);
+  require_invalid([&] { at(max - 31); }, "exceeds the int64 range");
+  require_invalid([&] { at(max); }, std::to_string(max));
+  // An empty view has no bytes to place: any non-negative offset is accepted.
+  CHECK(Buffer::view(nullptr, {0, 4}, DType::Float32, Device::cpu(), {}, max).byte_offset() == max);
+}
+
 TEST_CASE("slice shares memory along dim 0", "[buffer]") {
   Buffer b = iota_2d(5, 3);
   Buffer s = b.slice(1, 4);

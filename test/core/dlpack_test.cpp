@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -52,7 +53,10 @@ Managed* make_tensor(const Spec& spec, int* deletions) {
   fake->deletions = deletions;
   DLTensor& t = fake->managed.dl_tensor;
   t.data = spec.data;
-  t.device.device_type = static_cast<DLDeviceType>(spec.device_type);
+  // Stored as the int32 it is: device types past the enum's range (from newer producers) are not
+  // valid values of the C++ enum.
+  const std::int32_t device_type = spec.device_type;
+  std::memcpy(&t.device.device_type, &device_type, sizeof device_type);
   t.device.device_id = spec.device_id;
   t.ndim = spec.ndim_override != -100 ? spec.ndim_override : static_cast<int>(spec.shape.size());
   t.dtype.code = spec.code;
@@ -290,6 +294,11 @@ TEST_CASE("import rejects bad tensors after calling the deleter once", "[dlpack]
   s.device_type = 10;  // ROCm
   require_import_rejected(s, "device type 10");
   s = good;
+  // Found by test/fuzz/dlpack_import: a type outside DLDeviceType's enumerators was loaded as the
+  // enum (undefined behaviour, reported by UBSan) before being rejected.
+  s.device_type = 1000000;
+  require_import_rejected(s, "device type 1000000");
+  s = good;
   s.device_type = 2;
   s.device_id = -1;
   require_import_rejected(s, "device id -1");
@@ -434,6 +443,21 @@ TEST_CASE("export keeps strides, devices and every dtype", "[dlpack]") {
   CHECK(empty->dl_tensor.shape[0] == 0);
   CHECK(empty->dl_tensor.data == nullptr);
   empty->deleter(empty);
+}
+
+TEST_CASE("export of an empty buffer whose extents multiply past int64", "[dlpack]") {
+  // Found by test/fuzz/dlpack_import: the row-major strides were a plain int64 product, which
+  // overflowed (undefined behaviour) for [0, 2^40, 2^40]. An empty buffer's strides step over
+  // nothing; they saturate at the int64 maximum instead.
+  constexpr std::int64_t big = std::int64_t{1} << 40;
+  const Buffer empty = Buffer::view(nullptr, {0, big, big}, DType::Float32, Device::cpu());
+  REQUIRE(empty.count() == 0);
+  DLManagedTensor* t = cohort::to_dlpack(empty);
+  CHECK(t->dl_tensor.shape[0] == 0);
+  CHECK(t->dl_tensor.strides[2] == 1);
+  CHECK(t->dl_tensor.strides[1] == big);
+  CHECK(t->dl_tensor.strides[0] == std::numeric_limits<std::int64_t>::max());
+  t->deleter(t);
 }
 
 TEST_CASE("versioned export sets the version and the read-only flag", "[dlpack]") {

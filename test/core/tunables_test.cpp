@@ -45,7 +45,7 @@ bool same(const Tunables& a, const Tunables& b) {
          a.spin == b.spin && a.ucx_err_handling == b.ucx_err_handling &&
          a.shared_memory == b.shared_memory && a.store_timeout == b.store_timeout &&
          a.algorithm_spec == b.algorithm_spec && a.rendezvous_dir == b.rendezvous_dir &&
-         a.token == b.token;
+         a.token == b.token && a.trace_buffer == b.trace_buffer && a.trace_dir == b.trace_dir;
 }
 
 const TunableInfo& declaration(std::string_view name) {
@@ -94,6 +94,8 @@ TEST_CASE("an empty environment gives every default", "[tunables]") {
   CHECK(t.algorithm_spec.empty());
   CHECK_FALSE(t.rendezvous_dir.has_value());
   CHECK(t.token.empty());
+  CHECK(t.trace_buffer == 2000);
+  CHECK_FALSE(t.trace_dir.has_value());
   CHECK(same(t, Tunables{}));
 }
 
@@ -109,7 +111,7 @@ TEST_CASE("each declared default, parsed as a value, gives the built-in default"
   // "temp dir": a meaning, not a value).
   for (const char* name :
        {"COHORT_TIMEOUT", "COHORT_DEBUG", "COHORT_LOG_LEVEL", "COHORT_SHARED_MEMORY",
-        "COHORT_UCX_ERR_HANDLING", "COHORT_STORE_TIMEOUT"}) {
+        "COHORT_UCX_ERR_HANDLING", "COHORT_STORE_TIMEOUT", "COHORT_TRACE_BUFFER"}) {
     CAPTURE(name);
     const TunableInfo& info = declaration(name);
     Tunables parsed;
@@ -153,6 +155,9 @@ TEST_CASE("accepted values", "[tunables]") {
     CHECK(read_with("COHORT_STORE_TIMEOUT", "0.2").store_timeout == 200ms);
     CHECK(read_with("COHORT_STORE_TIMEOUT", "1.0004").store_timeout == 1000ms);
     CHECK(read_with("COHORT_STORE_TIMEOUT", "1e7").store_timeout == 10000000000ms);
+    // Positive but below half a millisecond: 1 ms, never a zero timeout (found by fuzzing).
+    CHECK(read_with("COHORT_STORE_TIMEOUT", "0.0001").store_timeout == 1ms);
+    CHECK(read_with("COHORT_STORE_TIMEOUT", ".000013358283471264427").store_timeout == 1ms);
   }
   SECTION("text variables are kept as set") {
     CHECK(read_with("COHORT_ALGO", "allreduce:ring,broadcast:tree").algorithm_spec ==
@@ -160,6 +165,13 @@ TEST_CASE("accepted values", "[tunables]") {
     CHECK(read_with("COHORT_RENDEZVOUS_DIR", "/tmp/job dir").rendezvous_dir ==
           std::optional<std::string>("/tmp/job dir"));
     CHECK(read_with("COHORT_TOKEN", "s3cret").token == "s3cret");
+    CHECK(read_with("COHORT_TRACE_DIR", "/tmp/traces").trace_dir ==
+          std::optional<std::string>("/tmp/traces"));
+  }
+  SECTION("COHORT_TRACE_BUFFER: whole ops from 0 (records nothing) to a million") {
+    CHECK(read_with("COHORT_TRACE_BUFFER", "0").trace_buffer == 0);
+    CHECK(read_with("COHORT_TRACE_BUFFER", "64").trace_buffer == 64);
+    CHECK(read_with("COHORT_TRACE_BUFFER", "1000000").trace_buffer == 1000000);
   }
 }
 
@@ -190,6 +202,9 @@ TEST_CASE("a malformed value names the variable, the value and what was expected
       {"COHORT_STORE_TIMEOUT", "1e8", "at most 1e7"},
       {"COHORT_STORE_TIMEOUT", "nan", "positive number of seconds"},
       {"COHORT_STORE_TIMEOUT", "soon", "positive number of seconds"},
+      {"COHORT_TRACE_BUFFER", "-1", "is not a number of ops between 0 and 1000000"},
+      {"COHORT_TRACE_BUFFER", "1000001", "between 0 and 1000000"},
+      {"COHORT_TRACE_BUFFER", "2k", "number of ops"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name, c.value);

@@ -90,11 +90,24 @@ def timeouts(comm):
     comm.barrier()
 
 
+def abort(comm):
+    # Aborting a duplicate is local and sticky; the communicator it came from keeps working.
+    doomed = comm.dup()
+    check(not doomed.is_poisoned and doomed.error is None, "a fresh communicator is usable")
+    doomed.abort("python test stop")
+    check(doomed.is_poisoned, "abort() poisons")
+    check("python test stop" in doomed.error, f"error names the reason: {doomed.error!r}")
+    x = cohort.Buffer.allocate(4, "float32")
+    raises(cohort.InvalidUsageError, lambda: doomed.allreduce(x), "python test stop")
+    comm.barrier()
+
+
 def main():
     comm = world()
     check(comm.size >= 2, "run this test with 2 or more ranks")
     argument_errors(comm)
     timeouts(comm)
+    abort(comm)
 
 
 if __name__ == "__main__":

@@ -97,7 +97,8 @@ TEST_CASE("self transport: unmatched waits, size mismatches and bad peers are er
     t.test(r2);
     FAIL("size mismatch not reported");
   } catch (const cohort::Error& e) {
-    CHECK(e.code() == cohort::ErrorCode::Internal);
+    CHECK(e.code() == cohort::ErrorCode::InvalidArgument);
+    CHECK_THAT(e.message(), Catch::Contains("sizes disagree"));
     CHECK_THAT(e.message(), Catch::Contains("8-byte message"));
   }
 

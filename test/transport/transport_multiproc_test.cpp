@@ -389,7 +389,8 @@ TEST_CASE("size mismatches and bad peers are errors; the connections keep workin
               wait_one(*t, t->post_recv(0, data, 8, op_tag(7, seq, 0)), 30s, "mismatch");
               throw std::runtime_error("size mismatch not reported");
             } catch (const cohort::Error& e) {
-              expect(e.code() == cohort::ErrorCode::Internal, e.what());
+              expect(e.code() == cohort::ErrorCode::InvalidArgument, e.what());
+              expect(e.message().find("sizes disagree") != std::string::npos, e.what());
               expect(e.message().find("rank 0") != std::string::npos, e.what());
             }
           }

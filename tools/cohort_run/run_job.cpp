@@ -3,6 +3,8 @@
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
+#include "bootstrap/socket.hpp"
+#include "cohort_run/flight_records.hpp"
 #include "cohort_run/interrupt_pipe.hpp"
 #include "cohort_run/launcher_store.hpp"
 #include "core/log.hpp"
@@ -112,8 +114,16 @@ class NodeJob {
     hooks.on_first_failure = [this](const launcher::RankFailure& failure) {
       JobAbort mine{failure, failure.status.shell_code(), config_.node_rank, {}};
       abort_ = publish(mine);
+      // Before the others are stopped: their flight records say where each one was.
+      request_flight_records();
     };
-    if (config_.nnodes > 1) hooks.should_stop = [this] { return remote_stop_reason(); };
+    if (config_.nnodes > 1) {
+      hooks.should_stop = [this] {
+        std::optional<std::string> reason = remote_stop_reason();
+        if (reason) request_flight_records();
+        return reason;
+      };
+    }
     const launcher::RankSupervisorResult result =
         launcher::supervise_ranks(ranks_, config_.node_rank, hooks);
 
@@ -131,7 +141,8 @@ class NodeJob {
     store_addr_ = config_.master_addr;
     if (config_.node_rank == 0) {
       TcpStoreOptions options;
-      options.host = config_.master_addr;
+      // Listen where the ranks and the other nodes are told to connect, not on every interface.
+      options.host = bootstrap::store_bind_address(config_.master_addr, config_.nnodes);
       options.port = config_.master_port;
       options.token = token_;
       server_ = std::make_unique<TcpStoreServer>(options);
@@ -145,8 +156,25 @@ class NodeJob {
     launchers_ = std::make_unique<LauncherStore>(std::make_shared<TcpStore>(options));
   }
 
+  // Every rank dumps its flight records into one directory per job (flight_records.hpp): the
+  // user's COHORT_TRACE_DIR (from --env or the environment) or one of our own.
+  std::string user_trace_dir() const {
+    std::string dir = tunables().trace_dir.value_or(std::string());
+    for (const auto& [name, value] : config_.extra_env)
+      if (name == "COHORT_TRACE_DIR") dir = value;
+    return dir;
+  }
+
+  void request_flight_records() noexcept {
+    std::vector<RankPid> running;
+    for (const launcher::RankProcess& rank : ranks_)
+      if (rank.process.running()) running.push_back({rank.rank, rank.process.pid()});
+    flight_records_->request_dumps(running, kDumpWait);
+  }
+
   void start_ranks() {
     if (!config_.log_dir.empty()) std::filesystem::create_directories(config_.log_dir);
+    flight_records_ = std::make_unique<JobFlightRecords>(user_trace_dir());
     const std::vector<std::string> base = launcher::current_environment();
     for (int local = 0; local < config_.nproc_per_node; ++local) {
       launcher::RankPlacement placement;
@@ -159,10 +187,11 @@ class NodeJob {
       placement.store_addr = store_addr_;
       placement.store_port = store_port_;
       placement.token = token_;
-      const ExecImage image(config_.command, launcher::merge_environment(
-                                                 launcher::merge_environment(
-                                                     base, launcher::rank_variables(placement)),
-                                                 config_.extra_env));
+      launcher::EnvironmentVariables variables = launcher::rank_variables(placement);
+      variables.emplace_back("COHORT_TRACE_DIR", flight_records_->dir());
+      const ExecImage image(
+          config_.command, launcher::merge_environment(launcher::merge_environment(base, variables),
+                                                       config_.extra_env));
 
       UniqueFd out_log, err_log;
       if (!config_.log_dir.empty()) {
@@ -281,7 +310,8 @@ class NodeJob {
     std::string text;
     if (abort_->failure) {
       text = launcher::failure_summary(*abort_->failure, config_.world_size(), config_.node_rank,
-                                       result.stopped_ranks, result.killed_ranks);
+                                       result.stopped_ranks, result.killed_ranks,
+                                       flight_records_->verdict_lines());
     } else {
       text = "cohort-run: ===== job stopped =====\ncohort-run: " + abort_->reason + "\n";
       text += "cohort-run: stopped ranks on node " + std::to_string(config_.node_rank) + ": " +
@@ -291,7 +321,10 @@ class NodeJob {
         text +=
             " (SIGKILL after the grace period: " + launcher::join_ranks(result.killed_ranks) + ")";
       }
-      text += "\ncohort-run: exit code " + std::to_string(abort_->exit_code) + "\n";
+      text += "\n";
+      for (const std::string& line : flight_records_->verdict_lines())
+        text += "cohort-run: " + line + "\n";
+      text += "cohort-run: exit code " + std::to_string(abort_->exit_code) + "\n";
     }
     launcher::write_all(STDERR_FILENO, text.data(), text.size());
   }
@@ -303,6 +336,8 @@ class NodeJob {
   std::uint16_t store_port_ = 0;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<LauncherStore> launchers_;
+  // Removes its directory (when ours and not needed) after the ranks are gone.
+  std::unique_ptr<JobFlightRecords> flight_records_;
   // Declared after the store: ranks are killed and reaped before the store goes away.
   std::vector<launcher::RankProcess> ranks_;
   std::optional<JobAbort> abort_;

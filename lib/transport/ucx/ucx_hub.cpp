@@ -69,6 +69,14 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     close(wake_fd_);
     throw;
   }
+  // Every peer has read our address: a peer sends its handshake message, which we now hold, only
+  // after reading all of them. Left in place, the key would outlive the world in the job's store.
+  try {
+    store.erase(address_key(key_prefix, rank));
+  } catch (const Error& e) {
+    COHORT_LOG_WARN("could not erase rank {}'s transport address from the store: {}", rank,
+                    e.what());
+  }
   COHORT_LOG_DEBUG("{}: rank {} of {} connected (spin {} us{})", description(), rank, size,
                    policy_.spin.count(), policy_.yield_while_spinning ? ", yielding" : "");
 }
@@ -205,11 +213,21 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
   requests_.release(request);
   // A failed transfer is most often a dead peer; look before blaming UCX so the error names it.
   if (!wrong_size) check_liveness();
+  // cohort's algorithms agree on every message size whenever the ranks agree on the op, so a
+  // size difference means the ranks (or a send and its receive) were given different arguments.
   if (wrong_size)
-    throw Error(
-        ErrorCode::Internal,
-        description + " got a " + std::to_string(received) + "-byte message" + pending_summary(all),
-        ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
+    throw Error(ErrorCode::InvalidArgument,
+                "sizes disagree: " + description + " got a " + std::to_string(received) +
+                    "-byte message from rank " + std::to_string(pending.origin.peer_label) +
+                    " (the ranks were called with different arguments)" + pending_summary(all),
+                ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
+  if (status == UCS_ERR_MESSAGE_TRUNCATED)
+    throw Error(ErrorCode::InvalidArgument,
+                "sizes disagree: " + description + " got a larger message from rank " +
+                    std::to_string(pending.origin.peer_label) +
+                    " (the ranks were called with different arguments; UCX: message truncated)" +
+                    pending_summary(all),
+                ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
   if (peer.failed)
     throw Error(ErrorCode::RemoteError,
                 description + " failed: rank " + std::to_string(pending.origin.peer_label) +
@@ -220,7 +238,8 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
               ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
 }
 
-void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const std::string& what) {
+void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const std::string& what,
+                  const Interruption* interruption) {
   {
     std::lock_guard lock(mutex_);
     for (const Request& request : requests)
@@ -267,6 +286,8 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
       if (all_done) return;
       epoch = progress_epoch_;
     }
+    // After the round, so an op whose messages all arrived completes rather than fails.
+    if (interruption != nullptr && interruption->raised()) interruption->throw_error(what);
     // Reading the clock costs about as much as a progress call; spin a few rounds between reads.
     constexpr std::uint32_t kRoundsPerClockRead = 16;
     if (round % kRoundsPerClockRead != 0) continue;
@@ -290,6 +311,12 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
     }
     block_until(deadline, epoch);
   }
+}
+
+void UcxHub::wake_sleepers() noexcept {
+  const std::uint64_t one = 1;
+  if (write(wake_fd_, &one, sizeof one) < 0 && errno != EAGAIN)
+    COHORT_LOG_WARN("waking threads blocked on the transport failed (errno {})", errno);
 }
 
 void UcxHub::progress_locked() noexcept {

@@ -20,6 +20,7 @@
 // may have completed its requests.
 
 #include "core/tunables.hpp"
+#include "transport/interruption.hpp"
 #include "transport/process_watch.hpp"
 #include "transport/request_table.hpp"
 #include "transport/tag_ids.hpp"
@@ -70,7 +71,11 @@ class UcxHub {
   /// Receives from world rank `peer`.
   Request post_recv(int peer, void* data, std::size_t bytes, Tag tag, Origin origin);
   /// Transport::wait / test (see transport.hpp).
-  void wait(std::span<const Request> requests, Deadline deadline, const std::string& what);
+  /// `interruption` (may be null): checked every round; raised, the wait throws its error.
+  void wait(std::span<const Request> requests, Deadline deadline, const std::string& what,
+            const Interruption* interruption = nullptr);
+  /// Wakes every thread sleeping in wait() so it looks at its interruption again. Never throws.
+  void wake_sleepers() noexcept;
   bool test(const Request& request);
   /// Cancels and releases every pending request posted by `owner`. Never throws.
   void cancel_owned(const void* owner) noexcept;

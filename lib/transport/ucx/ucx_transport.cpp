@@ -41,7 +41,12 @@ Request UcxTransport::post_recv(int peer, void* data, std::size_t bytes, Tag tag
 
 void UcxTransport::wait(std::span<const Request> requests, Deadline deadline,
                         const std::string& what) {
-  hub_->wait(requests, deadline, what);
+  hub_->wait(requests, deadline, what, &interruption_);
+}
+
+void UcxTransport::interrupt(const std::string& reason) noexcept {
+  interruption_.raise(reason);
+  hub_->wake_sleepers();
 }
 
 bool UcxTransport::test(const Request& request) {

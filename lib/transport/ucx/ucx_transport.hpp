@@ -5,6 +5,7 @@
 // them). The world's view maps every rank to itself; split() derives views over subsets, which
 // cost a vector of ranks and a tag id (tag_ids.hpp), nothing in UCX.
 
+#include "transport/interruption.hpp"
 #include "transport/tag_ids.hpp"
 #include "transport/transport.hpp"
 #include "transport/ucx/ucx_hub.hpp"
@@ -32,6 +33,7 @@ class UcxTransport final : public Transport {
   void wait(std::span<const Request> requests, Deadline deadline, const std::string& what) override;
   bool test(const Request& request) override;
   void cancel_all() noexcept override;
+  void interrupt(const std::string& reason) noexcept override;
   std::string description() const override;
   std::unique_ptr<Transport> derive(std::span<const int> members, int rank,
                                     TagIdClaim tag) override;
@@ -44,6 +46,7 @@ class UcxTransport final : public Transport {
   std::vector<int> world_ranks_;
   int rank_;
   TagIdClaim tag_;
+  Interruption interruption_;
 };
 
 }  // namespace cohort::transport::ucx

@@ -1,0 +1,74 @@
+// Packing and describing an op's announcement (see announcement.hpp).
+
+#include "algorithms/announcement.hpp"
+
+#include <cohort/dtype.hpp>
+
+namespace cohort::algorithms {
+namespace {
+
+constexpr unsigned kRootBits = 12;
+constexpr unsigned kBytesBits = 38;
+constexpr std::uint64_t kNoDtype = 0x1f;
+constexpr std::uint64_t kNoOp = 0xf;
+constexpr std::uint64_t kNoRoot = (1u << kRootBits) - 1;
+constexpr std::uint64_t kNoBytes = (std::uint64_t{1} << kBytesBits) - 1;
+
+std::uint64_t pack(Collective kind, std::uint64_t dtype, std::uint64_t op, std::uint64_t root,
+                   std::uint64_t bytes) {
+  return (static_cast<std::uint64_t>(kind) << 59) | ((dtype & 0x1f) << 54) | ((op & 0xf) << 50) |
+         ((root & kNoRoot) << kBytesBits) | (bytes & kNoBytes);
+}
+
+std::uint64_t bytes_field(std::size_t bytes) {
+  // All ones means "not compared"; a real count that happens to equal it is compared as such.
+  return static_cast<std::uint64_t>(bytes) & kNoBytes;
+}
+
+}  // namespace
+
+template <class Args>
+std::uint64_t announcement_of(const Args& args, std::size_t bytes) {
+  std::uint64_t dtype = kNoDtype, op = kNoOp, root = kNoRoot;
+  if constexpr (requires { args.dtype; }) dtype = static_cast<std::uint64_t>(args.dtype);
+  if constexpr (requires { args.op; }) op = static_cast<std::uint64_t>(args.op);
+  if constexpr (requires { args.root; }) root = static_cast<std::uint64_t>(args.root);
+  std::uint64_t field = bytes_field(bytes);
+  if constexpr (requires { args.uniform; }) {
+    if (!args.uniform) field = kNoBytes;
+  }
+  return pack(collective_of(args), dtype, op, root, field);
+}
+
+template std::uint64_t announcement_of(const AllreduceArgs&, std::size_t);
+template std::uint64_t announcement_of(const BroadcastArgs&, std::size_t);
+template std::uint64_t announcement_of(const ReduceArgs&, std::size_t);
+template std::uint64_t announcement_of(const AllgatherArgs&, std::size_t);
+template std::uint64_t announcement_of(const GatherArgs&, std::size_t);
+template std::uint64_t announcement_of(const ScatterArgs&, std::size_t);
+template std::uint64_t announcement_of(const ReduceScatterArgs&, std::size_t);
+template std::uint64_t announcement_of(const AlltoallArgs&, std::size_t);
+template std::uint64_t announcement_of(const BarrierArgs&, std::size_t);
+
+std::string describe_announcement(std::uint64_t a) {
+  const auto kind = static_cast<Collective>(a >> 59);
+  const std::uint64_t dtype = (a >> 54) & 0x1f;
+  const std::uint64_t op = (a >> 50) & 0xf;
+  const std::uint64_t root = (a >> kBytesBits) & kNoRoot;
+  const std::uint64_t bytes = a & kNoBytes;
+  std::string text(collective_name(kind));
+  if (kind != Collective::Barrier) {
+    text += bytes == kNoBytes ? std::string(" of per-rank counts")
+                              : " of " + std::to_string(bytes) + " bytes";
+  }
+  std::string details;
+  if (dtype != kNoDtype) details = std::string(dtype_name(static_cast<DType>(dtype)));
+  if (op != kNoOp)
+    details +=
+        (details.empty() ? "" : ", ") + std::string(reduce_op_name(static_cast<ReduceOp>(op)));
+  if (root != kNoRoot) details += (details.empty() ? "root " : ", root ") + std::to_string(root);
+  if (!details.empty()) text += " (" + details + ")";
+  return text;
+}
+
+}  // namespace cohort::algorithms

@@ -1,0 +1,24 @@
+#pragma once
+
+// What an op announces in the shared arena (SharedArena::begin_op), so a rank that disagrees
+// with its peers about the op (another collective, dtype, reduce op, root or byte count) is an
+// error on every rank instead of a silent wrong result. Packed in 64 bits:
+//   collective 5 | dtype 5 | reduce op 4 | root 12 | bytes 38
+// Fields that do not apply hold all ones; so do bytes of alltoallv (the counts differ per rank
+// legitimately) and byte counts beyond 2^38 - 1 (compared modulo that: such mismatches are
+// caught only when they differ in the low bits, which any plausible mistake does).
+
+#include "algorithms/args.hpp"
+
+#include <cstdint>
+#include <string>
+
+namespace cohort::algorithms {
+
+template <class Args>
+std::uint64_t announcement_of(const Args& args, std::size_t bytes);
+
+/// "allreduce of 400 bytes (float32, sum)", "broadcast of 16 bytes (int32) from root 2".
+std::string describe_announcement(std::uint64_t announcement);
+
+}  // namespace cohort::algorithms

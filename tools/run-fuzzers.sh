@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer harnesses of test/fuzz with clang (ASan + UBSan, libraries instrumented for
+# coverage) in a build directory of their own, and runs each as a meson test of the 'fuzz' suite
+# for the bounded time test/fuzz/meson.build sets, starting from the checked-in seed corpus.
+#
+#   tools/run-fuzzers.sh [build-dir]          (default build-fuzz)
+#   tools/run-fuzzers.sh build-fuzz -- --test-args=-max_total_time=600 -t 20   (a longer run)
+#
+# Needs Debian's clang and libclang-rt-14-dev (libFuzzer and the sanitizer runtimes). Only the
+# harnesses and the static libraries they link are built: not libcohort.so, the tools, the bench
+# or the other tests. A failing harness leaves its crashing input in
+# <build-dir>/test/fuzz/artifacts/; turn it into a unit test beside the code it exercises.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+dir=${1:-build-fuzz}
+shift || true
+[ "${1:-}" = "--" ] && shift
+
+if [ ! -f "$dir/build.ninja" ]; then
+  # GPU, Python, bench and tools are not needed by any harness: leaving them out keeps the
+  # configuration independent of CUDA's and pybind11's support for clang.
+  CC=clang CXX=clang++ meson setup "$dir" -Dfuzz=true \
+    -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fsanitize=fuzzer-no-link \
+    -Dbuildtype=debugoptimized -Dcuda=disabled -Dpython=disabled -Dbench=false -Dtools=false \
+    -Dmpi=disabled -Dgloo=disabled
+fi
+mapfile -t targets < <(for source in test/fuzz/*_fuzzer.cpp; do
+  name=$(basename "$source" .cpp)
+  echo "test/fuzz/$name"
+done)
+ninja -C "$dir" "${targets[@]}"
+meson test -C "$dir" --no-rebuild --print-errorlogs --suite fuzz "$@"
