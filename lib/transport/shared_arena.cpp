@@ -306,8 +306,8 @@ FlagLine& line_of(std::atomic<std::uint64_t>& value) {
 /// Only the owning rank writes its lines, one store sequence at a time.
 void write_announcement(FlagLine& line, std::uint64_t announcement, std::uint64_t generation) {
   line.announced_for.store(0, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_release);
-  line.announcement.store(announcement, std::memory_order_relaxed);
+  // Release: a reader that sees the new announcement also sees announced_for leave `generation`.
+  line.announcement.store(announcement, std::memory_order_release);
   line.announced_for.store(generation, std::memory_order_release);
 }
 
@@ -315,8 +315,7 @@ void write_announcement(FlagLine& line, std::uint64_t announcement, std::uint64_
 /// another generation's.
 std::optional<std::uint64_t> read_announcement(const FlagLine& line, std::uint64_t generation) {
   const std::uint64_t before = line.announced_for.load(std::memory_order_acquire);
-  const std::uint64_t announcement = line.announcement.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  const std::uint64_t announcement = line.announcement.load(std::memory_order_acquire);
   const std::uint64_t after = line.announced_for.load(std::memory_order_relaxed);
   if (before != generation || after != generation) return std::nullopt;
   return announcement;
