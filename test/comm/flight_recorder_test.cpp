@@ -12,6 +12,8 @@
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
+#include "support/scoped_env.hpp"
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -26,9 +28,9 @@
 
 #include <unistd.h>
 
-extern char** environ;
-
 namespace {
+
+using cohort::test::clear_launcher_variables;
 
 using namespace cohort;
 using namespace cohort::comm;
@@ -58,22 +60,6 @@ std::vector<std::uint32_t> seqs_of(const json& dump) {
   std::vector<std::uint32_t> seqs;
   for (const json& op : dump.at("ops")) seqs.push_back(op.at("seq").get<std::uint32_t>());
   return seqs;
-}
-
-// Every variable a launcher could set, removed so init() makes a world of one.
-void clear_launcher_variables() {
-  const char* prefixes[] = {
-      "COHORT_",     "RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-      "MASTER_ADDR", "MASTER_PORT", "OMPI_",      "PMI_",       "PMIX_",
-      "SLURM_"};
-  std::vector<std::string> names;
-  for (char** e = environ; *e; ++e) {
-    const std::string entry(*e);
-    const std::string name = entry.substr(0, entry.find('='));
-    for (const char* prefix : prefixes)
-      if (name.rfind(prefix, 0) == 0) names.push_back(name);
-  }
-  for (const auto& name : names) ::unsetenv(name.c_str());
 }
 
 }  // namespace

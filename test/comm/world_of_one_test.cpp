@@ -4,6 +4,8 @@
 #include <cohort/communicator.hpp>
 #include <cohort/error.hpp>
 
+#include "support/scoped_env.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
@@ -11,27 +13,11 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
-
 namespace {
 
-using namespace cohort;
+using cohort::test::clear_launcher_variables;
 
-// Removes every variable a launcher could have set, so init() sees a bare process.
-void clear_launcher_variables() {
-  const char* prefixes[] = {
-      "COHORT_",     "RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-      "MASTER_ADDR", "MASTER_PORT", "OMPI_",      "PMI_",       "PMIX_",
-      "SLURM_"};
-  std::vector<std::string> names;
-  for (char** e = environ; *e; ++e) {
-    const std::string entry(*e);
-    const std::string name = entry.substr(0, entry.find('='));
-    for (const char* prefix : prefixes)
-      if (name.rfind(prefix, 0) == 0) names.push_back(name);
-  }
-  for (const auto& name : names) ::unsetenv(name.c_str());
-}
+using namespace cohort;
 
 std::vector<float> iota(std::size_t n, float start) {
   std::vector<float> v(n);

@@ -4,6 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <vector>
+
+extern char** environ;
 
 namespace cohort::test {
 namespace {
@@ -27,6 +31,21 @@ ScopedEnv::~ScopedEnv() {
   const int rc =
       previous_ ? ::setenv(name_.c_str(), previous_->c_str(), 1) : ::unsetenv(name_.c_str());
   static_cast<void>(rc);
+}
+
+void clear_launcher_variables() {
+  const char* prefixes[] = {
+      "COHORT_",     "RANK",        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+      "MASTER_ADDR", "MASTER_PORT", "OMPI_",      "PMI_",       "PMIX_",
+      "SLURM_"};
+  std::vector<std::string> names;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    for (const char* prefix : prefixes)
+      if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  }
+  for (const auto& name : names) ::unsetenv(name.c_str());
 }
 
 }  // namespace cohort::test

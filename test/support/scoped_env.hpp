@@ -23,4 +23,9 @@ class ScopedEnv {
   std::optional<std::string> previous_;
 };
 
+/// Removes every variable a launcher (cohort-run, torchrun, mpirun, srun) could have set, and
+/// every COHORT_* tunable, so init() in this process makes a plain world of one. For in-process
+/// tests only (it does not restore them).
+void clear_launcher_variables();
+
 }  // namespace cohort::test
