@@ -3,6 +3,11 @@
 # benchmark across 2 local ranks (more with NPROC=N) — on this machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# meson finds nvcc (for the GPU training kernels) through CUDACXX or PATH; the toolkit is not on
+# PATH by default (/usr/local/cuda is meson's gpu_toolkit_dir default).
+if [ -z "${CUDACXX:-}" ] && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi
 
 tools/install-deps.sh
 [ -f build/build.ninja ] || meson setup build

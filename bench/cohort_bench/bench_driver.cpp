@@ -13,6 +13,10 @@
 #if COHORT_BENCH_HAVE_GLOO
 #include "gloo_peer.hpp"
 #endif
+#if COHORT_BENCH_HAVE_CUDA
+#include "nccl_peer.hpp"
+#endif
+#include "device_memory.hpp"
 
 #include <cohort/communicator.hpp>
 #include <cohort/environment.hpp>
@@ -45,21 +49,49 @@ void require_rank(const char* what, int value, int world_size) {
   }
 }
 
-std::unique_ptr<Implementation> make_gloo(const Communicator& comm) {
-#if COHORT_BENCH_HAVE_GLOO
+// A store of the peer's own (keys under cohort-bench/<peer>) for its rendezvous.
+[[maybe_unused]] std::shared_ptr<Store> peer_store(const char* peer) {
   const Environment env = resolve_environment();
   if (env.world_size > 1 && env.store_addr.empty()) {
     // Without a published store address, connect_store() would host a second store on rank 0
     // and the ranks could meet at different ones.
     throw Error(ErrorCode::InvalidUsage,
-                "--peer gloo needs a launcher that publishes the store address (cohort-run or "
-                "torchrun)");
+                std::string("--peer ") + peer +
+                    " needs a launcher that publishes the store address (cohort-run or "
+                    "torchrun)");
   }
-  auto store = std::make_shared<PrefixStore>("cohort-bench/gloo", connect_store(env));
-  return make_gloo_peer(std::move(store), comm.rank(), comm.size(), comm.default_timeout());
+  return std::make_shared<PrefixStore>(std::string("cohort-bench/") + peer, connect_store(env));
+}
+
+std::unique_ptr<Implementation> make_gloo(const Communicator& comm) {
+#if COHORT_BENCH_HAVE_GLOO
+  return make_gloo_peer(peer_store("gloo"), comm.rank(), comm.size(), comm.default_timeout());
 #else
   (void)comm;
   throw Error(ErrorCode::Unsupported, "--peer gloo: this cohort-bench was built without Gloo");
+#endif
+}
+
+// This rank's CUDA device for --device cuda (before any communicator, so a missing device is
+// refused before a rank waits for its peers).
+std::unique_ptr<DeviceMemory> open_device(BenchDevice device) {
+  if (device == BenchDevice::Cpu) return nullptr;
+#if COHORT_BENCH_HAVE_CUDA
+  return open_cuda_device(resolve_environment().local_rank);
+#else
+  throw Error(ErrorCode::Unsupported,
+              "--device cuda: this cohort-bench was built without CUDA (cohort was configured "
+              "without the CUDA toolkit and NCCL; rebuild with -Dcuda=enabled)");
+#endif
+}
+
+std::unique_ptr<Implementation> make_nccl(const Communicator& comm) {
+#if COHORT_BENCH_HAVE_CUDA
+  return make_nccl_peer(peer_store("nccl"), comm.rank(), comm.size(), comm.default_timeout());
+#else
+  (void)comm;
+  throw Error(ErrorCode::Unsupported,
+              "--peer nccl: this cohort-bench was built without CUDA and NCCL");
 #endif
 }
 
@@ -107,6 +139,8 @@ int run_benchmark(const BenchOptions& o, int* argc, char*** argv) {
     throw Error(ErrorCode::Unsupported, "--peer mpi: this cohort-bench was built without MPI");
   }
 #endif
+  // The device is current on this thread before cohort or NCCL touch it.
+  const std::unique_ptr<DeviceMemory> device = open_device(o.device);
   std::shared_ptr<Communicator> comm = init();
   const int rank = comm->rank(), world_size = comm->size();
   require_rank("--root", o.root, world_size);
@@ -118,6 +152,7 @@ int run_benchmark(const BenchOptions& o, int* argc, char*** argv) {
   if (o.peer == Peer::Mpi) peer = make_mpi_peer(rank, world_size);
 #endif
   if (o.peer == Peer::Gloo) peer = make_gloo(*comm);
+  if (o.peer == Peer::Nccl) peer = make_nccl(*comm);
   std::vector<std::string> peer_names;
   if (peer) peer_names.emplace_back(peer->name());
 
@@ -131,6 +166,7 @@ int run_benchmark(const BenchOptions& o, int* argc, char*** argv) {
   info.redop = o.redop_arg;
   info.root = o.root;
   info.peer = peer_name(o.peer);
+  info.device = device ? device->describe() : bench_device_name(o.device);
   info.sweep = o.sweep_description();
   info.warmup = o.run.warmup;
   info.iters = o.run.iters;
@@ -144,7 +180,7 @@ int run_benchmark(const BenchOptions& o, int* argc, char*** argv) {
   std::size_t total_steps = 0;
   for (const auto& b : blocks) total_steps += b.op == BenchOp::Barrier ? 1 : sizes.size();
   ProgressReporter progress(printer, total_steps);
-  Runner runner(*comm, o.run);
+  Runner runner(*comm, o.run, device.get());
   std::vector<ResultRow> all_rows;
   std::size_t done = 0;
   for (const BenchCase& block : blocks) {

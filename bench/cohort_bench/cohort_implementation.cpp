@@ -12,6 +12,11 @@ std::optional<std::string> CohortImplementation::unsupported(const OpCall& call)
     return "cohort has no " + std::string(reduce_op_name(call.redop)) + " for " +
            std::string(dtype_name(call.dtype));
   }
+  // On CUDA buffers cohort runs NCCL, which has no integer average (cohort refuses it there).
+  if (call.device.type == DeviceType::CUDA && op_reduces(call.op) && call.redop == ReduceOp::Avg &&
+      !dtype_is_floating(call.dtype)) {
+    return "cohort has no avg for " + std::string(dtype_name(call.dtype)) + " on CUDA buffers";
+  }
   if (call.op == BenchOp::Send && comm_->size() < 2) {
     return "cohort's point-to-point needs another rank";  // a world of one has no peer
   }
@@ -19,15 +24,16 @@ std::optional<std::string> CohortImplementation::unsupported(const OpCall& call)
 }
 
 const Buffer& CohortImplementation::view_of(Buffer& cached, void* data, std::size_t count,
-                                            DType dtype) {
-  if (cached.data() != data || cached.count() != count || cached.dtype() != dtype)
-    cached = Buffer::view(data, count, dtype);
+                                            DType dtype, Device device) {
+  if (cached.data() != data || cached.count() != count || cached.dtype() != dtype ||
+      cached.device() != device)
+    cached = Buffer::view(data, count, dtype, device);
   return cached;
 }
 
 void CohortImplementation::run(const OpCall& call) {
-  const Buffer& in = view_of(in_, call.in, call.in_count, call.dtype);
-  const Buffer& out = view_of(out_, call.out, call.out_count, call.dtype);
+  const Buffer& in = view_of(in_, call.in, call.in_count, call.dtype, call.device);
+  const Buffer& out = view_of(out_, call.out, call.out_count, call.dtype, call.device);
   CollectiveOptions options;
   options.algorithm = call.algorithm;
   Communicator& comm = *comm_;

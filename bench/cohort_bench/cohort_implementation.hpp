@@ -22,7 +22,7 @@ class CohortImplementation final : public Implementation {
  private:
   /// A view of `data`, rebuilt only when the call's buffers change: an engine keeps its tensors'
   /// Buffers across steps, so the timed loop should not measure building them either.
-  const Buffer& view_of(Buffer& cached, void* data, std::size_t count, DType dtype);
+  const Buffer& view_of(Buffer& cached, void* data, std::size_t count, DType dtype, Device device);
 
   std::shared_ptr<Communicator> comm_;
   Buffer in_, out_;

@@ -1,11 +1,12 @@
 #pragma once
 
 // What the runner times: one library's way of running a collective. cohort itself and each peer
-// library (MPI, Gloo) implement this, so the sweep, the check and the output are shared.
+// library (MPI, Gloo, NCCL) implement this, so the sweep, the check and the output are shared.
 
 #include "ops.hpp"
 
 #include <cohort/algorithm.hpp>
+#include <cohort/device.hpp>
 #include <cohort/dtype.hpp>
 
 #include <cstddef>
@@ -29,13 +30,15 @@ struct OpCall {
   void* out = nullptr;
   std::size_t in_count = 0;
   std::size_t out_count = 0;
+  /// Where in and out live: host memory, or a CUDA device (--device cuda).
+  Device device = Device::cpu();
 };
 
 class Implementation {
  public:
   virtual ~Implementation() = default;
 
-  /// "cohort", "mpi", "gloo": the impl column of the table and JSON.
+  /// "cohort", "mpi", "gloo", "nccl": the impl column of the table and JSON.
   virtual std::string_view name() const noexcept = 0;
   /// Why this library cannot run `call` (shape and pointers aside), or nullopt when it can.
   virtual std::optional<std::string> unsupported(const OpCall& call) const = 0;

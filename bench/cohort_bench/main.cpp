@@ -1,6 +1,6 @@
 // cohort-bench: nccl-tests style bandwidth and correctness benchmark of cohort's collectives,
-// optionally side by side with MPI or Gloo. Launch it under cohort-run, mpirun, srun or torchrun
-// (or alone, as a world of one). See options.hpp for the flags.
+// optionally side by side with MPI, Gloo or raw NCCL. Launch it under cohort-run, mpirun, srun or
+// torchrun (or alone, as a world of one). See options.hpp for the flags.
 
 #include "bench_driver.hpp"
 #include "options.hpp"

@@ -50,7 +50,25 @@ Peer parse_peer(const std::string& text) {
   if (text == "none") return Peer::None;
   if (text == "mpi") return Peer::Mpi;
   if (text == "gloo") return Peer::Gloo;
-  bad_value("--peer", text, "mpi|gloo|none");
+  if (text == "nccl") return Peer::Nccl;
+  bad_value("--peer", text, "mpi|gloo|nccl|none");
+}
+
+BenchDevice parse_device(const std::string& text) {
+  if (text == "cpu") return BenchDevice::Cpu;
+  if (text == "cuda") return BenchDevice::Cuda;
+  bad_value("--device", text, "cpu|cuda");
+}
+
+// NCCL runs on device buffers only; the MPI and Gloo peers are built for host buffers.
+void check_peer_device(Peer peer, BenchDevice device) {
+  if (peer == Peer::Nccl && device != BenchDevice::Cuda)
+    throw Error(ErrorCode::InvalidArgument,
+                "--peer nccl: NCCL runs on CUDA buffers; add --device cuda");
+  if ((peer == Peer::Mpi || peer == Peer::Gloo) && device == BenchDevice::Cuda)
+    throw Error(ErrorCode::InvalidArgument,
+                std::string("--peer ") + peer_name(peer) +
+                    ": this peer runs on host buffers only; with --device cuda use --peer nccl");
 }
 
 }  // namespace
@@ -59,9 +77,14 @@ const char* peer_name(Peer peer) noexcept {
   switch (peer) {
     case Peer::Mpi: return "mpi";
     case Peer::Gloo: return "gloo";
+    case Peer::Nccl: return "nccl";
     case Peer::None: break;
   }
   return "none";
+}
+
+const char* bench_device_name(BenchDevice device) noexcept {
+  return device == BenchDevice::Cuda ? "cuda" : "cpu";
 }
 
 std::string BenchOptions::sweep_description() const {
@@ -81,7 +104,8 @@ struct CommandLine {
 
   CLI::App app{"cohort-bench: nccl-tests style benchmark of cohort's collectives", "cohort-bench"};
   BenchOptions o;
-  std::string min_bytes = "8", max_bytes = "64M", step_bytes, algo, algos, peer = "none";
+  std::string min_bytes = "8", max_bytes = "64M", step_bytes, algo, algos, peer = "none",
+              device = "cpu";
   std::uint64_t step_factor = 2;
   int check = 1, average = 1;
   std::optional<int> inject;
@@ -126,7 +150,14 @@ CommandLine::CommandLine() {
   auto* algo_opt = app.add_option("--algo", algo, "force this cohort algorithm (ring, tree, ...)");
   auto* algos_opt = app.add_option("--algos", algos, "'all': one block per applicable algorithm");
   algo_opt->excludes(algos_opt);
-  app.add_option("--peer", peer, "also run a peer library: mpi|gloo|none")->capture_default_str();
+  app.add_option("--peer", peer,
+                 "also run a peer library: mpi|gloo|nccl|none (nccl: raw NCCL "
+                 "calls, with --device cuda)")
+      ->capture_default_str();
+  app.add_option("--device", device,
+                 "where buffers live: cpu|cuda (cuda: one GPU per rank, LOCAL_RANK % device "
+                 "count; needs cohort built with CUDA)")
+      ->capture_default_str();
   app.add_option("--json", o.json_path, "write all rows to this JSON file (rank 0)");
   app.add_option("--csv", o.csv_path, "write all rows to this CSV file (rank 0)");
   app.add_option("--plot", o.plot_path, "write busbw against size to this SVG file (rank 0)");
@@ -179,6 +210,8 @@ BenchOptions CommandLine::parse(std::vector<std::string> args) {
     o.all_algorithms = true;
   }
   o.peer = parse_peer(peer);
+  o.device = parse_device(device);
+  check_peer_device(o.peer, o.device);
   return o;
 }
 

@@ -68,6 +68,7 @@ std::string results_json(const RunInfo& info, const std::vector<ResultRow>& rows
   out += fmt::format("  \"hostname\": {},\n", json_quote(info.hostname));
   out += fmt::format("  \"cohort_version\": {},\n", json_quote(info.cohort_version));
   out += fmt::format("  \"peer\": {},\n", json_quote(info.peer));
+  out += fmt::format("  \"device\": {},\n", json_quote(info.device));
   out += fmt::format("  \"warmup\": {},\n", info.warmup);
   out += fmt::format("  \"iters\": {},\n", info.iters);
   out += "  \"rows\": [";

@@ -25,7 +25,7 @@ struct Measurement {
 };
 
 struct ResultRow {
-  std::string impl;  ///< "cohort", "mpi", "gloo"
+  std::string impl;  ///< "cohort", "mpi", "gloo", "nccl"
   std::string algo;  ///< cohort's algorithm name ("auto", "ring", ...); "default" for peers
   BenchOp op = BenchOp::Allreduce;
   DType dtype = DType::Float32;
@@ -48,7 +48,9 @@ struct RunInfo {
   std::string dtype;  ///< the --datatype argument
   std::string redop;  ///< the --redop argument
   int root = 0;
-  std::string peer;   ///< "none", "mpi", "gloo"
+  std::string peer;  ///< "none", "mpi", "gloo", "nccl"
+  /// "cpu", or this rank 0's CUDA device as DeviceMemory::describe() says ("cuda:0 (...)").
+  std::string device = "cpu";
   std::string sweep;  ///< e.g. "minBytes 8 maxBytes 1048576 step: 2(factor)"
   int warmup = 0;
   int iters = 0;

@@ -24,20 +24,45 @@ std::string algorithm_label(const Contender& c) {
 
 }  // namespace
 
-// The allocations of one size, shared by every contender at that size.
+// The allocations of one size, shared by every contender at that size: host buffers, where the
+// check fills and counts, and with a device their device twins, which the op runs on.
 struct Runner::Buffers {
   Buffer in, out, inplace;
+  Buffer device_in, device_out, device_inplace;
+
+  // Copies host [host_ptr, +count elements) to the matching place in the device twin.
+  void upload(DeviceMemory& device, const Buffer& host, const Buffer& twin, const void* host_ptr,
+              std::size_t count) const {
+    device.copy_to_device(twin_of(host, twin, host_ptr), host_ptr, count * host.element_size());
+  }
+  void download(DeviceMemory& device, const Buffer& host, const Buffer& twin, void* host_ptr,
+                std::size_t count) const {
+    device.copy_to_host(host_ptr, twin_of(host, twin, host_ptr), count * host.element_size());
+  }
+  static void* twin_of(const Buffer& host, const Buffer& twin, const void* host_ptr) {
+    const auto at = static_cast<const unsigned char*>(host_ptr) -
+                    static_cast<const unsigned char*>(host.data());
+    return static_cast<unsigned char*>(twin.data()) + at;
+  }
 };
 
-Runner::Runner(Communicator& comm, RunSettings settings) : comm_(comm), settings_(settings) {}
+Runner::Runner(Communicator& comm, RunSettings settings, DeviceMemory* device)
+    : comm_(comm), settings_(settings), device_(device) {}
 
 std::vector<ResultRow> Runner::run_size(const BenchCase& bc, std::uint64_t requested_bytes,
                                         std::span<const Contender> contenders) {
   const OpShape shape = op_shape(bc.op, static_cast<std::size_t>(requested_bytes),
                                  dtype_size(bc.dtype), comm_.size(), comm_.rank());
+  const std::size_t inplace_count = op_has_in_place(bc.op) ? shape.inplace_count : 0;
   Buffers buffers{Buffer::allocate(shape.in_count, bc.dtype),
                   Buffer::allocate(shape.out_count, bc.dtype),
-                  Buffer::allocate(op_has_in_place(bc.op) ? shape.inplace_count : 0, bc.dtype)};
+                  Buffer::allocate(inplace_count, bc.dtype)};
+  if (device_ != nullptr) {
+    const Device device = device_->device();
+    buffers.device_in = Buffer::allocate(shape.in_count, bc.dtype, device);
+    buffers.device_out = Buffer::allocate(shape.out_count, bc.dtype, device);
+    buffers.device_inplace = Buffer::allocate(inplace_count, bc.dtype, device);
+  }
   std::vector<ResultRow> rows;
   for (const Contender& contender : contenders) {
     ResultRow row;
@@ -52,6 +77,7 @@ std::vector<ResultRow> Runner::run_size(const BenchCase& bc, std::uint64_t reque
     OpCall probe{bc.op, bc.dtype, bc.redop, bc.root, contender.algorithm};
     probe.in_count = shape.in_count;
     probe.out_count = shape.out_count;
+    if (device_ != nullptr) probe.device = device_->device();
     if (auto reason = contender.impl->unsupported(probe)) {
       row.skipped = *reason;
     } else {
@@ -74,17 +100,38 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
                             const Contender& contender, bool in_place) {
   OpCall call{bc.op, bc.dtype, bc.redop, bc.root, contender.algorithm, in_place};
   const std::size_t esize = dtype_size(bc.dtype);
+  // Where the check fills and reads (host), then where the op runs (the device twins, if any).
   auto* const inplace_base = static_cast<unsigned char*>(buffers.inplace.data());
-  call.in = in_place ? inplace_base + shape.in_offset * esize : buffers.in.data();
-  call.out = in_place ? inplace_base + shape.out_offset * esize : buffers.out.data();
+  void* const host_in = in_place ? inplace_base + shape.in_offset * esize : buffers.in.data();
+  void* const host_out = in_place ? inplace_base + shape.out_offset * esize : buffers.out.data();
+  const Buffer& in_home = in_place ? buffers.inplace : buffers.in;
+  const Buffer& out_home = in_place ? buffers.inplace : buffers.out;
+  const Buffer& in_twin = in_place ? buffers.device_inplace : buffers.device_in;
+  const Buffer& out_twin = in_place ? buffers.device_inplace : buffers.device_out;
+  call.in = device_ != nullptr ? Buffers::twin_of(in_home, in_twin, host_in) : host_in;
+  call.out = device_ != nullptr ? Buffers::twin_of(out_home, out_twin, host_out) : host_out;
   call.in_count = shape.in_count;
   call.out_count = shape.out_count;
+  if (device_ != nullptr) call.device = device_->device();
   const CheckCase cc{bc.op, bc.dtype, bc.redop, bc.root, comm_.size(), comm_.rank()};
   Implementation& impl = *contender.impl;
+  // Makes the device copy of what was just filled on the host (the whole in-place buffer, so
+  // its sentinel outside the input travels too).
+  const auto upload_filled = [&] {
+    if (device_ == nullptr) return;
+    if (in_place) {
+      buffers.upload(*device_, buffers.inplace, buffers.device_inplace, buffers.inplace.data(),
+                     buffers.inplace.count());
+    } else {
+      buffers.upload(*device_, buffers.out, buffers.device_out, host_out, call.out_count);
+      buffers.upload(*device_, buffers.in, buffers.device_in, host_in, call.in_count);
+    }
+  };
 
   // Timed runs start from the check's input so reductions see realistic values.
   if (in_place) fill_sentinel(bc.dtype, buffers.inplace.data(), buffers.inplace.count());
-  fill_input(cc, call.in, call.in_count);
+  fill_input(cc, host_in, call.in_count);
+  upload_filled();
 
   const auto warmup_start = Clock::now();
   for (int i = 0; i < settings_.warmup; ++i) impl.run(call);
@@ -116,12 +163,15 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
     if (in_place) {
       fill_sentinel(bc.dtype, buffers.inplace.data(), buffers.inplace.count());
     } else {
-      fill_sentinel(bc.dtype, call.out, call.out_count);
+      fill_sentinel(bc.dtype, host_out, call.out_count);
     }
-    fill_input(cc, call.in, call.in_count);
+    fill_input(cc, host_in, call.in_count);
+    upload_filled();
     impl.run(call);
-    if (settings_.inject_wrong_rank == comm_.rank()) corrupt_output(cc, shape, call.out);
-    m.wrong = sum_over_ranks(count_wrong(cc, shape, call.out));
+    if (device_ != nullptr)
+      buffers.download(*device_, out_home, out_twin, host_out, call.out_count);
+    if (settings_.inject_wrong_rank == comm_.rank()) corrupt_output(cc, shape, host_out);
+    m.wrong = sum_over_ranks(count_wrong(cc, shape, host_out));
   }
   return m;
 }

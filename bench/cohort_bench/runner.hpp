@@ -7,7 +7,12 @@
 //
 // Every rank must call run_size() with the same arguments: the barrier, the time combination
 // and the wrong-count sum are cohort collectives on `comm`.
+//
+// With a DeviceMemory (--device cuda) the timed buffers live on that device; the input is
+// filled on host staging buffers and copied up, and the checked output copied back down before
+// counting, so the check is the host path's, element for element.
 
+#include "device_memory.hpp"
 #include "implementation.hpp"
 #include "results.hpp"
 
@@ -53,7 +58,8 @@ inline constexpr std::int64_t kMaxScaledIters = 1000000;
 
 class Runner {
  public:
-  Runner(Communicator& comm, RunSettings settings);
+  /// `device` null: host buffers. Otherwise it must outlive the Runner.
+  Runner(Communicator& comm, RunSettings settings, DeviceMemory* device = nullptr);
 
   /// One row per contender at `requested_bytes` (barrier ignores the size).
   std::vector<ResultRow> run_size(const BenchCase& bench_case, std::uint64_t requested_bytes,
@@ -69,6 +75,7 @@ class Runner {
 
   Communicator& comm_;
   RunSettings settings_;
+  DeviceMemory* device_;
 };
 
 }  // namespace cohort::bench

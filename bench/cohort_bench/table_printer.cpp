@@ -32,8 +32,8 @@ std::string format_time_us(double time_us) {
 
 void print_run_header(std::FILE* out, const RunInfo& info) {
   fmt::print(out, "# cohort-bench (cohort {})\n", info.cohort_version);
-  fmt::print(out, "# world size: {}  hostname: {}  peer: {}\n", info.world_size, info.hostname,
-             info.peer);
+  fmt::print(out, "# world size: {}  hostname: {}  peer: {}  device: {}\n", info.world_size,
+             info.hostname, info.peer, info.device);
   fmt::print(out, "# op: {}  dtype: {}  redop: {}  root: {}\n", info.op, info.dtype, info.redop,
              info.root);
   std::string iters = std::to_string(info.iters);

@@ -62,7 +62,12 @@ enum class Algorithm : std::uint8_t {
   Dissemination,        ///< barrier
   SharedMemory,         ///< allreduce, broadcast, reduce, allgather, reduce_scatter, barrier:
                         ///< one shared segment, all ranks on one host
+  Hierarchical,         ///< allreduce across hosts: reduce inside each host through its
+                        ///< shared segment, allreduce between hosts, broadcast back
 };
+
+/// How many Algorithm values there are (Auto included): they are 0 .. kAlgorithmCount - 1.
+inline constexpr int kAlgorithmCount = static_cast<int>(Algorithm::Hierarchical) + 1;
 
 /// The public method's name: "allreduce", "reduce_scatter", "alltoallv", "send", ...
 /// (collective_from_name also accepts "reducescatter").
@@ -70,7 +75,7 @@ std::string_view collective_name(Collective c) noexcept;
 std::optional<Collective> collective_from_name(std::string_view name) noexcept;
 /// "auto", "ring", "recursive_doubling", "rabenseifner", "tree", "scatter_allgather",
 /// "reduce_scatter_gather", "bruck", "recursive_halving", "pairwise", "dissemination",
-/// "shared_memory".
+/// "shared_memory", "hierarchical".
 std::string_view algorithm_name(Algorithm a) noexcept;
 
 /// The algorithms that implement `c`'s family (algorithm_family), in a stable order: what

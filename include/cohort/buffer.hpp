@@ -37,6 +37,11 @@ class Buffer {
 
   /// An owning, 64-byte-aligned, zero-filled host allocation of `count` elements (1-D).
   static Buffer allocate(std::size_t count, DType dtype);
+  /// An owning, zero-filled allocation of `count` elements (1-D) on `device`: cpu as above;
+  /// cuda:N device memory and cuda_host pinned host memory through the CUDA runtime (freed when
+  /// the last Buffer sharing it goes). Throws Unsupported when cohort has no CUDA runtime or the
+  /// device does not exist, InvalidArgument for cuda_managed (not offered).
+  static Buffer allocate(std::size_t count, DType dtype, Device device);
   /// An owning, 64-byte-aligned, zero-filled host allocation of the given shape.
   static Buffer allocate(std::vector<std::int64_t> shape, DType dtype);
 

@@ -20,8 +20,10 @@
 ///   ownership of them. Their descriptors (shape, strides) are copied during the call; their
 ///   memory must stay valid until the op completes (blocking: until the call returns; async:
 ///   until cohort_work_wait reported completion, or cohort_work_test said done). Tensors must be
-///   contiguous, host-accessible (CPU, CUDA host or CUDA managed memory) and use one of cohort's
-///   dtypes (f32, f64, f16, bf16, fp8 e4m3/e5m2, i8/u8/i16/i32/i64/u32/u64, bool) with lanes 1.
+///   contiguous and use one of cohort's dtypes (f32, f64, f16, bf16, fp8 e4m3/e5m2,
+///   i8/u8/i16/i32/i64/u32/u64, bool) with lanes 1. Host tensors (CPU, CUDA host) run on the host
+///   path; CUDA device and managed tensors run on NCCL, ordered by options.stream (the device
+///   rules, and what NCCL lacks, are in cohort/communicator.hpp). One op never mixes the two.
 ///   `in` is never written. An output must not overlap an input except in the in-place forms
 ///   each collective names.
 /// - Collectives must be called in the same order on every rank of a communicator. A handle is
@@ -116,7 +118,8 @@ typedef enum cohort_algorithm {
   COHORT_ALGORITHM_RECURSIVE_HALVING = 8,
   COHORT_ALGORITHM_PAIRWISE = 9,
   COHORT_ALGORITHM_DISSEMINATION = 10,
-  COHORT_ALGORITHM_SHARED_MEMORY = 11
+  COHORT_ALGORITHM_SHARED_MEMORY = 11,
+  COHORT_ALGORITHM_HIERARCHICAL = 12
 } cohort_algorithm_t;
 
 /* ---- Handles ------------------------------------------------------------------------------ */
@@ -154,12 +157,20 @@ typedef struct cohort_collective_options {
   int64_t timeout_ms;
   /// COHORT_ALGORITHM_AUTO lets the selection table choose. Ignored by send/recv.
   cohort_algorithm_t algorithm;
+  /// Nonzero: queue the op on `stream` (see "Stream order" in cohort/communicator.hpp). 0: no
+  /// stream. Ops on host tensors ignore both fields; cohort_barrier given a stream runs on NCCL
+  /// (a one-element allreduce on that stream's device).
+  int32_t has_stream;
+  /// The CUDA stream as the bits of its cudaStream_t (0 is the legacy default stream, a valid
+  /// choice when has_stream is set). cohort never creates or destroys it: keep it alive until
+  /// the op ran. Read only when has_stream is nonzero.
+  uintptr_t stream;
 } cohort_collective_options_t;
 
 /// Defaults, as an initialiser:
 /// `cohort_collective_options_t options = COHORT_COLLECTIVE_OPTIONS_INIT;`
 #define COHORT_COLLECTIVE_OPTIONS_INIT \
-  { sizeof(cohort_collective_options_t), 0, COHORT_ALGORITHM_AUTO }
+  { sizeof(cohort_collective_options_t), 0, COHORT_ALGORITHM_AUTO, 0, 0 }
 /// Sets *options to the defaults (same as COHORT_COLLECTIVE_OPTIONS_INIT).
 COHORT_API cohort_status_t cohort_collective_options_init(cohort_collective_options_t* options);
 
@@ -365,6 +376,12 @@ COHORT_API cohort_status_t cohort_work_wait(cohort_work_t work, int64_t timeout_
 /// *done = 1 once the op finished (successfully or not), else 0. Never blocks; the outcome comes
 /// from cohort_work_wait.
 COHORT_API cohort_status_t cohort_work_test(cohort_work_t work, int* done);
+/// Orders the work queued on `stream` (the bits of a cudaStream_t) after the op, without
+/// blocking the host (cohort::Work::make_stream_wait): for an op on CUDA device tensors the
+/// stream waits on the device for its completion; for an op on host tensors there is nothing to
+/// order on a device, so this waits like cohort_work_wait(work, -1). Returns the op's error if it
+/// already failed.
+COHORT_API cohort_status_t cohort_work_make_stream_wait(cohort_work_t work, uintptr_t stream);
 /// Releases the handle. Does not cancel or wait for the op: after destroying an unfinished work,
 /// the op's memory must stay valid until the communicator is destroyed (which drains its queue).
 /// NULL is a no-op.

@@ -7,6 +7,31 @@
 ///
 /// A timeout or a dead peer fails the op with an Error naming the op, its sequence number and the
 /// peers not heard from; the communicator is then poisoned and later ops fail fast with that cause.
+///
+/// Devices. Where an op's buffers live decides its path:
+/// - cpu and cuda_host (pinned) buffers are host memory: UCX and the shared arena carry them.
+/// - cuda and cuda_managed buffers run on NCCL, on that CUDA device. The communicator's NCCL
+///   communicator is created on its first GPU op (collectively: every rank's first GPU op is the
+///   same op; rank 0 publishes NCCL's unique id through the store) and bound to that op's
+///   device: one device per communicator and rank (split() or dup() for another).
+/// - An op mixing host and device buffers, or a device other than the bound one, is
+///   InvalidArgument naming both; a dtype or reduce op NCCL lacks (int16, bool, bitwise ops,
+///   integer avg, fp8 before NCCL 2.24) is Unsupported. Both are refused on the caller's thread
+///   before anything is queued, and leave the communicator usable.
+/// - Stream order. With CollectiveOptions::stream, the op is queued on that stream: it runs after
+///   the work already queued there, and work queued there later runs after it. Without one, it
+///   is queued on the communicator's own stream after everything queued on the device's legacy
+///   default stream. Either way the blocking form returns once the data is in place (the host
+///   waits, polling, against the op's deadline), and *_async returns as soon as the op is queued;
+///   its Work's wait()/test() observe completion on the host and make_stream_wait() orders
+///   another stream after it without blocking the host.
+/// - A GPU op that times out or whose NCCL communicator reports an error aborts the NCCL
+///   communicator (ncclCommAbort) and poisons this communicator, naming the op and its sequence
+///   number, even when nobody waits on its Work (a watchdog polls outstanding GPU ops).
+/// - Point-to-point on device buffers matches in call order per pair of ranks (NCCL has no
+///   tags; the tag is still validated). barrier() runs on NCCL (a one-element allreduce) when
+///   given a stream, on the host path otherwise. Forced host algorithms do not apply to device
+///   buffers (they decline, and NCCL runs).
 
 #include <cohort/algorithm.hpp>
 #include <cohort/buffer.hpp>
@@ -14,6 +39,7 @@
 #include <cohort/environment.hpp>
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
+#include <cohort/stream.hpp>
 #include <cohort/work.hpp>
 
 #include <chrono>
@@ -31,6 +57,9 @@ struct CollectiveOptions {
   std::optional<std::chrono::milliseconds> timeout;
   /// Force an algorithm; if it declines (unsupported arguments) selection falls through.
   Algorithm algorithm = Algorithm::Auto;
+  /// For device buffers: the CUDA stream to queue the op on (see "Stream order" above). Must be
+  /// a stream of the buffers' device. Ignored by ops on host buffers.
+  std::optional<Stream> stream;
 };
 
 struct CommunicatorOptions {

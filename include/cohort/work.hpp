@@ -3,6 +3,7 @@
 /// Work: the handle an asynchronous collective returns.
 
 #include <cohort/error.hpp>
+#include <cohort/stream.hpp>
 
 #include <chrono>
 #include <memory>
@@ -29,6 +30,11 @@ class Work {
   /// blocks and never throws the error (an exception that is not a cohort::Error is reported
   /// as Error(Internal) with its what()).
   std::optional<Error> error() const;
+  /// Orders work queued on `stream` after this op, without blocking the host: for an op on
+  /// device buffers, the stream waits on the device for the op's completion. For an op on host
+  /// buffers there is nothing to order on a device, so this waits like wait() (then returns).
+  /// Throws the op's error if it already failed.
+  void make_stream_wait(Stream stream) const;
   /// False for a default-constructed Work.
   bool valid() const noexcept { return static_cast<bool>(state_); }
 

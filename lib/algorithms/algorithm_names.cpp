@@ -26,7 +26,7 @@ constexpr std::array<std::pair<Collective, std::string_view>, kCollectiveCount> 
     {Collective::Recv, "recv"},
 }};
 
-constexpr std::array<std::pair<Algorithm, std::string_view>, 12> kAlgorithmNames{{
+constexpr std::array<std::pair<Algorithm, std::string_view>, kAlgorithmCount> kAlgorithmNames{{
     {Algorithm::Auto, "auto"},
     {Algorithm::Ring, "ring"},
     {Algorithm::RecursiveDoubling, "recursive_doubling"},
@@ -39,6 +39,7 @@ constexpr std::array<std::pair<Algorithm, std::string_view>, 12> kAlgorithmNames
     {Algorithm::Pairwise, "pairwise"},
     {Algorithm::Dissemination, "dissemination"},
     {Algorithm::SharedMemory, "shared_memory"},
+    {Algorithm::Hierarchical, "hierarchical"},
 }};
 
 }  // namespace

@@ -16,6 +16,8 @@
 
 namespace cohort::algorithms {
 
+class HostGroups;
+
 /// Grow-only, 64-byte-aligned scratch buffers owned by a communicator, so steady-state ops never
 /// allocate. Slot i is independent of slot j (an algorithm may hold several at once).
 class ScratchPool {
@@ -46,6 +48,8 @@ struct OpContext {
   const std::string& what;
   /// Where the communicator's shared segment comes from (null: never one).
   transport::LazyArena* arenas = nullptr;
+  /// The communicator's ranks grouped by host, for hierarchical algorithms (null: never).
+  HostGroups* host_groups = nullptr;
 
   /// The communicator's shared segment when all its ranks share this host, else null. The first
   /// call on a communicator sets the segment up, collectively: an algorithm asks for it before

@@ -9,12 +9,13 @@
 namespace cohort::algorithms {
 
 extern const AlgorithmDescriptor allreduce_ring, allreduce_recursive_doubling,
-    allreduce_rabenseifner, allreduce_shared_memory, broadcast_tree, broadcast_scatter_allgather,
-    broadcast_shared_memory, reduce_tree, reduce_reduce_scatter_gather, reduce_shared_memory,
-    allgather_ring, allgather_recursive_doubling, allgather_bruck, allgather_shared_memory,
-    gather_tree, gather_shared_memory, scatter_tree, scatter_shared_memory, reduce_scatter_ring,
-    reduce_scatter_recursive_halving, reduce_scatter_shared_memory, alltoall_pairwise,
-    alltoall_bruck, alltoall_shared_memory, barrier_dissemination, barrier_shared_memory;
+    allreduce_rabenseifner, allreduce_shared_memory, allreduce_hierarchical, broadcast_tree,
+    broadcast_scatter_allgather, broadcast_shared_memory, reduce_tree, reduce_reduce_scatter_gather,
+    reduce_shared_memory, allgather_ring, allgather_recursive_doubling, allgather_bruck,
+    allgather_shared_memory, gather_tree, gather_shared_memory, scatter_tree, scatter_shared_memory,
+    reduce_scatter_ring, reduce_scatter_recursive_halving, reduce_scatter_shared_memory,
+    alltoall_pairwise, alltoall_bruck, alltoall_shared_memory, barrier_dissemination,
+    barrier_shared_memory, broadcast_hierarchical, barrier_hierarchical;
 
 namespace {
 
@@ -23,9 +24,11 @@ const std::array kAlgorithms{
     &allreduce_recursive_doubling,
     &allreduce_rabenseifner,
     &allreduce_shared_memory,
+    &allreduce_hierarchical,
     &broadcast_tree,
     &broadcast_scatter_allgather,
     &broadcast_shared_memory,
+    &broadcast_hierarchical,
     &reduce_tree,
     &reduce_reduce_scatter_gather,
     &reduce_shared_memory,
@@ -45,6 +48,7 @@ const std::array kAlgorithms{
     &alltoall_shared_memory,
     &barrier_dissemination,
     &barrier_shared_memory,
+    &barrier_hierarchical,
 };
 
 }  // namespace

@@ -28,27 +28,28 @@ constexpr SelectionRule kTable[] = {
      kAllreduceLatencyMaxBytes,
      1,
      W::Any,
-     {A::SharedMemory, A::RecursiveDoubling, A::Ring}},
+     {A::SharedMemory, A::Hierarchical, A::RecursiveDoubling, A::Ring}},
     {C::Allreduce,
      kAllreduceLatencyMaxBytes,
      kAllreduceHalvingMaxBytes,
      1,
      W::Any,
-     {A::SharedMemory, A::Rabenseifner, A::Ring}},
+     {A::SharedMemory, A::Hierarchical, A::Rabenseifner, A::Ring}},
     {C::Allreduce,
      kAllreduceHalvingMaxBytes,
      kUnknownBytes,
      1,
      W::Any,
-     {A::SharedMemory, A::Ring, kEnd}},
-    // broadcast: tree; scatter + allgather for large messages on 3+ ranks.
+     {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
+    // broadcast: tree; scatter + allgather for large messages on 3+ ranks; across hosts with
+    // several ranks on some, hierarchical first.
     {C::Broadcast,
      kBroadcastTreeMaxBytes,
      kUnknownBytes,
      kRingMinWorldSize,
      W::Any,
-     {A::SharedMemory, A::ScatterAllgather, A::Tree}},
-    {C::Broadcast, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
+     {A::SharedMemory, A::Hierarchical, A::ScatterAllgather, A::Tree}},
+    {C::Broadcast, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Hierarchical, A::Tree, kEnd}},
     // reduce: tree; reduce-scatter + gather for large messages on 3+ ranks.
     {C::Reduce,
      kReduceTreeMaxBytes,
@@ -102,7 +103,12 @@ constexpr SelectionRule kTable[] = {
      W::Any,
      {A::SharedMemory, A::Pairwise, kEnd}},
     // barrier.
-    {C::Barrier, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Dissemination, kEnd}},
+    {C::Barrier,
+     0,
+     kUnknownBytes,
+     1,
+     W::Any,
+     {A::SharedMemory, A::Hierarchical, A::Dissemination, kEnd}},
 };
 
 /// The algorithm families, in Collective order: what COHORT_ALGO and the table are keyed by.

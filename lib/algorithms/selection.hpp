@@ -56,7 +56,7 @@ struct SelectionRule {
   std::size_t max_bytes;  ///< exclusive (kUnknownBytes: no upper limit, includes kUnknownBytes)
   int min_world_size;
   WorldSizeCondition world;
-  std::array<Algorithm, 3> candidates;  ///< in order of preference; Auto ends the list
+  std::array<Algorithm, 4> candidates;  ///< in order of preference; Auto ends the list
 };
 
 /// The built-in table. For every collective, bytes and world size some rule matches, and every

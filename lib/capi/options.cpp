@@ -42,6 +42,8 @@ static_assert(static_cast<int>(Algorithm::RecursiveHalving) == COHORT_ALGORITHM_
 static_assert(static_cast<int>(Algorithm::Pairwise) == COHORT_ALGORITHM_PAIRWISE);
 static_assert(static_cast<int>(Algorithm::Dissemination) == COHORT_ALGORITHM_DISSEMINATION);
 static_assert(static_cast<int>(Algorithm::SharedMemory) == COHORT_ALGORITHM_SHARED_MEMORY);
+static_assert(static_cast<int>(Algorithm::Hierarchical) == COHORT_ALGORITHM_HIERARCHICAL);
+static_assert(kAlgorithmCount == COHORT_ALGORITHM_HIERARCHICAL + 1);
 
 // Validates struct_size and says whether the caller's struct contains the field that ends at
 // `field_end` (offsetof + sizeof).
@@ -72,7 +74,7 @@ std::optional<std::chrono::milliseconds> timeout_of(std::int64_t timeout_ms, con
 }
 
 Algorithm algorithm_of(int value, const char* function) {
-  if (value < COHORT_ALGORITHM_AUTO || value > COHORT_ALGORITHM_SHARED_MEMORY) {
+  if (value < COHORT_ALGORITHM_AUTO || value > COHORT_ALGORITHM_HIERARCHICAL) {
     invalid_argument(function, "options.algorithm " + std::to_string(value) +
                                    " is not a cohort_algorithm_t value");
   }
@@ -90,6 +92,11 @@ CollectiveOptions collective_options(const cohort_collective_options_t* options,
     result.timeout = timeout_of(options->timeout_ms, function, "options.timeout_ms");
   if (fields.has(offsetof(cohort_collective_options_t, algorithm) + sizeof(options->algorithm)))
     result.algorithm = algorithm_of(enum_bits(options->algorithm), function);
+  // has_stream lies where the older struct had its tail padding (an int32 after the enum), so
+  // only a struct large enough to hold `stream` is known to have set it: both are read or none.
+  if (fields.has(offsetof(cohort_collective_options_t, stream) + sizeof(options->stream)) &&
+      options->has_stream != 0)
+    result.stream = Stream{options->stream};
   return result;
 }
 

@@ -1,4 +1,4 @@
-// C ABI: waiting for, testing and releasing the work handles of async ops.
+// C ABI: waiting for, testing, stream-ordering and releasing the work handles of async ops.
 
 #include "capi/handles.hpp"
 #include "capi/status.hpp"
@@ -33,6 +33,15 @@ cohort_status_t cohort_work_test(cohort_work_t work, int* done) {
     const cohort::Work& w = work_of(work, fn);
     cohort::capi::require_out(done, fn, "done");
     *done = w.test() ? 1 : 0;
+  });
+}
+
+cohort_status_t cohort_work_make_stream_wait(cohort_work_t work, uintptr_t stream) {
+  constexpr const char* fn = "cohort_work_make_stream_wait";
+  return guarded(fn, [&] {
+    const cohort::Work& w = work_of(work, fn);
+    // Rethrows the op's error if it already failed, which guarded() reports.
+    w.make_stream_wait(cohort::Stream{stream});
   });
 }
 

@@ -30,9 +30,27 @@ comm::PointToPoint plan_p2p(const Communicator::Impl& impl, bool is_send, const 
   return {is_send, peer, tag, buffer.data(), buffer.nbytes(), {}};
 }
 
+comm::Placement where(const Communicator::Impl& impl, Collective kind, const Buffer& in,
+                      const Buffer& out, int root) {
+  return comm::placement_of(kind, impl.rank, root, in, out);
+}
+
 comm::OpInfo p2p_info(const Communicator::Impl& impl, Collective kind, const CollectiveOptions& o) {
   comm::check_timeout(collective_name(kind), o.timeout);
   return {kind, Algorithm::Auto, o.timeout.value_or(impl.default_timeout), std::nullopt};
+}
+
+/// send/recv on device buffers: NCCL point-to-point, matched in call order per pair of ranks.
+Work p2p_on_device(Communicator::Impl& impl, const CollectiveOptions& o, bool is_send,
+                   const Buffer& buffer, int peer, int tag, comm::Placement at, bool async) {
+  const Collective kind = is_send ? Collective::Send : Collective::Recv;
+  plan_p2p(impl, is_send, buffer, peer, tag);  // the same argument checks as the host path
+  const gpu::DeviceBackend::Prepared prepared =
+      impl.gpu->prepare(collective_name(kind), at.cuda_device, buffer.dtype(), std::nullopt);
+  const gpu::DeviceSendRecv op{is_send, buffer.data(), buffer.count(), buffer.dtype(), peer};
+  return comm::run_device_op(
+      *impl.executor, *impl.gpu, p2p_info(impl, kind, o), prepared, o.stream, async,
+      [&op](const gpu::Launch& l) { gpu::enqueue(l, op); }, owners(buffer, Buffer()));
 }
 
 }  // namespace
@@ -57,6 +75,8 @@ std::chrono::milliseconds Communicator::default_timeout() const noexcept {
 
 void Communicator::abort(const std::string& reason) noexcept {
   impl_->executor->abort(reason);
+  // The GPU path fails with the executor's cause (set just above, or an earlier failure's).
+  if (const std::optional<Error> cause = impl_->executor->error()) impl_->gpu->abort(*cause);
 }
 
 bool Communicator::is_poisoned() const {
@@ -75,144 +95,161 @@ std::string Communicator::dump_trace(const std::string& path) const {
 
 void Communicator::allreduce(const Buffer& in, const Buffer& out, ReduceOp op,
                              const CollectiveOptions& o) {
-  impl_->run(o, comm::allreduce_args(impl_->group(), in, out, op));
+  impl_->run(o, comm::allreduce_args(impl_->group(), in, out, op),
+             where(*impl_, Collective::Allreduce, in, out, -1));
 }
 
 Work Communicator::allreduce_async(const Buffer& in, const Buffer& out, ReduceOp op,
                                    const CollectiveOptions& o) {
-  return impl_->submit(o, comm::allreduce_args(impl_->group(), in, out, op), owners(in, out));
+  return impl_->submit(o, comm::allreduce_args(impl_->group(), in, out, op), owners(in, out),
+                       where(*impl_, Collective::Allreduce, in, out, -1));
 }
 
 void Communicator::broadcast(const Buffer& in, const Buffer& out, int root,
                              const CollectiveOptions& o) {
-  impl_->run(o, comm::broadcast_args(impl_->group(), in, out, root));
+  impl_->run(o, comm::broadcast_args(impl_->group(), in, out, root),
+             where(*impl_, Collective::Broadcast, in, out, root));
 }
 
 Work Communicator::broadcast_async(const Buffer& in, const Buffer& out, int root,
                                    const CollectiveOptions& o) {
-  return impl_->submit(o, comm::broadcast_args(impl_->group(), in, out, root), owners(in, out));
+  return impl_->submit(o, comm::broadcast_args(impl_->group(), in, out, root), owners(in, out),
+                       where(*impl_, Collective::Broadcast, in, out, root));
 }
 
 void Communicator::reduce(const Buffer& in, const Buffer& out, ReduceOp op, int root,
                           const CollectiveOptions& o) {
-  impl_->run(o, comm::reduce_args(impl_->group(), in, out, op, root));
+  impl_->run(o, comm::reduce_args(impl_->group(), in, out, op, root),
+             where(*impl_, Collective::Reduce, in, out, root));
 }
 
 Work Communicator::reduce_async(const Buffer& in, const Buffer& out, ReduceOp op, int root,
                                 const CollectiveOptions& o) {
-  return impl_->submit(o, comm::reduce_args(impl_->group(), in, out, op, root), owners(in, out));
+  return impl_->submit(o, comm::reduce_args(impl_->group(), in, out, op, root), owners(in, out),
+                       where(*impl_, Collective::Reduce, in, out, root));
 }
 
 // ---- allgather / gather / scatter (uniform and v) -------------------------------------------
 
 void Communicator::allgather(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
-  impl_->run(o, comm::allgather_args(impl_->group(), in, out, std::nullopt));
+  impl_->run(o, comm::allgather_args(impl_->group(), in, out, std::nullopt),
+             where(*impl_, Collective::Allgather, in, out, -1));
 }
 
 Work Communicator::allgather_async(const Buffer& in, const Buffer& out,
                                    const CollectiveOptions& o) {
   return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, std::nullopt),
-                       owners(in, out));
+                       owners(in, out), where(*impl_, Collective::Allgather, in, out, -1));
 }
 
 void Communicator::allgatherv(const Buffer& in, const Buffer& out,
                               std::span<const std::size_t> counts, const CollectiveOptions& o) {
-  impl_->run(o, comm::allgather_args(impl_->group(), in, out, counts));
+  impl_->run(o, comm::allgather_args(impl_->group(), in, out, counts),
+             where(*impl_, Collective::Allgather, in, out, -1));
 }
 
 Work Communicator::allgatherv_async(const Buffer& in, const Buffer& out,
                                     std::span<const std::size_t> counts,
                                     const CollectiveOptions& o) {
-  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, counts), owners(in, out));
+  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, counts), owners(in, out),
+                       where(*impl_, Collective::Allgather, in, out, -1));
 }
 
 void Communicator::gather(const Buffer& in, const Buffer& out, int root,
                           const CollectiveOptions& o) {
-  impl_->run(o, comm::gather_args(impl_->group(), in, out, std::nullopt, root));
+  impl_->run(o, comm::gather_args(impl_->group(), in, out, std::nullopt, root),
+             where(*impl_, Collective::Gather, in, out, root));
 }
 
 Work Communicator::gather_async(const Buffer& in, const Buffer& out, int root,
                                 const CollectiveOptions& o) {
   return impl_->submit(o, comm::gather_args(impl_->group(), in, out, std::nullopt, root),
-                       owners(in, out));
+                       owners(in, out), where(*impl_, Collective::Gather, in, out, root));
 }
 
 void Communicator::gatherv(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,
                            int root, const CollectiveOptions& o) {
-  impl_->run(o, comm::gather_args(impl_->group(), in, out, counts, root));
+  impl_->run(o, comm::gather_args(impl_->group(), in, out, counts, root),
+             where(*impl_, Collective::Gather, in, out, root));
 }
 
 Work Communicator::gatherv_async(const Buffer& in, const Buffer& out,
                                  std::span<const std::size_t> counts, int root,
                                  const CollectiveOptions& o) {
-  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, counts, root),
-                       owners(in, out));
+  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, counts, root), owners(in, out),
+                       where(*impl_, Collective::Gather, in, out, root));
 }
 
 void Communicator::scatter(const Buffer& in, const Buffer& out, int root,
                            const CollectiveOptions& o) {
-  impl_->run(o, comm::scatter_args(impl_->group(), in, out, std::nullopt, root));
+  impl_->run(o, comm::scatter_args(impl_->group(), in, out, std::nullopt, root),
+             where(*impl_, Collective::Scatter, in, out, root));
 }
 
 Work Communicator::scatter_async(const Buffer& in, const Buffer& out, int root,
                                  const CollectiveOptions& o) {
   return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, std::nullopt, root),
-                       owners(in, out));
+                       owners(in, out), where(*impl_, Collective::Scatter, in, out, root));
 }
 
 void Communicator::scatterv(const Buffer& in, const Buffer& out,
                             std::span<const std::size_t> counts, int root,
                             const CollectiveOptions& o) {
-  impl_->run(o, comm::scatter_args(impl_->group(), in, out, counts, root));
+  impl_->run(o, comm::scatter_args(impl_->group(), in, out, counts, root),
+             where(*impl_, Collective::Scatter, in, out, root));
 }
 
 Work Communicator::scatterv_async(const Buffer& in, const Buffer& out,
                                   std::span<const std::size_t> counts, int root,
                                   const CollectiveOptions& o) {
   return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, counts, root),
-                       owners(in, out));
+                       owners(in, out), where(*impl_, Collective::Scatter, in, out, root));
 }
 
 // ---- reduce_scatter / alltoall / barrier ----------------------------------------------------
 
 void Communicator::reduce_scatter(const Buffer& in, const Buffer& out, ReduceOp op,
                                   const CollectiveOptions& o) {
-  impl_->run(o, comm::reduce_scatter_args(impl_->group(), in, out, op));
+  impl_->run(o, comm::reduce_scatter_args(impl_->group(), in, out, op),
+             where(*impl_, Collective::ReduceScatter, in, out, -1));
 }
 
 Work Communicator::reduce_scatter_async(const Buffer& in, const Buffer& out, ReduceOp op,
                                         const CollectiveOptions& o) {
-  return impl_->submit(o, comm::reduce_scatter_args(impl_->group(), in, out, op), owners(in, out));
+  return impl_->submit(o, comm::reduce_scatter_args(impl_->group(), in, out, op), owners(in, out),
+                       where(*impl_, Collective::ReduceScatter, in, out, -1));
 }
 
 void Communicator::alltoall(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
-  impl_->run(o, comm::alltoall_args(impl_->group(), in, out, std::nullopt, std::nullopt));
+  impl_->run(o, comm::alltoall_args(impl_->group(), in, out, std::nullopt, std::nullopt),
+             where(*impl_, Collective::Alltoall, in, out, -1));
 }
 
 Work Communicator::alltoall_async(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
   return impl_->submit(o, comm::alltoall_args(impl_->group(), in, out, std::nullopt, std::nullopt),
-                       owners(in, out));
+                       owners(in, out), where(*impl_, Collective::Alltoall, in, out, -1));
 }
 
 void Communicator::alltoallv(const Buffer& in, std::span<const std::size_t> send_counts,
                              const Buffer& out, std::span<const std::size_t> recv_counts,
                              const CollectiveOptions& o) {
-  impl_->run(o, comm::alltoall_args(impl_->group(), in, out, send_counts, recv_counts));
+  impl_->run(o, comm::alltoall_args(impl_->group(), in, out, send_counts, recv_counts),
+             where(*impl_, Collective::Alltoall, in, out, -1));
 }
 
 Work Communicator::alltoallv_async(const Buffer& in, std::span<const std::size_t> send_counts,
                                    const Buffer& out, std::span<const std::size_t> recv_counts,
                                    const CollectiveOptions& o) {
   return impl_->submit(o, comm::alltoall_args(impl_->group(), in, out, send_counts, recv_counts),
-                       owners(in, out));
+                       owners(in, out), where(*impl_, Collective::Alltoall, in, out, -1));
 }
 
 void Communicator::barrier(const CollectiveOptions& o) {
-  impl_->run(o, algorithms::BarrierArgs{});
+  impl_->run(o, algorithms::BarrierArgs{}, comm::barrier_placement(o));
 }
 
 Work Communicator::barrier_async(const CollectiveOptions& o) {
-  return impl_->submit(o, algorithms::BarrierArgs{}, {});
+  return impl_->submit(o, algorithms::BarrierArgs{}, {}, comm::barrier_placement(o));
 }
 
 // ---- point-to-point -------------------------------------------------------------------------
@@ -221,22 +258,34 @@ Work Communicator::barrier_async(const CollectiveOptions& o) {
 // exactly as in MPI: let one of them use send_async() (or order the calls).
 
 void Communicator::send(const Buffer& in, int peer, int tag, const CollectiveOptions& o) {
+  if (const comm::Placement at = comm::placement_of(in); at.on_device()) {
+    p2p_on_device(*impl_, o, true, in, peer, tag, at, false);
+    return;
+  }
   impl_->executor->run_p2p(p2p_info(*impl_, Collective::Send, o),
                            plan_p2p(*impl_, true, in, peer, tag));
 }
 
 void Communicator::recv(const Buffer& out, int peer, int tag, const CollectiveOptions& o) {
+  if (const comm::Placement at = comm::placement_of(out); at.on_device()) {
+    p2p_on_device(*impl_, o, false, out, peer, tag, at, false);
+    return;
+  }
   impl_->executor->run_p2p(p2p_info(*impl_, Collective::Recv, o),
                            plan_p2p(*impl_, false, out, peer, tag));
 }
 
 Work Communicator::send_async(const Buffer& in, int peer, int tag, const CollectiveOptions& o) {
+  if (const comm::Placement at = comm::placement_of(in); at.on_device())
+    return p2p_on_device(*impl_, o, true, in, peer, tag, at, true);
   comm::PointToPoint p2p = plan_p2p(*impl_, true, in, peer, tag);
   p2p.keepalive = owners(in, Buffer());
   return impl_->executor->submit_p2p(p2p_info(*impl_, Collective::Send, o), std::move(p2p));
 }
 
 Work Communicator::recv_async(const Buffer& out, int peer, int tag, const CollectiveOptions& o) {
+  if (const comm::Placement at = comm::placement_of(out); at.on_device())
+    return p2p_on_device(*impl_, o, false, out, peer, tag, at, true);
   comm::PointToPoint p2p = plan_p2p(*impl_, false, out, peer, tag);
   p2p.keepalive = owners(out, Buffer());
   return impl_->executor->submit_p2p(p2p_info(*impl_, Collective::Recv, o), std::move(p2p));

@@ -51,11 +51,20 @@ std::unique_ptr<Communicator::Impl> new_impl(std::shared_ptr<Store> store,
 
 /// The parts every communicator has once its transport exists: the arena (not set up yet) and
 /// the executor (its thread starts on first async use).
-void finish_impl(Communicator::Impl& impl, const CommunicatorSetup& setup, std::uint32_t tag_id) {
+void finish_impl(Communicator::Impl& impl, const CommunicatorSetup& setup, std::uint32_t tag_id,
+                 std::optional<std::pair<gpu::NcclHandle, int>> nccl = std::nullopt) {
+  const std::string prefix = fmt::format("cohort/comm/{}", impl.id);
+  impl.gpu = nccl ? std::make_unique<gpu::DeviceBackend>(impl.store, prefix, impl.rank, impl.size,
+                                                         nccl->first, nccl->second)
+                  : std::make_unique<gpu::DeviceBackend>(impl.store, prefix, impl.rank, impl.size);
   impl.arenas = std::make_unique<transport::LazyArena>(impl.host_ranks,
                                                        setup.arena_eligible && impl.size > 1);
-  impl.executor = std::make_unique<Executor>(*impl.transport, impl.arenas.get(), impl.rank,
-                                             impl.size, impl.id, tag_id, impl.job_id);
+  // Hosts are told apart only when the arena cannot span the communicator; three ranks are the
+  // fewest that can make two hosts with two ranks on one.
+  impl.host_groups = std::make_unique<algorithms::HostGroups>(impl.host_ranks, impl.size >= 3);
+  impl.executor =
+      std::make_unique<Executor>(*impl.transport, impl.arenas.get(), impl.host_groups.get(),
+                                 impl.rank, impl.size, impl.id, tag_id, impl.job_id);
   COHORT_LOG_DEBUG("communicator {}: rank {} of {} over {} (tag id {})", impl.id, impl.rank,
                    impl.size, impl.transport->description(), tag_id);
 }
@@ -77,15 +86,14 @@ std::unique_ptr<Communicator::Impl> wire_world(std::shared_ptr<Store> store,
   return impl;
 }
 
-std::unique_ptr<Communicator::Impl> derive_communicator(const Communicator::Impl& parent,
-                                                        const CommunicatorSetup& setup,
-                                                        std::span<const int> members,
-                                                        transport::TagIdClaim tag) {
+std::unique_ptr<Communicator::Impl> derive_communicator(
+    const Communicator::Impl& parent, const CommunicatorSetup& setup, std::span<const int> members,
+    transport::TagIdClaim tag, std::optional<std::pair<gpu::NcclHandle, int>> nccl) {
   auto impl = new_impl(parent.store, setup);
   impl->ids = parent.ids;
   const std::uint32_t tag_id = tag.id();
   impl->transport = parent.transport->derive(members, setup.rank, std::move(tag));
-  finish_impl(*impl, setup, tag_id);
+  finish_impl(*impl, setup, tag_id, nccl);
   return impl;
 }
 

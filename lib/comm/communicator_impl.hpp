@@ -6,21 +6,28 @@
 #include <cohort/communicator.hpp>
 
 #include "algorithms/dispatch.hpp"
+#include "algorithms/host_groups.hpp"
 #include "algorithms/op_context.hpp"
 #include "algorithms/selection.hpp"
+#include "comm/device_ops.hpp"
 #include "comm/executor.hpp"
 #include "comm/fingerprint.hpp"
 #include "comm/id_blocks.hpp"
+#include "comm/placement.hpp"
 #include "comm/validated_args.hpp"
 #include "comm/validation.hpp"
+#include "gpu/device_backend.hpp"
 #include "transport/lazy_arena.hpp"
 #include "transport/transport.hpp"
 
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace cohort {
@@ -48,11 +55,17 @@ struct Communicator::Impl {
   /// Shared segment for the shared-memory algorithms, set up on first use when every rank is on
   /// this host.
   std::unique_ptr<transport::LazyArena> arenas;
+  /// The ranks grouped by host, for hierarchical algorithms, worked out on first use.
+  std::unique_ptr<algorithms::HostGroups> host_groups;
   /// For inputs that must be copied aside (aliasing alltoall, in-place reduce); only the thread
   /// driving the transport touches it.
   algorithms::ScratchPool staging;
-  /// Declared last so it is destroyed first: its thread finishes before the transport goes.
+  /// Declared after the transport so it is destroyed first: its thread finishes before the
+  /// transport goes.
   std::unique_ptr<comm::Executor> executor;
+  /// The GPU path (device buffers over NCCL). Destroyed before the executor: its outstanding
+  /// ops report their end to it.
+  std::unique_ptr<gpu::DeviceBackend> gpu;
 
   comm::Group group() const noexcept { return {rank, size}; }
 
@@ -75,6 +88,44 @@ struct Communicator::Impl {
           options.algorithm != Algorithm::Auto ? options.algorithm : job_wide;
     }
     return result;
+  }
+
+  /// Runs a validated collective on the path its placement says: blocking.
+  template <class Args>
+  void run(const CollectiveOptions& options, const Args& args, comm::Placement where) {
+    if (where.on_device()) {
+      run_on_device(options, args, where, false, {});
+    } else {
+      run(options, args);
+    }
+  }
+
+  /// Queues a validated collective on the path its placement says.
+  template <class Args>
+  Work submit(const CollectiveOptions& options, Args args,
+              std::vector<std::shared_ptr<void>> keepalive, comm::Placement where) {
+    if (where.on_device()) return run_on_device(options, args, where, true, std::move(keepalive));
+    return submit(options, std::move(args), std::move(keepalive));
+  }
+
+  /// The GPU path of a collective (comm/device_ops.hpp): refusals on this thread, then queued on
+  /// its stream; blocking unless `async`.
+  template <class Args>
+  Work run_on_device(const CollectiveOptions& options, const Args& args, comm::Placement where,
+                     bool async, std::vector<std::shared_ptr<void>> keepalive) {
+    comm::OpInfo op = info(options, args);
+    const std::string_view name = collective_name(op.kind);
+    std::optional<DType> dtype;
+    std::optional<ReduceOp> reduce_op;
+    if constexpr (requires { args.dtype; }) dtype = args.dtype;
+    if constexpr (requires { args.op; }) reduce_op = args.op;
+    if constexpr (std::is_same_v<Args, algorithms::AlltoallArgs>)
+      comm::check_distinct_on_device(name, args);
+    const gpu::DeviceBackend::Prepared prepared =
+        gpu->prepare(name, where.cuda_device, dtype, reduce_op);
+    return comm::run_device_op(
+        *executor, *gpu, std::move(op), prepared, options.stream, async,
+        [&args](const gpu::Launch& l) { gpu::enqueue(l, args); }, std::move(keepalive));
   }
 
   /// Runs a validated collective to completion (inline when nothing is ahead of it).
@@ -125,10 +176,9 @@ std::unique_ptr<Communicator::Impl> wire_world(std::shared_ptr<Store> store,
                                                const CommunicatorSetup& setup);
 /// A communicator over a subset of `parent`'s ranks (`members`, in new rank order) sharing the
 /// parent's connections under tag id `tag`. Local: nothing is communicated.
-std::unique_ptr<Communicator::Impl> derive_communicator(const Communicator::Impl& parent,
-                                                        const CommunicatorSetup& setup,
-                                                        std::span<const int> members,
-                                                        transport::TagIdClaim tag);
+std::unique_ptr<Communicator::Impl> derive_communicator(
+    const Communicator::Impl& parent, const CommunicatorSetup& setup, std::span<const int> members,
+    transport::TagIdClaim tag, std::optional<std::pair<gpu::NcclHandle, int>> nccl);
 
 /// A fresh job-wide communicator id (1, 2, ...; the first world is 0) from the store's counter.
 std::uint32_t allocate_communicator_id(Store& store);

@@ -1,5 +1,7 @@
 #include "comm/executor.hpp"
 
+#include "algorithms/host_groups.hpp"
+
 #include "core/log.hpp"
 
 #include <fmt/format.h>
@@ -21,10 +23,12 @@ constexpr std::chrono::microseconds kPollInterval{1000};
 
 }  // namespace
 
-Executor::Executor(transport::Transport& transport, transport::LazyArena* arenas, int rank,
-                   int size, std::uint32_t comm_id, std::uint32_t tag_id, std::string job_id)
+Executor::Executor(transport::Transport& transport, transport::LazyArena* arenas,
+                   algorithms::HostGroups* host_groups, int rank, int size, std::uint32_t comm_id,
+                   std::uint32_t tag_id, std::string job_id)
     : transport_(transport),
       arenas_(arenas),
+      host_groups_(host_groups),
       recorder_(RecorderIdentity{std::move(job_id), comm_id, rank, size}),
       rank_(rank),
       size_(size),
@@ -100,6 +104,41 @@ std::shared_ptr<detail::WorkState> Executor::new_work(std::string what) const {
   return work;
 }
 
+std::uint32_t Executor::begin_external(const OpInfo& info) {
+  std::unique_lock lock(mutex_);
+  throw_if_poisoned_locked(info.kind);
+  const bool p2p = info.kind == Collective::Send || info.kind == Collective::Recv;
+  const std::uint32_t seq = p2p ? next_p2p_seq_++ : next_seq_++;
+  lock.unlock();
+  if (!p2p)
+    recorder_.started(seq, info.kind, info.forced, info.shape, info.timeout,
+                      FlightRecorder::coarse_now());
+  return seq;
+}
+
+void Executor::end_external(const OpInfo& info, std::uint32_t seq, const Error* failure) noexcept {
+  const bool p2p = info.kind == Collective::Send || info.kind == Collective::Recv;
+  if (failure == nullptr) {
+    if (!p2p) recorder_.done(seq, Algorithm::Auto, FlightRecorder::coarse_now());
+    return;
+  }
+  if (!p2p) recorder_.failed(seq, *failure, Clock::now());
+  // As abort(): the cause first, then whoever drives the transport now fails through it; if
+  // nobody does, this thread claims the drive and fails what is queued and in flight.
+  std::unique_lock lock(mutex_);
+  if (!poisoned_) poisoned_ = *failure;
+  if (busy_) {
+    transport_.interrupt(failure->what());
+    if (arenas_ != nullptr) arenas_->interrupt(failure->what());
+    if (host_groups_ != nullptr) host_groups_->interrupt(failure->what());
+    return;
+  }
+  busy_ = true;
+  lock.unlock();
+  DriveGuard guard(*this);
+  poison(*poisoned_);
+}
+
 void Executor::throw_if_poisoned_locked(Collective kind) const {
   if (poisoned_) throw poisoned_error(collective_name(kind));
 }
@@ -144,6 +183,7 @@ void Executor::abort(const std::string& reason) noexcept {
   // or about to be) leaves it with an error that poisons through fail() like any other failure.
   transport_.interrupt(reason);
   if (arenas_ != nullptr) arenas_->interrupt(reason);
+  if (host_groups_ != nullptr) host_groups_->interrupt(reason);
   if (busy_ || !poisoned_) return;
   // Nobody is driving: fail what is queued and in flight from here.
   busy_ = true;
@@ -223,7 +263,7 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
   recorder_.started(seq, info.kind, info.forced, info.shape, info.timeout, start);
   ran_ = Algorithm::Auto;
   const algorithms::OpContext ctx{transport_,           rank_,    size_, tag_id_, seq,
-                                  start + info.timeout, scratch_, what_, arenas_};
+                                  start + info.timeout, scratch_, what_, arenas_, host_groups_};
   if (info.fingerprint) {
     try {
       verify_fingerprint(ctx, *info.fingerprint);

@@ -67,8 +67,9 @@ class Executor {
   /// `arenas` (may be null) is handed to algorithms; it must outlive the executor. `tag_id` goes
   /// into every message tag; `comm_id` names the communicator in messages; `job_id` (may be
   /// empty) names its flight record's file.
-  Executor(transport::Transport& transport, transport::LazyArena* arenas, int rank, int size,
-           std::uint32_t comm_id, std::uint32_t tag_id, std::string job_id = {});
+  Executor(transport::Transport& transport, transport::LazyArena* arenas,
+           algorithms::HostGroups* host_groups, int rank, int size, std::uint32_t comm_id,
+           std::uint32_t tag_id, std::string job_id = {});
   /// Runs every queued op and waits for in-flight sends/receives (each bounded by its own
   /// deadline), then stops the progress thread. Never throws.
   ~Executor();
@@ -83,6 +84,17 @@ class Executor {
   Work submit(OpInfo info, OpBody body);
   void run_p2p(OpInfo info, PointToPoint p2p);
   Work submit_p2p(OpInfo info, PointToPoint p2p);
+
+  /// An op the GPU backend runs on a stream (device buffers) rather than this executor: takes
+  /// its number (with the collectives, or with the sends/receives for Send and Recv) and records
+  /// it as started. Throws the poisoned error when the communicator is unusable. Device ops are
+  /// not ordered behind queued host ops: they are queued on their stream at once, in call order.
+  std::uint32_t begin_external(const OpInfo& info);
+  /// Its end, from whichever thread saw it: recorded done, or failed. A failure poisons like any
+  /// op's; `failure` already names the op (context_of).
+  void end_external(const OpInfo& info, std::uint32_t seq, const Error* failure) noexcept;
+  /// A collective's context: its name, sequence number, communicator and forced algorithm.
+  ErrorContext context_of(const OpInfo& info, std::uint32_t seq) const;
 
   /// Communicator::abort(): poisons with "communicator <id> was aborted: <reason>" and makes
   /// every transport and arena wait throw, so the op running on another thread fails within a
@@ -152,8 +164,6 @@ class Executor {
   [[noreturn]] void fail(const ErrorContext& op, const Error& error);
   /// The same for an op known only by its label ("send #3 to rank 1 (tag 5)").
   [[noreturn]] void fail(const std::string& what, const Error& error);
-  /// A collective's context: its name, sequence number, communicator and forced algorithm.
-  ErrorContext context_of(const OpInfo& info, std::uint32_t seq) const;
   void poison(const Error& cause) noexcept;
   Error poisoned_error(std::string_view what) const;
   /// "allreduce #17" or "allreduce #17 (ring)" into `what`, reusing its capacity.
@@ -168,6 +178,7 @@ class Executor {
 
   transport::Transport& transport_;
   transport::LazyArena* arenas_;
+  algorithms::HostGroups* host_groups_;
   /// The running collective's name (OpContext::what); only the driving thread touches it.
   std::string what_;
   /// The running collective's algorithm once known (note_algorithm); driving thread only.

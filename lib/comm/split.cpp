@@ -195,6 +195,10 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
       std::this_thread::yield();
       continue;
     }
+    // Every parent rank takes part in NCCL's split too, when the parent has an NCCL
+    // communicator, so the new communicator's GPU ops need no set-up of their own.
+    std::optional<std::pair<gpu::NcclHandle, int>> nccl;
+    if (impl.gpu) nccl = impl.gpu->split_nccl(color, key, deadline);
     if (color == kNoColor) return nullptr;  // the guard ends the offer
     const Group& group = plan.groups.at(color);
     const auto me = std::find(group.members.begin(), group.members.end(), impl.rank);
@@ -225,12 +229,12 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     if (new_size == 1 || !pool) {
       guard.finish(std::nullopt);
       return comm::make_communicator(
-          comm::derive_communicator(impl, setup, group.members, transport::TagIdClaim()));
+          comm::derive_communicator(impl, setup, group.members, transport::TagIdClaim(), nccl));
     }
     guard.finish(group.tag_id);
     transport::TagIdClaim claim(pool, *group.tag_id);  // released if anything below throws
     return comm::make_communicator(
-        comm::derive_communicator(impl, setup, group.members, std::move(claim)));
+        comm::derive_communicator(impl, setup, group.members, std::move(claim), nccl));
   }
 }
 

@@ -14,11 +14,9 @@ namespace {
   throw Error(ErrorCode::InvalidArgument, message);
 }
 
-void check_host_buffer(std::string_view op, std::string_view role, const Buffer& buffer) {
-  if (!buffer.device().host_accessible()) {
-    fail(fmt::format("{}: {} is on device {}, which the CPU backend cannot access", op, role,
-                     buffer.device().to_string()));
-  }
+// Host and device buffers alike: where an op runs is the placement's business
+// (comm/placement.hpp), decided from the same buffers.
+void check_buffer(std::string_view op, std::string_view role, const Buffer& buffer) {
   if (!buffer.is_contiguous()) {
     fail(
         fmt::format("{}: {} is not contiguous (shape has {} dims with explicit strides); pass a "
@@ -35,11 +33,11 @@ void check_host_buffer(std::string_view op, std::string_view role, const Buffer&
 }  // namespace
 
 void check_input(std::string_view op, std::string_view role, const Buffer& buffer) {
-  check_host_buffer(op, role, buffer);
+  check_buffer(op, role, buffer);
 }
 
 void check_output(std::string_view op, std::string_view role, const Buffer& buffer) {
-  check_host_buffer(op, role, buffer);
+  check_buffer(op, role, buffer);
   if (buffer.read_only()) fail(fmt::format("{}: {} is read-only", op, role));
 }
 

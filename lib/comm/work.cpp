@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <thread>
 
 namespace cohort {
 
@@ -25,14 +26,71 @@ void WorkState::complete(std::exception_ptr failure) noexcept {
 
 }  // namespace detail
 
+namespace {
+
+/// One look at a device op (no-op for host ops, which their executor completes).
+bool poll_device(detail::WorkState& state) {
+  if (state.finished.load(std::memory_order_acquire)) return true;
+  if (!state.device) return false;
+  if (auto outcome = state.device->poll()) {
+    // Whichever thread sees the outcome first completes the state; later ones find it finished.
+    std::lock_guard lock(state.mutex);
+    if (!state.finished.load(std::memory_order_relaxed)) {
+      state.error = *outcome;
+      state.finished.store(true, std::memory_order_release);
+    }
+    state.finished_cv.notify_all();
+    return true;
+  }
+  return false;
+}
+
+/// Waits for a device op by polling its event: busily at first (most GPU collectives are short),
+/// then yielding, then in 50 us naps so oversubscribed ranks keep their cores. The op's own
+/// deadline ends it through poll(); `until` is the caller's.
+void wait_device(detail::WorkState& state,
+                 std::optional<std::chrono::steady_clock::time_point> until,
+                 std::chrono::milliseconds timeout) {
+  constexpr int kSpins = 1000;
+  for (int polls = 0; !poll_device(state); ++polls) {
+    if (until && std::chrono::steady_clock::now() >= *until) {
+      throw Error(ErrorCode::Timeout, state.what + " did not finish within the " +
+                                          std::to_string(timeout.count()) +
+                                          " ms given to Work::wait (the op keeps running)");
+    }
+    if (polls < kSpins) continue;
+    if (polls < 2 * kSpins) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+}  // namespace
+
 bool Work::test() const {
   if (!state_) throw Error(ErrorCode::InvalidUsage, "Work::test on an empty Work");
-  return state_->finished.load(std::memory_order_acquire);
+  return poll_device(*state_);
+}
+
+void Work::make_stream_wait(Stream stream) const {
+  if (!state_) throw Error(ErrorCode::InvalidUsage, "Work::make_stream_wait on an empty Work");
+  if (!state_->device) {
+    wait();  // a host op: nothing on a device to order after, so the host waits
+    return;
+  }
+  if (poll_device(*state_)) {
+    std::lock_guard lock(state_->mutex);
+    if (state_->error) std::rethrow_exception(state_->error);
+    return;  // finished: later work on any stream sees its data
+  }
+  state_->device->make_stream_wait(stream.handle);
 }
 
 std::optional<Error> Work::error() const {
   if (!state_) throw Error(ErrorCode::InvalidUsage, "Work::error on an empty Work");
-  if (!state_->finished.load(std::memory_order_acquire)) return std::nullopt;
+  if (!poll_device(*state_)) return std::nullopt;
   std::exception_ptr failure;
   {
     std::lock_guard lock(state_->mutex);
@@ -55,6 +113,14 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
   if (timeout && timeout->count() < 0) {
     throw Error(ErrorCode::InvalidArgument,
                 "Work::wait: timeout " + std::to_string(timeout->count()) + " ms is negative");
+  }
+  if (state_->device) {
+    const auto start = std::chrono::steady_clock::now();
+    wait_device(*state_, timeout ? std::optional(start + *timeout) : std::nullopt,
+                timeout.value_or(std::chrono::milliseconds(0)));
+    std::lock_guard lock(state_->mutex);
+    if (state_->error) std::rethrow_exception(state_->error);
+    return;
   }
   // Poll first, yielding the core, for as long as the transport would: most ops finish within
   // that, and a condition-variable sleep/wake would add 25-35 us to each of them.

@@ -4,13 +4,15 @@
 // buffer cut into equal blocks, so this is Communicator::alltoall on the flattened views after
 // checking what the flat view would hide: rows must not be split between ranks (dim 0 divisible
 // by the group size, not merely the element count), and the output must have the input's shape.
-// Every check is local and runs before anything moves.
+// Every check is local and runs before anything moves. Device buffers (cuda, or managed memory
+// on a device the runtime sees) go through the communicator's device path like any collective.
 
 #include <cohort/buffer.hpp>
 #include <cohort/error.hpp>
 #include <cohort/train/mesh.hpp>
 
 #include "train/buffer_checks.hpp"
+#include "train/device_placement.hpp"
 #include "train/shape_exchange.hpp"
 
 #include <cstdint>
@@ -23,7 +25,8 @@ namespace {
 constexpr const char* kOp = "all_to_all";
 
 void check_input(const Communicator& comm, const Buffer& in) {
-  require_host(kOp, "the input", in);
+  // Device buffers go to the communicator's device path (NCCL), which refuses a host/device mix.
+  require_kernel_access(kOp, "the input", in);
   if (in.ndim() == 0) {
     throw Error(ErrorCode::InvalidArgument,
                 std::string(kOp) + ": the input is 0-d; it needs a dim 0 to split");
@@ -42,7 +45,7 @@ void check_input(const Communicator& comm, const Buffer& in) {
 void all_to_all(Communicator& comm, const Buffer& in, const Buffer& out,
                 const CollectiveOptions& options) {
   check_input(comm, in);
-  require_host(kOp, "the output", out);
+  require_kernel_access(kOp, "the output", out);
   if (out.shape() != in.shape() || out.dtype() != in.dtype()) {
     throw Error(ErrorCode::InvalidArgument,
                 std::string(kOp) + ": the output " + shape_string(out.shape()) + " " +
@@ -55,7 +58,11 @@ void all_to_all(Communicator& comm, const Buffer& in, const Buffer& out,
 
 Buffer all_to_all(Communicator& comm, const Buffer& in, const CollectiveOptions& options) {
   check_input(comm, in);
-  Buffer out = Buffer::allocate(in.shape(), in.dtype());
+  // A device input gets a device output (cuda:N, as cast_to does for managed memory too).
+  Buffer out = on_device(in)
+                   ? Buffer::allocate(in.count(), in.dtype(), Device::cuda(in.device().id))
+                         .reshape(in.shape())
+                   : Buffer::allocate(in.shape(), in.dtype());
   all_to_all(comm, in, out, options);
   return out;
 }

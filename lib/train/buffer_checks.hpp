@@ -2,26 +2,52 @@
 
 // Argument checks shared by the training layer's entry points. Each names the call (`op`) and
 // the buffer (`what`: "gradient 3", "the output", "parameter 0") so an engine's author sees
-// which argument of which call was wrong. Host-only for now: device memory is refused with
-// Unsupported until the GPU path lands.
+// which argument of which call was wrong. Device memory is accepted where the call has a device
+// path (cast, the grad scaler, clipping by norm, the gradient synchroniser, amax, all_to_all:
+// device_placement.hpp) and a device runtime exists; the other calls take host memory only.
 
 #include <cohort/buffer.hpp>
 #include <cohort/error.hpp>
 
 #include <fmt/format.h>
 
+#include "gpu/device_runtime.hpp"
+
 #include <string>
 #include <string_view>
 
 namespace cohort::train {
 
-/// Unsupported unless host code can read and write `buffer` (cpu, cuda_host, cuda_managed).
+/// Unsupported unless host code can read and write `buffer` (cpu, cuda_host, cuda_managed): for
+/// the calls without a device path.
 inline void require_host(std::string_view op, std::string_view what, const Buffer& buffer) {
   if (buffer.device().host_accessible()) return;
   throw Error(ErrorCode::Unsupported,
-              fmt::format("{}: {} is on device {}; device buffers are unsupported until the GPU "
-                          "path lands (use host, pinned or managed memory)",
-                          op, what, buffer.device().to_string()));
+              fmt::format("{}: {} is on device {}; {} takes host memory only (use host, pinned or "
+                          "managed memory)",
+                          op, what, buffer.device().to_string(), op));
+}
+
+/// Unsupported unless the training layer's kernels can process `buffer`: host memory always,
+/// device memory where a device runtime exists (cohort built with CUDA, or a runtime installed)
+/// and sees the buffer's device.
+inline void require_kernel_access(std::string_view op, std::string_view what,
+                                  const Buffer& buffer) {
+  if (buffer.device().host_accessible()) return;
+  gpu::DeviceRuntime* runtime = gpu::device_runtime();
+  if (runtime == nullptr)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("{}: {} is on device {}, but this cohort was built without CUDA (use "
+                            "host, pinned or managed memory)",
+                            op, what, buffer.device().to_string()));
+  const int devices = runtime->device_count();
+  if (buffer.device().id < 0 || buffer.device().id >= devices)
+    throw Error(
+        ErrorCode::Unsupported,
+        fmt::format("{}: {} is on device {}, but {} ({})", op, what, buffer.device().to_string(),
+                    devices == 0 ? std::string("no CUDA device is visible")
+                                 : fmt::format("only {} CUDA devices are visible", devices),
+                    runtime->describe()));
 }
 
 /// InvalidArgument unless `buffer`'s dtype is one of the six floating types.
@@ -44,10 +70,11 @@ inline void require_contiguous(std::string_view op, std::string_view what, const
                 fmt::format("{}: {} is read-only; it is written in place", op, what));
 }
 
-/// A gradient as the gradient helpers take it: host, floating, contiguous, writable.
+/// A gradient as the gradient helpers take it: host or (with a device runtime) device memory,
+/// floating, contiguous, writable.
 inline void check_gradient(std::string_view op, std::size_t index, const Buffer& grad) {
   const std::string what = fmt::format("gradient {}", index);
-  require_host(op, what, grad);
+  require_kernel_access(op, what, grad);
   require_floating(op, what, grad);
   require_contiguous(op, what, grad, /*written=*/true);
 }

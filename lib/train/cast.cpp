@@ -1,4 +1,4 @@
-// cast / cast_to / to_fp32: float-format conversion of whole buffers on the host.
+// cast / cast_to / to_fp32: float-format conversion of whole buffers.
 //
 // How it works: after validation, a contiguous input is one call of the element-wise kernel
 // (kernels::convert). A strided input is first simplified — size-1 dimensions dropped and
@@ -6,6 +6,10 @@
 // rows whose elements are adjacent (inner stride 1) and long enough go to the kernel directly;
 // anything else is gathered element by element into a small stack block that the kernel
 // converts in one call. The output is always contiguous, so it advances linearly.
+//
+// Device memory (cuda, or managed on a device the runtime sees, when both sides are) takes one
+// device convert of a contiguous input on the device's stream 0, waited for before returning
+// (device_placement.hpp).
 //
 // Cost: one read of the input and one write of the output; the gather path adds a copy of each
 // element into a block that stays in L1.
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include "train/buffer_checks.hpp"
+#include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
 
 namespace cohort::train {
@@ -136,13 +141,33 @@ void cast_strided(const Buffer& in, const std::vector<Dim>& dims, DType dst_dtyp
   if (gathered != 0) flush();
 }
 
+// Device memory (cuda, or managed memory on a device the runtime sees): one convert on the
+// device's stream 0, waited for. Only contiguous inputs: a strided walk would cost a launch per
+// row.
+void cast_on_device(const Buffer& in, const Buffer& out, int device) {
+  if (!in.is_contiguous())
+    throw Error(ErrorCode::Unsupported,
+                "cast: the input (" + name_of(in.dtype()) + ") is strided device memory on " +
+                    in.device().to_string() + "; only contiguous device buffers are cast");
+  const auto in_low = reinterpret_cast<std::uintptr_t>(in.data());
+  const auto out_low = reinterpret_cast<std::uintptr_t>(out.data());
+  const bool overlap = in_low < out_low + out.nbytes() && out_low < in_low + in.nbytes();
+  if (overlap && !(in_low == out_low && in.element_size() == out.element_size()))
+    invalid("cast: the output (" + name_of(out.dtype()) + ") overlaps the input (" +
+            name_of(in.dtype()) + ") other than element for element");
+  if (in.count() == 0) return;
+  gpu::DeviceRuntime& runtime = device_runtime_for("cast", "the input", in);
+  DeviceScope scope(runtime, device);
+  runtime.convert(in.dtype(), in.data(), out.dtype(), out.data(), in.count(), 1.0f, nullptr,
+                  gpu::StreamHandle{});
+  runtime.synchronize_stream(gpu::StreamHandle{});
+}
+
 }  // namespace
 
 void cast(const Buffer& in, const Buffer& out) {
   require_floating(in.dtype(), "input");
   require_floating(out.dtype(), "output");
-  require_host("cast", "the input", in);
-  require_host("cast", "the output", out);
   if (in.count() != out.count())
     invalid("cast: input has " + std::to_string(in.count()) + " elements of " +
             name_of(in.dtype()) + " but output has " + std::to_string(out.count()) +
@@ -150,6 +175,15 @@ void cast(const Buffer& in, const Buffer& out) {
   if (out.read_only())
     invalid("cast: the output buffer (" + name_of(out.dtype()) + ") is read-only");
   out.require_contiguous("cast output");
+  if (!in.device().host_accessible()) device_runtime_for("cast", "the input", in);
+  if (!out.device().host_accessible()) device_runtime_for("cast", "the output", out);
+  const Buffer both[] = {in, out};
+  const int device = common_place(
+      "cast", both, [](std::size_t i) { return std::string(i == 0 ? "the input" : "the output"); });
+  if (device >= 0) {
+    cast_on_device(in, out, device);
+    return;
+  }
   if (in.count() == 0) return;
 
   const std::vector<Dim> dims = simplified_dims(in);
@@ -178,8 +212,13 @@ void cast(const Buffer& in, const Buffer& out) {
 Buffer cast_to(const Buffer& in, DType dtype) {
   require_floating(in.dtype(), "input");
   require_floating(dtype, "target");
-  require_host("cast_to", "the input", in);
-  Buffer result = Buffer::allocate(in.shape(), dtype);
+  // Device input: the result is device memory of the same device (managed memory is not
+  // offered by Buffer::allocate, so a managed input gives a cuda buffer).
+  if (!in.device().host_accessible()) device_runtime_for("cast_to", "the input", in);
+  Buffer result =
+      on_device(in)
+          ? Buffer::allocate(in.count(), dtype, Device::cuda(in.device().id)).reshape(in.shape())
+          : Buffer::allocate(in.shape(), dtype);
   cast(in, result);
   return result;
 }

@@ -8,6 +8,14 @@
 // coefficient. The coefficient min(1, max_norm / (total + 1e-6)) is applied in place by the
 // kernels' convert (a multiply rounded once to the gradient's dtype), skipped when it is 1.
 //
+// Device gradients (cuda, or managed memory on a device the runtime sees) take the same passes
+// on their device: their parts accumulate into one device double per device, read back (the
+// only wait before the decision), and the coefficient is applied by the device's scale, waited
+// for before returning.
+// The sum of a device's parts is added in another order than the host's, so a device norm may
+// differ from a host norm of the same values in the last bits; max |g| and the clipped values
+// for a given coefficient are identical.
+//
 // Cost: one read pass over the gradients, one write pass when clipping, one 8-byte allreduce
 // with a shard group.
 
@@ -20,6 +28,7 @@
 #include <exception>
 
 #include "train/buffer_checks.hpp"
+#include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
 
 namespace cohort::train {
@@ -43,6 +52,51 @@ double max_keeping_nan(double a, double b) {
   return a > b ? a : b;
 }
 
+// The device kernels compute the parts of the 1-, 2- and infinity norms only.
+void require_device_norm(double p, std::size_t index, const Buffer& grad) {
+  if (!on_device(grad) || std::isinf(p) || p == 1.0 || p == 2.0) return;
+  throw Error(ErrorCode::Unsupported,
+              fmt::format("clip_grad_norm: gradient {} is on device {}, where norm_type {} is not "
+                          "offered (device gradients take norm_type 1, 2 or kInfinityNorm)",
+                          index, grad.device().to_string(), p));
+}
+
+// Σ |g|^p (or max |g|) over the device gradients of `grads`: per device, every gradient's part
+// accumulates into one device double, read back once.
+double device_part(std::span<const Buffer> grads, double p) {
+  using gpu::DeviceNormPart;
+  const DeviceNormPart part = std::isinf(p) ? DeviceNormPart::MaxAbs
+                              : p == 1.0    ? DeviceNormPart::SumAbs
+                                            : DeviceNormPart::SumSquares;
+  double accumulated = 0.0;
+  for (int device : devices_of(grads)) {
+    gpu::DeviceRuntime& runtime = *gpu::device_runtime();  // check_gradient saw it
+    DeviceScope scope(runtime, device);
+    DeviceScalar<double> sum(runtime, device);
+    for (const Buffer& g : grads) {
+      if (!on_device(g) || g.device().id != device || g.count() == 0) continue;
+      runtime.norm_part(g.dtype(), g.data(), g.count(), part, sum.get(), gpu::StreamHandle{});
+    }
+    const double value = sum.read();
+    accumulated = std::isinf(p) ? max_keeping_nan(accumulated, value) : accumulated + value;
+  }
+  return accumulated;
+}
+
+// Multiplies the device gradients by `factor` in place (rounded to float, as the host path
+// does) and waits for it.
+void scale_on_devices(std::span<const Buffer> grads, double factor) {
+  for (int device : devices_of(grads)) {
+    gpu::DeviceRuntime& runtime = *gpu::device_runtime();
+    DeviceScope scope(runtime, device);
+    for (const Buffer& g : grads) {
+      if (!on_device(g) || g.device().id != device || g.count() == 0) continue;
+      runtime.scale(g.dtype(), g.data(), g.count(), factor, gpu::StreamHandle{});
+    }
+    runtime.synchronize_stream(gpu::StreamHandle{});
+  }
+}
+
 }  // namespace
 
 double clip_grad_norm(std::span<const Buffer> grads, double max_norm, const ClipOptions& options) {
@@ -59,16 +113,28 @@ double clip_grad_norm(std::span<const Buffer> grads, double max_norm, const Clip
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("clip_grad_norm: max_norm {} must be >= 0", max_norm));
     }
-    for (std::size_t i = 0; i < grads.size(); ++i) check_gradient("clip_grad_norm", i, grads[i]);
+    for (std::size_t i = 0; i < grads.size(); ++i) {
+      check_gradient("clip_grad_norm", i, grads[i]);
+      require_device_norm(p, i, grads[i]);
+    }
   } catch (const Error&) {
     local_error = std::current_exception();
   }
 
   const bool infinity_norm = std::isinf(p);
   double accumulated = 0.0;  // Σ |g|^p, or max |g|
+  bool any_on_device = false;
   for (const Buffer& grad : grads) {
     if (local_error || grad.count() == 0) continue;
+    if (on_device(grad)) {
+      any_on_device = true;
+      continue;
+    }
     const double part = local_part(grad, p);
+    accumulated = infinity_norm ? max_keeping_nan(accumulated, part) : accumulated + part;
+  }
+  if (any_on_device) {
+    const double part = device_part(grads, p);
     accumulated = infinity_norm ? max_keeping_nan(accumulated, part) : accumulated + part;
   }
   if (options.shard_group && options.shard_group->size() > 1) {
@@ -108,9 +174,10 @@ double clip_grad_norm(std::span<const Buffer> grads, double max_norm, const Clip
   if (coef >= 1.0) return total;
   const auto factor = static_cast<float>(coef);
   for (const Buffer& grad : grads) {
-    if (grad.count() == 0) continue;
+    if (grad.count() == 0 || on_device(grad)) continue;
     kernels::convert(grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(), factor);
   }
+  if (any_on_device) scale_on_devices(grads, coef);
   return total;
 }
 
@@ -119,7 +186,14 @@ void clip_grad_value(std::span<const Buffer> grads, double value) {
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("clip_grad_value: value {} must be >= 0", value));
   }
-  for (std::size_t i = 0; i < grads.size(); ++i) check_gradient("clip_grad_value", i, grads[i]);
+  for (std::size_t i = 0; i < grads.size(); ++i) {
+    check_gradient("clip_grad_value", i, grads[i]);
+    if (!grads[i].device().host_accessible())
+      throw Error(ErrorCode::Unsupported,
+                  fmt::format("clip_grad_value: gradient {} is on device {}; clamping is offered "
+                              "for host gradients only (clip_grad_norm takes device gradients)",
+                              i, grads[i].device().to_string()));
+  }
   for (const Buffer& grad : grads) {
     if (grad.count() == 0) continue;
     kernels::clamp(grad.dtype(), grad.data(), grad.count(), value);

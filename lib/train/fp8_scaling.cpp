@@ -26,6 +26,7 @@
 #include <utility>
 
 #include "train/buffer_checks.hpp"
+#include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
 #include "train/scalar_agreement.hpp"
 
@@ -56,9 +57,19 @@ float window_max(const std::deque<float>& history) {
 }  // namespace
 
 float amax(const Buffer& tensor) {
-  require_host("amax", "the buffer", tensor);
+  require_kernel_access("amax", "the buffer", tensor);
   require_floating("amax", "the buffer", tensor);
   require_contiguous("amax", "the buffer", tensor, /*written=*/false);
+  if (on_device(tensor)) {
+    // The device's max |x| into one device double, read back (which waits for it).
+    gpu::DeviceRuntime& runtime = device_runtime_for("amax", "the buffer", tensor);
+    DeviceScope scope(runtime, tensor.device().id);
+    DeviceScalar<double> result(runtime, tensor.device().id);
+    if (tensor.count() > 0)
+      runtime.norm_part(tensor.dtype(), tensor.data(), tensor.count(), gpu::DeviceNormPart::MaxAbs,
+                        result.get(), gpu::StreamHandle{});
+    return static_cast<float>(result.read());
+  }
   return static_cast<float>(
       kernels::norm_part(tensor.dtype(), tensor.data(), tensor.count(), kernels::NormPart::MaxAbs));
 }

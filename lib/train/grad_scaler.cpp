@@ -12,6 +12,10 @@
 //  4. update() turns the step's outcome into the next scale: back off on an overflow (once the
 //     hysteresis budget is spent), grow after growth_interval clean steps.
 //
+// Device gradients (cuda, or managed memory on a device the runtime sees) take the same pass on
+// their device: one convert per gradient with the fused check writing one int32 flag per device,
+// which is read back on the host (the only synchronisation) and agreed like the host flag.
+//
 // Cost: one read and one write of the gradients plus one 4-byte allreduce per group per step;
 // nothing at all when the scaler is disabled or the world has one rank.
 
@@ -22,11 +26,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <exception>
 #include <string>
 #include <utility>
 
 #include "train/buffer_checks.hpp"
+#include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
 #include "train/scalar_agreement.hpp"
 
@@ -88,6 +94,25 @@ void validate(const GradScalerOptions& o) {
         fmt::format("{}: timeout must not be negative, got {} ms", kWhere, o.timeout->count()));
 }
 
+// The device gradients of `grads`, multiplied in place by inv_scale with the same fused check
+// as on the host: per device, every gradient's convert writes into one int32 flag, read back
+// once (which also waits for the multiplies). Returns whether any value was NaN or infinite.
+bool unscale_on_devices(std::span<const Buffer> grads, float inv_scale) {
+  bool found_inf = false;
+  for (int device : devices_of(grads)) {
+    gpu::DeviceRuntime& runtime = *gpu::device_runtime();  // check_gradient saw it
+    DeviceScope scope(runtime, device);
+    DeviceScalar<std::int32_t> flag(runtime, device);
+    for (const Buffer& b : grads) {
+      if (!on_device(b) || b.device().id != device || b.count() == 0) continue;
+      runtime.convert(b.dtype(), b.data(), b.dtype(), b.data(), b.count(), inv_scale, flag.get(),
+                      gpu::StreamHandle{});
+    }
+    found_inf = flag.read() != 0 || found_inf;
+  }
+  return found_inf;
+}
+
 }  // namespace
 
 GradScaler::GradScaler(std::shared_ptr<Communicator> comm, const GradScalerOptions& options)
@@ -141,13 +166,19 @@ void GradScaler::unscale(std::span<const Buffer> grads, int group) {
 
   const float inv_scale = reciprocal(state_.scale);
   bool local_inf = false;
+  bool any_on_device = false;
   for (const Buffer& b : grads) {
+    if (on_device(b)) {
+      any_on_device = true;
+      continue;
+    }
     // Every buffer is multiplied even after an inf was found (torch does the same): the
     // gradients must not be left half scaled, whatever the engine does with them next.
     const bool non_finite =
         kernels::convert(b.dtype(), b.data(), b.dtype(), b.data(), b.count(), inv_scale);
     local_inf = local_inf || non_finite;
   }
+  if (any_on_device) local_inf = unscale_on_devices(grads, inv_scale) || local_inf;
 
   // The gradients are unscaled from here on, so a second unscale must be refused even if the
   // agreement below fails; until it succeeds, assume the worst (an overflow: skip the step).

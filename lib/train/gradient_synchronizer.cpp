@@ -22,6 +22,12 @@
 // rank r writes 1 at element r when it started the last bucket with gradients still unready.
 // Every rank then knows which ranks left gradients unready, and all of them throw together.
 //
+// Device gradients (cuda, or managed memory on a device the runtime sees; all on one device) take
+// the same passes on their device's stream 0, and staged buckets live in device memory there.
+// The bucket allreduces, issued without a stream, are ordered after stream 0 by the communicator
+// (so after the packs) and run on NCCL; finish() waits for the unpacks before returning. The
+// unready flags stay host memory and go through the host path of the same communicator.
+//
 // Cost per communicating micro-step: one allreduce per bucket, of the bucket's bytes in the
 // communication dtype, plus one of `world` floats; one pass per gradient in (the division) and,
 // for staged buckets, one out. A world of one without a communication dtype uses the gradients
@@ -41,6 +47,7 @@
 #include "core/log.hpp"
 #include "train/argument_agreement.hpp"
 #include "train/buffer_checks.hpp"
+#include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
 
 namespace cohort::train {
@@ -51,6 +58,7 @@ struct GradientSynchronizer::Bucket {
   std::size_t payload = 0;         // gradient elements
   bool view = false;               // `staging` is the gradients' own memory
   bool averages = false;           // reduced with Avg instead of pre-divided and summed
+  int device = -1;                 // the device of the gradients' memory (-1: host memory)
   Buffer staging;
   std::size_t unready = 0;  // gradients of this bucket not marked in this micro-step
   Work work;                // the allreduce, once started (invalid in a world of one)
@@ -74,6 +82,43 @@ std::string join(const std::vector<T>& items, std::size_t limit = 16) {
   }
   if (items.size() > limit) text += fmt::format(", ... ({} in all)", items.size());
   return text;
+}
+
+// Where the gradients' element-wise work runs: their device, or -1 for the host kernels
+// (check_arguments made sure there is one place).
+int place_of(const std::vector<Buffer>& grads) {
+  return common_place(kWho, grads, [](std::size_t i) { return fmt::format("gradient {}", i); });
+}
+
+// dst = src * factor rounded to dst_dtype (kernels::convert), on the host or queued on the
+// device's stream 0.
+void convert_on(int device, DType src_dtype, const void* src, DType dst_dtype, void* dst,
+                std::size_t count, float factor) {
+  if (device < 0) {
+    kernels::convert(src_dtype, src, dst_dtype, dst, count, factor);
+    return;
+  }
+  gpu::DeviceRuntime& runtime = *gpu::device_runtime();  // check_gradient saw it
+  DeviceScope scope(runtime, device);
+  runtime.convert(src_dtype, src, dst_dtype, dst, count, factor, nullptr, gpu::StreamHandle{});
+}
+
+void zero_on(int device, void* dst, std::size_t bytes) {
+  if (device < 0) {
+    std::memset(dst, 0, bytes);
+    return;
+  }
+  gpu::DeviceRuntime& runtime = *gpu::device_runtime();
+  DeviceScope scope(runtime, device);
+  runtime.fill_async(dst, 0, bytes, gpu::StreamHandle{});
+}
+
+// Waits for the work queued on the device's stream 0 (nothing for host memory).
+void wait_for_device(int device) {
+  if (device < 0) return;
+  gpu::DeviceRuntime& runtime = *gpu::device_runtime();
+  DeviceScope scope(runtime, device);
+  runtime.synchronize_stream(gpu::StreamHandle{});
 }
 
 // Waits for `work` (if any) and forgets it; its error was or will be reported elsewhere.
@@ -108,6 +153,7 @@ GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
   if (local_error) std::rethrow_exception(local_error);
 
   layout_ = bucket_layout(grads_, options_.bucket_cap_bytes, options_.first_bucket_cap_bytes);
+  const int place = place_of(grads_);
   const std::size_t world = static_cast<std::size_t>(comm_->size());
   in_place_ = world == 1 && !options_.communication_dtype;
   bucket_of_.assign(grads_.size(), 0);
@@ -138,7 +184,11 @@ GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
     // bucket's dtype only, so every rank makes the same one whatever its memory layout.
     bucket->averages = bucket->dtype != DType::Float16 && bucket->dtype != DType::Float8E4M3 &&
                        bucket->dtype != DType::Float8E5M2;
-    if (!bucket->view) bucket->staging = Buffer::allocate(offset, bucket->dtype);
+    bucket->device = place;
+    if (!bucket->view)
+      bucket->staging = bucket->device < 0
+                            ? Buffer::allocate(offset, bucket->dtype)
+                            : Buffer::allocate(offset, bucket->dtype, Device::cuda(bucket->device));
     buckets_.push_back(std::move(bucket));
   }
   unready_flags_ = Buffer::allocate(world, DType::Float32);
@@ -157,6 +207,8 @@ void GradientSynchronizer::check_arguments() const {
                             kWho, dtype_name(*options_.communication_dtype)));
   }
   for (std::size_t i = 0; i < grads_.size(); ++i) check_gradient(kWho, i, grads_[i]);
+  // A bucket's gradients share one staging buffer and one allreduce, so one place for all.
+  place_of(grads_);
 }
 
 Buffer GradientSynchronizer::contiguous_span(const std::vector<std::size_t>& slots) const {
@@ -289,11 +341,12 @@ void GradientSynchronizer::pack_locked(std::size_t index) {
     // correction (rare) costs a pass here.
     const float factor = bucket.averages ? window_factor_ : pack_factor_;
     if (factor != 1.0f)
-      kernels::convert(grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(), factor);
+      convert_on(bucket.device, grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(),
+                 factor);
     return;
   }
-  kernels::convert(grad.dtype(), grad.data(), bucket.dtype, bucket.slot(offset_of_[index]),
-                   grad.count(), bucket.averages ? window_factor_ : pack_factor_);
+  convert_on(bucket.device, grad.dtype(), grad.data(), bucket.dtype, bucket.slot(offset_of_[index]),
+             grad.count(), bucket.averages ? window_factor_ : pack_factor_);
 }
 
 void GradientSynchronizer::launch_ready_buckets_locked() {
@@ -311,7 +364,7 @@ void GradientSynchronizer::launch_bucket_locked(std::size_t b, bool forced) {
       if (ready_[i]) continue;
       void* target = bucket.view ? grads_[i].data() : bucket.slot(offset_of_[i]);
       if (grads_[i].count() > 0)
-        std::memset(target, 0, grads_[i].count() * dtype_size(bucket.dtype));
+        zero_on(bucket.device, target, grads_[i].count() * dtype_size(bucket.dtype));
     }
   }
   CollectiveOptions collective;
@@ -342,6 +395,7 @@ void GradientSynchronizer::finish() {
   }
   while (next_launch_ < buckets_.size()) launch_bucket_locked(next_launch_++, /*forced=*/true);
   wait_and_unpack_locked();
+  if (!buckets_.empty()) wait_for_device(buckets_.front()->device);  // every bucket's device
   const std::vector<int> ranks = ranks_with_unready_locked();
   if (!ranks.empty() && !options_.allow_unready) throw_unready_locked(ranks);
 }
@@ -384,24 +438,26 @@ void GradientSynchronizer::unpack_locked(const Bucket& bucket) {
   for (std::size_t i : bucket.grads) {
     const Buffer& grad = grads_[i];
     if (grad.count() == 0) continue;
-    kernels::convert(bucket.dtype, bucket.slot(offset_of_[i]), grad.dtype(), grad.data(),
-                     grad.count());
+    convert_on(bucket.device, bucket.dtype, bucket.slot(offset_of_[i]), grad.dtype(), grad.data(),
+               grad.count(), 1.0f);
   }
 }
 
 void GradientSynchronizer::finish_in_place_locked() {
   // A world of one: the "average" of a gradient is the gradient itself (zero if unready).
   if (unready_count_ > 0 && !options_.allow_unready) throw_unready_locked({comm_->rank()});
+  const int place = place_of(grads_);
   for (std::size_t i = 0; i < grads_.size(); ++i) {
     const Buffer& grad = grads_[i];
     if (grad.count() == 0) continue;
     if (!ready_[i]) {
-      std::memset(grad.data(), 0, grad.nbytes());
+      zero_on(place, grad.data(), grad.nbytes());
     } else if (pack_factor_ != 1.0f) {
-      kernels::convert(grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(),
-                       pack_factor_);
+      convert_on(place, grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(),
+                 pack_factor_);
     }
   }
+  wait_for_device(place);
 }
 
 void GradientSynchronizer::throw_unready_locked(const std::vector<int>& ranks) const {

@@ -77,11 +77,39 @@ Algorithm parse_algorithm(py::handle algorithm, std::string_view what) {
           "algorithm must be a cohort.Algorithm, its name or None, not " + type_name(algorithm));
 }
 
+std::optional<Stream> parse_stream(py::handle stream, std::string_view what) {
+  if (stream.is_none()) return std::nullopt;
+  py::handle bits = stream;
+  py::object held;  // keeps an attribute's value alive while it is read
+  // torch.cuda.Stream and CuPy's Stream carry their handle as an int attribute; an int itself
+  // (or a 0-d integer array) has __index__. Floats and bools are not handles.
+  if (PyIndex_Check(stream.ptr()) == 0 || py::isinstance<py::bool_>(stream)) {
+    for (const char* attribute : {"cuda_stream", "ptr"}) {
+      if (py::hasattr(stream, attribute)) {
+        held = stream.attr(attribute);
+        bits = held;
+        break;
+      }
+    }
+  }
+  if (PyIndex_Check(bits.ptr()) == 0 || py::isinstance<py::bool_>(bits))
+    invalid(what,
+            "stream must be an int (a cudaStream_t's bits, e.g. torch.cuda.Stream's "
+            "cuda_stream), a torch or CuPy stream, or None; not " +
+                type_name(stream));
+  try {
+    return Stream{bits.cast<std::uintptr_t>()};
+  } catch (const py::cast_error&) {
+    invalid(what, "stream " + shown(bits) + " is not a stream handle (negative or too large)");
+  }
+}
+
 CollectiveOptions parse_collective_options(py::handle timeout, py::handle algorithm,
-                                           std::string_view what) {
+                                           py::handle stream, std::string_view what) {
   CollectiveOptions options;
   options.timeout = parse_timeout(timeout, what);
   options.algorithm = parse_algorithm(algorithm, what);
+  options.stream = parse_stream(stream, what);
   return options;
 }
 

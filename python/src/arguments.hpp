@@ -10,6 +10,7 @@
 #include <cohort/algorithm.hpp>
 #include <cohort/communicator.hpp>
 #include <cohort/dtype.hpp>
+#include <cohort/stream.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -36,9 +37,13 @@ DType parse_dtype(py::handle dtype, std::string_view what);
 /// An Algorithm, its name ("ring", "recursive_doubling", ...), or None for Auto.
 Algorithm parse_algorithm(py::handle algorithm, std::string_view what);
 
-/// The per-op options of every collective binding (timeout in seconds, algorithm).
+/// A CUDA stream: an int (the bits of its cudaStream_t; 0 is the legacy default stream), or an
+/// object exposing it (torch.cuda.Stream's `cuda_stream`, CuPy's Stream `ptr`). None: unset.
+std::optional<Stream> parse_stream(py::handle stream, std::string_view what);
+
+/// The per-op options of every collective binding (timeout in seconds, algorithm, stream).
 CollectiveOptions parse_collective_options(py::handle timeout, py::handle algorithm,
-                                           std::string_view what);
+                                           py::handle stream, std::string_view what);
 
 /// A sequence of non-negative ints (element counts, one per rank).
 std::vector<std::size_t> parse_counts(py::handle counts, std::string_view what);

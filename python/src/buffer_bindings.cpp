@@ -7,6 +7,7 @@
 #include <cohort/dlpack_versioned.h>
 #include <cohort/buffer.hpp>
 #include <cohort/dlpack.hpp>
+#include <cohort/error.hpp>
 
 #include <cstring>
 #include <string>
@@ -108,6 +109,40 @@ std::vector<std::int64_t> parse_shape(py::handle shape) {
   return shape.cast<std::vector<std::int64_t>>();
 }
 
+// "cpu", "cuda", "cuda:N", "cuda_host", "cuda_host:N" (Device::to_string's spellings; no index
+// means 0).
+Device parse_device(const std::string& text) {
+  const std::size_t colon = text.find(':');
+  const std::string kind = text.substr(0, colon);
+  int index = 0;
+  if (colon != std::string::npos) {
+    const std::string digits = text.substr(colon + 1);
+    if (digits.empty() || digits.size() > 6 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      throw Error(ErrorCode::InvalidArgument,
+                  "Buffer.allocate: device '" + text + "' has no valid index after ':'");
+    index = std::stoi(digits);
+  }
+  if (kind == "cpu" && index == 0) return Device::cpu();
+  if (kind == "cuda") return Device::cuda(index);
+  if (kind == "cuda_host") return Device{DeviceType::CUDAHost, index};
+  if (kind == "cuda_managed") return Device{DeviceType::CUDAManaged, index};
+  throw Error(ErrorCode::InvalidArgument,
+              "Buffer.allocate: unknown device '" + text + "' (cpu, cuda:N or cuda_host)");
+}
+
+// Buffer::allocate on `device`, which allocates 1-D; the shape is then a view of it.
+Buffer allocate_on(const std::vector<std::int64_t>& shape, DType dtype, Device device) {
+  if (device == Device::cpu()) return Buffer::allocate(shape, dtype);
+  std::int64_t count = 1;
+  for (const std::int64_t extent : shape) {
+    if (extent < 0 || __builtin_mul_overflow(count, extent, &count))
+      throw Error(ErrorCode::InvalidArgument,
+                  "Buffer.allocate: shape has a negative extent or too many elements");
+  }
+  return Buffer::allocate(static_cast<std::size_t>(count), dtype, device).reshape(shape);
+}
+
 py::tuple as_tuple(const std::vector<std::int64_t>& values) {
   py::tuple tuple(values.size());
   for (std::size_t i = 0; i < values.size(); ++i) tuple[i] = values[i];
@@ -141,11 +176,15 @@ Thread safety: a Buffer is an immutable handle; writing its memory from several 
 is the caller's business, as for any array.)doc")
       .def_static(
           "allocate",
-          [](py::handle shape, py::handle dtype) {
-            return Buffer::allocate(parse_shape(shape), parse_dtype(dtype, "Buffer.allocate"));
+          [](py::handle shape, py::handle dtype, const std::string& device) {
+            return allocate_on(parse_shape(shape), parse_dtype(dtype, "Buffer.allocate"),
+                               parse_device(device));
           },
-          "shape"_a, "dtype"_a = "float32",
-          "A new zero-filled, 64-byte-aligned host allocation of `shape` (an int or a sequence).")
+          "shape"_a, "dtype"_a = "float32", py::kw_only(), "device"_a = "cpu", R"doc(
+A new zero-filled allocation of `shape` (an int or a sequence): 64-byte-aligned host memory for
+device="cpu"; device memory for "cuda:N" and pinned host memory for "cuda_host" through the CUDA
+runtime. Raises cohort.UnsupportedError when cohort was built without CUDA or the device does not
+exist, InvalidArgumentError for "cuda_managed" (not offered).)doc")
       .def_static(
           "from_dlpack",
           [](py::handle object) { return import_tensor(object, "Buffer.from_dlpack"); }, "tensor"_a,

@@ -10,6 +10,9 @@
 //   work in place on `tensor` unless out= is given;
 // - the gathers take tensor=None to mean "my block of out already holds my contribution";
 // - scatter(v) on the root and reduce_scatter take out=None to mean "my block of tensor".
+//
+// Every op also takes timeout= and stream=. The options are parsed before the tensors because
+// the stream is passed on to CUDA producers' __dlpack__ (see import_tensor).
 
 #include "arguments.hpp"
 #include "bindings.hpp"
@@ -39,14 +42,17 @@ void check_root(const Communicator& comm, int root, std::string_view op) {
   }
 }
 
-Buffer tensor_arg(py::handle object, std::string_view op, std::string_view role) {
-  return import_tensor(object, std::string(op) + ": " + std::string(role));
+// `stream` is the op's: a CUDA producer orders its pending writes before it (see import_tensor).
+Buffer tensor_arg(py::handle object, std::string_view op, std::string_view role,
+                  std::optional<Stream> stream) {
+  return import_tensor(object, std::string(op) + ": " + std::string(role), stream);
 }
 
 // An argument only some ranks need (the root's input of broadcast/scatter, the root's output of
 // reduce/gather): None is an empty Buffer, which the op ignores where it is not needed.
-Buffer optional_tensor_arg(py::handle object, std::string_view op, std::string_view role) {
-  return object.is_none() ? Buffer{} : tensor_arg(object, op, role);
+Buffer optional_tensor_arg(py::handle object, std::string_view op, std::string_view role,
+                           std::optional<Stream> stream) {
+  return object.is_none() ? Buffer{} : tensor_arg(object, op, role, stream);
 }
 
 // Elements [offset, offset + count) of `whole`: this rank's block for an in-place call.
@@ -119,12 +125,12 @@ constexpr const char* name(bool async, const char* blocking, const char* asynchr
 
 template <bool Async>
 py::object allreduce(CommunicatorHandle& self, py::object tensor, py::handle op, py::object out,
-                     py::handle timeout, py::handle algorithm) {
+                     py::handle timeout, py::handle algorithm, py::handle stream) {
   const char* const what = name(Async, "allreduce", "allreduce_async");
-  const Buffer in = tensor_arg(tensor, what, "tensor");
-  const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out");
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
+  const Buffer in = tensor_arg(tensor, what, "tensor", options.stream);
+  const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out", options.stream);
   const ReduceOp reduce_op = parse_reduce_op(op, what);
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
   Communicator& comm = *self.comm;
   return run<Async>(
       out.is_none() ? tensor : out, {tensor, out},
@@ -134,12 +140,12 @@ py::object allreduce(CommunicatorHandle& self, py::object tensor, py::handle op,
 
 template <bool Async>
 py::object broadcast(CommunicatorHandle& self, py::object tensor, int root, py::object out,
-                     py::handle timeout, py::handle algorithm) {
+                     py::handle timeout, py::handle algorithm, py::handle stream) {
   const char* const what = name(Async, "broadcast", "broadcast_async");
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
   if (tensor.is_none() && out.is_none()) invalid(what, "needs a tensor (in place) or out");
-  const Buffer in = optional_tensor_arg(tensor, what, "tensor");
-  const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out");
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
+  const Buffer in = optional_tensor_arg(tensor, what, "tensor", options.stream);
+  const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out", options.stream);
   Communicator& comm = *self.comm;
   return run<Async>(
       out.is_none() ? tensor : out, {tensor, out},
@@ -149,12 +155,12 @@ py::object broadcast(CommunicatorHandle& self, py::object tensor, int root, py::
 
 template <bool Async>
 py::object reduce(CommunicatorHandle& self, py::object tensor, int root, py::handle op,
-                  py::object out, py::handle timeout, py::handle algorithm) {
+                  py::object out, py::handle timeout, py::handle algorithm, py::handle stream) {
   const char* const what = name(Async, "reduce", "reduce_async");
-  const Buffer in = tensor_arg(tensor, what, "tensor");
-  const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out");
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
+  const Buffer in = tensor_arg(tensor, what, "tensor", options.stream);
+  const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out", options.stream);
   const ReduceOp reduce_op = parse_reduce_op(op, what);
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
   Communicator& comm = *self.comm;
   return run<Async>(
       out.is_none() ? tensor : out, {tensor, out},
@@ -164,13 +170,13 @@ py::object reduce(CommunicatorHandle& self, py::object tensor, int root, py::han
 
 template <bool Async>
 py::object allgather(CommunicatorHandle& self, py::object tensor, py::object out,
-                     py::handle timeout, py::handle algorithm) {
+                     py::handle timeout, py::handle algorithm, py::handle stream) {
   const char* const what = name(Async, "allgather", "allgather_async");
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
   Communicator& comm = *self.comm;
-  const Buffer output = tensor_arg(out, what, "out");
+  const Buffer output = tensor_arg(out, what, "out", options.stream);
   const Buffer in = tensor.is_none() ? uniform_block(output, comm.rank(), comm.size(), what, "out")
-                                     : tensor_arg(tensor, what, "tensor");
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
+                                     : tensor_arg(tensor, what, "tensor", options.stream);
   return run<Async>(
       out, {tensor, out}, [&] { comm.allgather(in, output, options); },
       [&] { return comm.allgather_async(in, output, options); });
@@ -178,15 +184,16 @@ py::object allgather(CommunicatorHandle& self, py::object tensor, py::object out
 
 template <bool Async>
 py::object allgatherv(CommunicatorHandle& self, py::object tensor, py::object out,
-                      py::handle counts, py::handle timeout, py::handle algorithm) {
+                      py::handle counts, py::handle timeout, py::handle algorithm,
+                      py::handle stream) {
   const char* const what = name(Async, "allgatherv", "allgatherv_async");
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
   Communicator& comm = *self.comm;
   const std::vector<std::size_t> sizes = parse_counts(counts, std::string(what) + ": counts");
-  const Buffer output = tensor_arg(out, what, "out");
+  const Buffer output = tensor_arg(out, what, "out", options.stream);
   const Buffer in = tensor.is_none()
                         ? counts_block(output, sizes, comm.rank(), comm.size(), what, "out")
-                        : tensor_arg(tensor, what, "tensor");
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
+                        : tensor_arg(tensor, what, "tensor", options.stream);
   return run<Async>(
       out, {tensor, out}, [&] { comm.allgatherv(in, output, sizes, options); },
       [&] { return comm.allgatherv_async(in, output, sizes, options); });
@@ -195,18 +202,18 @@ py::object allgatherv(CommunicatorHandle& self, py::object tensor, py::object ou
 // gather and gatherv: out is needed on the root only; tensor=None on the root means in place.
 template <bool Async>
 py::object gather(CommunicatorHandle& self, py::object tensor, py::object out, int root,
-                  py::handle timeout, py::handle algorithm) {
+                  py::handle timeout, py::handle algorithm, py::handle stream) {
   const char* const what = name(Async, "gather", "gather_async");
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
   Communicator& comm = *self.comm;
   check_root(comm, root, what);
   const bool is_root = comm.rank() == root;
   if (is_root && out.is_none())
     invalid(what, "out is required on the root (rank " + std::to_string(root) + ")");
-  const Buffer output = is_root ? tensor_arg(out, what, "out") : Buffer{};
+  const Buffer output = is_root ? tensor_arg(out, what, "out", options.stream) : Buffer{};
   const Buffer in = tensor.is_none() && is_root
                         ? uniform_block(output, comm.rank(), comm.size(), what, "out")
-                        : tensor_arg(tensor, what, "tensor");
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
+                        : tensor_arg(tensor, what, "tensor", options.stream);
   return run<Async>(
       out, {tensor, out}, [&] { comm.gather(in, output, root, options); },
       [&] { return comm.gather_async(in, output, root, options); });
@@ -214,19 +221,19 @@ py::object gather(CommunicatorHandle& self, py::object tensor, py::object out, i
 
 template <bool Async>
 py::object gatherv(CommunicatorHandle& self, py::object tensor, py::handle counts, py::object out,
-                   int root, py::handle timeout, py::handle algorithm) {
+                   int root, py::handle timeout, py::handle algorithm, py::handle stream) {
   const char* const what = name(Async, "gatherv", "gatherv_async");
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
   Communicator& comm = *self.comm;
   check_root(comm, root, what);
   const std::vector<std::size_t> sizes = parse_counts(counts, std::string(what) + ": counts");
   const bool is_root = comm.rank() == root;
   if (is_root && out.is_none())
     invalid(what, "out is required on the root (rank " + std::to_string(root) + ")");
-  const Buffer output = is_root ? tensor_arg(out, what, "out") : Buffer{};
+  const Buffer output = is_root ? tensor_arg(out, what, "out", options.stream) : Buffer{};
   const Buffer in = tensor.is_none() && is_root
                         ? counts_block(output, sizes, comm.rank(), comm.size(), what, "out")
-                        : tensor_arg(tensor, what, "tensor");
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
+                        : tensor_arg(tensor, what, "tensor", options.stream);
   return run<Async>(
       out, {tensor, out}, [&] { comm.gatherv(in, output, sizes, root, options); },
       [&] { return comm.gatherv_async(in, output, sizes, root, options); });
@@ -236,18 +243,18 @@ py::object gatherv(CommunicatorHandle& self, py::object tensor, py::handle count
 // the root means in place (the root keeps its block of tensor).
 template <bool Async>
 py::object scatter(CommunicatorHandle& self, py::object tensor, py::object out, int root,
-                   py::handle timeout, py::handle algorithm) {
+                   py::handle timeout, py::handle algorithm, py::handle stream) {
   const char* const what = name(Async, "scatter", "scatter_async");
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
   Communicator& comm = *self.comm;
   check_root(comm, root, what);
   const bool is_root = comm.rank() == root;
   if (is_root && tensor.is_none())
     invalid(what, "tensor is required on the root (rank " + std::to_string(root) + ")");
   if (!is_root && out.is_none()) invalid(what, "out is required on every rank but the root");
-  const Buffer in = is_root ? tensor_arg(tensor, what, "tensor") : Buffer{};
+  const Buffer in = is_root ? tensor_arg(tensor, what, "tensor", options.stream) : Buffer{};
   const Buffer output = out.is_none() ? uniform_block(in, comm.rank(), comm.size(), what, "tensor")
-                                      : tensor_arg(out, what, "out");
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
+                                      : tensor_arg(out, what, "out", options.stream);
   return run<Async>(
       out.is_none() ? tensor : out, {tensor, out}, [&] { comm.scatter(in, output, root, options); },
       [&] { return comm.scatter_async(in, output, root, options); });
@@ -255,8 +262,9 @@ py::object scatter(CommunicatorHandle& self, py::object tensor, py::object out, 
 
 template <bool Async>
 py::object scatterv(CommunicatorHandle& self, py::object tensor, py::handle counts, py::object out,
-                    int root, py::handle timeout, py::handle algorithm) {
+                    int root, py::handle timeout, py::handle algorithm, py::handle stream) {
   const char* const what = name(Async, "scatterv", "scatterv_async");
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
   Communicator& comm = *self.comm;
   check_root(comm, root, what);
   const std::vector<std::size_t> sizes = parse_counts(counts, std::string(what) + ": counts");
@@ -264,11 +272,10 @@ py::object scatterv(CommunicatorHandle& self, py::object tensor, py::handle coun
   if (is_root && tensor.is_none())
     invalid(what, "tensor is required on the root (rank " + std::to_string(root) + ")");
   if (!is_root && out.is_none()) invalid(what, "out is required on every rank but the root");
-  const Buffer in = is_root ? tensor_arg(tensor, what, "tensor") : Buffer{};
+  const Buffer in = is_root ? tensor_arg(tensor, what, "tensor", options.stream) : Buffer{};
   const Buffer output = out.is_none()
                             ? counts_block(in, sizes, comm.rank(), comm.size(), what, "tensor")
-                            : tensor_arg(out, what, "out");
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
+                            : tensor_arg(out, what, "out", options.stream);
   return run<Async>(
       out.is_none() ? tensor : out, {tensor, out},
       [&] { comm.scatterv(in, output, sizes, root, options); },
@@ -277,14 +284,15 @@ py::object scatterv(CommunicatorHandle& self, py::object tensor, py::handle coun
 
 template <bool Async>
 py::object reduce_scatter(CommunicatorHandle& self, py::object tensor, py::handle op,
-                          py::object out, py::handle timeout, py::handle algorithm) {
+                          py::object out, py::handle timeout, py::handle algorithm,
+                          py::handle stream) {
   const char* const what = name(Async, "reduce_scatter", "reduce_scatter_async");
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
   Communicator& comm = *self.comm;
-  const Buffer in = tensor_arg(tensor, what, "tensor");
+  const Buffer in = tensor_arg(tensor, what, "tensor", options.stream);
   const Buffer output = out.is_none() ? uniform_block(in, comm.rank(), comm.size(), what, "tensor")
-                                      : tensor_arg(out, what, "out");
+                                      : tensor_arg(out, what, "out", options.stream);
   const ReduceOp reduce_op = parse_reduce_op(op, what);
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
   return run<Async>(
       out.is_none() ? tensor : out, {tensor, out},
       [&] { comm.reduce_scatter(in, output, reduce_op, options); },
@@ -293,11 +301,11 @@ py::object reduce_scatter(CommunicatorHandle& self, py::object tensor, py::handl
 
 template <bool Async>
 py::object alltoall(CommunicatorHandle& self, py::object tensor, py::object out, py::handle timeout,
-                    py::handle algorithm) {
+                    py::handle algorithm, py::handle stream) {
   const char* const what = name(Async, "alltoall", "alltoall_async");
-  const Buffer in = tensor_arg(tensor, what, "tensor");
-  const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out");
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
+  const Buffer in = tensor_arg(tensor, what, "tensor", options.stream);
+  const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out", options.stream);
   Communicator& comm = *self.comm;
   return run<Async>(
       out.is_none() ? tensor : out, {tensor, out}, [&] { comm.alltoall(in, output, options); },
@@ -307,15 +315,15 @@ py::object alltoall(CommunicatorHandle& self, py::object tensor, py::object out,
 template <bool Async>
 py::object alltoallv(CommunicatorHandle& self, py::object tensor, py::handle send_counts,
                      py::handle recv_counts, py::object out, py::handle timeout,
-                     py::handle algorithm) {
+                     py::handle algorithm, py::handle stream) {
   const char* const what = name(Async, "alltoallv", "alltoallv_async");
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
   const std::vector<std::size_t> sends =
       parse_counts(send_counts, std::string(what) + ": send_counts");
   const std::vector<std::size_t> receives =
       parse_counts(recv_counts, std::string(what) + ": recv_counts");
-  const Buffer in = tensor_arg(tensor, what, "tensor");
-  const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out");
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
+  const Buffer in = tensor_arg(tensor, what, "tensor", options.stream);
+  const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out", options.stream);
   Communicator& comm = *self.comm;
   return run<Async>(
       out.is_none() ? tensor : out, {tensor, out},
@@ -324,20 +332,21 @@ py::object alltoallv(CommunicatorHandle& self, py::object tensor, py::handle sen
 }
 
 template <bool Async>
-py::object barrier(CommunicatorHandle& self, py::handle timeout, py::handle algorithm) {
+py::object barrier(CommunicatorHandle& self, py::handle timeout, py::handle algorithm,
+                   py::handle stream) {
   const char* const what = name(Async, "barrier", "barrier_async");
-  const CollectiveOptions options = parse_collective_options(timeout, algorithm, what);
+  const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
   Communicator& comm = *self.comm;
   return run<Async>(
       py::none(), {}, [&] { comm.barrier(options); }, [&] { return comm.barrier_async(options); });
 }
 
 template <bool Async>
-py::object send(CommunicatorHandle& self, py::object tensor, int peer, int tag,
-                py::handle timeout) {
+py::object send(CommunicatorHandle& self, py::object tensor, int peer, int tag, py::handle timeout,
+                py::handle stream) {
   const char* const what = name(Async, "send", "send_async");
-  const Buffer in = tensor_arg(tensor, what, "tensor");
-  const CollectiveOptions options = parse_collective_options(timeout, py::none(), what);
+  const CollectiveOptions options = parse_collective_options(timeout, py::none(), stream, what);
+  const Buffer in = tensor_arg(tensor, what, "tensor", options.stream);
   Communicator& comm = *self.comm;
   return run<Async>(
       py::none(), {tensor}, [&] { comm.send(in, peer, tag, options); },
@@ -345,11 +354,11 @@ py::object send(CommunicatorHandle& self, py::object tensor, int peer, int tag,
 }
 
 template <bool Async>
-py::object recv(CommunicatorHandle& self, py::object tensor, int peer, int tag,
-                py::handle timeout) {
+py::object recv(CommunicatorHandle& self, py::object tensor, int peer, int tag, py::handle timeout,
+                py::handle stream) {
   const char* const what = name(Async, "recv", "recv_async");
-  const Buffer out = tensor_arg(tensor, what, "tensor");
-  const CollectiveOptions options = parse_collective_options(timeout, py::none(), what);
+  const CollectiveOptions options = parse_collective_options(timeout, py::none(), stream, what);
+  const Buffer out = tensor_arg(tensor, what, "tensor", options.stream);
   Communicator& comm = *self.comm;
   return run<Async>(
       tensor, {tensor}, [&] { comm.recv(out, peer, tag, options); },
@@ -375,70 +384,72 @@ void bind_collectives(py::class_<CommunicatorHandle>& c) {
   def_both(c, "allreduce", "allreduce_async", &allreduce<false>, &allreduce<true>, R"doc(
 allreduce(tensor, op="sum", *, out=None): out (default: tensor) = op over every rank's tensor.)doc",
            "tensor"_a, "op"_a = "sum", py::kw_only(), "out"_a = none, "timeout"_a = none,
-           "algorithm"_a = none);
+           "algorithm"_a = none, "stream"_a = none);
   def_both(c, "broadcast", "broadcast_async", &broadcast<false>, &broadcast<true>, R"doc(
 broadcast(tensor, root=0, *, out=None): out (default: tensor) on every rank = root's tensor.
 With out given, tensor is read on the root only and may be None elsewhere.)doc",
            "tensor"_a, "root"_a = 0, py::kw_only(), "out"_a = none, "timeout"_a = none,
-           "algorithm"_a = none);
+           "algorithm"_a = none, "stream"_a = none);
   def_both(c, "reduce", "reduce_async", &reduce<false>, &reduce<true>, R"doc(
 reduce(tensor, root=0, op="sum", *, out=None): on the root, out (default: tensor) = op over every
 rank's tensor. Other ranks' out is not written.)doc",
            "tensor"_a, "root"_a = 0, "op"_a = "sum", py::kw_only(), "out"_a = none,
-           "timeout"_a = none, "algorithm"_a = none);
+           "timeout"_a = none, "algorithm"_a = none, "stream"_a = none);
   def_both(c, "allgather", "allgather_async", &allgather<false>, &allgather<true>, R"doc(
 allgather(tensor, out): out = every rank's tensor concatenated in rank order (size x its count).
 tensor=None: in place, this rank's block of out already holds its contribution.)doc",
-           "tensor"_a, "out"_a, py::kw_only(), "timeout"_a = none, "algorithm"_a = none);
+           "tensor"_a, "out"_a, py::kw_only(), "timeout"_a = none, "algorithm"_a = none,
+           "stream"_a = none);
   def_both(c, "allgatherv", "allgatherv_async", &allgatherv<false>, &allgatherv<true>, R"doc(
 allgatherv(tensor, out, counts): rank r contributes counts[r] elements; out is their
 concatenation. tensor=None: in place (this rank's block of out).)doc",
-           "tensor"_a, "out"_a, "counts"_a, py::kw_only(), "timeout"_a = none,
-           "algorithm"_a = none);
+           "tensor"_a, "out"_a, "counts"_a, py::kw_only(), "timeout"_a = none, "algorithm"_a = none,
+           "stream"_a = none);
   def_both(c, "gather", "gather_async", &gather<false>, &gather<true>, R"doc(
 gather(tensor, out=None, root=0): on the root, out = every rank's tensor concatenated in rank
 order; out is needed on the root only. tensor=None on the root: in place (its block of out).)doc",
            "tensor"_a, "out"_a = none, "root"_a = 0, py::kw_only(), "timeout"_a = none,
-           "algorithm"_a = none);
+           "algorithm"_a = none, "stream"_a = none);
   def_both(c, "gatherv", "gatherv_async", &gatherv<false>, &gatherv<true>, R"doc(
 gatherv(tensor, counts, out=None, root=0): gather where rank r contributes counts[r] elements.)doc",
            "tensor"_a, "counts"_a, "out"_a = none, "root"_a = 0, py::kw_only(), "timeout"_a = none,
-           "algorithm"_a = none);
+           "algorithm"_a = none, "stream"_a = none);
   def_both(c, "scatter", "scatter_async", &scatter<false>, &scatter<true>, R"doc(
 scatter(tensor, out=None, root=0): out on rank r = block r of the root's tensor (size x out's
 count). tensor is read on the root only (None elsewhere); out=None on the root: in place.)doc",
            "tensor"_a, "out"_a = none, "root"_a = 0, py::kw_only(), "timeout"_a = none,
-           "algorithm"_a = none);
+           "algorithm"_a = none, "stream"_a = none);
   def_both(c, "scatterv", "scatterv_async", &scatterv<false>, &scatterv<true>, R"doc(
 scatterv(tensor, counts, out=None, root=0): scatter where rank r receives counts[r] elements.)doc",
            "tensor"_a, "counts"_a, "out"_a = none, "root"_a = 0, py::kw_only(), "timeout"_a = none,
-           "algorithm"_a = none);
+           "algorithm"_a = none, "stream"_a = none);
   def_both(c, "reduce_scatter", "reduce_scatter_async", &reduce_scatter<false>,
            &reduce_scatter<true>, R"doc(
 reduce_scatter(tensor, op="sum", *, out=None): out = block `rank` of (op over every rank's
 tensor), tensor having size x out's count. out=None: in place, into this rank's block of
 tensor.)doc",
            "tensor"_a, "op"_a = "sum", py::kw_only(), "out"_a = none, "timeout"_a = none,
-           "algorithm"_a = none);
+           "algorithm"_a = none, "stream"_a = none);
   def_both(c, "alltoall", "alltoall_async", &alltoall<false>, &alltoall<true>, R"doc(
 alltoall(tensor, *, out=None): block j of tensor goes to rank j and arrives as block `rank` of its
 out (default: tensor, in place). The count must be divisible by the size.)doc",
-           "tensor"_a, py::kw_only(), "out"_a = none, "timeout"_a = none, "algorithm"_a = none);
+           "tensor"_a, py::kw_only(), "out"_a = none, "timeout"_a = none, "algorithm"_a = none,
+           "stream"_a = none);
   def_both(c, "alltoallv", "alltoallv_async", &alltoallv<false>, &alltoallv<true>, R"doc(
 alltoallv(tensor, send_counts, recv_counts, *, out=None): send_counts[j] elements go to rank j,
 recv_counts[j] arrive from rank j (packed in rank order) into out (default: tensor).)doc",
            "tensor"_a, "send_counts"_a, "recv_counts"_a, py::kw_only(), "out"_a = none,
-           "timeout"_a = none, "algorithm"_a = none);
+           "timeout"_a = none, "algorithm"_a = none, "stream"_a = none);
   def_both(c, "barrier", "barrier_async", &barrier<false>, &barrier<true>, R"doc(
 barrier(): returns once every rank has entered it.)doc",
-           py::kw_only(), "timeout"_a = none, "algorithm"_a = none);
+           py::kw_only(), "timeout"_a = none, "algorithm"_a = none, "stream"_a = none);
   def_both(c, "send", "send_async", &send<false>, &send<true>, R"doc(
 send(tensor, peer, tag=0): sends tensor to rank peer. Messages between a pair with the same tag
 arrive in send order; tag >= 0.)doc",
-           "tensor"_a, "peer"_a, "tag"_a = 0, py::kw_only(), "timeout"_a = none);
+           "tensor"_a, "peer"_a, "tag"_a = 0, py::kw_only(), "timeout"_a = none, "stream"_a = none);
   def_both(c, "recv", "recv_async", &recv<false>, &recv<true>, R"doc(
 recv(tensor, peer, tag=0): receives from rank peer into tensor and returns it.)doc",
-           "tensor"_a, "peer"_a, "tag"_a = 0, py::kw_only(), "timeout"_a = none);
+           "tensor"_a, "peer"_a, "tag"_a = 0, py::kw_only(), "timeout"_a = none, "stream"_a = none);
 }
 
 }  // namespace cohort::python

@@ -73,7 +73,7 @@ void bind_communicator(py::module_& m) {
   py::enum_<Algorithm> algorithms(m, "Algorithm",
                                   "Forces a collective's algorithm (it may decline, and selection "
                                   "falls through); every op also takes its name.");
-  for (int a = 0; a <= static_cast<int>(Algorithm::SharedMemory); ++a) {
+  for (int a = 0; a < kAlgorithmCount; ++a) {
     const auto algorithm = static_cast<Algorithm>(a);
     algorithms.value(keep_name(upper(algorithm_name(algorithm))), algorithm);
   }
@@ -93,9 +93,13 @@ inconsistent variable. The GIL is released while it waits for the other ranks.)d
 A group of ranks running collectives together, in the same order on every rank.
 
 Tensors are any object with __dlpack__ (numpy, torch, JAX, CuPy, cohort.Buffer) or the buffer
-protocol, used in place without copies; they must be contiguous and in host memory for the CPU
-backend. Ops are in place unless out= is given, and return their output tensor. Each has an
-*_async form returning a cohort.Work. Every op validates its arguments before any byte moves
+protocol, used in place without copies; they must be contiguous. Host tensors run on the CPU
+backend, CUDA tensors on NCCL (never both in one op). Ops are in place unless out= is given, and
+return their output tensor. Each has an *_async form returning a cohort.Work. Every op takes
+timeout= (seconds) and stream= (for CUDA tensors: a CUDA stream, as an int or a torch/CuPy
+stream, to queue the op on; the tensors' producer is asked to order its writes before it through
+__dlpack__(stream=...)). Without stream=, the op is ordered after the device's legacy default
+stream. Host ops ignore stream=. Every op validates its arguments before any byte moves
 (cohort.InvalidArgumentError) and releases the GIL while it runs. A timeout or a dead peer fails
 the op and poisons the communicator: later ops fail fast with the cause.
 Thread safety: ops may be called from several threads; they run in call order.)doc");

@@ -105,17 +105,48 @@ bool is_legacy_producer(py::handle type) {
   return false;
 }
 
-// The producer's capsule: versioned when it can make one, legacy otherwise.
-py::object export_capsule(py::handle object) {
+// The protocol's `stream` value for the op's stream. DLPack reserves 0 (ambiguous between CUDA
+// and ROCm) and spells CUDA's legacy default stream 1, its per-thread default stream 2, which
+// are also those streams' own handles (cudaStreamLegacy, cudaStreamPerThread).
+std::uintptr_t dlpack_stream_code(Stream stream) {
+  return stream.handle == 0 ? 1 : stream.handle;
+}
+
+// Whether `object` says (through __dlpack_device__) that it lives on a CUDA device, where the
+// protocol's stream argument applies. CPU producers (numpy) refuse any stream but None.
+bool on_cuda_device(py::handle object, std::string_view what, const std::string& producer) {
+  if (!py::hasattr(object, "__dlpack_device__")) return false;
+  py::tuple device;
+  try {
+    device = py::tuple(object.attr("__dlpack_device__")());
+  } catch (py::error_already_set& error) {
+    invalid(what, producer + ".__dlpack_device__() failed: " + error.what());
+  }
+  if (device.size() < 1 || PyIndex_Check(device[0].ptr()) == 0)
+    invalid(what, producer + ".__dlpack_device__() returned " +
+                      py::repr(device).cast<std::string>() + ", not (device_type, device_id)");
+  const int type = device[0].cast<int>();
+  return type == kDLCUDA || type == kDLCUDAManaged;
+}
+
+// The producer's capsule: versioned when it can make one, legacy otherwise. `stream`, when set,
+// is passed as the stream keyword (only to producers on a CUDA device).
+py::object export_capsule(py::handle object, std::optional<std::uintptr_t> stream) {
   const py::object export_method = object.attr("__dlpack__");
   const py::handle type = py::type::handle_of(object);
-  if (is_legacy_producer(type)) return export_method();
+  const auto call = [&](bool versioned) {
+    py::dict keywords;
+    if (stream) keywords["stream"] = py::int_(*stream);
+    if (versioned) keywords["max_version"] = py::make_tuple(1, 1);
+    return export_method(**keywords);
+  };
+  if (is_legacy_producer(type)) return call(false);
   try {
-    return export_method(py::arg("max_version") = py::make_tuple(1, 1));
+    return call(true);
   } catch (py::error_already_set& error) {
     if (!error.matches(PyExc_TypeError)) throw;
   }
-  py::object capsule = export_method();  // succeeded without max_version: remember the type
+  py::object capsule = call(false);  // succeeded without max_version: remember the type
   legacy_producer_types().push_back(py::reinterpret_borrow<py::object>(type));
   return capsule;
 }
@@ -154,15 +185,19 @@ Buffer from_buffer_protocol(py::handle object, std::string_view what) {
 
 }  // namespace
 
-Buffer import_tensor(py::handle object, std::string_view what) {
+Buffer import_tensor(py::handle object, std::string_view what, std::optional<Stream> stream) {
   if (py::isinstance<Buffer>(object)) return object.cast<const Buffer&>();
   if (object.is_none()) invalid(what, "expected a tensor, got None");
 
   if (py::hasattr(object, "__dlpack__")) {
     const std::string producer = type_name(object);
+    // Only an op given a stream asks where the tensor lives: without one, passing no stream
+    // already means the legacy default stream, and host tensors skip the extra call.
+    std::optional<std::uintptr_t> stream_code;
+    if (stream && on_cuda_device(object, what, producer)) stream_code = dlpack_stream_code(*stream);
     py::object capsule;
     try {
-      capsule = export_capsule(object);
+      capsule = export_capsule(object, stream_code);
     } catch (py::error_already_set& error) {
       // numpy 1.24 refuses read-only and bool arrays (BufferError) but has the buffer protocol.
       if (error.matches(PyExc_BufferError) && PyObject_CheckBuffer(object.ptr()) != 0)

@@ -6,7 +6,9 @@
 #include <pybind11/stl.h>  // the same casters in every translation unit (ODR)
 
 #include <cohort/buffer.hpp>
+#include <cohort/stream.hpp>
 
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -26,8 +28,15 @@ namespace py = pybind11;
 ///   DLPack producer that refuses with BufferError but has the buffer protocol too: numpy 1.24
 ///   exports neither read-only nor bool arrays through DLPack. The view's read-only flag is kept.
 /// Anything else throws cohort::Error(InvalidArgument) naming `what` and the object's type.
+/// CUDA tensors (kDLCUDA, kDLCUDAManaged) come through as such, and the op routes them to NCCL.
+/// `stream` is the op's stream: for a producer on a CUDA device it is passed on as
+/// `__dlpack__(stream=...)` (the protocol's way to have the producer order its pending writes
+/// before the consumer's stream; CUDA's legacy default stream 0 is spelled 1 there). Without
+/// one, no stream is passed, which the protocol defines as the legacy default stream: the
+/// stream cohort orders an op without a stream after (see cohort/communicator.hpp).
 /// The GIL must be held.
-Buffer import_tensor(py::handle object, std::string_view what);
+Buffer import_tensor(py::handle object, std::string_view what,
+                     std::optional<Stream> stream = std::nullopt);
 
 /// import_tensor() of every item of a sequence (a list of gradients), naming the item
 /// ("GradScaler.unscale: grads[3]") in errors.

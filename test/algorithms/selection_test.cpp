@@ -63,7 +63,7 @@ void require_invalid(std::string_view spec, const std::string& fragment) {
 }  // namespace
 
 TEST_CASE("algorithm and collective names round-trip", "[selection]") {
-  for (int i = 0; i <= static_cast<int>(Algorithm::SharedMemory); ++i) {
+  for (int i = 0; i < kAlgorithmCount; ++i) {
     const auto a = static_cast<Algorithm>(i);
     REQUIRE(algorithm_name(a) != "unknown");
     REQUIRE(algorithm_from_name(algorithm_name(a)) == a);
@@ -94,15 +94,17 @@ TEST_CASE("every (collective, bytes, world size) has candidates ending in a univ
 }
 
 TEST_CASE("the table picks latency algorithms for small and the ring for large", "[selection]") {
-  // Shared memory leads every allreduce rule; it declines when ranks span hosts.
+  // Shared memory leads every allreduce rule; it declines when ranks span hosts, and then the
+  // hierarchical algorithm is next (it declines unless some host has several ranks).
   REQUIRE(pick(Collective::Allreduce, 1024, 8) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::RecursiveDoubling,
-                                 Algorithm::Ring});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical,
+                                 Algorithm::RecursiveDoubling, Algorithm::Ring});
+  REQUIRE(pick(Collective::Allreduce, kAllreduceLatencyMaxBytes, 5) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical,
+                                 Algorithm::Rabenseifner, Algorithm::Ring});
   REQUIRE(
-      pick(Collective::Allreduce, kAllreduceLatencyMaxBytes, 5) ==
-      std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Rabenseifner, Algorithm::Ring});
-  REQUIRE(pick(Collective::Allreduce, kAllreduceHalvingMaxBytes, 5) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Ring});
+      pick(Collective::Allreduce, kAllreduceHalvingMaxBytes, 5) ==
+      std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Ring});
   // Behind shared memory (which declines across hosts), the message-based choices:
   REQUIRE(pick(Collective::Allgather, 100, 8) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::RecursiveDoubling,
@@ -111,14 +113,16 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Bruck, Algorithm::Ring});
   REQUIRE(pick(Collective::Allgather, kAllgatherLatencyMaxBytes, 6) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Ring});
-  REQUIRE(pick(Collective::Broadcast, 100, 7) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  REQUIRE(pick(Collective::Broadcast, 100, 7) == std::vector<Algorithm>{Algorithm::SharedMemory,
+                                                                        Algorithm::Hierarchical,
+                                                                        Algorithm::Tree});
   REQUIRE(pick(Collective::Broadcast, kBroadcastTreeMaxBytes, 7) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::ScatterAllgather,
-                                 Algorithm::Tree});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical,
+                                 Algorithm::ScatterAllgather, Algorithm::Tree});
   // Two ranks: scatter + allgather moves the same bytes as the tree in more steps.
-  REQUIRE(pick(Collective::Broadcast, kBroadcastTreeMaxBytes, 2) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  REQUIRE(
+      pick(Collective::Broadcast, kBroadcastTreeMaxBytes, 2) ==
+      std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Tree});
   REQUIRE(pick(Collective::Reduce, 10 * kMiB, 4) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::ReduceScatterGather,
                                  Algorithm::Tree});
@@ -131,8 +135,9 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   // blocks).
   REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 3) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
-  REQUIRE(pick(Collective::Barrier, 0, 9) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Dissemination});
+  REQUIRE(pick(Collective::Barrier, 0, 9) == std::vector<Algorithm>{Algorithm::SharedMemory,
+                                                                    Algorithm::Hierarchical,
+                                                                    Algorithm::Dissemination});
   REQUIRE(pick(Collective::Gather, 10 * kMiB, 5) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
   REQUIRE(pick(Collective::Scatter, 100, 2) ==
@@ -162,17 +167,19 @@ TEST_CASE("forced algorithm first, then the override, then the table", "[selecti
   o[static_cast<std::size_t>(Collective::Allreduce)] = Algorithm::Rabenseifner;
   REQUIRE(pick(Collective::Allreduce, 10, 4, Algorithm::Auto, o) ==
           std::vector<Algorithm>{Algorithm::Rabenseifner, Algorithm::SharedMemory,
-                                 Algorithm::RecursiveDoubling, Algorithm::Ring});
+                                 Algorithm::Hierarchical, Algorithm::RecursiveDoubling,
+                                 Algorithm::Ring});
   REQUIRE(pick(Collective::Allreduce, 10, 4, Algorithm::Ring, o) ==
           std::vector<Algorithm>{Algorithm::Ring, Algorithm::Rabenseifner, Algorithm::SharedMemory,
-                                 Algorithm::RecursiveDoubling});
+                                 Algorithm::Hierarchical, Algorithm::RecursiveDoubling});
   // Duplicates are dropped: forcing the table's own first choice changes nothing.
   REQUIRE(pick(Collective::Allreduce, 10, 4, Algorithm::SharedMemory) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::RecursiveDoubling,
-                                 Algorithm::Ring});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical,
+                                 Algorithm::RecursiveDoubling, Algorithm::Ring});
   // An override for another collective does not leak.
-  REQUIRE(pick(Collective::Broadcast, 10, 4, Algorithm::Auto, o) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  REQUIRE(
+      pick(Collective::Broadcast, 10, 4, Algorithm::Auto, o) ==
+      std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Tree});
 }
 
 TEST_CASE("a declining candidate falls through to the next", "[selection]") {
@@ -198,7 +205,7 @@ TEST_CASE("forcing an algorithm a collective does not have is an error naming bo
     REQUIRE(what.find("pairwise") != std::string::npos);
     REQUIRE(what.find("broadcast") != std::string::npos);
   }
-  REQUIRE(algorithms_for(Collective::Allreduce).size() == 4);
+  REQUIRE(algorithms_for(Collective::Allreduce).size() == 5);
   REQUIRE_FALSE(algorithm_implements(Collective::Barrier, Algorithm::Ring));
   REQUIRE_FALSE(algorithm_implements(Collective::Allreduce, Algorithm::Auto));
 }

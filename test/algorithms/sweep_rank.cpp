@@ -73,6 +73,9 @@ bool must_decline(Collective collective, Algorithm algorithm, int world_size, bo
   if (collective == Collective::Allgather && algorithm == Algorithm::RecursiveDoubling)
     return !power_of_two;
   if (collective == Collective::Alltoall && algorithm == Algorithm::Bruck) return !uniform;
+  // Every sweep runs on one host, where there is no hierarchy to use (comm_hierarchical tests it
+  // across simulated hosts).
+  if (algorithm == Algorithm::Hierarchical) return true;
   return false;
 }
 

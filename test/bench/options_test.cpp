@@ -108,12 +108,35 @@ TEST_CASE("bad values are errors naming the value", "[bench][options]") {
   CHECK(invalid_argument_message({"-d", "fp8_e4m3"}).find("fp8_e4m3") != std::string::npos);
   CHECK(invalid_argument_message({"-d", "quad"}).find("quad") != std::string::npos);
   CHECK(invalid_argument_message({"-r", "band"}).find("band") != std::string::npos);
-  CHECK(invalid_argument_message({"--peer", "nccl"}).find("nccl") != std::string::npos);
+  CHECK(invalid_argument_message({"--peer", "rccl"}).find("rccl") != std::string::npos);
+  CHECK(invalid_argument_message({"--device", "rocm"}).find("rocm") != std::string::npos);
   CHECK(invalid_argument_message({"-b", "12X"}).find("12X") != std::string::npos);
   const std::string min_over_max = invalid_argument_message({"-b", "2M", "-e", "1M"});
   CHECK(min_over_max.find("2097152") != std::string::npos);
   CHECK_FALSE(invalid_argument_message({"-i", "0"}).empty());
   CHECK_FALSE(invalid_argument_message({"-f", "1"}).empty());
+}
+
+TEST_CASE("--device and --peer nccl parse, and peers are refused on the wrong device",
+          "[bench][options]") {
+  CHECK(parse_bench_options({}).device == BenchDevice::Cpu);
+  CHECK(parse_bench_options({"--device", "cpu"}).device == BenchDevice::Cpu);
+  const BenchOptions cuda = parse_bench_options({"--device", "cuda"});
+  CHECK(cuda.device == BenchDevice::Cuda);
+  CHECK(cuda.peer == Peer::None);
+  const BenchOptions nccl = parse_bench_options({"--device", "cuda", "--peer", "nccl"});
+  CHECK(nccl.peer == Peer::Nccl);
+  CHECK(std::string(peer_name(nccl.peer)) == "nccl");
+  CHECK(std::string(bench_device_name(BenchDevice::Cuda)) == "cuda");
+
+  CHECK(invalid_argument_message({"--peer", "nccl"}) ==
+        "--peer nccl: NCCL runs on CUDA buffers; add --device cuda");
+  CHECK(invalid_argument_message({"--peer", "nccl", "--device", "cpu"}) ==
+        "--peer nccl: NCCL runs on CUDA buffers; add --device cuda");
+  CHECK(invalid_argument_message({"--device", "cuda", "--peer", "mpi"}) ==
+        "--peer mpi: this peer runs on host buffers only; with --device cuda use --peer nccl");
+  CHECK(invalid_argument_message({"--device", "cuda", "--peer", "gloo"}) ==
+        "--peer gloo: this peer runs on host buffers only; with --device cuda use --peer nccl");
 }
 
 TEST_CASE("malformed flags are CLI11 parse errors", "[bench][options]") {

@@ -6,6 +6,9 @@
 --expect wrong: exit non-zero, the table says FAILED and the JSON has rows with wrong > 0.
 --files:        also write --csv and --plot and parse them back (csv, xml.etree).
 --peer-rows X:  rows from implementation X must be present (with 0 wrong under --expect ok).
+--expect refused --message M:
+                exit 2 before any table, with M in the error on stderr. With --unless-device,
+                an exit 0 (a CUDA device was there, so nothing was refused) is a skip (77).
 Arguments after "--" go to cohort-bench.
 """
 import argparse
@@ -27,13 +30,28 @@ def fail(message, proc=None):
     sys.exit(1)
 
 
+def check_refused(args, proc):
+    if proc.returncode == 0 and args.unless_device:
+        print("SKIP: the run succeeded, so a CUDA device is present and nothing was refused")
+        sys.exit(77)
+    if proc.returncode != 2:
+        fail("expected exit 2 (refused)", proc)
+    if args.message not in proc.stderr:
+        fail("stderr lacks %r" % args.message, proc)
+    if "# Out of bounds values" in proc.stdout:
+        fail("a refused run printed a table", proc)
+    print("OK: refused with: " + proc.stderr.strip())
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--launcher")
     parser.add_argument("--mpirun", action="store_true")
     parser.add_argument("-n", type=int, default=1)
     parser.add_argument("--bench", required=True)
-    parser.add_argument("--expect", choices=["ok", "wrong"], required=True)
+    parser.add_argument("--expect", choices=["ok", "wrong", "refused"], required=True)
+    parser.add_argument("--message")
+    parser.add_argument("--unless-device", action="store_true")
     parser.add_argument("--files", action="store_true")
     parser.add_argument("--peer-rows")
     parser.add_argument("--timeout", type=float, default=240)
@@ -63,6 +81,9 @@ def main():
         except subprocess.TimeoutExpired as e:
             fail("timed out after %s s: %s\nstdout: %s" % (args.timeout, command, e.stdout))
 
+        if args.expect == "refused":
+            check_refused(args, proc)
+            return
         if args.expect == "ok" and proc.returncode != 0:
             fail("expected exit 0", proc)
         if args.expect == "wrong" and proc.returncode == 0:

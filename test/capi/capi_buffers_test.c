@@ -194,6 +194,14 @@ static void check_buffer_in_collective(cohort_comm_t world) {
   OK(cohort_broadcast_async(world, NULL, t, 0, NULL, &work));
   OK(cohort_work_wait(work, -1));
   OK(cohort_work_destroy(work));
+  /* make_stream_wait on a host op has no device to order: it waits like cohort_work_wait. */
+  OK(cohort_allreduce_async(world, NULL, t, COHORT_SUM, NULL, &work));
+  OK(cohort_work_make_stream_wait(work, (uintptr_t)0));
+  int done = 0;
+  OK(cohort_work_test(work, &done));
+  CHECK(done == 1, "cohort_work_make_stream_wait returned before a host op finished");
+  OK(cohort_work_destroy(work));
+  EXPECT_STATUS(cohort_work_make_stream_wait(NULL, 0), COHORT_ERROR_INVALID_ARGUMENT);
   OK(cohort_buffer_destroy(buffer));
   CHECK(p.deletions == 1, "%d deletions", p.deletions);
 }
@@ -205,8 +213,14 @@ static void check_option_sizes(cohort_comm_t world) {
   memset(&options, 0xff, sizeof options);
   OK(cohort_collective_options_init(&options));
   CHECK(options.struct_size == sizeof options && options.timeout_ms == 0 &&
-            options.algorithm == COHORT_ALGORITHM_AUTO,
+            options.algorithm == COHORT_ALGORITHM_AUTO && options.has_stream == 0 &&
+            options.stream == 0,
         "cohort_collective_options_init");
+  cohort_collective_options_t from_macro = COHORT_COLLECTIVE_OPTIONS_INIT;
+  CHECK(from_macro.struct_size == sizeof from_macro && from_macro.timeout_ms == 0 &&
+            from_macro.algorithm == COHORT_ALGORITHM_AUTO && from_macro.has_stream == 0 &&
+            from_macro.stream == 0,
+        "COHORT_COLLECTIVE_OPTIONS_INIT");
   cohort_init_options_t init;
   memset(&init, 0xff, sizeof init);
   OK(cohort_init_options_init(&init));
@@ -230,6 +244,31 @@ static void check_option_sizes(cohort_comm_t world) {
   newer.known.timeout_ms = 5000;
   newer.known.algorithm = COHORT_ALGORITHM_AUTO;
   OK(cohort_barrier(world, &newer.known));
+
+  /* A stream is for device ops: an op on host tensors accepts and ignores it. */
+  OK(cohort_collective_options_init(&options));
+  options.has_stream = 1;
+  options.stream = (uintptr_t)0x1234;
+  float value = 3.0f;
+  int64_t one = 1;
+  DLTensor scalar;
+  memset(&scalar, 0, sizeof scalar);
+  scalar.data = &value;
+  scalar.device.device_type = kDLCPU;
+  scalar.ndim = 1;
+  scalar.shape = &one;
+  scalar.dtype.code = kDLFloat;
+  scalar.dtype.bits = 32;
+  scalar.dtype.lanes = 1;
+  OK(cohort_allreduce(world, NULL, &scalar, COHORT_SUM, &options));
+  CHECK(value == 3.0f, "allreduce over one rank with a stream gave %f", (double)value);
+  /* A caller whose header ended before has_stream: the bytes there (the older struct's tail
+   * padding) are never read, whatever they hold. A barrier shows it: given a stream it would
+   * run on NCCL (see cohort/communicator.hpp), here it stays on the host. */
+  options.struct_size = offsetof(cohort_collective_options_t, has_stream);
+  OK(cohort_barrier(world, &options));
+  options.struct_size = offsetof(cohort_collective_options_t, stream);
+  OK(cohort_barrier(world, &options));
 
   options.struct_size = 1;
   EXPECT_STATUS(cohort_barrier(world, &options), COHORT_ERROR_INVALID_ARGUMENT);

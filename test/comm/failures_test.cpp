@@ -83,7 +83,22 @@ void check_validation(Communicator& c) {
                "strided");
   Buffer on_gpu =
       Buffer::view(f4.data(), std::vector<std::int64_t>{4}, DType::Float32, Device::cuda(0));
-  expect_error([&] { c.allreduce(on_gpu, ReduceOp::Sum); }, E, {"allreduce", "cuda:0"}, "device");
+  // Routed to the GPU path, which cannot run here (no device, or no CUDA in this build): refused
+  // before anything is queued, like every argument error here, leaving the communicator usable.
+  // (Where a GPU is present this host memory must not reach NCCL: the check needs none.)
+  bool gpu_present = true;
+  try {
+    Buffer::allocate(1, DType::Float32, Device::cuda(0));
+  } catch (const Error&) {
+    gpu_present = false;
+  }
+  if (!gpu_present)
+    expect_error([&] { c.allreduce(on_gpu, ReduceOp::Sum); }, ErrorCode::Unsupported, {"allreduce"},
+                 "device");
+  // Host and device buffers in one op: InvalidArgument naming both.
+  Buffer host4 = Buffer::allocate(4, DType::Float32);
+  expect_error([&] { c.allreduce(host4, on_gpu, ReduceOp::Sum); }, E,
+               {"allreduce", "cuda:0", "cpu"}, "host and device");
   // count x size overflows size_t (never dereferenced: validation fails first).
   std::uint8_t byte = 0;
   // Validation runs on 3 and 4 ranks: the largest count a Buffer allows times 3 overflows.

@@ -382,7 +382,7 @@ TEST_CASE("in-flight: going away with transfers in flight cancels them and fails
 TEST_CASE("in-flight, in the executor: a failed receive poisons, failing the other transfers",
           "[p2p_inflight]") {
   SelfTransport t;
-  cohort::comm::Executor executor(t, nullptr, 0, 1, 0, kTagId);
+  cohort::comm::Executor executor(t, nullptr, nullptr, 0, 1, 0, kTagId);
   const std::int32_t out = 3;
   std::int32_t in = 0;
   cohort::comm::OpInfo long_wait, short_wait;

@@ -88,10 +88,21 @@ struct GradientSyncOptions {
 /// be called from any thread (calls are serialised); the other calls from one thread. Registered
 /// buffers and the communicator must outlive the synchroniser. A world of one communicates
 /// nothing and gives the same results (the f16/bf16 rounding of a communication dtype included).
+///
+/// Device gradients (CUDA memory; managed memory counts as device memory when every gradient is
+/// managed memory on one device the runtime sees, else as host memory): all on one device
+/// (InvalidArgument naming two gradients otherwise). Division, staging copies (staging buffers are
+/// allocated on that device) and zeroing run as device kernels on its legacy default stream; the
+/// bucket allreduces are issued without a stream, so the communicator orders them after those
+/// kernels and runs them on NCCL; finish() returns once the unpacked gradients are in place on the
+/// device. The unready flags stay a small host allreduce. The element-wise passes give the same
+/// bits as on the host; the reduction itself is NCCL's.
 class GradientSynchronizer {
  public:
-  /// Registers the engine's gradients (floating dtypes, contiguous, writable, host memory).
-  /// Throws InvalidArgument naming the gradient that is not, Unsupported for device memory, and
+  /// Registers the engine's gradients (floating dtypes, contiguous, writable, in host memory or
+  /// all on one device). Throws InvalidArgument naming the gradient that is not (or that is on
+  /// another device than gradient 0), Unsupported for device memory without CUDA or a visible
+  /// device, and
   /// InvalidArgument for a null communicator, a communication dtype other than f16/bf16, or
   /// accumulation_steps < 1. Collective: one allgather of a digest of the registration (counts,
   /// dtypes, order, bucket caps, communication dtype), so a rank that registered differently, or
@@ -237,13 +248,20 @@ struct ClipOptions {
 /// every gradient is multiplied by min(1, max_norm / (total + 1e-6)). Returns the total before
 /// clipping (0 without gradients). A NaN total makes every gradient NaN; an infinite total zeroes
 /// the finite gradients (inf × 0 = NaN for the infinite ones), as torch does, unless
-/// error_if_nonfinite. Host floating buffers, contiguous and writable. Throws InvalidArgument for
-/// norm_type <= 0 or NaN, a negative or NaN max_norm, or a gradient that is not such a buffer
-/// (naming it), Unsupported for device memory. Collective over shard_group when it is set.
+/// error_if_nonfinite. Floating buffers, contiguous and writable, in host or device memory.
+/// Device gradients: their parts of the norm are computed by device kernels (per device into one
+/// f64, read back; summed in another order than on the host, so the total may differ from a host
+/// total of the same values in the last bits) and the coefficient is applied on the device (the
+/// same bits as the host's multiply); norm_type must be 1, 2 or kInfinityNorm (other p are
+/// Unsupported for device gradients); the call returns once the device work is done. Throws
+/// InvalidArgument for norm_type <= 0 or NaN, a negative or NaN max_norm, or a gradient that is
+/// not such a buffer (naming it), Unsupported for device memory without CUDA or a visible
+/// device. Collective over shard_group when it is set.
 double clip_grad_norm(std::span<const Buffer> grads, double max_norm,
                       const ClipOptions& options = {});
 
 /// torch.nn.utils.clip_grad_value_: clamps every gradient to [-value, value] (NaN stays NaN).
+/// Host gradients only (Unsupported naming a device gradient: there is no device clamp kernel).
 /// Throws InvalidArgument for a negative or NaN value.
 void clip_grad_value(std::span<const Buffer> grads, double value);
 

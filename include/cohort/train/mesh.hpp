@@ -187,14 +187,17 @@ class ProcessMesh {
 /// same group, and applying it twice gives back the input.
 ///
 /// Collective; every rank passes the same shape and dtype (as Communicator::alltoall). `in` and
-/// `out` have equal shapes and dtypes, are contiguous host memory (cpu, pinned or managed), and
-/// may be the same buffer. Throws before anything moves: InvalidArgument for a 0-d buffer, dim 0
-/// not divisible by comm.size() (naming both), mismatched shapes or dtypes, a non-contiguous or
-/// read-only output; Unsupported for device memory (the training layer has no GPU path yet).
-/// A world of one copies `in` to `out`.
+/// `out` have equal shapes and dtypes, are contiguous, and may be the same buffer (host memory
+/// only: the device path wants distinct buffers). Host memory (cpu, pinned, managed) or device
+/// memory: device buffers go through the communicator's device path (NCCL grouped send/recv),
+/// which refuses a host/device mix naming both. Throws before
+/// anything moves: InvalidArgument for a 0-d buffer, dim 0 not divisible by comm.size() (naming
+/// both), mismatched shapes or dtypes, a non-contiguous or read-only output; Unsupported for
+/// device memory without CUDA or a visible device. A world of one copies `in` to `out`.
 void all_to_all(Communicator& comm, const Buffer& in, const Buffer& out,
                 const CollectiveOptions& options = {});
-/// The same into a new host buffer of in's shape and dtype.
+/// The same into a new buffer of in's shape and dtype: host memory for a host input, device memory
+/// of the same device (cuda:N) for a device one.
 Buffer all_to_all(Communicator& comm, const Buffer& in, const CollectiveOptions& options = {});
 /// Over the mesh's group along `dim`: all_to_all(mesh.comm(dim), in, out).
 void all_to_all(const ProcessMesh& mesh, MeshDim dim, const Buffer& in, const Buffer& out,

@@ -11,8 +11,14 @@
 ///     if (scaler.step(grads)) optimizer.step();
 ///     scaler.update();
 ///
-/// Host buffers (CPU, pinned, managed) run vectorised CPU kernels chosen at run time for this
-/// CPU (AVX-512, AVX2 or portable); a CUDA buffer is Error(Unsupported) until the GPU path lands.
+/// Host buffers (CPU, pinned) run vectorised CPU kernels chosen at run time for this CPU
+/// (AVX-512, AVX2 or portable). Device buffers (CUDA memory, and managed memory on a device the
+/// device runtime sees; a cast between managed and host memory runs on the host) run the same
+/// element-wise semantics as CUDA kernels on the buffer's device:
+/// queued on that device's legacy default stream (so after work the engine queued on it or on
+/// any other blocking stream), made current for the call and restored after, and each call
+/// returns once its device work is done. Without CUDA (or without a visible device) a CUDA buffer
+/// is Error(Unsupported) naming it.
 
 #include <cohort/buffer.hpp>
 #include <cohort/communicator.hpp>
@@ -38,9 +44,13 @@ namespace cohort::train {
 /// infinities) becomes NaN above 464 (the midpoint past its largest value, 448), as torch's cast
 /// does. Subnormals are kept, never flushed. in and out may be the same memory only when their
 /// dtypes have equal sizes. Throws InvalidArgument naming the dtypes or counts that are wrong.
+/// Device buffers: `in` and `out` both on the same device (else InvalidArgument naming both),
+/// `in` contiguous (a strided device input is Unsupported); the results are the same bits as on
+/// the host.
 void cast(const Buffer& in, const Buffer& out);
 
-/// A new contiguous buffer of `in`'s shape and `dtype` holding cast(in).
+/// A new contiguous buffer of `in`'s shape and `dtype` holding cast(in): host memory for a host
+/// input, device memory of the same device (cuda:N, also for a managed input) for a device one.
 Buffer cast_to(const Buffer& in, DType dtype);
 
 /// `b` itself unless it is f16 or bf16; then a new f32 buffer of the same shape (exact).
@@ -103,10 +113,13 @@ class GradScaler {
   /// Multiplies every gradient by float(1 / double(scale())) in one fused pass per buffer that
   /// also detects any non-finite value (NaN included) in the gradients as they were; every
   /// gradient is multiplied even when an inf is found (as torch does). Then agrees found-inf with
-  /// every rank (allreduce Max). Gradients must be floating, writable, contiguous host buffers;
-  /// all are checked before any is touched (InvalidArgument naming the gradient's index and
-  /// dtype; Unsupported for device memory). Throws InvalidUsage when `group` was already
-  /// unscaled or stepped since the last update(). Disabled: does nothing.
+  /// every rank (allreduce Max). Gradients must be floating, writable, contiguous buffers in host
+  /// or device memory; all are checked before any is touched (InvalidArgument naming the
+  /// gradient's index and dtype; Unsupported for device memory without CUDA or a visible device).
+  /// Device gradients are multiplied by a device kernel with the same fused check, writing one
+  /// flag per device that is read back before the agreement (the only wait on the device). Throws
+  /// InvalidUsage when `group` was already unscaled or stepped since the last update(). Disabled:
+  /// does nothing.
   void unscale(std::span<const Buffer> grads, int group = 0);
 
   /// Whether the optimizer of `group` should step: unscales first if unscale() was not called
@@ -190,7 +203,8 @@ class Fp8Scaling {
   /// history are ignored (TE's fmaxf); a quotient that overflows float (subnormal amax) becomes
   /// float's largest value, as in TE.
   float update(float local_amax);
-  /// As above, with the local amax computed from a floating host buffer (NaN propagates).
+  /// As above, with the local amax computed from a floating buffer, host or device (NaN
+  /// propagates; see amax()).
   float update(const Buffer& tensor);
 
   float scale() const noexcept { return scale_; }
@@ -207,8 +221,10 @@ class Fp8Scaling {
   float scale_ = 1.0f;
 };
 
-/// max |x| over a floating, contiguous host buffer, NaN if any element is NaN (0 for an empty
-/// buffer). InvalidArgument for another dtype or a strided buffer, Unsupported for device memory.
+/// max |x| over a floating, contiguous buffer, NaN if any element is NaN (0 for an empty buffer).
+/// Device memory: computed by a device kernel and read back (the call waits for it); the same
+/// value as on the host. InvalidArgument for another dtype or a strided buffer, Unsupported for
+/// device memory without CUDA or a visible device.
 float amax(const Buffer& tensor);
 
 }  // namespace cohort::train

@@ -1,0 +1,291 @@
+#include "gpu/device_backend.hpp"
+
+#include "core/log.hpp"
+#include "gpu/device_support.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace cohort::gpu {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// How often the watchdog looks at ops nobody waits on: an unwaited op fails at most this long
+/// after its deadline.
+constexpr auto kWatchdogPeriod = std::chrono::milliseconds(100);
+/// How long destruction gives NCCL to finalise cleanly before aborting the communicator.
+constexpr auto kFinalizeGrace = std::chrono::seconds(10);
+
+std::chrono::milliseconds left_until(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return std::max(left, std::chrono::milliseconds(1));
+}
+
+/// Polls NCCL's asynchronous state until the pending operation (init, split, finalise) ends.
+/// Throws (the caller aborts) on an NCCL error or at the deadline.
+void await_nccl(DeviceRuntime& rt, NcclHandle comm, Clock::time_point deadline,
+                const std::string& what) {
+  for (int polls = 0;; ++polls) {
+    const NcclAsyncState state = rt.nccl_async_state(comm);
+    if (state.kind == NcclAsyncState::Idle) return;
+    if (state.kind == NcclAsyncState::Failed)
+      throw Error(state.remote ? ErrorCode::RemoteError : ErrorCode::SystemError,
+                  what + " failed: " + state.message);
+    if (Clock::now() >= deadline)
+      throw Error(ErrorCode::Timeout, what +
+                                          " did not finish before the op's deadline (a peer may "
+                                          "not have reached the same op)");
+    if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+}  // namespace
+
+DeviceBackend::DeviceBackend(std::shared_ptr<Store> store, std::string key_prefix, int rank,
+                             int size)
+    : store_(std::move(store)), key_prefix_(std::move(key_prefix)), rank_(rank), size_(size) {
+  // Made now (not on the first GPU op) so abort() from another thread never races its creation.
+  if (DeviceRuntime* rt = device_runtime()) core_ = std::make_shared<DeviceCore>(*rt);
+}
+
+DeviceBackend::DeviceBackend(std::shared_ptr<Store> store, std::string key_prefix, int rank,
+                             int size, NcclHandle comm, int device)
+    : DeviceBackend(std::move(store), std::move(key_prefix), rank, size) {
+  DeviceRuntime& rt = require_runtime("split");
+  core_->comm = comm;
+  core_->has_comm = true;
+  device_ = device;
+  rt.set_device(device);
+  barrier_word_ = rt.allocate_device(sizeof(std::int32_t), device);
+}
+
+DeviceBackend::~DeviceBackend() {
+  {
+    std::lock_guard lock(watchdog_mutex_);
+    stop_ = true;
+  }
+  watchdog_wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  if (!core_) return;
+  // Every outstanding op ends by its own deadline (a timeout aborts the NCCL communicator).
+  for (const auto& op : outstanding_snapshot())
+    for (int polls = 0; !op->poll(); ++polls)
+      if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  DeviceRuntime& rt = core_->runtime;
+  std::lock_guard lock(core_->mutex);
+  if (core_->has_comm) {
+    try {
+      rt.nccl_finalize(core_->comm);
+      await_nccl(rt, core_->comm, Clock::now() + kFinalizeGrace, "NCCL finalize");
+      rt.nccl_destroy(core_->comm);
+    } catch (const std::exception& e) {
+      COHORT_LOG_WARN("NCCL communicator did not finalise cleanly ({}); aborting it", e.what());
+      rt.nccl_abort(core_->comm);
+    }
+    core_->has_comm = false;
+  }
+  for (EventHandle event : core_->spare_events) rt.destroy_event(event);
+  core_->spare_events.clear();
+  if (default_stream_done_.bits != 0) rt.destroy_event(default_stream_done_);
+  if (own_stream_made_) rt.destroy_stream(own_stream_);
+  if (barrier_word_ != nullptr) rt.free_device(barrier_word_);
+}
+
+std::optional<int> DeviceBackend::bound_device() const {
+  if (!core_) return std::nullopt;
+  std::lock_guard lock(core_->mutex);
+  return device_;
+}
+
+DeviceBackend::Prepared DeviceBackend::prepare(std::string_view op, int device,
+                                               std::optional<DType> dtype,
+                                               std::optional<ReduceOp> reduce_op) const {
+  DeviceRuntime& rt = require_runtime(op);
+  const int devices = rt.device_count();
+  if (devices == 0)
+    throw Error(ErrorCode::Unsupported,
+                fmt::format("{}: CUDA buffers need a GPU, but no CUDA device is visible to rank {} "
+                            "(no driver, no device, or CUDA_VISIBLE_DEVICES hides them)",
+                            op, rank_));
+  const std::optional<int> bound = bound_device();
+  if (device == kAnyDevice) device = bound ? *bound : rt.current_device();
+  if (device < 0 || device >= devices)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: CUDA device {} does not exist (rank {} sees {})", op, device,
+                            rank_, devices));
+  if (bound && *bound != device)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: the buffers are on cuda:{}, but this communicator's GPU ops run "
+                            "on cuda:{} (its first GPU op used it); a communicator drives one "
+                            "device per rank: split() or dup() it for another device",
+                            op, device, *bound));
+  if (dtype) check_device_dtype(rt, op, *dtype);
+  if (dtype && reduce_op) check_device_reduce_op(op, *reduce_op, *dtype);
+  return {device};
+}
+
+void DeviceBackend::set_up_locked(int device, Clock::time_point deadline,
+                                  const ErrorContext& context) {
+  DeviceRuntime& rt = core_->runtime;
+  rt.set_device(device);
+  const std::string key = key_prefix_ + "/nccl_unique_id";
+  NcclUniqueId id{};
+  if (rank_ == 0) {
+    id = rt.nccl_unique_id();
+    Bytes bytes(id.size());
+    std::memcpy(bytes.data(), id.data(), id.size());
+    store_->set(key, bytes);
+  } else {
+    Bytes bytes;
+    try {
+      bytes = store_->get(key, left_until(deadline));
+    } catch (const Error& e) {
+      throw Error(e.code(),
+                  fmt::format("setting up the NCCL communicator (this communicator's first GPU "
+                              "op): rank 0 did not publish NCCL's unique id in time (is it running "
+                              "the same op on CUDA buffers?): {}",
+                              e.what()),
+                  context);
+    }
+    if (bytes.size() != id.size())
+      throw Error(ErrorCode::Internal,
+                  fmt::format("store key '{}' holds {} bytes, not an NCCL unique id ({} bytes)",
+                              key, bytes.size(), id.size()),
+                  context);
+    std::memcpy(id.data(), bytes.data(), id.size());
+  }
+  const NcclHandle comm = rt.nccl_init(size_, id, rank_);
+  try {
+    await_nccl(rt, comm, deadline, "setting up the NCCL communicator");
+  } catch (const Error& e) {
+    rt.nccl_abort(comm);
+    throw e.with_context(context);
+  }
+  if (rank_ == 0) {
+    // Set-up ends only once every rank joined with the id, so nobody reads the key any more.
+    try {
+      store_->erase(key);
+    } catch (const Error& e) {
+      COHORT_LOG_WARN("could not erase the store key '{}': {}", key, e.what());
+    }
+  }
+  barrier_word_ = rt.allocate_device(sizeof(std::int32_t), device);
+  core_->comm = comm;
+  core_->has_comm = true;
+  device_ = device;
+  COHORT_LOG_DEBUG("{}: NCCL communicator of rank {}/{} on cuda:{} ready ({})", key_prefix_, rank_,
+                   size_, device, rt.describe());
+}
+
+std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
+    const Prepared& prepared, std::optional<std::uintptr_t> stream,
+    std::chrono::milliseconds timeout, ErrorContext context,
+    const std::function<void(const Launch&)>& body, DeviceCompletion::OnFinish on_finish,
+    std::vector<std::shared_ptr<void>> keepalive) {
+  if (!core_) require_runtime(context.op);  // throws: prepare() let an op through without one
+  DeviceRuntime& rt = core_->runtime;
+  const Clock::time_point deadline = Clock::now() + timeout;
+  std::shared_ptr<DeviceCompletion> completion;
+  {
+    std::lock_guard lock(core_->mutex);
+    if (core_->failure)
+      throw Error(ErrorCode::InvalidUsage,
+                  fmt::format("the GPU path of this communicator failed earlier: {}",
+                              core_->failure->what()),
+                  context);
+    if (!core_->has_comm) set_up_locked(prepared.device, deadline, context);
+    rt.set_device(*device_);
+    StreamHandle on{};
+    if (stream) {
+      on = StreamHandle{*stream};
+    } else {
+      if (!own_stream_made_) {
+        own_stream_ = rt.create_stream();
+        own_stream_made_ = true;
+        default_stream_done_ = rt.create_event();
+      }
+      // After whatever the application queued on the legacy default stream (the usual home of
+      // the kernels that produced the input), without blocking the host.
+      rt.record_event(default_stream_done_, StreamHandle{0});
+      rt.stream_wait_event(own_stream_, default_stream_done_);
+      on = own_stream_;
+    }
+    try {
+      body(Launch{rt, core_->comm, on, rank_, size_, barrier_word_});
+      // A nonblocking communicator may still be queueing the op when the call returns: the event
+      // must be recorded after the kernels, and the next NCCL call may only come after it.
+      await_nccl(rt, core_->comm, deadline, "queueing the op on NCCL");
+    } catch (const Error& e) {
+      const Error failure = e.with_context(context);
+      core_->fail_locked(failure);
+      throw failure;
+    }
+    const EventHandle event = core_->take_event_locked();
+    try {
+      rt.record_event(event, on);
+    } catch (...) {
+      core_->spare_events.push_back(event);
+      throw;
+    }
+    completion =
+        std::make_shared<DeviceCompletion>(core_, event, deadline, timeout, std::move(context),
+                                           std::move(on_finish), std::move(keepalive));
+    core_->outstanding.push_back(completion);
+  }
+  std::lock_guard lock(watchdog_mutex_);
+  if (!watchdog_.joinable()) watchdog_ = std::thread([this] { watchdog_main(); });
+  return completion;
+}
+
+std::optional<std::pair<NcclHandle, int>> DeviceBackend::split_nccl(int color, int key,
+                                                                    Clock::time_point deadline) {
+  if (!core_) return std::nullopt;
+  std::lock_guard lock(core_->mutex);
+  if (!core_->has_comm || core_->failure) return std::nullopt;
+  DeviceRuntime& rt = core_->runtime;
+  rt.set_device(*device_);
+  const NcclHandle child = rt.nccl_split(core_->comm, color < 0 ? -1 : color, key);
+  try {
+    // A rank outside every group gets no communicator; the parent's state then says when its
+    // part of the split is over.
+    await_nccl(rt, child.bits != 0 ? child : core_->comm, deadline, "ncclCommSplit");
+  } catch (...) {
+    if (child.bits != 0) rt.nccl_abort(child);
+    throw;
+  }
+  return std::pair{child, *device_};
+}
+
+void DeviceBackend::abort(const Error& cause) noexcept {
+  if (!core_) return;
+  core_->fail(cause);
+  for (const auto& op : outstanding_snapshot()) op->poll();
+}
+
+std::vector<std::shared_ptr<DeviceCompletion>> DeviceBackend::outstanding_snapshot() {
+  std::lock_guard lock(core_->mutex);
+  auto& ops = core_->outstanding;
+  ops.erase(std::remove_if(ops.begin(), ops.end(), [](const auto& op) { return op->finished(); }),
+            ops.end());
+  return ops;
+}
+
+void DeviceBackend::watchdog_main() noexcept {
+  std::unique_lock lock(watchdog_mutex_);
+  while (!stop_) {
+    watchdog_wake_.wait_for(lock, kWatchdogPeriod, [this] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    try {
+      for (const auto& op : outstanding_snapshot()) op->poll();
+    } catch (const std::exception& e) {
+      COHORT_LOG_WARN("GPU watchdog: {}", e.what());
+    }
+    lock.lock();
+  }
+}
+
+}  // namespace cohort::gpu

@@ -1,0 +1,154 @@
+#pragma once
+
+// DeviceBackend: a Communicator's GPU path. One per communicator, created with it but doing
+// nothing until the first op on device buffers; then, collectively, it creates the NCCL
+// communicator for that op's device (rank 0 publishes NCCL's unique id in the store under
+// "cohort/comm/<id>/nccl_unique_id" and erases it once every rank joined), and from then on
+// queues each op on a stream and hands back a DeviceCompletion for its Work.
+//
+// Streams: an op given a stream is queued on it; otherwise on the backend's own stream, made
+// to wait (on the device) for the work queued on the legacy default stream. Each op records an
+// event after it; completion is that event, polled.
+//
+// Failures: a completion that finds its deadline passed or NCCL's asynchronous error set fails
+// the backend: the NCCL communicator is aborted (which ends its kernels, so no stream stays
+// blocked on it), and every outstanding op fails. A watchdog thread (started with the NCCL
+// communicator) polls outstanding ops every 100 ms, so an op nobody waits on still fails at its
+// deadline. Each op's end is reported through its OnFinish, which poisons the communicator.
+//
+// Threading: launch() is called in op order from the communicator's callers; the backend's
+// mutex serialises NCCL calls against the watchdog's abort. Destruction stops the watchdog,
+// waits for outstanding ops (each bounded by its deadline) and finalises the NCCL communicator
+// (aborting it if that does not finish within 10 s).
+
+#include <cohort/error.hpp>
+#include <cohort/store.hpp>
+
+#include "algorithms/args.hpp"
+#include "gpu/device_completion.hpp"
+#include "gpu/device_runtime.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace cohort::gpu {
+
+/// A point-to-point op on device buffers.
+struct DeviceSendRecv {
+  bool is_send;
+  void* data;
+  std::size_t count;
+  DType dtype;
+  int peer;
+};
+
+/// Where one op is queued: the NCCL communicator, the stream and this rank's place.
+struct Launch {
+  DeviceRuntime& runtime;
+  NcclHandle comm;
+  StreamHandle stream;
+  int rank;
+  int size;
+  void* barrier_word;  ///< one int32 of device memory for barrier's allreduce
+};
+
+// What each op queues (device_collectives.cpp): NCCL's own collective where NCCL has it, grouped
+// send/receive for the v-forms, gather, scatter and alltoall.
+void enqueue(const Launch& l, const algorithms::AllreduceArgs& a);
+void enqueue(const Launch& l, const algorithms::BroadcastArgs& a);
+void enqueue(const Launch& l, const algorithms::ReduceArgs& a);
+void enqueue(const Launch& l, const algorithms::AllgatherArgs& a);
+void enqueue(const Launch& l, const algorithms::GatherArgs& a);
+void enqueue(const Launch& l, const algorithms::ScatterArgs& a);
+void enqueue(const Launch& l, const algorithms::ReduceScatterArgs& a);
+void enqueue(const Launch& l, const algorithms::AlltoallArgs& a);
+void enqueue(const Launch& l, const algorithms::BarrierArgs& a);
+void enqueue(const Launch& l, const DeviceSendRecv& a);
+
+class DeviceBackend {
+ public:
+  /// Resolved on the caller's thread, before the op is numbered.
+  struct Prepared {
+    int device;
+  };
+
+  /// `key_prefix` is "cohort/comm/<id>"; `context` names the communicator in errors.
+  DeviceBackend(std::shared_ptr<Store> store, std::string key_prefix, int rank, int size);
+  /// A communicator split from one whose NCCL communicator existed: `comm` came from
+  /// split_nccl() on the parent and is already usable on `device`.
+  DeviceBackend(std::shared_ptr<Store> store, std::string key_prefix, int rank, int size,
+                NcclHandle comm, int device);
+  ~DeviceBackend();
+  DeviceBackend(const DeviceBackend&) = delete;
+  DeviceBackend& operator=(const DeviceBackend&) = delete;
+
+  /// Checks what this rank alone can check: a runtime exists, `device` (kAnyDevice: the bound
+  /// one, else the current one) matches the device the NCCL communicator is bound to (or will
+  /// be), the dtype and reduce op are NCCL's. Throws InvalidArgument / Unsupported naming `op`.
+  static constexpr int kAnyDevice = -2;
+  Prepared prepare(std::string_view op, int device, std::optional<DType> dtype,
+                   std::optional<ReduceOp> reduce_op) const;
+
+  /// Queues one op: sets the NCCL communicator up on first use (bounded by the op's `timeout`,
+  /// which starts now), queues
+  /// `body` on the stream, records the completion event. `context` names the op in errors;
+  /// `on_finish` is called exactly once when it finished (from any thread), unless launch()
+  /// throws (then the caller reports the failure). `keepalive` is released when it finished.
+  std::shared_ptr<DeviceCompletion> launch(const Prepared& prepared,
+                                           std::optional<std::uintptr_t> stream,
+                                           std::chrono::milliseconds timeout, ErrorContext context,
+                                           const std::function<void(const Launch&)>& body,
+                                           DeviceCompletion::OnFinish on_finish,
+                                           std::vector<std::shared_ptr<void>> keepalive);
+
+  /// Collective over this communicator's ranks when it has an NCCL communicator (every rank
+  /// has one or none: they are created together): ncclCommSplit by `color` (negative: this rank
+  /// joins none and gets a null handle) and `key`. Returns nothing when there is no NCCL
+  /// communicator to split (the child then sets up its own on its first GPU op).
+  std::optional<std::pair<NcclHandle, int>> split_nccl(
+      int color, int key, std::chrono::steady_clock::time_point deadline);
+
+  /// Communicator::abort(): aborts the NCCL communicator and fails every outstanding op with
+  /// `cause`. Any thread; never throws.
+  void abort(const Error& cause) noexcept;
+
+  /// The device the NCCL communicator is bound to, once it exists.
+  std::optional<int> bound_device() const;
+
+ private:
+  /// Creates the NCCL communicator (mutex_ held by the caller).
+  void set_up_locked(int device, std::chrono::steady_clock::time_point deadline,
+                     const ErrorContext& context);
+  void start_watchdog_locked();
+  void watchdog_main() noexcept;
+  /// The outstanding completions, pruned of finished ones.
+  std::vector<std::shared_ptr<DeviceCompletion>> outstanding_snapshot();
+
+  std::shared_ptr<Store> store_;
+  const std::string key_prefix_;
+  const int rank_;
+  const int size_;
+  std::shared_ptr<DeviceCore> core_;
+  /// Set on first use (or by the split constructor); guarded by core_->mutex.
+  std::optional<int> device_;
+  StreamHandle own_stream_{};
+  bool own_stream_made_ = false;
+  EventHandle default_stream_done_{};
+  void* barrier_word_ = nullptr;
+
+  std::mutex watchdog_mutex_;
+  std::condition_variable watchdog_wake_;
+  bool stop_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace cohort::gpu

@@ -1,0 +1,154 @@
+// Hierarchical allreduce across simulated hosts: each rank enters a UTS namespace of its own
+// and takes the hostname of its "host", so ranks on different simulated hosts have different
+// host identities (the shared arena and HostGroups compare them) while running on one machine
+// over real UCX. Every dtype/op the algorithm takes, counts from 0 up, 2 hosts x 1-3 ranks and
+// uneven hosts; the flight record shows which algorithm ran. Needs root for the namespaces;
+// exits 77 (meson: SKIP) without.
+
+#define CATCH_CONFIG_RUNNER
+#include "rank_checks.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "support/temp_dir.hpp"
+
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace cohort;
+using namespace cohort::test;
+
+/// Moves this process to the simulated host `host` (a UTS namespace with its own hostname).
+void become_host(int host) {
+  if (unshare(CLONE_NEWUTS) != 0) throw std::runtime_error("unshare(CLONE_NEWUTS) failed");
+  const std::string name = "cohort-simhost-" + std::to_string(host);
+  if (sethostname(name.c_str(), name.size()) != 0) throw std::runtime_error("sethostname failed");
+}
+
+/// The algorithm the flight record says op `seq` ran.
+std::string ran(Communicator& comm, std::uint32_t seq, const std::string& dir) {
+  const std::string path = comm.dump_trace(dir + "/rank" + std::to_string(comm.rank()) + ".json");
+  const auto doc = nlohmann::json::parse(std::ifstream(path));
+  for (const auto& op : doc["ops"])
+    if (op["seq"] == seq)
+      return op["algorithm"].is_null() ? "" : op["algorithm"].get<std::string>();
+  return "(not recorded)";
+}
+
+void sweep(const Environment& env, std::vector<int> host_of_rank, const std::string& dir) {
+  become_host(host_of_rank[static_cast<std::size_t>(env.rank)]);
+  auto comm = world(env);
+  const int rank = comm->rank();
+  const int n = comm->size();
+  CollectiveOptions forced;
+  forced.algorithm = Algorithm::Hierarchical;
+  std::uint32_t seq = 0;
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Int32, DType::Int64}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Prod}) {
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000},
+                                std::size_t{300001}}) {
+        for (bool in_place : {false, true}) {
+          // Values 1..3, so products stay exact: element i of rank r is 1 + (r + i) % 3.
+          Buffer in = Buffer::allocate(count, dtype);
+          Buffer out = in_place ? in : Buffer::allocate(count, dtype);
+          for (std::size_t i = 0; i < count; ++i) set(in, i, 1 + double((rank + i) % 3));
+          if (in_place) {
+            comm->allreduce(in, op, forced);
+          } else {
+            comm->allreduce(in, out, op, forced);
+          }
+          expect_values(
+              out, 0, count,
+              [&](std::size_t i) {
+                double acc = op == ReduceOp::Prod ? 1 : 0;
+                for (int r = 0; r < n; ++r) {
+                  const double v = 1 + double((r + i) % 3);
+                  if (op == ReduceOp::Sum) acc += v;
+                  if (op == ReduceOp::Prod) acc *= v;
+                  if (op == ReduceOp::Max) acc = std::max(acc, v);
+                }
+                return acc;
+              },
+              std::string("hierarchical allreduce of ") + std::string(dtype_name(dtype)));
+          const std::string algorithm = ran(*comm, seq++, dir);
+          RANK_CHECK(algorithm == "hierarchical",
+                     "op " << seq - 1 << " ran '" << algorithm << "', not hierarchical");
+        }
+      }
+    }
+  }
+  // Broadcast from every root (so from leaders and from others, on every host).
+  for (int root = 0; root < n; ++root) {
+    for (DType dtype : {DType::Float32, DType::Int64}) {
+      for (std::size_t count :
+           {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{300001}}) {
+        Buffer b = Buffer::allocate(count, dtype);
+        if (rank == root)
+          for (std::size_t i = 0; i < count; ++i) set(b, i, root * 1000 + double(i % 7));
+        comm->broadcast(b, root, forced);
+        expect_values(
+            b, 0, count, [&](std::size_t i) { return root * 1000 + double(i % 7); },
+            "hierarchical broadcast from " + std::to_string(root));
+        const std::string algorithm = ran(*comm, seq++, dir);
+        RANK_CHECK(algorithm == "hierarchical", "broadcast ran '" << algorithm << "'");
+      }
+    }
+  }
+  // Barrier: nobody leaves before everyone arrived (each counts itself in first).
+  auto store = connect_store(env);
+  for (int round = 0; round < 3; ++round) {
+    const std::string key = "test/hierarchical/barrier" + std::to_string(round);
+    store->add(key, 1);
+    comm->barrier(forced);
+    const std::int64_t arrived = store->add(key, 0);
+    RANK_CHECK(arrived == n, "left barrier " << round << " with " << arrived << " of " << n);
+    RANK_CHECK(ran(*comm, seq++, dir) == "hierarchical", "barrier not hierarchical");
+  }
+  // Chosen without being forced, too; and Avg (which it declines) still right.
+  Buffer x = Buffer::allocate(64 * 1024, DType::Float32);
+  for (std::size_t i = 0; i < x.count(); ++i) set(x, i, rank);
+  comm->allreduce(x, ReduceOp::Sum);
+  RANK_CHECK(ran(*comm, seq++, dir) == "hierarchical", "the table did not choose hierarchical");
+  expect_values(
+      x, 0, x.count(), [&](std::size_t) { return double(n * (n - 1) / 2); }, "auto");
+  comm->allreduce(x, ReduceOp::Avg, forced);
+  expect_values(
+      x, 0, x.count(), [&](std::size_t) { return double(n * (n - 1) / 2); }, "avg");
+}
+
+}  // namespace
+
+TEST_CASE("hierarchical allreduce over 2 simulated hosts x 1-3 ranks and uneven hosts",
+          "[hierarchical]") {
+  cohort::test::TempDir dir;
+  for (const std::vector<int>& layout : std::vector<std::vector<int>>{
+           {0, 0, 1, 1}, {0, 1, 0}, {0, 0, 0, 1, 1, 1}, {0, 1, 1, 0, 1}, {0, 0, 1}}) {
+    CAPTURE(layout.size());
+    REQUIRE_NOTHROW(run_ranks(
+        static_cast<int>(layout.size()),
+        [&](const Environment& env) { sweep(env, layout, dir.path()); },
+        std::chrono::seconds(240)));
+  }
+}
+
+int main(int argc, char** argv) {
+  // The namespaces need root (CAP_SYS_ADMIN); try once in a child so this process is untouched.
+  const pid_t child = fork();
+  if (child == 0) _exit(unshare(CLONE_NEWUTS) == 0 ? 0 : 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::printf("needs root to simulate hosts with UTS namespaces: skipping\n");
+    return 77;
+  }
+  return Catch::Session().run(argc, argv);
+}

@@ -1,0 +1,369 @@
+// The GPU path's own logic on CPU: each rank installs the device runtime's test double
+// (fake_device_runtime.hpp), whose "device memory" is host memory and whose NCCL moves data
+// through the job's real store, then drives a real Communicator (real processes, sockets, UCX)
+// with buffers viewed as cuda:0. Expected values are computed here by hand.
+
+#include "../comm/rank_checks.hpp"
+#include "fake_device_runtime.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace cohort;
+using namespace cohort::test;
+using Clock = std::chrono::steady_clock;
+
+/// This rank's fake runtime, installed for the process (each rank is its own process).
+std::shared_ptr<FakeDeviceRuntime> install_fake(const Environment& env, int devices = 1) {
+  auto fake = std::make_shared<FakeDeviceRuntime>(connect_store(env), devices);
+  gpu::install_device_runtime(fake);
+  return fake;
+}
+
+/// `count` elements of fake device memory on `device`, zeroed, seen as a CUDA buffer.
+Buffer device_buffer(FakeDeviceRuntime& fake, std::size_t count, DType dtype, int device = 0) {
+  const std::size_t bytes = std::max<std::size_t>(1, count * dtype_size(dtype));
+  void* p = fake.allocate_device(bytes, device);
+  std::memset(p, 0, bytes);
+  auto owner = std::shared_ptr<void>(p, [&fake](void* q) { fake.free_device(q); });
+  return Buffer::view(p, {static_cast<std::int64_t>(count)}, dtype, Device::cuda(device), {}, 0,
+                      owner);
+}
+
+std::size_t count_calls(const FakeDeviceRuntime& fake, std::string_view prefix) {
+  const auto calls = fake.calls();
+  return static_cast<std::size_t>(std::count_if(calls.begin(), calls.end(), [&](const auto& c) {
+    return std::string_view(c).substr(0, prefix.size()) == prefix;
+  }));
+}
+
+void every_collective(const Environment& env) {
+  auto fake = install_fake(env);
+  auto comm = world(env);
+  const int rank = comm->rank();
+  const int n = comm->size();
+  const auto un = static_cast<std::size_t>(n);
+
+  // allreduce, in and out of place: sum of (rank + 1) * (i + 1) = (i + 1) * n(n+1)/2.
+  const std::size_t count = 37;
+  Buffer in = device_buffer(*fake, count, DType::Float32);
+  Buffer out = device_buffer(*fake, count, DType::Float32);
+  for (std::size_t i = 0; i < count; ++i) set(in, i, double(rank + 1) * double(i + 1));
+  comm->allreduce(in, out, ReduceOp::Sum);
+  expect_values(
+      out, 0, count, [&](std::size_t i) { return double(i + 1) * n * (n + 1) / 2; }, "allreduce");
+  RANK_CHECK(count_calls(*fake, "allreduce count=37 dtype=float op=sum") == 1,
+             "allreduce did not reach NCCL once");
+  RANK_CHECK(count_calls(*fake, "unique_id") == (rank == 0 ? 1u : 0u),
+             "unique id on rank " << rank);
+  RANK_CHECK(count_calls(*fake, "init") == 1, "NCCL set up more than once");
+  comm->allreduce(in, ReduceOp::Max);
+  expect_values(
+      in, 0, count, [&](std::size_t i) { return double(n) * double(i + 1); }, "in-place max");
+
+  // The same communicator still runs host buffers on the host path.
+  const std::size_t before = fake->calls().size();
+  Buffer host = Buffer::allocate(4, DType::Int64);
+  for (std::size_t i = 0; i < 4; ++i) set(host, i, rank);
+  comm->allreduce(host, ReduceOp::Sum);
+  expect_values(
+      host, 0, 4, [&](std::size_t) { return double(n * (n - 1) / 2); }, "host allreduce");
+  RANK_CHECK(fake->calls().size() == before, "a host op touched the device runtime");
+
+  // broadcast from the last rank; reduce to rank 0 (Avg).
+  Buffer b = device_buffer(*fake, 5, DType::Int32);
+  if (rank == n - 1)
+    for (std::size_t i = 0; i < 5; ++i) set(b, i, 100 + double(i));
+  comm->broadcast(b, n - 1);
+  expect_values(
+      b, 0, 5, [](std::size_t i) { return 100.0 + double(i); }, "broadcast");
+  Buffer r = device_buffer(*fake, 3, DType::Float64);
+  for (std::size_t i = 0; i < 3; ++i) set(r, i, double(rank) * 2);
+  Buffer r_out = rank == 0 ? device_buffer(*fake, 3, DType::Float64) : Buffer();
+  comm->reduce(r, r_out, ReduceOp::Avg, 0);
+  if (rank == 0)
+    expect_values(
+        r_out, 0, 3, [&](std::size_t) { return double(n - 1); }, "reduce avg");
+
+  // allgather (native) and allgatherv (grouped send/recv): rank r gives r + 1 elements = r.
+  Buffer g_in = device_buffer(*fake, 2, DType::Int64);
+  set(g_in, 0, rank);
+  set(g_in, 1, rank * 10);
+  Buffer g_out = device_buffer(*fake, 2 * un, DType::Int64);
+  comm->allgather(g_in, g_out);
+  expect_values(
+      g_out, 0, 2 * un,
+      [](std::size_t i) { return i % 2 == 0 ? double(i / 2) : double(i / 2) * 10; }, "allgather");
+  std::vector<std::size_t> counts(un);
+  for (std::size_t q = 0; q < un; ++q) counts[q] = q + 1;
+  const std::size_t total = un * (un + 1) / 2;
+  Buffer v_in = device_buffer(*fake, static_cast<std::size_t>(rank) + 1, DType::Int32);
+  for (std::size_t i = 0; i <= static_cast<std::size_t>(rank); ++i) set(v_in, i, rank);
+  Buffer v_out = device_buffer(*fake, total, DType::Int32);
+  fake->clear_calls();
+  comm->allgatherv(v_in, v_out, counts);
+  std::vector<double> want_v;
+  for (int q = 0; q < n; ++q) want_v.insert(want_v.end(), static_cast<std::size_t>(q) + 1, q);
+  expect_values(
+      v_out, 0, total, [&](std::size_t i) { return want_v[i]; }, "allgatherv");
+  RANK_CHECK(count_calls(*fake, "group_start") == 1 && count_calls(*fake, "group_end") == 1,
+             "allgatherv is not one group");
+  RANK_CHECK(count_calls(*fake, "send") == un - 1 && count_calls(*fake, "recv") == un - 1,
+             "allgatherv sends/recvs");
+
+  // gatherv to rank 0 and scatterv from rank 0 with the same counts.
+  Buffer gv_out = rank == 0 ? device_buffer(*fake, total, DType::Int32) : Buffer();
+  comm->gatherv(v_in, gv_out, counts, 0);
+  if (rank == 0)
+    expect_values(
+        gv_out, 0, total, [&](std::size_t i) { return want_v[i]; }, "gatherv");
+  Buffer sv_in = rank == 0 ? device_buffer(*fake, total, DType::Int32) : Buffer();
+  if (rank == 0)
+    for (std::size_t i = 0; i < total; ++i) set(sv_in, i, want_v[i] + 7);
+  Buffer sv_out = device_buffer(*fake, static_cast<std::size_t>(rank) + 1, DType::Int32);
+  comm->scatterv(sv_in, sv_out, counts, 0);
+  expect_values(
+      sv_out, 0, static_cast<std::size_t>(rank) + 1, [&](std::size_t) { return rank + 7.0; },
+      "scatterv");
+
+  // reduce_scatter: block q of rank r's input holds r + q; block `rank` of the sum is
+  // n * rank + n(n-1)/2.
+  Buffer rs_in = device_buffer(*fake, 3 * un, DType::Float32);
+  for (std::size_t i = 0; i < 3 * un; ++i) set(rs_in, i, rank + double(i / 3));
+  Buffer rs_out = device_buffer(*fake, 3, DType::Float32);
+  comm->reduce_scatter(rs_in, rs_out, ReduceOp::Sum);
+  expect_values(
+      rs_out, 0, 3, [&](std::size_t) { return double(n * rank + n * (n - 1) / 2); },
+      "reduce_scatter");
+
+  // alltoall: element j of rank r's input is 100 r + j; rank r receives 100 q + r from q.
+  Buffer a_in = device_buffer(*fake, un, DType::Int32);
+  Buffer a_out = device_buffer(*fake, un, DType::Int32);
+  for (std::size_t j = 0; j < un; ++j) set(a_in, j, 100 * rank + double(j));
+  comm->alltoall(a_in, a_out);
+  expect_values(
+      a_out, 0, un, [&](std::size_t q) { return 100.0 * double(q) + rank; }, "alltoall");
+
+  // send/recv around a ring, then a device barrier on a given stream.
+  if (n > 1) {
+    Buffer s = device_buffer(*fake, 4, DType::Int64);
+    Buffer rcv = device_buffer(*fake, 4, DType::Int64);
+    for (std::size_t i = 0; i < 4; ++i) set(s, i, rank * 1000 + double(i));
+    Work w = comm->send_async(s, (rank + 1) % n, 0);
+    comm->recv(rcv, (rank + n - 1) % n, 0);
+    w.wait();
+    const int from = (rank + n - 1) % n;
+    expect_values(
+        rcv, 0, 4, [&](std::size_t i) { return from * 1000.0 + double(i); }, "recv");
+  }
+  const gpu::StreamHandle stream = fake->create_stream();
+  CollectiveOptions on_stream;
+  on_stream.stream = Stream{stream.bits};
+  fake->clear_calls();
+  comm->barrier(on_stream);
+  RANK_CHECK(count_calls(*fake, "allreduce count=1 dtype=int32") == 1, "barrier is not NCCL's");
+  RANK_CHECK(fake->last_op_stream() == stream, "barrier not queued on the given stream");
+  comm->barrier();  // no stream: the host path
+  RANK_CHECK(count_calls(*fake, "allreduce") == 1, "a host barrier reached NCCL");
+}
+
+TEST_CASE("every collective on device buffers runs on NCCL with the right data", "[gpu]") {
+  for (int size : {1, 2, 3, 4}) REQUIRE_NOTHROW(run_ranks(size, every_collective));
+}
+
+void refusals(const Environment& env) {
+  auto fake = install_fake(env, 2);
+  auto comm = world(env);
+  Buffer d = device_buffer(*fake, 8, DType::Float32);
+  Buffer h = Buffer::allocate(8, DType::Float32);
+  expect_error([&] { comm->allreduce(d, h, ReduceOp::Sum); }, ErrorCode::InvalidArgument,
+               {"cuda:0", "cpu"}, "host and device mixed");
+  Buffer i16 = device_buffer(*fake, 8, DType::Int16);
+  expect_error([&] { comm->allreduce(i16, ReduceOp::Sum); }, ErrorCode::Unsupported, {"int16"},
+               "int16");
+  Buffer i32 = device_buffer(*fake, 8, DType::Int32);
+  expect_error([&] { comm->allreduce(i32, ReduceOp::BXor); }, ErrorCode::Unsupported,
+               {"bxor", "int32"}, "bitwise");
+  expect_error([&] { comm->allreduce(i32, ReduceOp::Avg); }, ErrorCode::Unsupported, {"avg"},
+               "integer avg");
+  fake->set_nccl_version(22304);
+  Buffer fp8 = device_buffer(*fake, 8, DType::Float8E4M3);
+  expect_error([&] { comm->allreduce(fp8, ReduceOp::Sum); }, ErrorCode::Unsupported,
+               {"2.24", "2.23.4"}, "fp8 on old NCCL");
+  fake->set_nccl_version(22809);
+  Buffer same = device_buffer(*fake, 2 * static_cast<std::size_t>(comm->size()), DType::Int32);
+  expect_error([&] { comm->alltoall(same, same); }, ErrorCode::InvalidArgument, {"in-place"},
+               "in-place alltoall");
+  RANK_CHECK(fake->calls().empty(), "a refused op reached the runtime: " << fake->calls().front());
+
+  // The communicator is still usable; the first GPU op binds cuda:0, then cuda:1 is refused.
+  comm->allreduce(d, ReduceOp::Sum);
+  Buffer other = device_buffer(*fake, 8, DType::Float32, 1);
+  expect_error([&] { comm->allreduce(other, ReduceOp::Sum); }, ErrorCode::InvalidArgument,
+               {"cuda:1", "cuda:0"}, "second device");
+  RANK_CHECK(!comm->is_poisoned(), "a refusal poisoned the communicator");
+  comm->allreduce(d, ReduceOp::Sum);
+
+  // No device visible: Unsupported, naming the reason.
+  fake->set_device_count(0);
+  expect_error([&] { comm->allreduce(d, ReduceOp::Sum); }, ErrorCode::Unsupported,
+               {"no CUDA device"}, "no device");
+  fake->set_device_count(2);
+  comm->barrier();
+}
+
+TEST_CASE("device-path refusals happen before anything is queued and leave it usable", "[gpu]") {
+  for (int size : {1, 3}) REQUIRE_NOTHROW(run_ranks(size, refusals));
+}
+
+void streams_and_timeout(const Environment& env) {
+  auto fake = install_fake(env);
+  auto comm = world(env);
+  Buffer d = device_buffer(*fake, 4, DType::Float32);
+
+  // Without a stream: the communicator's own stream, after the legacy default stream.
+  fake->clear_calls();
+  comm->allreduce(d, ReduceOp::Sum);
+  const gpu::StreamHandle own = fake->last_op_stream();
+  RANK_CHECK(own.bits != 0, "no-stream op ran on the legacy default stream");
+  RANK_CHECK(count_calls(*fake, "stream_wait_event stream=" + std::to_string(own.bits)) == 1,
+             "own stream not ordered after the default stream");
+  // With one: that stream, and *_async returns a Work that completes.
+  const gpu::StreamHandle mine = fake->create_stream();
+  CollectiveOptions o;
+  o.stream = Stream{mine.bits};
+  Work w = comm->allreduce_async(d, d, ReduceOp::Sum, o);
+  RANK_CHECK(fake->last_op_stream() == mine, "async op not on the given stream");
+  w.wait();
+  RANK_CHECK(w.test() && !w.error(), "async op did not complete");
+
+  // Every rank's ops now hang (a peer died): the Work stays pending, a stream made to wait on it
+  // is stuck, and at the deadline the NCCL communicator is aborted and the communicator poisoned.
+  fake->set_hang(true);
+  o.timeout = std::chrono::milliseconds(400);
+  Work hung = comm->allreduce_async(d, d, ReduceOp::Sum, o);
+  RANK_CHECK(!hung.test(), "a hung op reported completion");
+  const gpu::StreamHandle later = fake->create_stream();
+  hung.make_stream_wait(Stream{later.bits});
+  RANK_CHECK(fake->stream_stuck(later), "make_stream_wait did not order the other stream");
+  expect_error([&] { hung.wait(); }, ErrorCode::Timeout, {"allreduce #", "400 ms", "aborted"},
+               "hung op");
+  RANK_CHECK(fake->aborts() == 1, "NCCL communicator aborted " << fake->aborts() << " times");
+  RANK_CHECK(!fake->stream_stuck(later), "the abort left a stream stuck");
+  RANK_CHECK(comm->is_poisoned(), "timeout did not poison");
+  expect_error([&] { comm->allreduce(d, ReduceOp::Sum); }, ErrorCode::InvalidUsage, {"unusable"},
+               "after the timeout");
+  fake->set_hang(false);
+}
+
+TEST_CASE("GPU ops follow their stream; a hung op times out, aborts NCCL and poisons", "[gpu]") {
+  for (int size : {1, 2}) REQUIRE_NOTHROW(run_ranks(size, streams_and_timeout));
+}
+
+void watchdog_and_errors(const Environment& env) {
+  auto fake = install_fake(env);
+  {
+    // Nobody waits: the watchdog fails the op at its deadline all the same.
+    auto comm = world(env);
+    Buffer d = device_buffer(*fake, 4, DType::Float32);
+    comm->allreduce(d, ReduceOp::Sum);
+    fake->set_hang(true);
+    CollectiveOptions o;
+    o.timeout = std::chrono::milliseconds(200);
+    Work unwaited = comm->allreduce_async(d, d, ReduceOp::Sum, o);
+    const auto give_up = Clock::now() + std::chrono::seconds(20);
+    while (!comm->is_poisoned() && Clock::now() < give_up) std::this_thread::yield();
+    RANK_CHECK(comm->is_poisoned(), "the watchdog never failed an unwaited op");
+    RANK_CHECK(comm->error()->code() == ErrorCode::Timeout, comm->error()->what());
+    fake->set_hang(false);
+  }
+  {
+    // NCCL's asynchronous error (a peer failed): RemoteError, with NCCL's message.
+    auto comm = world(env);
+    Buffer d = device_buffer(*fake, 4, DType::Float32);
+    comm->allreduce(d, ReduceOp::Sum);
+    fake->set_hang(true);
+    Work w = comm->allreduce_async(d, d, ReduceOp::Sum);
+    fake->set_async_failure("remote process exited", true);  // a peer dies mid-op
+    expect_error([&] { w.wait(); }, ErrorCode::RemoteError,
+                 {"remote process exited", "allreduce #"}, "async error");
+    fake->set_async_failure("", false);
+    fake->set_hang(false);
+  }
+  {
+    // abort() fails an outstanding GPU op with its reason.
+    auto comm = world(env);
+    Buffer d = device_buffer(*fake, 4, DType::Float32);
+    comm->allreduce(d, ReduceOp::Sum);
+    fake->set_hang(true);
+    Work w = comm->allreduce_async(d, d, ReduceOp::Sum);
+    comm->abort("stop now");
+    expect_error([&] { w.wait(); }, ErrorCode::InvalidUsage, {"stop now"}, "aborted op");
+    fake->set_hang(false);
+  }
+}
+
+TEST_CASE("unwaited GPU ops time out by the watchdog; NCCL errors and abort() fail them", "[gpu]") {
+  REQUIRE_NOTHROW(run_ranks(2, watchdog_and_errors));
+}
+
+void lazy_set_up_timeout(const Environment& env) {
+  auto fake = install_fake(env);
+  auto comm = world(env);
+  auto store = connect_store(env);
+  if (comm->rank() == 0) {
+    // Rank 1 never makes a GPU op: the NCCL set-up cannot complete, and the op says why.
+    Buffer d = device_buffer(*fake, 4, DType::Float32);
+    CollectiveOptions o;
+    o.timeout = std::chrono::milliseconds(500);
+    expect_error([&] { comm->allreduce(d, d, ReduceOp::Sum, o); }, ErrorCode::Timeout,
+                 {"allreduce #0", "NCCL communicator"}, "set-up timeout");
+    RANK_CHECK(comm->is_poisoned(), "a failed set-up left the communicator usable");
+    store->set_string("test/rank0-done", "1");
+  } else {
+    store->wait({"test/rank0-done"}, std::chrono::seconds(60));
+  }
+}
+
+TEST_CASE("the NCCL communicator is set up on the first GPU op, bounded by its deadline", "[gpu]") {
+  REQUIRE_NOTHROW(run_ranks(2, lazy_set_up_timeout));
+}
+
+void split_uses_nccl_split(const Environment& env) {
+  auto fake = install_fake(env);
+  auto comm = world(env);
+  const int rank = comm->rank();
+  Buffer d = device_buffer(*fake, 2, DType::Float64);
+  comm->allreduce(d, ReduceOp::Sum);  // the parent's NCCL communicator exists from here
+  auto sub = comm->split(rank == 2 ? Communicator::kNoColor : rank % 2, rank);
+  RANK_CHECK(count_calls(*fake, "split") == 1, "ncclCommSplit not called on every parent rank");
+  if (rank == 2) {
+    RANK_CHECK(!sub, "kNoColor got a communicator");
+    return;
+  }
+  for (std::size_t i = 0; i < 2; ++i) set(d, i, rank);
+  sub->allreduce(d, ReduceOp::Sum);
+  double want = 0;
+  for (int r = 0; r < comm->size(); ++r)
+    if (r != 2 && r % 2 == rank % 2) want += r;
+  expect_values(
+      d, 0, 2, [&](std::size_t) { return want; }, "sub allreduce");
+  RANK_CHECK(count_calls(*fake, "init") == 1 && count_calls(*fake, "unique_id") <= 1,
+             "the child set up NCCL again instead of splitting");
+}
+
+TEST_CASE("split() of a communicator with an NCCL communicator splits it", "[gpu]") {
+  REQUIRE_NOTHROW(run_ranks(5, split_uses_nccl_split));
+}
+
+}  // namespace
