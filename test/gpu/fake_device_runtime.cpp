@@ -382,6 +382,22 @@ void FakeDeviceRuntime::run_p2p(const PendingP2p& op) {
   std::memcpy(op.out, data.data(), op.bytes);
 }
 
+void FakeDeviceRuntime::reduce_published(Comm& comm, const std::string& what, void* out,
+                                         std::size_t count, DType dtype, ReduceOp op) {
+  const std::size_t bytes = count * dtype_size(dtype);
+  std::vector<std::uint8_t> acc;
+  for (int r = 0; r < comm.size; ++r) {
+    const Bytes x = exchange(comm, what, nullptr, bytes, r);
+    if (r == 0) {
+      acc.assign(x.begin(), x.end());
+    } else {
+      reduce_bytes(acc.data(), x.data(), count, dtype, op);
+    }
+  }
+  finish_avg(acc.data(), count, dtype, op, comm.size);
+  if (bytes > 0) std::memcpy(out, acc.data(), bytes);
+}
+
 void FakeDeviceRuntime::nccl_allreduce(const void* in, void* out, std::size_t count, DType dtype,
                                        ReduceOp op, gpu::NcclHandle handle,
                                        gpu::StreamHandle stream) {
@@ -392,17 +408,7 @@ void FakeDeviceRuntime::nccl_allreduce(const void* in, void* out, std::size_t co
   const std::size_t bytes = count * dtype_size(dtype);
   const std::string what = fmt::format("op{}", comm.ops++);
   publish(comm, what, in, bytes);
-  std::vector<std::uint8_t> acc;
-  for (int r = 0; r < comm.size; ++r) {
-    const Bytes x = exchange(comm, what, in, bytes, r);
-    if (r == 0) {
-      acc.assign(x.begin(), x.end());
-    } else {
-      reduce_bytes(acc.data(), x.data(), count, dtype, op);
-    }
-  }
-  finish_avg(acc.data(), count, dtype, op, comm.size);
-  if (bytes > 0) std::memcpy(out, acc.data(), bytes);
+  reduce_published(comm, what, out, count, dtype, op);
 }
 
 void FakeDeviceRuntime::nccl_broadcast(const void* in, void* out, std::size_t count, DType dtype,
@@ -433,17 +439,7 @@ void FakeDeviceRuntime::nccl_reduce(const void* in, void* out, std::size_t count
   const std::string what = fmt::format("op{}", comm.ops++);
   publish(comm, what, in, bytes);
   if (comm.rank != root) return;
-  std::vector<std::uint8_t> acc;
-  for (int r = 0; r < comm.size; ++r) {
-    const Bytes x = exchange(comm, what, in, bytes, r);
-    if (r == 0) {
-      acc.assign(x.begin(), x.end());
-    } else {
-      reduce_bytes(acc.data(), x.data(), count, dtype, op);
-    }
-  }
-  finish_avg(acc.data(), count, dtype, op, comm.size);
-  if (bytes > 0) std::memcpy(out, acc.data(), bytes);
+  reduce_published(comm, what, out, count, dtype, op);
 }
 
 void FakeDeviceRuntime::nccl_allgather(const void* in, void* out, std::size_t count, DType dtype,

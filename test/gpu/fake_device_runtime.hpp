@@ -119,6 +119,9 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
                  int from);
   void publish(Comm& comm, const std::string& what, const void* mine, std::size_t bytes);
   void run_p2p(const PendingP2p& op);
+  /// out = op over every rank's data published as `what` (allreduce, and reduce's root).
+  void reduce_published(Comm& comm, const std::string& what, void* out, std::size_t count,
+                        DType dtype, ReduceOp op);
 
   std::shared_ptr<Store> store_;
   std::atomic<int> devices_;
