@@ -1,0 +1,46 @@
+#!/usr/bin/env python3
+"""bench/compare.py against two hand-written result files: the ratios it prints are worked out
+here (old time / new time), and --min-ratio fails exactly when a row got slower than allowed."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+compare = sys.argv[1]
+
+
+def row(size, time_us, in_place=False, impl="cohort"):
+    return {"impl": impl, "algo": "auto", "op": "allreduce", "dtype": "float", "redop": "sum",
+            "size_bytes": size, "in_place": in_place, "time_us": time_us,
+            "busbw_gbps": size / time_us / 1e3}
+
+
+old = {"world_size": 2, "rows": [row(1024, 10.0), row(1 << 20, 400.0), row(1 << 20, 500.0, True),
+                                 row(4096, 7.0)]}
+new = {"world_size": 2, "rows": [row(1024, 5.0), row(1 << 20, 800.0), row(1 << 20, 500.0, True),
+                                 row(8192, 9.0)]}
+with tempfile.TemporaryDirectory() as d:
+    paths = []
+    for name, doc in (("old", old), ("new", new)):
+        paths.append(os.path.join(d, name + ".json"))
+        with open(paths[-1], "w") as f:
+            json.dump(doc, f)
+    out = subprocess.run([sys.executable, compare] + paths, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    # 1 KiB: 10 us -> 5 us is 2x faster; 1 MiB out of place 400 -> 800 us is 0.5; in place equal.
+    assert any(" 1024 " in l and l.rstrip().endswith("2.00") for l in lines), out.stdout
+    assert any(" 1048576 " in l and " out " in l and l.rstrip().endswith("0.50") for l in lines), out.stdout
+    assert any(" 1048576 " in l and "inplace" in l and l.rstrip().endswith("1.00") for l in lines), out.stdout
+    # Out of place: geometric mean of 2 and 0.5 is 1.
+    assert any("allreduce out: 1.000 over 2 sizes" in l for l in lines), out.stdout
+    assert any("only in" in l and ": 1;" in l for l in lines), out.stdout
+    gate = subprocess.run([sys.executable, compare] + paths + ["--min-ratio", "0.6"],
+                          capture_output=True, text=True)
+    assert gate.returncode == 1, "a 0.5 row passed a 0.6 gate"
+    gate = subprocess.run([sys.executable, compare] + paths + ["--min-ratio", "0.4"],
+                          capture_output=True, text=True)
+    assert gate.returncode == 0, gate.stderr
+print("compare.py: ratios and gate verified")
