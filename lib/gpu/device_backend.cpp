@@ -42,6 +42,31 @@ void await_nccl(DeviceRuntime& rt, NcclHandle comm, Clock::time_point deadline,
   }
 }
 
+/// Makes `device` current for a scope and restores the caller's device afterwards, so a GPU op
+/// never changes which device the application's next kernel or allocation goes to.
+class DeviceGuard {
+ public:
+  DeviceGuard(DeviceRuntime& rt, int device) : rt_(rt), previous_(rt.current_device()) {
+    if (previous_ != device) rt_.set_device(device);
+    changed_ = previous_ != device;
+  }
+  ~DeviceGuard() {
+    if (!changed_) return;
+    try {
+      rt_.set_device(previous_);
+    } catch (const std::exception& e) {
+      COHORT_LOG_WARN("could not make cuda:{} current again: {}", previous_, e.what());
+    }
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  DeviceRuntime& rt_;
+  int previous_;
+  bool changed_ = false;
+};
+
 }  // namespace
 
 DeviceBackend::DeviceBackend(std::shared_ptr<Store> store, std::string key_prefix, int rank,
@@ -58,7 +83,7 @@ DeviceBackend::DeviceBackend(std::shared_ptr<Store> store, std::string key_prefi
   core_->comm = comm;
   core_->has_comm = true;
   device_ = device;
-  rt.set_device(device);
+  const DeviceGuard on_device(rt, device);
   barrier_word_ = rt.allocate_device(sizeof(std::int32_t), device);
 }
 
@@ -78,6 +103,7 @@ DeviceBackend::~DeviceBackend() {
   std::lock_guard lock(core_->mutex);
   if (core_->has_comm) {
     try {
+      const DeviceGuard on_device(rt, *device_);
       rt.nccl_finalize(core_->comm);
       await_nccl(rt, core_->comm, Clock::now() + kFinalizeGrace, "NCCL finalize");
       rt.nccl_destroy(core_->comm);
@@ -129,8 +155,7 @@ DeviceBackend::Prepared DeviceBackend::prepare(std::string_view op, int device,
 
 void DeviceBackend::set_up_locked(int device, Clock::time_point deadline,
                                   const ErrorContext& context) {
-  DeviceRuntime& rt = core_->runtime;
-  rt.set_device(device);
+  DeviceRuntime& rt = core_->runtime;  // `device` is current (the caller's DeviceGuard)
   const std::string key = key_prefix_ + "/nccl_unique_id";
   NcclUniqueId id{};
   if (rank_ == 0) {
@@ -196,8 +221,8 @@ std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
                   fmt::format("the GPU path of this communicator failed earlier: {}",
                               core_->failure->what()),
                   context);
+    const DeviceGuard on_device(rt, device_ ? *device_ : prepared.device);
     if (!core_->has_comm) set_up_locked(prepared.device, deadline, context);
-    rt.set_device(*device_);
     StreamHandle on{};
     if (stream) {
       on = StreamHandle{*stream};
@@ -246,7 +271,7 @@ std::optional<std::pair<NcclHandle, int>> DeviceBackend::split_nccl(int color, i
   std::lock_guard lock(core_->mutex);
   if (!core_->has_comm || core_->failure) return std::nullopt;
   DeviceRuntime& rt = core_->runtime;
-  rt.set_device(*device_);
+  const DeviceGuard on_device(rt, *device_);
   const NcclHandle child = rt.nccl_split(core_->comm, color < 0 ? -1 : color, key);
   try {
     // A rank outside every group gets no communicator; the parent's state then says when its

@@ -207,7 +207,11 @@ void refusals(const Environment& env) {
   RANK_CHECK(fake->calls().empty(), "a refused op reached the runtime: " << fake->calls().front());
 
   // The communicator is still usable; the first GPU op binds cuda:0, then cuda:1 is refused.
+  // The application's current device (cuda:1 here) is the same after the op as before.
+  fake->set_device(1);
   comm->allreduce(d, ReduceOp::Sum);
+  RANK_CHECK(fake->current_device() == 1,
+             "the op left cuda:" << fake->current_device() << " current, not the caller's cuda:1");
   Buffer other = device_buffer(*fake, 8, DType::Float32, 1);
   expect_error([&] { comm->allreduce(other, ReduceOp::Sum); }, ErrorCode::InvalidArgument,
                {"cuda:1", "cuda:0"}, "second device");
