@@ -130,6 +130,13 @@ DeviceBackend::Prepared DeviceBackend::prepare(std::string_view op, int device,
                                                std::optional<DType> dtype,
                                                std::optional<ReduceOp> reduce_op) const {
   DeviceRuntime& rt = require_runtime(op);
+  // The backend's state is made with the communicator, from the runtime in use then: a runtime
+  // installed later (tests only) must not reach launch() without it.
+  if (!core_)
+    throw Error(ErrorCode::InvalidUsage,
+                fmt::format("{}: this communicator was created before a device runtime was "
+                            "installed; create it after install_device_runtime()",
+                            op));
   const int devices = rt.device_count();
   if (devices == 0)
     throw Error(ErrorCode::Unsupported,
@@ -210,7 +217,8 @@ std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
     std::chrono::milliseconds timeout, ErrorContext context,
     const std::function<void(const Launch&)>& body, DeviceCompletion::OnFinish on_finish,
     std::vector<std::shared_ptr<void>> keepalive) {
-  if (!core_) require_runtime(context.op);  // throws: prepare() let an op through without one
+  if (!core_)  // prepare() refuses this first; kept so a misuse is an error, never a null access
+    throw Error(ErrorCode::InvalidUsage, "GPU op launched without a device runtime", context);
   DeviceRuntime& rt = core_->runtime;
   const Clock::time_point deadline = Clock::now() + timeout;
   std::shared_ptr<DeviceCompletion> completion;
