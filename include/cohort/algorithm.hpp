@@ -62,8 +62,9 @@ enum class Algorithm : std::uint8_t {
   Dissemination,        ///< barrier
   SharedMemory,         ///< allreduce, broadcast, reduce, allgather, reduce_scatter, barrier:
                         ///< one shared segment, all ranks on one host
-  Hierarchical,         ///< allreduce across hosts: reduce inside each host through its
-                        ///< shared segment, allreduce between hosts, broadcast back
+  Hierarchical,         ///< allreduce, broadcast, allgather, reduce_scatter, barrier across
+                        ///< hosts with several ranks on some: each host's shared segment
+                        ///< inside it, messages among one leader per host between them
 };
 
 /// How many Algorithm values there are (Auto included): they are 0 .. kAlgorithmCount - 1.

@@ -77,6 +77,8 @@ void HostGroups::set_up(const OpContext& ctx) {
       local_index_of_rank_[static_cast<std::size_t>(members[h][i])] = static_cast<int>(i);
     }
   host_index_ = host_of.at(std::string(mine.text.data()));
+  largest_host_ = static_cast<int>(largest);
+  members_ = members;
   const std::vector<int>& local = members[static_cast<std::size_t>(host_index_)];
   local_size_ = static_cast<int>(local.size());
   local_rank_ = static_cast<int>(std::find(local.begin(), local.end(), ctx.rank) - local.begin());

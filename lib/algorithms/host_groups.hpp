@@ -45,11 +45,20 @@ class HostGroups {
   int local_index_of(int rank) const {
     return local_index_of_rank_.at(static_cast<std::size_t>(rank));
   }
+  /// The ranks of the communicator on host `host`, in rank order (the first is its leader).
+  const std::vector<int>& members(int host) const {
+    return members_.at(static_cast<std::size_t>(host));
+  }
+  /// The most ranks any host has.
+  int largest_host() const noexcept { return largest_host_; }
   int host_index() const noexcept { return host_index_; }
   int hosts() const noexcept { return hosts_; }
   int local_size() const noexcept { return local_size_; }
   /// Scratch for the sub-ops' normalisation (the op's own pool stays the outer op's).
   ScratchPool& staging() noexcept { return staging_; }
+  /// Buffers a hierarchical algorithm keeps across its phases (the phases' own algorithms use
+  /// the op's scratch, and their normalisation staging(), so neither may hold them).
+  ScratchPool& buffers() noexcept { return buffers_; }
 
   /// Communicator::abort(): waits in the groups' views and arena (now or later) throw.
   void interrupt(const std::string& reason) noexcept;
@@ -68,12 +77,15 @@ class HostGroups {
   int host_index_ = 0;
   int local_rank_ = 0;
   int local_size_ = 1;
+  int largest_host_ = 1;
+  std::vector<std::vector<int>> members_;
   std::vector<int> host_of_rank_;
   std::vector<int> local_index_of_rank_;
   std::unique_ptr<transport::Transport> local_;
   std::unique_ptr<transport::Transport> leaders_;
   std::unique_ptr<transport::LazyArena> local_arenas_;
   ScratchPool staging_;
+  ScratchPool buffers_;
   /// Guards the pointers above against interrupt() from another thread while set_up() makes
   /// them, and the reason once raised (views made later are interrupted at once).
   mutable std::mutex mutex_;

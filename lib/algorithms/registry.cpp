@@ -15,7 +15,8 @@ extern const AlgorithmDescriptor allreduce_ring, allreduce_recursive_doubling,
     allgather_shared_memory, gather_tree, gather_shared_memory, scatter_tree, scatter_shared_memory,
     reduce_scatter_ring, reduce_scatter_recursive_halving, reduce_scatter_shared_memory,
     alltoall_pairwise, alltoall_bruck, alltoall_shared_memory, barrier_dissemination,
-    barrier_shared_memory, broadcast_hierarchical, barrier_hierarchical;
+    barrier_shared_memory, broadcast_hierarchical, barrier_hierarchical, allgather_hierarchical,
+    reduce_scatter_hierarchical;
 
 namespace {
 
@@ -36,6 +37,7 @@ const std::array kAlgorithms{
     &allgather_recursive_doubling,
     &allgather_bruck,
     &allgather_shared_memory,
+    &allgather_hierarchical,
     &gather_tree,
     &gather_shared_memory,
     &scatter_tree,
@@ -43,6 +45,7 @@ const std::array kAlgorithms{
     &reduce_scatter_ring,
     &reduce_scatter_recursive_halving,
     &reduce_scatter_shared_memory,
+    &reduce_scatter_hierarchical,
     &alltoall_pairwise,
     &alltoall_bruck,
     &alltoall_shared_memory,

@@ -105,14 +105,17 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   REQUIRE(
       pick(Collective::Allreduce, kAllreduceHalvingMaxBytes, 5) ==
       std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Ring});
-  // Behind shared memory (which declines across hosts), the message-based choices:
+  // Behind shared memory and hierarchical (which decline on flat layouts), the message-based
+  // choices:
   REQUIRE(pick(Collective::Allgather, 100, 8) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::RecursiveDoubling,
-                                 Algorithm::Ring});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical,
+                                 Algorithm::RecursiveDoubling, Algorithm::Ring});
   REQUIRE(pick(Collective::Allgather, 100, 6) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Bruck, Algorithm::Ring});
-  REQUIRE(pick(Collective::Allgather, kAllgatherLatencyMaxBytes, 6) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Ring});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Bruck,
+                                 Algorithm::Ring});
+  REQUIRE(
+      pick(Collective::Allgather, kAllgatherLatencyMaxBytes, 6) ==
+      std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Ring});
   REQUIRE(pick(Collective::Broadcast, 100, 7) == std::vector<Algorithm>{Algorithm::SharedMemory,
                                                                         Algorithm::Hierarchical,
                                                                         Algorithm::Tree});
@@ -127,8 +130,8 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::ReduceScatterGather,
                                  Algorithm::Tree});
   REQUIRE(pick(Collective::ReduceScatter, 100, 3) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::RecursiveHalving,
-                                 Algorithm::Ring});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical,
+                                 Algorithm::RecursiveHalving, Algorithm::Ring});
   REQUIRE(pick(Collective::Alltoall, 100, 3) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Bruck, Algorithm::Pairwise});
   // alltoallv has no meaningful common size: shared memory, else pairwise (Bruck needs uniform
@@ -187,8 +190,8 @@ TEST_CASE("a declining candidate falls through to the next", "[selection]") {
   // behind it, so the dispatcher has somewhere to fall through to.
   const auto candidates = pick(Collective::Allgather, 100, 6, Algorithm::RecursiveDoubling);
   REQUIRE(candidates == std::vector<Algorithm>{Algorithm::RecursiveDoubling,
-                                               Algorithm::SharedMemory, Algorithm::Bruck,
-                                               Algorithm::Ring});
+                                               Algorithm::SharedMemory, Algorithm::Hierarchical,
+                                               Algorithm::Bruck, Algorithm::Ring});
   // Bruck alltoall declines alltoallv; shared memory and pairwise follow it.
   REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 4, Algorithm::Bruck) ==
           std::vector<Algorithm>{Algorithm::Bruck, Algorithm::SharedMemory, Algorithm::Pairwise});

@@ -1,9 +1,11 @@
-// Hierarchical allreduce across simulated hosts: each rank enters a UTS namespace of its own
-// and takes the hostname of its "host", so ranks on different simulated hosts have different
-// host identities (the shared arena and HostGroups compare them) while running on one machine
-// over real UCX. Every dtype/op the algorithm takes, counts from 0 up, 2 hosts x 1-3 ranks and
-// uneven hosts; the flight record shows which algorithm ran. Needs root for the namespaces;
-// exits 77 (meson: SKIP) without.
+// Hierarchical allreduce, broadcast, allgather(v), reduce_scatter and barrier across simulated
+// hosts: each rank enters a UTS namespace of its own and takes the hostname of its "host", so
+// ranks on different simulated hosts have different host identities (the shared arena and
+// HostGroups compare them) while running on one machine over real UCX. Layouts with each host's
+// ranks consecutive and not, even and uneven, cover the algorithms' in-place and repacking paths.
+// Every dtype/op the algorithm takes, counts from 0 up, 2 hosts x 1-3 ranks and uneven hosts; the
+// flight record shows which algorithm ran. Needs root for the namespaces; exits 77 (meson: SKIP)
+// without.
 
 #define CATCH_CONFIG_RUNNER
 #include "rank_checks.hpp"
@@ -103,6 +105,79 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
       }
     }
   }
+  // Allgather and allgatherv (uneven counts, zeros among them), in and out of place. Block
+  // element i of rank r is r * 1000 + i % 97 (exact in every dtype used).
+  const auto element = [](int r, std::size_t i) { return r * 1000 + double(i % 97); };
+  for (DType dtype : {DType::Float32, DType::Int64}) {
+    for (std::size_t base :
+         {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{70001}}) {
+      for (bool variable : {false, true}) {
+        for (bool in_place : {false, true}) {
+          std::vector<std::size_t> counts(static_cast<std::size_t>(n), base);
+          if (variable)
+            for (int r = 0; r < n; ++r)
+              counts[static_cast<std::size_t>(r)] = r % 3 == 1 ? 0 : base + std::size_t(r) * 3;
+          std::vector<std::size_t> displs(static_cast<std::size_t>(n), 0);
+          for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
+          const std::size_t total = displs.back() + counts.back();
+          const auto me = static_cast<std::size_t>(rank);
+          Buffer out = Buffer::allocate(total, dtype);
+          for (std::size_t i = 0; i < total; ++i) set(out, i, -1);
+          Buffer in = in_place ? out.slice(static_cast<std::int64_t>(displs[me]),
+                                           static_cast<std::int64_t>(displs[me] + counts[me]))
+                               : Buffer::allocate(counts[me], dtype);
+          for (std::size_t i = 0; i < counts[me]; ++i) set(in, i, element(rank, i));
+          if (variable)
+            comm->allgatherv(in, out, counts, forced);
+          else
+            comm->allgather(in, out, forced);
+          for (int r = 0; r < n; ++r)
+            expect_values(
+                out, displs[static_cast<std::size_t>(r)], counts[static_cast<std::size_t>(r)],
+                [&](std::size_t i) { return element(r, i); },
+                "hierarchical allgather" + std::string(variable ? "v" : "") + " block of rank " +
+                    std::to_string(r));
+          const std::string algorithm = ran(*comm, seq++, dir);
+          RANK_CHECK(algorithm == "hierarchical", "allgather ran '" << algorithm << "'");
+        }
+      }
+    }
+  }
+  // Reduce_scatter: every dtype/op, in place (out is the rank's own slice of in) and not.
+  // Element i of block b from rank r is 1 + (r + b + i) % 3.
+  for (DType dtype : {DType::Float32, DType::Float64, DType::Int32, DType::Int64}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Prod, ReduceOp::Avg}) {
+      if (op == ReduceOp::Avg && (dtype == DType::Int32 || dtype == DType::Int64)) continue;
+      for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000},
+                                std::size_t{50001}}) {
+        for (bool in_place : {false, true}) {
+          const auto me = static_cast<std::int64_t>(rank);
+          const auto c = static_cast<std::int64_t>(count);
+          Buffer in = Buffer::allocate(count * static_cast<std::size_t>(n), dtype);
+          for (std::size_t b = 0; b < static_cast<std::size_t>(n); ++b)
+            for (std::size_t i = 0; i < count; ++i)
+              set(in, b * count + i, 1 + double((std::size_t(rank) + b + i) % 3));
+          Buffer out = in_place ? in.slice(me * c, me * c + c) : Buffer::allocate(count, dtype);
+          comm->reduce_scatter(in, out, op, forced);
+          expect_values(
+              out, 0, count,
+              [&](std::size_t i) {
+                double acc = op == ReduceOp::Prod ? 1 : 0;
+                for (int r = 0; r < n; ++r) {
+                  const double v = 1 + double((std::size_t(r) + std::size_t(rank) + i) % 3);
+                  if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc += v;
+                  if (op == ReduceOp::Prod) acc *= v;
+                  if (op == ReduceOp::Max) acc = std::max(acc, v);
+                }
+                return op == ReduceOp::Avg ? acc / n : acc;
+              },
+              std::string("hierarchical reduce_scatter of ") + std::string(dtype_name(dtype)));
+          const std::string algorithm = ran(*comm, seq++, dir);
+          RANK_CHECK(algorithm == "hierarchical", "reduce_scatter ran '" << algorithm << "'");
+        }
+      }
+    }
+  }
   // Barrier: nobody leaves before everyone arrived (each counts itself in first).
   auto store = connect_store(env);
   for (int round = 0; round < 3; ++round) {
@@ -123,11 +198,21 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
   comm->allreduce(x, ReduceOp::Avg, forced);
   expect_values(
       x, 0, x.count(), [&](std::size_t) { return double(n * (n - 1) / 2); }, "avg");
+  seq++;
+  Buffer gathered = Buffer::allocate(x.count() * static_cast<std::size_t>(n), DType::Float32);
+  comm->allgather(x, gathered);
+  RANK_CHECK(ran(*comm, seq++, dir) == "hierarchical", "the table did not choose it for allgather");
+  comm->reduce_scatter(gathered, x, ReduceOp::Sum);
+  RANK_CHECK(ran(*comm, seq++, dir) == "hierarchical",
+             "the table did not choose it for reduce_scatter");
+  expect_values(
+      x, 0, x.count(), [&](std::size_t) { return double(n * n * (n - 1) / 2); },
+      "auto reduce_scatter");
 }
 
 }  // namespace
 
-TEST_CASE("hierarchical allreduce over 2 simulated hosts x 1-3 ranks and uneven hosts",
+TEST_CASE("hierarchical collectives over 2 simulated hosts x 1-3 ranks and uneven hosts",
           "[hierarchical]") {
   cohort::test::TempDir dir;
   for (const std::vector<int>& layout : std::vector<std::vector<int>>{
