@@ -85,7 +85,7 @@ Work Executor::submit_p2p(OpInfo info, PointToPoint p2p) {
   // this call nor its completion waits for the progress thread to wake up.
   busy_ = true;
   const std::uint32_t seq = next_p2p_seq_++;
-  auto work = new_work(describe_p2p(p2p, seq));
+  auto work = new_work(label_p2p(p2p, seq));
   // The op may stay in flight after this call returns; someone must keep polling it while its
   // owner computes or sleeps in Work::wait.
   start_thread_locked();
@@ -98,8 +98,9 @@ Work Executor::submit_p2p(OpInfo info, PointToPoint p2p) {
   return Work(std::move(work));
 }
 
-std::shared_ptr<detail::WorkState> Executor::new_work(std::string what) const {
-  auto work = std::make_shared<detail::WorkState>(std::move(what));
+template <class Label>
+std::shared_ptr<detail::WorkState> Executor::new_work(Label label) const {
+  auto work = std::make_shared<detail::WorkState>(std::move(label));
   work->hook = hook_;
   return work;
 }
@@ -154,7 +155,7 @@ Error Executor::poisoned_error(std::string_view what) const {
 std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody body,
                                                             std::optional<PointToPoint> p2p) {
   const std::uint32_t seq = p2p ? next_p2p_seq_++ : next_seq_++;
-  auto work = new_work(p2p ? describe_p2p(*p2p, seq) : describe(info, seq));
+  auto work = p2p ? new_work(label_p2p(*p2p, seq)) : new_work(describe(info, seq));
   if (!p2p) {
     recorder_.queued(seq, info.kind, info.forced, info.shape, info.timeout,
                      FlightRecorder::coarse_now());
@@ -230,9 +231,8 @@ void Executor::describe_into(std::string& what, const OpInfo& info, std::uint32_
   }
 }
 
-std::string Executor::describe_p2p(const PointToPoint& p2p, std::uint32_t seq) const {
-  return fmt::format("{} #{} {} rank {} (tag {})", p2p.is_send ? "send" : "recv", seq,
-                     p2p.is_send ? "to" : "from", p2p.peer, p2p.user_tag);
+detail::PointToPointLabel Executor::label_p2p(const PointToPoint& p2p, std::uint32_t seq) {
+  return detail::PointToPointLabel{p2p.is_send, seq, p2p.peer, p2p.user_tag};
 }
 
 void Executor::fail(const std::string& what, const Error& error) {
@@ -289,7 +289,7 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
 
 void Executor::execute_p2p_blocking(const OpInfo& info, std::uint32_t seq,
                                     const PointToPoint& p2p) {
-  const std::string what = describe_p2p(p2p, seq);
+  const std::string what = detail::describe(label_p2p(p2p, seq));
   try {
     in_flight_.run_blocking(p2p, Clock::now() + info.timeout, what);
   } catch (const Error& e) {
@@ -301,7 +301,7 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
   try {
     {
       std::lock_guard lock(mutex_);
-      if (poisoned_) throw poisoned_error(op.work->what);
+      if (poisoned_) throw poisoned_error(op.work->what());
     }
     if (!op.p2p) {
       execute(op.info, op.seq, BodyRef(op.body));
@@ -312,7 +312,7 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
     try {
       in_flight_.post(std::move(*op.p2p), op.info.timeout, op.work);
     } catch (const Error& e) {
-      fail(op.work->what, e);
+      fail(op.work->what(), e);
     }
   } catch (...) {
     op.work->complete(std::current_exception());
@@ -346,7 +346,7 @@ void Executor::poison(const Error& cause) noexcept {
   in_flight_.cancel_all(cause, [this](const std::string& what) { return poisoned_error(what); });
   try {
     for (auto& op : doomed)
-      op.work->complete(std::make_exception_ptr(poisoned_error(op.work->what)));
+      op.work->complete(std::make_exception_ptr(poisoned_error(op.work->what())));
   } catch (const std::exception& e) {
     // Only allocation can fail here; the Works would then never finish, so abort loudly.
     COHORT_LOG_ERROR("failing queued ops after an error: {}", e.what());

@@ -152,9 +152,11 @@ class Executor {
   void start_thread_locked();
   void end_drive() noexcept;
   /// A Work's state for an op named `what`, able to help this executor along.
-  std::shared_ptr<detail::WorkState> new_work(std::string what) const;
+  /// `label`: the op's name (std::string) or a send/receive's PointToPointLabel.
+  template <class Label>
+  std::shared_ptr<detail::WorkState> new_work(Label label) const;
   std::string describe(const OpInfo& info, std::uint32_t seq) const;
-  std::string describe_p2p(const PointToPoint& p2p, std::uint32_t seq) const;
+  static detail::PointToPointLabel label_p2p(const PointToPoint& p2p, std::uint32_t seq);
   void execute(const OpInfo& info, std::uint32_t seq, BodyRef body);
   void execute_p2p_blocking(const OpInfo& info, std::uint32_t seq, const PointToPoint& p2p);
   void execute_queued(QueuedOp& op) noexcept;

@@ -4,6 +4,7 @@
 #include "comm/flight_recorder.hpp"
 
 #include "comm/dump_on_signal.hpp"
+#include "core/coarse_clock.hpp"
 #include "core/log.hpp"
 #include "core/system_error.hpp"
 #include "core/tunables.hpp"
@@ -103,10 +104,7 @@ std::string_view op_state_name(OpState state) noexcept {
 }
 
 FlightRecorder::TimePoint FlightRecorder::coarse_now() noexcept {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  // libstdc++'s steady_clock reads CLOCK_MONOTONIC: the same time base, finer.
-  return TimePoint(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+  return cohort::coarse_now();
 }
 
 FlightRecorder::FlightRecorder(RecorderIdentity identity)

@@ -1,5 +1,6 @@
 #include "comm/p2p_inflight.hpp"
 
+#include "core/coarse_clock.hpp"
 #include "core/log.hpp"
 
 #include <fmt/format.h>
@@ -38,13 +39,14 @@ void InFlightTransfers::post(PointToPoint&& p2p, std::chrono::milliseconds timeo
   if (transfers_.size() == transfers_.capacity())
     transfers_.reserve(std::max<std::size_t>(8, 2 * transfers_.capacity()));
   const transport::Request request = post_request(p2p);
-  transfers_.push_back(Transfer{request, Clock::now() + timeout, timeout, p2p.peer, p2p.user_tag,
+  // Deadlines on the coarse clock (a tick is far below any timeout): polls read it cheaply.
+  transfers_.push_back(Transfer{request, coarse_now() + timeout, timeout, p2p.peer, p2p.user_tag,
                                 false, std::move(work), std::move(p2p.keepalive)});
 }
 
 InFlightTransfers::PollResult InFlightTransfers::poll() noexcept {
   PollResult result;
-  const auto now = Clock::now();
+  const auto now = coarse_now();
   for (std::size_t i = 0; i < transfers_.size();) {
     Transfer& t = transfers_[i];
     if (t.failed) {
@@ -78,7 +80,8 @@ InFlightTransfers::PollResult InFlightTransfers::poll() noexcept {
       // Named as the transfer it was (the transport knew only its request). Allocation is the
       // only thing that can throw here, and noexcept then ends the process.
       result.failure = TransferFailure{
-          t.work->what, failure->with_context(ErrorContext{.op = t.work->what, .peers = {t.peer}})};
+          t.work->what(),
+          failure->with_context(ErrorContext{.op = t.work->what(), .peers = {t.peer}})};
       return result;
     }
     ++i;
@@ -94,7 +97,7 @@ void InFlightTransfers::cancel_all(
   try {
     for (Transfer& t : released) {
       t.keepalive.clear();
-      t.work->complete(std::make_exception_ptr(t.failed ? cause : unusable(t.work->what)));
+      t.work->complete(std::make_exception_ptr(t.failed ? cause : unusable(t.work->what())));
     }
   } catch (const std::exception& e) {
     // Only allocation can fail here; the Works would then never finish, so abort loudly.

@@ -4,16 +4,24 @@
 #include "comm/work_state.hpp"
 #include "transport/wait_policy.hpp"
 
+#include <fmt/format.h>
+
 #include <sched.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <string>
 #include <thread>
 
 namespace cohort {
 
 namespace detail {
+
+std::string describe(const PointToPointLabel& label) {
+  return fmt::format("{} #{} {} rank {} (tag {})", label.is_send ? "send" : "recv", label.seq,
+                     label.is_send ? "to" : "from", label.peer, label.user_tag);
+}
 
 void WorkState::complete(std::exception_ptr failure) noexcept {
   {
@@ -54,7 +62,7 @@ void wait_device(detail::WorkState& state,
   constexpr int kSpins = 1000;
   for (int polls = 0; !poll_device(state); ++polls) {
     if (until && std::chrono::steady_clock::now() >= *until) {
-      throw Error(ErrorCode::Timeout, state.what + " did not finish within the " +
+      throw Error(ErrorCode::Timeout, state.what() + " did not finish within the " +
                                           std::to_string(timeout.count()) +
                                           " ms given to Work::wait (the op keeps running)");
     }
@@ -102,9 +110,9 @@ std::optional<Error> Work::error() const {
   } catch (const Error& e) {
     return e;
   } catch (const std::exception& e) {
-    return Error(ErrorCode::Internal, std::string(state_->what) + ": " + e.what());
+    return Error(ErrorCode::Internal, state_->what() + ": " + e.what());
   } catch (...) {
-    return Error(ErrorCode::Internal, std::string(state_->what) + ": unknown exception");
+    return Error(ErrorCode::Internal, state_->what() + ": unknown exception");
   }
 }
 
@@ -128,8 +136,12 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
   const auto poll_for =
       timeout ? std::min<std::chrono::steady_clock::duration>(*timeout, transport::kYieldPhase)
               : std::chrono::steady_clock::duration(transport::kYieldPhase);
-  while (!state_->finished.load(std::memory_order_acquire) &&
-         std::chrono::steady_clock::now() - start < poll_for) {
+  // A clock read costs about as much as a poll: look at it every few rounds only.
+  constexpr std::uint32_t kRoundsPerClockRead = 16;
+  for (std::uint32_t round = 1;
+       poll_for.count() > 0 && !state_->finished.load(std::memory_order_acquire); ++round) {
+    if (round % kRoundsPerClockRead == 0 && std::chrono::steady_clock::now() - start >= poll_for)
+      break;
     // Drive the communicator from this thread when nobody else is (the progress thread may be
     // asleep between polls); otherwise give the core to whoever is driving.
     if (const auto hook = state_->hook.lock()) {
@@ -142,7 +154,7 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
   const auto done = [this] { return state_->finished.load(std::memory_order_relaxed); };
   if (timeout) {
     if (!state_->finished_cv.wait_for(lock, *timeout, done)) {
-      throw Error(ErrorCode::Timeout, state_->what + " did not finish within the " +
+      throw Error(ErrorCode::Timeout, state_->what() + " did not finish within the " +
                                           std::to_string(timeout->count()) +
                                           " ms given to Work::wait (the op keeps running)");
     }

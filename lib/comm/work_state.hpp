@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <variant>
 
 namespace cohort::detail {
 
@@ -34,14 +35,30 @@ struct DeviceSync {
   virtual void make_stream_wait(std::uintptr_t stream) = 0;
 };
 
+/// A send or receive, named only when a message needs the name (an error, a timeout): formatting
+/// "send #3 to rank 1 (tag 7)" for every op cost about a tenth of a small send/recv's time.
+struct PointToPointLabel {
+  bool is_send = false;
+  std::uint32_t seq = 0;
+  int peer = 0;
+  int user_tag = 0;
+};
+
+/// "send #3 to rank 1 (tag 7)" / "recv #4 from rank 0 (tag 7)".
+std::string describe(const PointToPointLabel& label);
+
 struct WorkState {
-  explicit WorkState(std::string op_what) : what(std::move(op_what)) {}
+  explicit WorkState(std::string op_what) : label_(std::move(op_what)) {}
+  explicit WorkState(const PointToPointLabel& p2p) : label_(p2p) {}
 
   /// Marks the op finished, with `failure` null on success, and wakes every waiter. Called once.
   void complete(std::exception_ptr failure) noexcept;
 
-  /// "allreduce #17", for Work::wait's timeout message.
-  const std::string what;
+  /// "allreduce #17", "recv #4 from rank 0 (tag 7)": for error and timeout messages.
+  std::string what() const {
+    if (const auto* text = std::get_if<std::string>(&label_)) return *text;
+    return describe(std::get<PointToPointLabel>(label_));
+  }
   std::mutex mutex;
   std::condition_variable finished_cv;
   /// Read without the mutex by Work::test(); written under it.
@@ -51,6 +68,9 @@ struct WorkState {
   std::weak_ptr<ProgressHook> hook;
   /// Set for an op on device buffers (then hook is empty): polled for completion.
   std::shared_ptr<DeviceSync> device;
+
+ private:
+  const std::variant<std::string, PointToPointLabel> label_;
 };
 
 }  // namespace cohort::detail

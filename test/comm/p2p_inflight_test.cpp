@@ -306,7 +306,7 @@ TEST_CASE("in-flight: cancel_all fails every pending Work and drops every owner"
     CHECK(watches[i].expired());
     const Error e = failure_of(works[i]);
     CHECK(e.code() == ErrorCode::InvalidUsage);
-    CHECK_THAT(e.message(), Catch::StartsWith(works[i]->what));
+    CHECK_THAT(e.message(), Catch::StartsWith(works[i]->what()));
     CHECK_THAT(e.message(), Catch::Contains("rank 1 died"));
   }
   // Cancelled at the transport too: nothing left there to match.
@@ -420,4 +420,12 @@ TEST_CASE("in-flight, in the executor: a failed receive poisons, failing the oth
     CHECK(e.code() == ErrorCode::InvalidUsage);
     CHECK_THAT(e.message(), Catch::Contains("timed out after 50 ms"));
   }
+}
+
+TEST_CASE("a send's or receive's Work is named from its label when asked", "[p2p_inflight]") {
+  CHECK(WorkState(cohort::detail::PointToPointLabel{true, 3, 1, 7}).what() ==
+        "send #3 to rank 1 (tag 7)");
+  CHECK(WorkState(cohort::detail::PointToPointLabel{false, 4, 0, 0}).what() ==
+        "recv #4 from rank 0 (tag 0)");
+  CHECK(WorkState(std::string("allreduce #17")).what() == "allreduce #17");
 }

@@ -4,6 +4,7 @@
 
 #include <cohort/error.hpp>
 
+#include "core/coarse_clock.hpp"
 #include "core/log.hpp"
 #include "transport/host_identity.hpp"
 #include "transport/ucx/ucx_status.hpp"
@@ -368,8 +369,7 @@ bool UcxHub::test(const Request& request) {
                                              std::to_string(request.slot) + ", generation " +
                                              std::to_string(request.generation) + ")");
   progress_locked();
-  if (std::chrono::steady_clock::now() - last_liveness_check_ >= kLivenessInterval)
-    check_liveness();
+  if (coarse_now() - last_liveness_check_ >= kLivenessInterval) check_liveness();
   return poll_request(request, *pending, "test", std::span<const Request>(&request, 1));
 }
 
