@@ -5,7 +5,9 @@
 // 1-4 ms). For checks on the hot path of small ops whose intervals are milliseconds anyway
 // (liveness checks, transfer deadlines, flight-record stamps): in a 4-byte send/recv loop the
 // precise reads were a sixth of the time. Comparable with steady_clock::now(), which reads
-// CLOCK_MONOTONIC (the same time base, finer), as libstdc++ implements it.
+// CLOCK_MONOTONIC (the same time base, finer), as libstdc++ implements it, and never ahead of
+// it: a deadline taken from steady_clock and checked against this clock is met late by at most
+// a tick, never early.
 
 #include <chrono>
 #include <ctime>
