@@ -68,7 +68,10 @@ TEST_CASE("algorithms that apply to each op", "[bench][ops]") {
   CHECK(algorithm_applies(BenchOp::Barrier, Algorithm::Dissemination));
   CHECK(op_algorithms(BenchOp::Send).empty());
   for (BenchOp op : kAllBenchOps) CHECK(algorithm_applies(op, Algorithm::Auto));
-  CHECK(op_algorithms(BenchOp::Allgather).size() == 4);
+  // ring, recursive doubling, Bruck, shared memory, hierarchical.
+  CHECK(op_algorithms(BenchOp::Allgather).size() == 5);
+  CHECK(algorithm_applies(BenchOp::ReduceScatter, Algorithm::Hierarchical));
+  CHECK_FALSE(algorithm_applies(BenchOp::Reduce, Algorithm::Hierarchical));
   // Every collective has a shared-memory algorithm (the list comes from the library's registry;
   // a hand-kept copy here once missed alltoall's, gather's and scatter's).
   for (BenchOp op : {BenchOp::Allreduce, BenchOp::Broadcast, BenchOp::Reduce, BenchOp::Allgather,
