@@ -2,6 +2,7 @@
 
 #include <cohort/error.hpp>
 
+#include "algorithms/dispatch.hpp"
 #include "transport/host_identity.hpp"
 
 #include <fmt/format.h>
@@ -126,6 +127,13 @@ void HostGroups::interrupt(const std::string& reason) noexcept {
   if (local_) local_->interrupt(reason);
   if (leaders_) leaders_->interrupt(reason);
   if (local_arenas_) local_arenas_->interrupt(reason);
+}
+
+void broadcast_from_leader(const OpContext& ctx, HostGroups& groups, void* out, std::size_t count,
+                           DType dtype) {
+  run_collective(groups.local(ctx), groups.staging(),
+                 BroadcastArgs{groups.is_leader() ? out : nullptr, out, count, dtype, 0},
+                 Algorithm::Auto);
 }
 
 }  // namespace cohort::algorithms

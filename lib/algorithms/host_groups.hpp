@@ -12,6 +12,8 @@
 // host with two or more ranks got its arena; every rank reaches the same verdict (rank 0 decides
 // from what everyone reported). Only the thread driving the communicator calls get().
 
+#include <cohort/dtype.hpp>
+
 #include "algorithms/op_context.hpp"
 #include "transport/lazy_arena.hpp"
 #include "transport/transport.hpp"
@@ -91,5 +93,10 @@ class HostGroups {
   mutable std::mutex mutex_;
   std::optional<std::string> interrupted_;
 };
+
+/// The last phase of the hierarchical algorithms: each leader's `out` (count elements) reaches
+/// its host's other ranks' `out` through the host's arena.
+void broadcast_from_leader(const OpContext& ctx, HostGroups& groups, void* out, std::size_t count,
+                           DType dtype);
 
 }  // namespace cohort::algorithms

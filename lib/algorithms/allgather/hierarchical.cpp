@@ -115,10 +115,7 @@ void run(const OpContext& ctx, const AllgatherArgs& args) {
   // 2. Across hosts, among the leaders.
   if (groups.is_leader()) exchange_between_hosts(ctx, groups, args);
   // 3. The whole result to the host's other ranks.
-  run_collective(
-      local, groups.staging(),
-      BroadcastArgs{groups.is_leader() ? args.out : nullptr, args.out, args.total, args.dtype, 0},
-      Algorithm::Auto);
+  broadcast_from_leader(ctx, groups, args.out, args.total, args.dtype);
 }
 
 }  // namespace

@@ -43,10 +43,7 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
                    AllreduceArgs{args.out, args.out, args.count, args.dtype, args.op},
                    Algorithm::Auto);
   // 3. Every rank of a host gets its leader's result.
-  run_collective(
-      local, staging,
-      BroadcastArgs{groups.is_leader() ? args.out : nullptr, args.out, args.count, args.dtype, 0},
-      Algorithm::Auto);
+  broadcast_from_leader(ctx, groups, args.out, args.count, args.dtype);
 }
 
 }  // namespace

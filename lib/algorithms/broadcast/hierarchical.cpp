@@ -38,11 +38,7 @@ void run(const OpContext& ctx, const BroadcastArgs& args) {
                                  args.dtype, root_host},
                    Algorithm::Auto);
   // 3. Every other host, from its leader.
-  if (!on_root_host)
-    run_collective(
-        local, staging,
-        BroadcastArgs{groups.is_leader() ? args.out : nullptr, args.out, args.count, args.dtype, 0},
-        Algorithm::Auto);
+  if (!on_root_host) broadcast_from_leader(ctx, groups, args.out, args.count, args.dtype);
 }
 
 }  // namespace
