@@ -94,7 +94,9 @@ TEST_CASE("the sweep over TCP only", "[.][sweep-ucx]") {
 }
 
 TEST_CASE("the large count with every dtype and op, and more world sizes", "[.][sweep-slow]") {
-  const int world_size = GENERATE(2, 3, 4, 5, 6, 7, 8);
+  // 7 ranks are in the sweep above; here they cost a fifth of CI's longest test, and 3 and 5
+  // already take every dtype and op through the odd-size paths.
+  const int world_size = GENERATE(2, 3, 4, 5, 6, 8);
   CAPTURE(world_size);
   SweepPlan plan;
   plan.counts = {2, 64, 4099};
