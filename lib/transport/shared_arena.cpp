@@ -36,17 +36,23 @@ struct alignas(128) FlagLine {
   /// generation's, not a half-replaced later one).
   std::atomic<std::uint64_t> announced_for{0};
   /// With value kDisagreed: the first generation of the op the rank failed in. Generations
-  /// before it the rank had passed normally, so peers still finishing them are not failed.
+  /// before it the rank had passed, and `announcement` still holds what it announced for the
+  /// last of them on this line, so a peer still finishing one is judged by that.
   std::atomic<std::uint64_t> disagreed_from{0};
+  /// With value kDisagreed: the announcement of the op the rank failed in.
+  std::atomic<std::uint64_t> disagreed_announcement{0};
 };
 static_assert(sizeof(FlagLine) == 128, "a flag line pair is two cache lines");
 static_assert(offsetof(FlagLine, inline_data) + SharedArena::kInlineBytes <= 64,
               "a flag and its inline bytes must share one cache line");
 
 /// Flags by [Flag][generation parity]: a line only ever holds generations of one parity, so a
-/// piece's inline bytes stay put until every peer has moved two pieces on.
+/// piece's inline bytes stay put until every peer has moved two pieces on. Then the eager lines
+/// (by eager generation % kEagerDepth) and the Consumed flag.
 struct SharedArena::Control {
   FlagLine flags[2][2];
+  FlagLine eager[SharedArena::kEagerDepth];
+  FlagLine consumed;
 };
 
 namespace {
@@ -60,8 +66,9 @@ std::size_t round_up(std::size_t n, std::size_t to) {
 }
 
 /// Per rank: control block, then data slots 0/1, then result slots 0/1.
+template <class Control>
 std::size_t rank_stride() {
-  return round_up(4 * sizeof(FlagLine), kPage) + 4 * SharedArena::kSlotBytes;
+  return round_up(sizeof(Control), kPage) + 4 * SharedArena::kSlotBytes;
 }
 
 void cpu_relax() noexcept {
@@ -202,7 +209,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
   // Round 2: rank 0 creates the segment if everyone is willing and on its host, and tells
   // everyone where it is (or that there is none).
   Mapping mapping;
-  mapping.bytes = rank_stride() * static_cast<std::size_t>(size);
+  mapping.bytes = rank_stride<Control>() * static_cast<std::size_t>(size);
   Fd segment;
   Verdict verdict;
   if (rank == 0) {
@@ -255,7 +262,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
   const std::size_t bytes = mapping.bytes;
   void* base = mapping.release();
   return std::unique_ptr<SharedArena>(
-      new SharedArena(rank, size, base, bytes, rank_stride(), policy, std::move(watches)));
+      new SharedArena(rank, size, base, bytes, rank_stride<Control>(), policy, std::move(watches)));
 }
 
 SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes, std::size_t rank_stride,
@@ -288,10 +295,22 @@ std::byte* SharedArena::inline_data(int r, std::uint64_t generation) const noexc
   return control->flags[static_cast<int>(Flag::Arrived)][generation & 1].inline_data;
 }
 
+std::byte* SharedArena::eager_data(int r, std::uint64_t eager) const noexcept {
+  auto* control = reinterpret_cast<Control*>(static_cast<std::byte*>(base_) +
+                                             static_cast<std::size_t>(r) * rank_stride_);
+  return control->eager[eager % kEagerDepth].inline_data;
+}
+
 std::atomic<std::uint64_t>& SharedArena::flag(int r, Flag which,
                                               std::uint64_t generation) const noexcept {
   auto* control = reinterpret_cast<Control*>(static_cast<std::byte*>(base_) +
                                              static_cast<std::size_t>(r) * rank_stride_);
+  switch (which) {
+    case Flag::Eager: return control->eager[generation % kEagerDepth].value;
+    case Flag::Consumed: return control->consumed.value;
+    case Flag::Arrived:
+    case Flag::Reduced: break;
+  }
   return control->flags[static_cast<int>(which)][generation & 1].value;
 }
 
@@ -334,41 +353,59 @@ void SharedArena::publish(Flag which, std::uint64_t generation) noexcept {
 
 void SharedArena::check_announcement(int r, Flag which, std::uint64_t generation,
                                      const std::string& what) {
-  if (generation < op_first_generation_) return;  // a previous op's piece
+  if (generation < op_first(which)) return;  // a previous op's piece
   std::atomic<std::uint64_t>& value = flag(r, which, generation);
   const std::uint64_t seen = value.load(std::memory_order_acquire);
   // A peer already further on (value > generation) overwrote this line with a later piece of
   // the same op or the next one; only an exact match or the disagreement mark is evidence.
   if (seen != generation && seen != kDisagreed) return;
-  if (seen == kDisagreed &&
-      generation < line_of(value).disagreed_from.load(std::memory_order_relaxed))
-    return;  // the peer had passed this piece before its failing op
-  const std::optional<std::uint64_t> read = read_announcement(line_of(value), seen);
-  if (!read) return;  // the peer is rewriting the line for a later piece: not evidence either
-  const std::uint64_t theirs = *read;
-  if (seen != kDisagreed && theirs == announcement_) return;
+  FlagLine& line = line_of(value);
+  std::uint64_t theirs = 0;
+  bool peer_failed = false;
+  if (seen != kDisagreed) {
+    const std::optional<std::uint64_t> read = read_announcement(line, seen);
+    if (!read) return;  // the peer is rewriting the line for a later piece: not evidence either
+    if (*read == announcement_) return;
+    theirs = *read;
+  } else if (generation < line.disagreed_from.load(std::memory_order_relaxed)) {
+    // The peer passed this piece before the op it failed in, perhaps in another op than ours
+    // (a third rank found the disagreement first): judge it by what it announced for this
+    // piece, which the mark left in place. If the line has since held a later piece, that
+    // says nothing about this one.
+    const std::optional<std::uint64_t> read = read_announcement(line, generation);
+    if (!read || *read == announcement_) return;
+    theirs = *read;
+  } else {
+    theirs = line.disagreed_announcement.load(std::memory_order_relaxed);
+    peer_failed = true;
+  }
   mark_disagreed();
   const auto text = [this](std::uint64_t a) {
     return describe_ != nullptr ? describe_(a) : std::to_string(a);
   };
   const std::string detail =
-      seen == kDisagreed
-          ? "rank " + std::to_string(r) +
-                " found that the ranks disagree about this op (it called " + text(theirs) +
-                "; rank " + std::to_string(rank_) + " called " + text(announcement_) + ")"
-          : "ranks disagree: rank " + std::to_string(r) + " called " + text(theirs) + ", rank " +
-                std::to_string(rank_) + " called " + text(announcement_);
+      peer_failed ? "rank " + std::to_string(r) +
+                        " found that the ranks disagree about this op (it called " + text(theirs) +
+                        "; rank " + std::to_string(rank_) + " called " + text(announcement_) + ")"
+                  : "ranks disagree: rank " + std::to_string(r) + " called " + text(theirs) +
+                        ", rank " + std::to_string(rank_) + " called " + text(announcement_);
   throw Error(ErrorCode::InvalidArgument, detail, ErrorContext{.op = what, .peers = {r}});
 }
 
 void SharedArena::mark_disagreed() noexcept {
-  for (int which = 0; which < 2; ++which)
-    for (std::uint64_t parity = 0; parity < 2; ++parity) {
-      std::atomic<std::uint64_t>& value = flag(rank_, static_cast<Flag>(which), parity);
-      write_announcement(line_of(value), announcement_, kDisagreed);
-      line_of(value).disagreed_from.store(op_first_generation_, std::memory_order_relaxed);
-      value.store(kDisagreed, std::memory_order_release);
-    }
+  // The line's announcement stays: it is what this rank announced for the last piece it passed
+  // there, which peers still finishing that piece compare with theirs (check_announcement).
+  const auto mark = [this](std::atomic<std::uint64_t>& value, std::uint64_t first) {
+    line_of(value).disagreed_announcement.store(announcement_, std::memory_order_relaxed);
+    line_of(value).disagreed_from.store(first, std::memory_order_relaxed);
+    value.store(kDisagreed, std::memory_order_release);
+  };
+  for (const Flag which : {Flag::Arrived, Flag::Reduced})
+    for (std::uint64_t parity = 0; parity < 2; ++parity)
+      mark(flag(rank_, which, parity), op_first_generation_);
+  for (std::uint64_t line = 0; line < kEagerDepth; ++line)
+    mark(flag(rank_, Flag::Eager, line), op_first_eager_);
+  mark(flag(rank_, Flag::Consumed, 0), op_first_eager_);
 }
 
 void SharedArena::wait_for(int r, Flag which, std::uint64_t generation, Deadline deadline,
@@ -386,8 +423,18 @@ void SharedArena::wait_for_all(Flag which, std::uint64_t generation, Deadline de
   }
 }
 
+void SharedArena::wait_for_eager(int r, std::uint64_t eager, std::uint64_t generation,
+                                 Deadline deadline, const std::string& what) {
+  if (!reached(r, Flag::Eager, eager))
+    block_until(r, Flag::Eager, eager, deadline, what, generation);
+  // Arrived(generation) first: it tells what r called at this op even once r has failed later
+  // (the eager numbering does not: r may never have run an eager op).
+  if (reached(r, Flag::Arrived, generation)) check_announcement(r, Flag::Arrived, generation, what);
+  check_announcement(r, Flag::Eager, eager, what);
+}
+
 void SharedArena::block_until(int r, Flag which, std::uint64_t generation, Deadline deadline,
-                              const std::string& what) {
+                              const std::string& what, std::uint64_t arrived) {
   using Clock = std::chrono::steady_clock;
   // Three phases: busy-poll (a peer on its own core answers within a microsecond or two),
   // then yield (oversubscribed ranks hand the core to the peer we wait for), then sleep with
@@ -407,17 +454,23 @@ void SharedArena::block_until(int r, Flag which, std::uint64_t generation, Deadl
       continue;
     }
     if (interruption_ != nullptr && interruption_->raised()) interruption_->throw_error(what);
+    // A peer that runs another op at this generation never writes what we wait for.
+    if (arrived != 0 && reached(r, Flag::Arrived, arrived))
+      check_announcement(r, Flag::Arrived, arrived, what);
     const auto now = Clock::now();
     if (now >= deadline) {
+      // Only rank r writes an eager line; every rank announces the other flags.
       std::string late;
       for (int p = 0; p < size_; ++p)
-        if (p != rank_ && !reached(p, which, generation))
+        if (p != rank_ && (which != Flag::Eager || p == r) && !reached(p, which, generation))
           late += (late.empty() ? "" : ", ") + std::to_string(p);
-      throw Error(ErrorCode::Timeout,
-                  "deadline passed waiting in shared memory for rank" +
-                      std::string(late.find(',') == std::string::npos ? " " : "s ") + late +
-                      " (piece " + std::to_string(generation) + ")",
-                  ErrorContext{.op = what});
+      throw Error(
+          ErrorCode::Timeout,
+          "deadline passed waiting in shared memory for rank" +
+              std::string(late.find(',') == std::string::npos ? " " : "s ") + late +
+              (which == Flag::Eager || which == Flag::Consumed ? " (eager piece " : " (piece ") +
+              std::to_string(generation) + ")",
+          ErrorContext{.op = what});
     }
     if (now < spin_until) continue;
     if (now < yield_until) {

@@ -15,8 +15,8 @@
 // through /proc/<pid>/fd (so nothing is left behind in /dev/shm when a job dies). Per rank: a
 // control block (one flag per phase and slot parity, each on its own cache lines so a rank's
 // stores never invalidate a line another rank is polling for a different reason; the Arrived
-// lines also carry kInlineBytes of data) and two data and two result slots of kSlotBytes
-// (pieces alternate between them).
+// lines also carry kInlineBytes of data; then the eager lines and the Consumed flag, below) and
+// two data and two result slots of kSlotBytes (pieces alternate between them).
 //
 // Synchronisation is by generation numbers. Ops of a communicator run in the same order on every
 // rank, so each rank counts pieces identically; piece g uses slot parity g % 2 and is announced
@@ -28,6 +28,18 @@
 //   bytes) of a generation below g, nor any result slot of a generation below g - 1.
 // So a rank may overwrite its data slot for g once every peer announced Arrived(g - 1)
 // (wait_until_data_free), and its result slot for g once every peer announced Arrived(g).
+//
+// Eager lines, for tiny rooted ops (a broadcast's or a reduce's vector of at most kInlineBytes):
+// each rank also has kEagerDepth lines of their own numbering (eager generations e = 1, 2, ...,
+// e using line e % kEagerDepth) and one Consumed flag. A writer (broadcast's root, reduce's
+// non-roots) fills its line for e, announces Eager(e) and returns without waiting for anyone;
+// readers take it and announce Consumed(e), as every rank does at the end of every eager op. A
+// line is rewritten for e once every peer announced Consumed(e - kEagerDepth)
+// (wait_until_eager_free), so a writer may run up to kEagerDepth tiny ops ahead of the slowest
+// reader, as MPI's eager sends let a root run ahead. An eager op also takes a generation g and
+// announces Arrived(g) on entry (it reads and writes no slot of that numbering, so the rule above
+// still holds): a peer that runs another op at g then finds the disagreement in that flag's
+// announcement instead of waiting for the deadline.
 
 #include "transport/interruption.hpp"
 #include "transport/process_watch.hpp"
@@ -52,10 +64,14 @@ class SharedArena {
   /// Bytes carried in the cache line of the Arrived flag itself: a piece this small reaches a
   /// peer in the same line transfer that tells it the piece is there.
   static constexpr std::size_t kInlineBytes = 56;
+  /// Eager lines per rank: how many tiny rooted ops a writer may run ahead of its readers.
+  static constexpr std::uint64_t kEagerDepth = 16;
 
   enum class Flag : int {
-    Arrived = 0,  ///< this rank's piece g is in its data slot
-    Reduced = 1,  ///< this rank's share of piece g is in its result slot
+    Arrived = 0,   ///< this rank's piece g is in its data slot
+    Reduced = 1,   ///< this rank's share of piece g is in its result slot
+    Eager = 2,     ///< this rank's tiny piece of eager generation e is in its eager line
+    Consumed = 3,  ///< this rank is done with every eager generation up to e
   };
 
   /// Steps of the caller's op that create() uses for its messages: first_tag's step and the
@@ -103,16 +119,34 @@ class SharedArena {
     announcement_ = announcement;
     describe_ = describe;
     op_first_generation_ = generation_ + 1;
+    op_first_eager_ = eager_generation_ + 1;
   }
 
   /// The next piece's generation (1, 2, ...): the same sequence on every rank.
   std::uint64_t next_generation() noexcept { return ++generation_; }
+  /// The next eager op's eager generation (1, 2, ...): the same sequence on every rank.
+  std::uint64_t next_eager_generation() noexcept { return ++eager_generation_; }
+
+  /// An eager op's two numbers: its generation (announced on entry) and its eager generation.
+  struct EagerStep {
+    std::uint64_t generation;
+    std::uint64_t eager;
+  };
+  /// Enters an eager op: takes the next generation and announces Arrived for it (the rank reads
+  /// no earlier piece any more), then takes the next eager generation.
+  EagerStep begin_eager() noexcept {
+    const std::uint64_t g = next_generation();
+    publish(Flag::Arrived, g);
+    return EagerStep{g, next_eager_generation()};
+  }
 
   /// Rank r's data / result slot for piece `generation` (kSlotBytes each, 64-byte aligned).
   std::byte* data(int r, std::uint64_t generation) const noexcept;
   std::byte* result(int r, std::uint64_t generation) const noexcept;
   /// Rank r's inline bytes for piece `generation` (kInlineBytes, next to its Arrived flag).
   std::byte* inline_data(int r, std::uint64_t generation) const noexcept;
+  /// Rank r's eager line's bytes for eager generation `eager` (kInlineBytes, next to its flag).
+  std::byte* eager_data(int r, std::uint64_t eager) const noexcept;
 
   /// Announces that this rank reached `generation` for `flag` (a release store: everything
   /// written to this rank's slots before it is visible to a peer that sees the flag).
@@ -130,6 +164,17 @@ class SharedArena {
     if (generation > 1) wait_for_all(Flag::Arrived, generation - 1, deadline, what);
   }
 
+  /// Waits until rank `r` announced Eager(`eager`), for an eager op that took generation
+  /// `generation`: while waiting it also looks at r's Arrived(generation), so a peer running
+  /// another op there fails this wait at once (InvalidArgument) instead of at the deadline.
+  void wait_for_eager(int r, std::uint64_t eager, std::uint64_t generation, Deadline deadline,
+                      const std::string& what);
+  /// Waits until this rank may rewrite its eager line for `eager`: every peer announced
+  /// Consumed(eager - kEagerDepth). Usually already true (a flag check per peer).
+  void wait_until_eager_free(std::uint64_t eager, Deadline deadline, const std::string& what) {
+    if (eager > kEagerDepth) wait_for_all(Flag::Consumed, eager - kEagerDepth, deadline, what);
+  }
+
   std::string description() const;
 
  private:
@@ -145,8 +190,13 @@ class SharedArena {
   /// Sets every flag of this rank to kDisagreed so peers stop waiting on it.
   void mark_disagreed() noexcept;
   /// The slow path of wait_for: spin, yield, then sleep with liveness checks until the deadline.
+  /// `arrived` (not 0): every few polls, a disagreement in r's Arrived(arrived) throws.
   void block_until(int r, Flag flag, std::uint64_t generation, Deadline deadline,
-                   const std::string& what);
+                   const std::string& what, std::uint64_t arrived = 0);
+  /// The first generation of the running op in `flag`'s numbering (main or eager).
+  std::uint64_t op_first(Flag flag) const noexcept {
+    return flag == Flag::Eager || flag == Flag::Consumed ? op_first_eager_ : op_first_generation_;
+  }
 
   int rank_;
   int size_;
@@ -157,9 +207,11 @@ class SharedArena {
   const Interruption* interruption_ = nullptr;
   std::vector<ProcessWatch> watches_;  ///< by rank; empty watch for this rank
   std::uint64_t generation_ = 0;
+  std::uint64_t eager_generation_ = 0;
   std::uint64_t announcement_ = 0;
   std::string (*describe_)(std::uint64_t) = nullptr;
   std::uint64_t op_first_generation_ = UINT64_MAX;  ///< no announcement checked before begin_op
+  std::uint64_t op_first_eager_ = UINT64_MAX;
 };
 
 }  // namespace cohort::transport

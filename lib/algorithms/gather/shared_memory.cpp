@@ -10,6 +10,10 @@
 // the same ceil(largest block / 256 KiB) rounds without talking. Cost: each block is written
 // into the arena once and read once, one handoff per round, against ceil(log2 n) message rounds
 // of the binomial tree, where inner ranks forward their subtrees. Declines only without an arena.
+//
+// When no block but the root's is over 56 bytes, the blocks go through the eager lines instead
+// (shared_arena.hpp): each non-root writes its block and returns, up to 16 gathers ahead of the
+// root.
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/arena_rounds.hpp"
@@ -23,8 +27,30 @@ namespace {
 /// One round moves up to one slot of every rank's block.
 constexpr std::size_t kPiece = transport::SharedArena::kSlotBytes;
 
+using Arena = transport::SharedArena;
+
+/// Every non-root block at most kInlineBytes: through the eager lines.
+void run_eager(const OpContext& ctx, Arena& arena, const GatherArgs& args) {
+  const std::size_t es = dtype_size(args.dtype);
+  const auto [g, e] = arena.begin_eager();
+  if (ctx.rank != args.root) {
+    arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
+    copy_bytes(arena.eager_data(ctx.rank, e), args.in,
+               args.counts[static_cast<std::size_t>(ctx.rank)] * es);
+    arena.publish(Arena::Flag::Eager, e);
+  } else {
+    auto* out = static_cast<std::byte*>(args.out);
+    for (int k = 1; k < ctx.size; ++k) {
+      const int r = (args.root + k) % ctx.size;
+      const auto block = static_cast<std::size_t>(r);
+      arena.wait_for_eager(r, e, g, ctx.deadline, ctx.what);
+      copy_bytes(out + args.displs[block] * es, arena.eager_data(r, e), args.counts[block] * es);
+    }
+  }
+  arena.publish(Arena::Flag::Consumed, e);
+}
+
 void run(const OpContext& ctx, const GatherArgs& args) {
-  using Arena = transport::SharedArena;
   if (ctx.size == 1) return;  // the root's own block is already in place
   Arena* arena = ctx.arena();
   const auto n = static_cast<std::size_t>(ctx.size);
@@ -35,6 +61,10 @@ void run(const OpContext& ctx, const GatherArgs& args) {
   auto* out = static_cast<std::byte*>(args.out);
 
   const std::size_t rounds = rounds_for_others(args.counts, es, root, kPiece);
+  if (rounds == 1 && rounds_for_others(args.counts, es, root, Arena::kInlineBytes) == 1) {
+    run_eager(ctx, *arena, args);
+    return;
+  }
 
   for (std::size_t c = 0; c < rounds; ++c) {
     const std::uint64_t g = arena->next_generation();

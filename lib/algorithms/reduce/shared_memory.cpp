@@ -4,18 +4,61 @@
 //
 // Cost per rank, m bytes: input read once; the root writes the output once. Unlike a tree, no
 // rank reduces more than its 1/n share of a large vector. Declines only without an arena.
+//
+// A vector of at most 56 bytes goes through the eager lines instead (shared_arena.hpp): each
+// non-root writes its contribution into its line and returns, up to 16 reduces ahead of the
+// root, and the root reduces the lines in rank order (as the engine does, so the same bits).
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/shared_memory_reduction.hpp"
 #include "core/copy_bytes.hpp"
+#include "reduce/reduce.hpp"
+
+#include <array>
 
 namespace cohort::algorithms {
 
 namespace {
 
+using transport::SharedArena;
+using Flag = SharedArena::Flag;
+
+/// A vector of at most kInlineBytes, through the non-roots' eager lines.
+void run_eager(const OpContext& ctx, SharedArena& arena, const ReduceArgs& args,
+               std::size_t bytes) {
+  const auto [g, e] = arena.begin_eager();
+  if (ctx.rank != args.root) {
+    arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
+    copy_bytes(arena.eager_data(ctx.rank, e), args.in, bytes);
+    arena.publish(Flag::Eager, e);
+    arena.publish(Flag::Consumed, e);
+    return;
+  }
+  for (int r = 0; r < ctx.size; ++r)
+    if (r != ctx.rank) arena.wait_for_eager(r, e, g, ctx.deadline, ctx.what);
+  // In place, the output is the root's operand: keep a copy, since later operands are folded
+  // into the output.
+  alignas(16) std::array<std::byte, SharedArena::kInlineBytes> own;
+  copy_bytes(own.data(), args.in, bytes);
+  const auto operand = [&](int r) -> const std::byte* {
+    return r == ctx.rank ? own.data() : arena.eager_data(r, e);
+  };
+  reduce::reduce_to(args.op, args.dtype, args.out, operand(0), operand(1), args.count);
+  for (int r = 2; r < ctx.size; ++r)
+    reduce::reduce_into(args.op, args.dtype, args.out, operand(r), args.count);
+  if (args.op == ReduceOp::Avg)
+    reduce::divide_by(args.dtype, args.out, args.count, static_cast<std::size_t>(ctx.size));
+  arena.publish(Flag::Consumed, e);
+}
+
 void run(const OpContext& ctx, const ReduceArgs& args) {
+  const std::size_t bytes = args.count * dtype_size(args.dtype);
   if (ctx.size == 1) {
-    if (args.out != args.in) copy_bytes(args.out, args.in, args.count * dtype_size(args.dtype));
+    if (args.out != args.in) copy_bytes(args.out, args.in, bytes);
+    return;
+  }
+  if (bytes > 0 && bytes <= SharedArena::kInlineBytes) {
+    run_eager(ctx, *ctx.arena(), args, bytes);
     return;
   }
   shared_memory_reduction(ctx, args.in, ctx.rank == args.root ? args.out : nullptr, args.count,
