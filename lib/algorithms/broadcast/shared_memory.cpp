@@ -29,7 +29,10 @@ using Flag = SharedArena::Flag;
 /// A vector of at most kInlineBytes, through the root's eager line.
 void run_eager(const OpContext& ctx, SharedArena& arena, std::byte* buf, std::size_t bytes,
                int root) {
-  const auto [g, e] = arena.begin_eager();
+  // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const SharedArena::EagerStep step = arena.begin_eager();
+  const std::uint64_t g = step.generation;
+  const std::uint64_t e = step.eager;
   if (ctx.rank == root) {
     arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
     copy_bytes(arena.eager_data(ctx.rank, e), buf, bytes);

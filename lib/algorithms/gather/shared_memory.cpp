@@ -32,7 +32,10 @@ using Arena = transport::SharedArena;
 /// Every non-root block at most kInlineBytes: through the eager lines.
 void run_eager(const OpContext& ctx, Arena& arena, const GatherArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
-  const auto [g, e] = arena.begin_eager();
+  // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const Arena::EagerStep step = arena.begin_eager();
+  const std::uint64_t g = step.generation;
+  const std::uint64_t e = step.eager;
   if (ctx.rank != args.root) {
     arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
     copy_bytes(arena.eager_data(ctx.rank, e), args.in,

@@ -26,7 +26,10 @@ using Flag = SharedArena::Flag;
 /// A vector of at most kInlineBytes, through the non-roots' eager lines.
 void run_eager(const OpContext& ctx, SharedArena& arena, const ReduceArgs& args,
                std::size_t bytes) {
-  const auto [g, e] = arena.begin_eager();
+  // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
+  const SharedArena::EagerStep step = arena.begin_eager();
+  const std::uint64_t g = step.generation;
+  const std::uint64_t e = step.eager;
   if (ctx.rank != args.root) {
     arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
     copy_bytes(arena.eager_data(ctx.rank, e), args.in, bytes);
