@@ -20,8 +20,10 @@ template <class Args>
 Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm forced) {
   const Collective family = kFamilyOf<Args>;
   const std::size_t bytes = selection_bytes(args, ctx.size);
-  const auto candidates =
-      select_candidates(family, bytes, ctx.size, forced, environment_algorithm_overrides());
+  const Candidates candidates =
+      ctx.choices != nullptr
+          ? ctx.choices->candidates(family, bytes, ctx.size, forced)
+          : select_candidates(family, bytes, ctx.size, forced, environment_algorithm_overrides());
   for (Algorithm algorithm : candidates) {
     const AlgorithmDescriptor* descriptor = find_algorithm(family, algorithm);
     if (descriptor == nullptr)

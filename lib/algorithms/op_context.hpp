@@ -17,6 +17,7 @@
 namespace cohort::algorithms {
 
 class HostGroups;
+class SelectionMemo;
 
 /// Grow-only, 64-byte-aligned scratch buffers owned by a communicator, so steady-state ops never
 /// allocate. Slot i is independent of slot j (an algorithm may hold several at once).
@@ -50,6 +51,8 @@ struct OpContext {
   transport::LazyArena* arenas = nullptr;
   /// The communicator's ranks grouped by host, for hierarchical algorithms (null: never).
   HostGroups* host_groups = nullptr;
+  /// The communicator's memory of its last algorithm choices (null: choose afresh every time).
+  SelectionMemo* choices = nullptr;
 
   /// The communicator's shared segment when all its ranks share this host, else null. The first
   /// call on a communicator sets the segment up, collectively: an algorithm asks for it before

@@ -61,9 +61,18 @@ std::span<const AlgorithmDescriptor* const> all_algorithms() noexcept {
 }
 
 const AlgorithmDescriptor* find_algorithm(Collective family, Algorithm algorithm) noexcept {
-  for (const AlgorithmDescriptor* d : kAlgorithms)
-    if (d->family == family && d->algorithm == algorithm) return d;
-  return nullptr;
+  // Indexed once, so the lookup every collective makes per candidate is one load, not a scan of
+  // the whole list.
+  using ByAlgorithm = std::array<const AlgorithmDescriptor*, kAlgorithmCount>;
+  static const std::array<ByAlgorithm, kCollectiveCount> index = [] {
+    std::array<ByAlgorithm, kCollectiveCount> table{};
+    for (const AlgorithmDescriptor* d : kAlgorithms)
+      table[static_cast<std::size_t>(d->family)][static_cast<std::size_t>(d->algorithm)] = d;
+    return table;
+  }();
+  const auto f = static_cast<std::size_t>(family);
+  const auto a = static_cast<std::size_t>(algorithm);
+  return f < index.size() && a < index[f].size() ? index[f][a] : nullptr;
 }
 
 }  // namespace cohort::algorithms

@@ -9,6 +9,7 @@
 #include "patterns/binomial_tree.hpp"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 namespace cohort::algorithms {
@@ -116,6 +117,27 @@ constexpr SelectionRule kTable[] = {
 constexpr Collective kFamilies[] = {C::Allreduce,     C::Broadcast, C::Reduce,
                                     C::Allgather,     C::Gather,    C::Scatter,
                                     C::ReduceScatter, C::Alltoall,  C::Barrier};
+
+/// Where each family's rules start in kTable (the table's size for a family without rules), so
+/// choosing scans only the one to three rules of the op's family.
+constexpr auto kFirstRule = [] {
+  std::array<std::size_t, kCollectiveCount> first{};
+  first.fill(std::size(kTable));
+  for (std::size_t i = std::size(kTable); i-- > 0;)
+    first[static_cast<std::size_t>(kTable[i].collective)] = i;
+  return first;
+}();
+
+/// The scan from kFirstRule stops at the first rule of another family: a family's rules must be
+/// adjacent.
+constexpr bool families_are_contiguous() {
+  for (std::size_t i = 0; i < std::size(kTable); ++i)
+    if (kFirstRule[static_cast<std::size_t>(kTable[i].collective)] != i &&
+        kTable[i - 1].collective != kTable[i].collective)
+      return false;
+  return true;
+}
+static_assert(families_are_contiguous(), "keep each collective's selection rules together");
 
 bool rule_matches(const SelectionRule& rule, Collective collective, std::size_t bytes,
                   int world_size) noexcept {
@@ -261,12 +283,32 @@ Candidates select_candidates(Collective collective, std::size_t bytes, int world
   check_forced_algorithm(collective, forced);
   add(forced);
   add(overrides[static_cast<std::size_t>(collective)]);
-  for (const auto& rule : kTable) {
+  for (std::size_t i = kFirstRule[static_cast<std::size_t>(collective)];
+       i < std::size(kTable) && kTable[i].collective == collective; ++i) {
+    const SelectionRule& rule = kTable[i];
     if (!rule_matches(rule, collective, bytes, world_size)) continue;
     for (Algorithm a : rule.candidates) add(a);
     break;
   }
   return candidates;
+}
+
+const Candidates& SelectionMemo::candidates(Collective collective, std::size_t bytes,
+                                            int world_size, Algorithm forced) {
+  const Tunables& current = tunables();
+  if (&current != parsed_from_) {
+    overrides_ = parse_algorithm_overrides(current.algorithm_spec);  // throws while malformed
+    parsed_from_ = &current;
+    entries_.fill(Entry{});
+  }
+  collective = algorithm_family(collective);
+  Entry& e = entries_[static_cast<std::size_t>(collective)];
+  if (!e.valid || e.bytes != bytes || e.world_size != world_size || e.forced != forced) {
+    // Chosen first: a forced algorithm the family lacks throws and leaves the entry as it was.
+    const Candidates chosen = select_candidates(collective, bytes, world_size, forced, overrides_);
+    e = Entry{true, bytes, world_size, forced, chosen};
+  }
+  return e.candidates;
 }
 
 }  // namespace cohort::algorithms

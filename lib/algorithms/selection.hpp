@@ -111,4 +111,31 @@ void check_forced_algorithm(Collective collective, Algorithm forced);
 Candidates select_candidates(Collective collective, std::size_t bytes, int world_size,
                              Algorithm forced, const AlgorithmOverrides& overrides);
 
+/// select_candidates with a memory of the last choice per family: an op with the shape its
+/// family's previous op had (the steady state of a training loop or a benchmark) gets the same
+/// list back after four comparisons instead of a walk through the table. It also keeps
+/// COHORT_ALGO parsed, as environment_algorithm_overrides() does per thread, so the op path
+/// reads no thread-local storage. Owned by one communicator; used only by the thread driving
+/// it (not thread-safe).
+class SelectionMemo {
+ public:
+  /// What select_candidates(collective, ..., environment_algorithm_overrides()) returns, with the
+  /// same errors.
+  const Candidates& candidates(Collective collective, std::size_t bytes, int world_size,
+                               Algorithm forced);
+
+ private:
+  struct Entry {
+    bool valid = false;
+    std::size_t bytes = 0;
+    int world_size = 0;
+    Algorithm forced = Algorithm::Auto;
+    Candidates candidates;
+  };
+  std::array<Entry, kCollectiveCount> entries_{};
+  /// The tunables snapshot overrides_ was parsed from; a new one (reload) clears every entry.
+  const void* parsed_from_ = nullptr;
+  AlgorithmOverrides overrides_{};
+};
+
 }  // namespace cohort::algorithms

@@ -2,6 +2,7 @@
 
 #include "algorithms/host_groups.hpp"
 
+#include "core/coarse_clock.hpp"
 #include "core/log.hpp"
 
 #include <fmt/format.h>
@@ -20,6 +21,10 @@ using Clock = std::chrono::steady_clock;
 // woken for every post, 30 us at 2 ranks; polling after 250 us, 2.1-2.6 us; after 1 ms,
 // 1.3-1.7 us (Open MPI 0.4). Transfers nobody waits on advance at this pace.
 constexpr std::chrono::microseconds kPollInterval{1000};
+
+// How often the progress thread looks whether a fast-path op has ended, when ops wait behind
+// it. Only concurrent calls from several threads of one communicator get here.
+constexpr std::chrono::microseconds kFastOpPoll{100};
 
 }  // namespace
 
@@ -57,13 +62,15 @@ Executor::~Executor() {
 Work Executor::submit(OpInfo info, OpBody body) {
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);
+  close_fast_path_locked();
   return Work(enqueue_locked(std::move(info), std::move(body), std::nullopt));
 }
 
 void Executor::run_p2p(OpInfo info, PointToPoint p2p) {
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);
-  if (!busy_ && queue_.empty()) {
+  close_fast_path_locked();
+  if (drive_free_locked() && queue_.empty()) {
     busy_ = true;
     const std::uint32_t seq = next_p2p_seq_++;
     lock.unlock();
@@ -79,7 +86,8 @@ void Executor::run_p2p(OpInfo info, PointToPoint p2p) {
 Work Executor::submit_p2p(OpInfo info, PointToPoint p2p) {
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);
-  if (busy_ || !queue_.empty())
+  close_fast_path_locked();
+  if (!drive_free_locked() || !queue_.empty())
     return Work(enqueue_locked(std::move(info), nullptr, std::move(p2p)));
   // Nothing ahead and nobody driving: post from this thread (posting never blocks), so neither
   // this call nor its completion waits for the progress thread to wake up.
@@ -109,7 +117,8 @@ std::uint32_t Executor::begin_external(const OpInfo& info) {
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);
   const bool p2p = info.kind == Collective::Send || info.kind == Collective::Recv;
-  const std::uint32_t seq = p2p ? next_p2p_seq_++ : next_seq_++;
+  const std::uint32_t seq =
+      p2p ? next_p2p_seq_++ : next_seq_.fetch_add(1, std::memory_order_relaxed);
   lock.unlock();
   if (!p2p)
     recorder_.started(seq, info.kind, info.forced, info.shape, info.timeout,
@@ -128,7 +137,8 @@ void Executor::end_external(const OpInfo& info, std::uint32_t seq, const Error* 
   // nobody does, this thread claims the drive and fails what is queued and in flight.
   std::unique_lock lock(mutex_);
   if (!poisoned_) poisoned_ = *failure;
-  if (busy_) {
+  close_fast_path_locked();
+  if (!drive_free_locked()) {
     transport_.interrupt(failure->what());
     if (arenas_ != nullptr) arenas_->interrupt(failure->what());
     if (host_groups_ != nullptr) host_groups_->interrupt(failure->what());
@@ -154,7 +164,8 @@ Error Executor::poisoned_error(std::string_view what) const {
 
 std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody body,
                                                             std::optional<PointToPoint> p2p) {
-  const std::uint32_t seq = p2p ? next_p2p_seq_++ : next_seq_++;
+  const std::uint32_t seq =
+      p2p ? next_p2p_seq_++ : next_seq_.fetch_add(1, std::memory_order_relaxed);
   auto work = p2p ? new_work(label_p2p(*p2p, seq)) : new_work(describe(info, seq));
   if (!p2p) {
     recorder_.queued(seq, info.kind, info.forced, info.shape, info.timeout,
@@ -180,12 +191,13 @@ void Executor::abort(const std::string& reason) noexcept {
   } catch (...) {
     // Out of memory formatting the cause: the interruption below still fails every op.
   }
+  close_fast_path_locked();
   // The cause is set first, so it is the one that stays; then the thread driving now (in a wait,
   // or about to be) leaves it with an error that poisons through fail() like any other failure.
   transport_.interrupt(reason);
   if (arenas_ != nullptr) arenas_->interrupt(reason);
   if (host_groups_ != nullptr) host_groups_->interrupt(reason);
-  if (busy_ || !poisoned_) return;
+  if (!drive_free_locked() || !poisoned_) return;
   // Nobody is driving: fail what is queued and in flight from here.
   busy_ = true;
   lock.unlock();
@@ -204,6 +216,10 @@ void Executor::end_drive() noexcept {
     std::lock_guard lock(mutex_);
     busy_ = false;
     pending_count_ = in_flight_.count();
+    // Idle again: the next blocking collective may take the fast path. Release: whatever this
+    // drive wrote (scratch, in_flight_, the name) happens before that op reads it.
+    if (queue_.empty() && pending_count_ == 0 && !poisoned_ && !stop_)
+      fast_open_.store(true, std::memory_order_release);
     // In-flight sends/receives only need the thread when it sleeps without a timeout; from its
     // timed sleeps it comes back to them by itself.
     wake = !queue_.empty() || stop_ || (pending_count_ > 0 && idle_);
@@ -212,23 +228,34 @@ void Executor::end_drive() noexcept {
 }
 
 std::string Executor::describe(const OpInfo& info, std::uint32_t seq) const {
-  std::string what;
-  describe_into(what, info, seq);
+  std::string what(collective_name(info.kind));
+  what += " #";
+  append_number_and_algorithm(what, info, seq);
   return what;
 }
 
-void Executor::describe_into(std::string& what, const OpInfo& info, std::uint32_t seq) const {
-  // Appends into reused capacity (no fmt, no allocation once warm): this runs for every op.
-  what.assign(collective_name(info.kind));
-  what += " #";
+void Executor::append_number_and_algorithm(std::string& what, const OpInfo& info,
+                                           std::uint32_t seq) {
   char digits[16];
-  const auto end = std::to_chars(digits, digits + sizeof digits, seq).ptr;
-  what.append(digits, end);
+  what.append(digits, std::to_chars(digits, digits + sizeof digits, seq).ptr);
   if (info.forced != Algorithm::Auto) {
     what += " (";
     what += algorithm_name(info.forced);
     what += ')';
   }
+}
+
+void Executor::name_running_op(const OpInfo& info, std::uint32_t seq) {
+  // Ops of one kind follow each other (a training loop, a benchmark): only the number changes,
+  // so the name's "allreduce #" stays in place and is not copied again. This runs for every op.
+  if (what_.empty() || info.kind != what_kind_) {
+    what_.assign(collective_name(info.kind));
+    what_ += " #";
+    what_prefix_ = what_.size();
+    what_kind_ = info.kind;
+  }
+  what_.resize(what_prefix_);
+  append_number_and_algorithm(what_, info, seq);
 }
 
 detail::PointToPointLabel Executor::label_p2p(const PointToPoint& p2p, std::uint32_t seq) {
@@ -258,12 +285,17 @@ ErrorContext Executor::context_of(const OpInfo& info, std::uint32_t seq) const {
 }
 
 void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
-  describe_into(what_, info, seq);
-  const Clock::time_point start = Clock::now();
+  name_running_op(info, seq);
+  // The coarse clock (a deadline at most a tick late, never early): a precise read was a tenth
+  // of a tiny collective's bookkeeping in a VM, and timeouts are seconds.
+  const Clock::time_point start = coarse_now();
   recorder_.started(seq, info.kind, info.forced, info.shape, info.timeout, start);
   ran_ = Algorithm::Auto;
-  const algorithms::OpContext ctx{transport_,           rank_,    size_, tag_id_, seq,
-                                  start + info.timeout, scratch_, what_, arenas_, host_groups_};
+  const algorithms::OpContext ctx{
+      transport_,   rank_,    size_,
+      tag_id_,      seq,      start + info.timeout + coarse_resolution(),
+      scratch_,     what_,    arenas_,
+      host_groups_, &choices_};
   if (info.fingerprint) {
     try {
       verify_fingerprint(ctx, *info.fingerprint);
@@ -284,7 +316,7 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
   } catch (const std::exception& e) {
     fail(context_of(info, seq), Error(ErrorCode::Internal, e.what()));
   }
-  recorder_.done(seq, ran_, FlightRecorder::coarse_now());
+  recorder_.done_by_driver(seq, ran_, FlightRecorder::coarse_now());
 }
 
 void Executor::execute_p2p_blocking(const OpInfo& info, std::uint32_t seq,
@@ -336,6 +368,7 @@ void Executor::poison(const Error& cause) noexcept {
   {
     std::lock_guard lock(mutex_);
     if (!poisoned_) poisoned_ = cause;
+    close_fast_path_locked();
     doomed.swap(queue_);
   }
   COHORT_LOG_ERROR("communicator {} failed and will reject further ops: {}", comm_id_,
@@ -368,7 +401,7 @@ void Executor::run_front(std::unique_lock<std::mutex>& lock) noexcept {
 
 void Executor::help() noexcept {
   std::unique_lock lock(mutex_);
-  if (busy_) return;
+  if (!drive_free_locked()) return;
   // Only steps that never block: posting a queued send/receive, or polling in-flight ones. A
   // queued collective stays with the progress thread, so Work::wait(timeout) can still give up
   // on time.
@@ -386,12 +419,13 @@ void Executor::help() noexcept {
 void Executor::thread_main() noexcept {
   std::unique_lock lock(mutex_);
   for (;;) {
-    if (!busy_ && !queue_.empty()) {
+    const bool drive_free = drive_free_locked();
+    if (drive_free && !queue_.empty()) {
       run_front(lock);
       lock.lock();
       continue;
     }
-    if (!busy_ && pending_count_ > 0) {
+    if (drive_free && pending_count_ > 0) {
       busy_ = true;
       lock.unlock();
       bool progressed = false;
@@ -405,7 +439,13 @@ void Executor::thread_main() noexcept {
       if (!progressed) wake_.wait_for(lock, kPollInterval);
       continue;
     }
-    if (stop_ && !busy_ && queue_.empty() && pending_count_ == 0) return;
+    if (stop_ && drive_free && queue_.empty() && pending_count_ == 0) return;
+    if (!busy_ && !drive_free && (!queue_.empty() || pending_count_ > 0)) {
+      // A fast-path op still runs: it began before whatever closed the fast path (an op queued
+      // or posted since), and its end wakes nobody. Look again shortly.
+      wake_.wait_for(lock, kFastOpPoll);
+      continue;
+    }
     idle_ = true;
     wake_.wait(lock);
     idle_ = false;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <limits>
 #include <system_error>
 #include <vector>
 
@@ -117,7 +118,10 @@ FlightRecorder::FlightRecorder(RecorderIdentity identity, std::size_t capacity,
       capacity_(capacity),
       trace_dir_(std::move(trace_dir)),
       // Allocated whole up front: recording never allocates.
-      ring_(capacity > 0 ? std::make_unique<Entry[]>(capacity) : nullptr) {
+      ring_(capacity > 0 ? std::make_unique<Entry[]>(capacity) : nullptr),
+      awaited_(capacity > 0 ? std::make_unique<AwaitedPeers[]>(capacity) : nullptr),
+      remainder_magic_(capacity > 0 ? std::numeric_limits<std::uint64_t>::max() / capacity + 1
+                                    : 0) {
   if (!trace_dir_.empty()) dump_on_signal(this);
 }
 
@@ -139,8 +143,19 @@ void FlightRecorder::fill(Entry& e, std::uint32_t seq, Collective kind, Algorith
   ++recorded_;
 }
 
-FlightRecorder::Entry* FlightRecorder::slot_of(std::uint32_t seq) noexcept {
-  Entry& e = ring_[seq % capacity_];
+FlightRecorder::Entry& FlightRecorder::slot_for(std::uint32_t seq) const noexcept {
+  // seq % capacity_ by two multiplications instead of a division (Lemire, Kaser and Kurz,
+  // "Faster remainder by direct computation", 2019; exact for 32-bit dividends and divisors):
+  // every collective finds its slot twice, and the division was a few percent of a tiny op.
+  if (capacity_ > std::numeric_limits<std::uint32_t>::max()) return ring_[seq];
+  const std::uint64_t low = remainder_magic_ * seq;
+  __extension__ typedef unsigned __int128 Wide;  // GCC and clang; __extension__: not ISO C++
+  const auto index = static_cast<std::size_t>((static_cast<Wide>(low) * capacity_) >> 64);
+  return ring_[index];
+}
+
+FlightRecorder::Entry* FlightRecorder::slot_of(std::uint32_t seq) const noexcept {
+  Entry& e = slot_for(seq);
   return e.state != OpState::Empty && e.seq == seq ? &e : nullptr;
 }
 
@@ -149,7 +164,8 @@ void FlightRecorder::queued(std::uint32_t seq, Collective kind, Algorithm forced
                             TimePoint now) noexcept {
   if (capacity_ == 0) return;
   std::lock_guard lock(mutex_);
-  Entry& e = ring_[seq % capacity_];
+  apply_last_done_locked();
+  Entry& e = slot_for(seq);
   fill(e, seq, kind, forced, shape, timeout);
   e.state = OpState::Queued;
   e.queued_ns = ns_of(now);
@@ -160,13 +176,14 @@ void FlightRecorder::started(std::uint32_t seq, Collective kind, Algorithm force
                              TimePoint now) noexcept {
   if (capacity_ == 0) return;
   std::lock_guard lock(mutex_);
+  apply_last_done_locked();
   Entry* e = slot_of(seq);
   if (e == nullptr || e->state != OpState::Queued) {
     // Run inline (never queued), or its queued entry was overwritten by a later one (more than
     // capacity ops queued at once): the running op takes the slot back, since what is running
     // (and may be stuck) is what a dump must show; the later op records itself again when it
     // starts.
-    e = &ring_[seq % capacity_];
+    e = &slot_for(seq);
     fill(*e, seq, kind, forced, shape, timeout);
     e->queued_ns = ns_of(now);
   }
@@ -177,10 +194,42 @@ void FlightRecorder::started(std::uint32_t seq, Collective kind, Algorithm force
 void FlightRecorder::done(std::uint32_t seq, Algorithm ran, TimePoint now) noexcept {
   if (capacity_ == 0) return;
   std::lock_guard lock(mutex_);
+  apply_last_done_locked();
   Entry* e = slot_of(seq);
   if (e == nullptr) return;
   e->state = OpState::Done;
   e->finished_ns = std::max(ns_of(now), e->started_ns);
+  if (ran != Algorithm::Auto) e->algorithm = ran;
+}
+
+void FlightRecorder::done_by_driver(std::uint32_t seq, Algorithm ran, TimePoint now) noexcept {
+  if (capacity_ == 0) return;
+  // Release stores (plain moves on x86, no locked instruction, no fence): a reader that sees
+  // any field of this record also sees the odd version written before it.
+  const std::uint64_t version = last_done_.version.load(std::memory_order_relaxed);
+  last_done_.version.store(version + 1, std::memory_order_relaxed);
+  last_done_.seq.store(seq, std::memory_order_release);
+  last_done_.ran.store(ran, std::memory_order_release);
+  last_done_.finished_ns.store(ns_of(now), std::memory_order_release);
+  last_done_.version.store(version + 2, std::memory_order_release);
+}
+
+void FlightRecorder::apply_last_done_locked() const noexcept {
+  const std::uint64_t before = last_done_.version.load(std::memory_order_acquire);
+  if (before == applied_version_ || before % 2 != 0) return;  // nothing new, or being written
+  // Acquire loads: the version's second read comes after them, and sees at least the odd
+  // version of any newer record one of them saw.
+  const std::uint32_t seq = last_done_.seq.load(std::memory_order_acquire);
+  const Algorithm ran = last_done_.ran.load(std::memory_order_acquire);
+  const std::int64_t finished_ns = last_done_.finished_ns.load(std::memory_order_acquire);
+  // Rewritten meanwhile: a later call takes the newer record (a dump may show the op as
+  // started a moment longer; the driver's own calls never see a record half written).
+  if (last_done_.version.load(std::memory_order_relaxed) != before) return;
+  applied_version_ = before;
+  Entry* e = slot_of(seq);
+  if (e == nullptr || e->state != OpState::Started) return;
+  e->state = OpState::Done;
+  e->finished_ns = std::max(finished_ns, e->started_ns);
   if (ran != Algorithm::Auto) e->algorithm = ran;
 }
 
@@ -191,14 +240,17 @@ void FlightRecorder::failed(std::uint32_t seq, const Error& error, TimePoint now
   const std::optional<Algorithm> running =
       context.algorithm.empty() ? std::nullopt : algorithm_from_name(context.algorithm);
   std::lock_guard lock(mutex_);
+  apply_last_done_locked();
   Entry* e = slot_of(seq);
   if (e == nullptr) return;
   e->state = OpState::Failed;
   e->finished_ns = ns_of(now);
   if (running) e->algorithm = *running;
   e->peers_total = static_cast<std::uint32_t>(context.peers.size());
-  e->peer_count = static_cast<std::uint8_t>(std::min(context.peers.size(), Entry::kMaxPeers));
-  for (std::size_t i = 0; i < e->peer_count; ++i) e->peers[i] = context.peers[i];
+  e->peer_count =
+      static_cast<std::uint8_t>(std::min(context.peers.size(), AwaitedPeers::kMaxPeers));
+  AwaitedPeers& awaited = awaited_[static_cast<std::size_t>(e - ring_.get())];
+  for (std::size_t i = 0; i < e->peer_count; ++i) awaited.peers[i] = context.peers[i];
 }
 
 void FlightRecorder::record_failure(const Error& cause) noexcept {
@@ -245,24 +297,31 @@ std::string FlightRecorder::dump(const std::string& path, DumpReason reason) con
 
 std::string FlightRecorder::to_json(DumpReason reason) const {
   // Copied out under the lock, formatted without it: the op path waits at most for the copy.
-  std::vector<Entry> entries;
+  struct Copied {
+    Entry e;
+    AwaitedPeers awaited;
+  };
+  std::vector<Copied> entries;
   std::optional<Error> failure;
   std::uint64_t recorded = 0;
   {
     std::lock_guard lock(mutex_);
+    apply_last_done_locked();
     for (std::size_t i = 0; i < capacity_; ++i)
-      if (ring_[i].state != OpState::Empty) entries.push_back(ring_[i]);
+      if (ring_[i].state != OpState::Empty)
+        entries.push_back({ring_[i], ring_[i].peer_count > 0 ? awaited_[i] : AwaitedPeers{}});
     failure = failure_;
     recorded = recorded_;
   }
   // Oldest first. Sequence numbers are 32-bit: ordering by distance from the newest keeps a
   // wrapped ring in call order.
   if (!entries.empty()) {
-    std::uint32_t newest = entries[0].seq;
-    for (const Entry& e : entries)
-      if (static_cast<std::int32_t>(e.seq - newest) > 0) newest = e.seq;
-    std::sort(entries.begin(), entries.end(),
-              [newest](const Entry& a, const Entry& b) { return newest - a.seq > newest - b.seq; });
+    std::uint32_t newest = entries[0].e.seq;
+    for (const Copied& c : entries)
+      if (static_cast<std::int32_t>(c.e.seq - newest) > 0) newest = c.e.seq;
+    std::sort(entries.begin(), entries.end(), [newest](const Copied& a, const Copied& b) {
+      return newest - a.e.seq > newest - b.e.seq;
+    });
   }
 
   // Steady-clock stamps become wall-clock microseconds, so ranks on different hosts compare.
@@ -276,7 +335,8 @@ std::string FlightRecorder::to_json(DumpReason reason) const {
   };
 
   ordered_json ops = ordered_json::array();
-  for (const Entry& e : entries) {
+  for (const Copied& c : entries) {
+    const Entry& e = c.e;
     ordered_json op;
     op["seq"] = e.seq;
     op["op"] = collective_name(e.kind);
@@ -295,7 +355,7 @@ std::string FlightRecorder::to_json(DumpReason reason) const {
     op["started_us"] = wall_us(e.started_ns);
     op["finished_us"] = wall_us(e.finished_ns);
     ordered_json peers = ordered_json::array();
-    for (std::size_t i = 0; i < e.peer_count; ++i) peers.push_back(e.peers[i]);
+    for (std::size_t i = 0; i < e.peer_count; ++i) peers.push_back(c.awaited.peers[i]);
     op["awaited_peers"] = std::move(peers);
     if (e.peers_total > e.peer_count) op["awaited_peers_total"] = e.peers_total;
     ops.push_back(std::move(op));

@@ -16,9 +16,10 @@
 //
 // Cost on the op path: two record calls for an inline collective (started, then done or failed),
 // three for a queued one. Each takes the recorder's own mutex, which only a dump ever contends
-// for, writes one preallocated slot, and never allocates. The slot of op `seq` is seq % N, so an
-// update finds its slot without searching. The start stamp is the one the op's deadline needs
-// anyway; the others come from the coarse clock (coarse_now()). Measured on a shared 2-core VM:
+// for, writes one preallocated slot of one cache line, and never allocates. The slot of op `seq`
+// is seq % N (computed without a division), so an update finds its slot without searching. All
+// stamps come from the coarse clock (coarse_now()), as does the op's deadline, which is taken
+// at the same moment as its start stamp. Measured on a shared 2-core VM:
 // the record calls alone 15 ns per op (40 ns under heavy load); cohort-bench's 4 B allreduce in a
 // world of one (where nothing else hides it) 0.14 us with COHORT_TRACE_BUFFER=0, 0.16-0.19 us
 // with the default; at 2 ranks (0.5-0.7 us) the difference is below the run-to-run noise.
@@ -43,6 +44,7 @@
 
 #include "algorithms/args.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -112,9 +114,8 @@ class FlightRecorder {
   using TimePoint = std::chrono::steady_clock::time_point;
 
   /// steady_clock's time read from the kernel's tick-granular clock (CLOCK_MONOTONIC_COARSE: a
-  /// few nanoseconds instead of tens, at a resolution of one tick, 1-4 ms). For the stamps the
-  /// op path takes only for the record (queued, done); the start stamp is the precise one the op
-  /// needs for its deadline anyway. A stamp a tick late says nothing wrong about a hang.
+  /// few nanoseconds instead of tens, at a resolution of one tick, 1-4 ms). For every stamp
+  /// the op path takes. A stamp a tick late says nothing wrong about a hang.
   static TimePoint coarse_now() noexcept;
 
   // ---- Recording: called by the executor, which serialises calls for one op. Never throw.
@@ -128,6 +129,11 @@ class FlightRecorder {
   /// Op `seq` finished; `ran` is the algorithm that ran (Auto: not known). A `now` before the
   /// op's start (a coarse stamp) is taken as its start.
   void done(std::uint32_t seq, Algorithm ran, TimePoint now) noexcept;
+  /// done() for the thread driving the executor, without the mutex: a lock right after an op's
+  /// last store into shared memory stalls until that store has reached the peer's cache. The
+  /// record is kept aside (one op's worth, seqlock-style) and moved into the op's entry by the
+  /// next record call or dump. Called by one thread at a time (the driver), after started().
+  void done_by_driver(std::uint32_t seq, Algorithm ran, TimePoint now) noexcept;
   /// Op `seq` failed with `error`: its peers are the ones it still waited for, its algorithm
   /// (when it names one) the one that was running.
   void failed(std::uint32_t seq, const Error& error, TimePoint now) noexcept;
@@ -151,34 +157,59 @@ class FlightRecorder {
   std::size_t capacity() const noexcept { return capacity_; }
 
  private:
-  /// One collective, in a preallocated slot; plain data, copied out whole by dumps.
-  struct Entry {
-    static constexpr std::size_t kMaxPeers = 8;  // more are counted, not listed
+  /// One collective, in a preallocated slot of one cache line (every op writes a fresh one);
+  /// plain data, copied out whole by dumps. The peers a failure awaited are kept apart
+  /// (AwaitedPeers), since only a failure writes them.
+  struct alignas(64) Entry {
     std::uint32_t seq = 0;
     OpState state = OpState::Empty;
     Collective kind = Collective::Barrier;
     Algorithm algorithm = Algorithm::Auto;
     std::uint8_t dtype = kNone;
     std::uint8_t reduce_op = kNone;
-    std::uint8_t peer_count = 0;  // peers listed in `peers`
+    std::uint8_t peer_count = 0;  // peers listed in the slot's AwaitedPeers
     std::int32_t root = -1;
     std::uint32_t peers_total = 0;  // peers the error named (may exceed kMaxPeers)
     std::uint64_t count = 0;
     std::int64_t timeout_ms = 0;
     std::int64_t queued_ns = 0, started_ns = 0, finished_ns = 0;  // steady clock; 0: not yet
+  };
+  /// The peers a failed op still waited for, beside its Entry (valid for peer_count of them).
+  struct AwaitedPeers {
+    static constexpr std::size_t kMaxPeers = 8;  // more are counted, not listed
     std::int32_t peers[kMaxPeers] = {};
   };
   static constexpr std::uint8_t kNone = 0xff;
 
   void fill(Entry& e, std::uint32_t seq, Collective kind, Algorithm forced, const OpShape& shape,
             std::chrono::milliseconds timeout) noexcept;
+  /// The slot op `seq` goes in (seq % capacity, capacity > 0).
+  Entry& slot_for(std::uint32_t seq) const noexcept;
   /// The slot holding op `seq`, or null when it was overwritten or never recorded (mutex_ held).
-  Entry* slot_of(std::uint32_t seq) noexcept;
+  Entry* slot_of(std::uint32_t seq) const noexcept;
 
   const RecorderIdentity identity_;
   const std::size_t capacity_;
   const std::string trace_dir_;
   std::unique_ptr<Entry[]> ring_;
+  std::unique_ptr<AwaitedPeers[]> awaited_;  // slot for slot beside ring_
+  const std::uint64_t remainder_magic_;
+  /// The last done_by_driver() record. Its version is odd while the driver writes it; readers
+  /// (record calls and dumps, under mutex_) take it only when the version is even and the same
+  /// before and after they read the fields.
+  struct LastDone {
+    std::atomic<std::uint64_t> version{0};
+    std::atomic<std::uint32_t> seq{0};
+    std::atomic<Algorithm> ran{Algorithm::Auto};
+    std::atomic<std::int64_t> finished_ns{0};
+  };
+  LastDone last_done_;
+  /// The last_done_ version already in the ring (mutex_). Moving the record into the ring does
+  /// not change what the recorder knows, so dumps (const) do it too.
+  mutable std::uint64_t applied_version_ = 0;
+  /// Moves last_done_ into its op's entry, if that entry still holds the op (mutex_ held).
+  void apply_last_done_locked()
+      const noexcept;           // 2^64 / capacity, rounded up: slot_for's multiplier
   mutable std::mutex mutex_;    // guards everything below and the ring's contents
   std::uint64_t recorded_ = 0;  // collectives ever recorded (the dump says how many were dropped)
   std::optional<Error> failure_;

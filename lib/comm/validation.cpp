@@ -24,7 +24,8 @@ void check_buffer(std::string_view op, std::string_view role, const Buffer& buff
                     op, role, buffer.ndim()));
   }
   const std::size_t element = buffer.element_size();
-  if (buffer.count() > std::numeric_limits<std::size_t>::max() / element) {
+  std::size_t bytes = 0;  // checked by multiplying: a division per buffer showed in tiny ops
+  if (__builtin_mul_overflow(buffer.count(), element, &bytes)) {
     fail(fmt::format("{}: {} count {} x {} bytes ({}) overflows the address space", op, role,
                      buffer.count(), element, dtype_name(buffer.dtype())));
   }
@@ -90,10 +91,11 @@ void check_timeout(std::string_view op, std::optional<std::chrono::milliseconds>
 
 std::size_t checked_multiply(std::string_view op, std::string_view what, std::size_t a,
                              std::size_t b) {
-  if (b != 0 && a > std::numeric_limits<std::size_t>::max() / b) {
+  std::size_t product = 0;
+  if (__builtin_mul_overflow(a, b, &product)) {
     fail(fmt::format("{}: {} ({} x {}) overflows", op, what, a, b));
   }
-  return a * b;
+  return product;
 }
 
 Layout uniform_layout(std::string_view op, std::size_t count, int size, DType dtype) {

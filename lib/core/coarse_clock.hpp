@@ -21,4 +21,23 @@ inline std::chrono::steady_clock::time_point coarse_now() noexcept {
                                                std::chrono::nanoseconds(ts.tv_nsec));
 }
 
+/// The coarse clock's resolution (one tick), read once.
+inline std::chrono::nanoseconds coarse_resolution() noexcept {
+  static const std::chrono::nanoseconds resolution = [] {
+    timespec ts{};
+    if (::clock_getres(CLOCK_MONOTONIC_COARSE, &ts) != 0)
+      return std::chrono::nanoseconds(10'000'000);
+    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+  }();
+  return resolution;
+}
+
+/// A deadline `timeout` from now, taken from the coarse clock plus one tick, so it is never
+/// earlier than steady_clock::now() + timeout and at most a tick later: what every op takes at
+/// its start, where a precise read would cost more than the rest of a tiny op's bookkeeping.
+inline std::chrono::steady_clock::time_point coarse_deadline(
+    std::chrono::steady_clock::duration timeout) noexcept {
+  return coarse_now() + timeout + coarse_resolution();
+}
+
 }  // namespace cohort

@@ -16,8 +16,17 @@ void apply_level_from_tunables();
 
 }  // namespace cohort::log
 
-#define COHORT_LOG_TRACE(...) ::cohort::log::logger().trace(__VA_ARGS__)
-#define COHORT_LOG_DEBUG(...) ::cohort::log::logger().debug(__VA_ARGS__)
-#define COHORT_LOG_INFO(...) ::cohort::log::logger().info(__VA_ARGS__)
-#define COHORT_LOG_WARN(...) ::cohort::log::logger().warn(__VA_ARGS__)
-#define COHORT_LOG_ERROR(...) ::cohort::log::logger().error(__VA_ARGS__)
+// The level is checked before the arguments are evaluated: a disabled line costs one load and
+// one comparison, even when its arguments call functions (algorithm_name(), ...), which
+// spdlog's own level check inside logger().debug(...) would come too late to skip.
+#define COHORT_LOG_AT(level, ...)                                                         \
+  do {                                                                                    \
+    ::spdlog::logger& cohort_log_logger_ = ::cohort::log::logger();                       \
+    if (cohort_log_logger_.should_log(level)) cohort_log_logger_.log(level, __VA_ARGS__); \
+  } while (false)
+
+#define COHORT_LOG_TRACE(...) COHORT_LOG_AT(::spdlog::level::trace, __VA_ARGS__)
+#define COHORT_LOG_DEBUG(...) COHORT_LOG_AT(::spdlog::level::debug, __VA_ARGS__)
+#define COHORT_LOG_INFO(...) COHORT_LOG_AT(::spdlog::level::info, __VA_ARGS__)
+#define COHORT_LOG_WARN(...) COHORT_LOG_AT(::spdlog::level::warn, __VA_ARGS__)
+#define COHORT_LOG_ERROR(...) COHORT_LOG_AT(::spdlog::level::err, __VA_ARGS__)

@@ -3,10 +3,16 @@
 // without cancelling the op.
 
 #include "rank_checks.hpp"
+#include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
+#include <fstream>
+#include <thread>
 #include <vector>
+
+#include <sched.h>
 
 namespace {
 
@@ -133,6 +139,23 @@ void check_blocking_behind_async(Communicator& c) {
       s, 0, 2 * n, [&](std::size_t) { return static_cast<double>(c.rank()); }, "scatter_async");
 }
 
+/// Waits until this rank's flight record shows collective `seq` started and not finished: the
+/// op is inside its wait on another thread, not about to begin. Throws after `timeout`.
+void wait_until_running(Communicator& c, std::uint32_t seq, std::chrono::seconds timeout) {
+  const TempDir dir("cohort-async-test");
+  const std::string path = (dir.path() / "record.json").string();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    c.dump_trace(path);
+    std::ifstream in(path);
+    const nlohmann::json record = nlohmann::json::parse(in);
+    for (const auto& op : record.at("ops"))
+      if (op.at("seq") == seq && op.at("state") == "started") return;
+    sched_yield();
+  }
+  throw std::runtime_error("collective #" + std::to_string(seq) + " never showed as running");
+}
+
 }  // namespace
 
 TEST_CASE("async collectives: many outstanding, results right and in order", "[comm][multiproc]") {
@@ -169,5 +192,65 @@ TEST_CASE("Work::wait with a timeout gives up without cancelling the op", "[comm
     }
     expect_values(
         b, 0, 16, [](std::size_t) { return 2.0; }, "allreduce after the wait timeout");
+  }));
+}
+
+TEST_CASE("ops from another thread wait for a blocking op that runs without the lock",
+          "[comm][multiproc]") {
+  // Rank 0's first thread blocks inside a broadcast from rank 1, which has not joined: an op on
+  // the executor's fast path, whose end wakes nobody. Its second thread then queues an
+  // allreduce and a barrier; they must run after the broadcast, in that order, once rank 1
+  // joins. With three ranks, a rank that takes no part in rank 0's threads checks the order too.
+  const int size = GENERATE(2, 3);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto c = world(env);
+    const std::shared_ptr<Store> store = connect_store(env);
+    Buffer b = Buffer::allocate(8, DType::Int32);
+    Buffer x = Buffer::allocate(1000, DType::Float64);
+    for (std::size_t i = 0; i < 8; ++i) set(b, i, 10.0 * env.rank + static_cast<double>(i));
+    for (std::size_t i = 0; i < x.count(); ++i) set(x, i, value(env.rank, i));
+    if (env.rank == 0) {
+      std::exception_ptr failure;
+      std::thread first([&] {
+        try {
+          c->broadcast(b, b, 1);
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      });
+      // Joined on every way out, so a failure here is reported instead of terminating.
+      struct Joiner {
+        std::thread& t;
+        ~Joiner() { t.join(); }
+      } joiner{first};
+      wait_until_running(*c, 0, 60s);
+      Work w = c->allreduce_async(x, x, ReduceOp::Sum);
+      store->set_string("async_test/fast/submitted", "1");
+      c->barrier();  // queued behind the allreduce, from this thread
+      RANK_CHECK(w.test(), "the allreduce queued first had not finished after the barrier");
+      first.join();
+      first = std::thread([] {});  // Joiner's join then has a thread to join
+      if (failure) std::rethrow_exception(failure);
+    } else {
+      store->get_string("async_test/fast/submitted", 60s);
+      c->broadcast(b, b, 1);
+      c->allreduce(x, ReduceOp::Sum);
+      c->barrier();
+    }
+    expect_values(
+        b, 0, 8, [](std::size_t i) { return 10.0 + static_cast<double>(i); },
+        "broadcast from rank 1");
+    expect_values(
+        x, 0, x.count(), [&](std::size_t i) { return sum_over_ranks(c->size(), i); },
+        "allreduce queued behind it");
+    // Idle again: blocking calls take the fast path, and still agree.
+    Buffer y = Buffer::allocate(3, DType::Int64);
+    for (int k = 0; k < 50; ++k) {
+      for (std::size_t i = 0; i < 3; ++i) set(y, i, static_cast<double>(env.rank + k));
+      c->allreduce(y, ReduceOp::Max);
+      expect_values(
+          y, 0, 3, [&](std::size_t) { return static_cast<double>(c->size() - 1 + k); },
+          "allreduce after the queue drained");
+    }
   }));
 }

@@ -173,6 +173,23 @@ TEST_CASE("the ring keeps the newest ops, oldest first", "[comm][trace]") {
     CHECK(dump.at("recorded") == 5);
     for (const json& op : dump.at("ops")) CHECK(op.at("state") == "done");
   }
+  SECTION("rings of several sizes keep exactly the newest `capacity` ops") {
+    // Every op must land in a slot of its own: a wrong slot mapping loses some of them.
+    for (const std::uint32_t capacity : {1u, 2u, 7u, 64u, 2000u, 4099u}) {
+      CAPTURE(capacity);
+      FlightRecorder recorder({"", 0, 0, 2}, capacity, "");
+      const std::uint32_t total = 3 * capacity + 5;
+      for (std::uint32_t seq = 0; seq < total; ++seq) {
+        recorder.started(seq, Collective::Barrier, Algorithm::Auto, OpShape{}, 1000ms, t0);
+        recorder.done(seq, Algorithm::Dissemination, t0);
+      }
+      std::vector<std::uint32_t> newest;
+      for (std::uint32_t seq = total - capacity; seq < total; ++seq) newest.push_back(seq);
+      const json dump = json::parse(recorder.to_json(DumpReason::Request));
+      CHECK(seqs_of(dump) == newest);
+      for (const json& op : dump.at("ops")) CHECK(op.at("state") == "done");
+    }
+  }
   SECTION("more ops queued than slots: the one that starts takes its slot back") {
     FlightRecorder recorder({"", 0, 0, 2}, 2, "");
     for (std::uint32_t seq = 0; seq < 3; ++seq)
@@ -330,14 +347,77 @@ TEST_CASE("dumps taken while ops are recorded show whole entries in order", "[co
     }
   });
   const Clock::time_point t0 = Clock::now();
-  for (std::uint32_t seq = 0; seq < 20000 || dumps.load() < 3; ++seq) {
+  std::uint32_t seq = 0;
+  for (; seq < 20000 || dumps.load() < 3; ++seq) {
     recorder.started(seq, Collective::Allreduce, Algorithm::Auto,
                      shape(DType::Float32, ReduceOp::Sum, -1, seq), 1000ms, t0);
-    recorder.done(seq, Algorithm::Ring, t0);
+    // Half the ops end as the executor's driver ends them (no lock, read by the dumps).
+    if (seq % 2 == 0) {
+      recorder.done_by_driver(seq, Algorithm::Ring, t0);
+    } else {
+      recorder.done(seq, Algorithm::Ring, t0);
+    }
   }
   stop.store(true);
   dumper.join();
   CHECK(bad.load() == 0);
+  // The last op ended through done_by_driver or done: either way a dump shows it done.
+  const json last = json::parse(recorder.to_json(DumpReason::Request)).at("ops").back();
+  CHECK(last.at("seq") == seq - 1);
+  CHECK(last.at("state") == "done");
+}
+
+TEST_CASE("an op ended by the driver shows as done from the next record or dump on",
+          "[comm][trace]") {
+  const Clock::time_point t0 = Clock::now();
+  const auto start = [&](FlightRecorder& r, std::uint32_t seq) {
+    r.started(seq, Collective::Broadcast, Algorithm::Auto, shape(DType::Int8, std::nullopt, 0, 4),
+              1000ms, t0);
+  };
+  SECTION("a dump moves it into its entry") {
+    FlightRecorder recorder({"", 0, 0, 2}, 8, "");
+    start(recorder, 0);
+    recorder.done_by_driver(0, Algorithm::Tree, t0 + 2ms);
+    const json op = json::parse(recorder.to_json(DumpReason::Request)).at("ops").at(0);
+    CHECK(op.at("state") == "done");
+    CHECK(op.at("algorithm") == "tree");
+    CHECK(op.at("finished_us").get<std::int64_t>() - op.at("started_us").get<std::int64_t>() ==
+          2000);
+  }
+  SECTION("the next op's start moves it; the running op stays started") {
+    FlightRecorder recorder({"", 0, 0, 2}, 8, "");
+    start(recorder, 0);
+    recorder.done_by_driver(0, Algorithm::Tree, t0);
+    start(recorder, 1);
+    const json ops = json::parse(recorder.to_json(DumpReason::Request)).at("ops");
+    REQUIRE(ops.size() == 2);
+    CHECK(ops[0].at("state") == "done");
+    CHECK(ops[1].at("state") == "started");
+  }
+  SECTION("a record whose entry was taken by a later op changes nothing") {
+    // One slot: op 1 takes op 0's slot at its start; op 0's end must not mark op 1 done.
+    FlightRecorder recorder({"", 0, 0, 2}, 1, "");
+    start(recorder, 0);
+    recorder.done_by_driver(0, Algorithm::Tree, t0);
+    start(recorder, 1);
+    const json ops = json::parse(recorder.to_json(DumpReason::Request)).at("ops");
+    REQUIRE(ops.size() == 1);
+    CHECK(ops[0].at("seq") == 1);
+    CHECK(ops[0].at("state") == "started");
+    CHECK(ops[0].at("algorithm").is_null());
+  }
+  SECTION("a failure after it keeps both outcomes") {
+    FlightRecorder recorder({"", 0, 0, 2}, 8, "");
+    start(recorder, 0);
+    recorder.done_by_driver(0, Algorithm::Tree, t0);
+    start(recorder, 1);
+    recorder.failed(1, Error(ErrorCode::Timeout, "late", ErrorContext{.peers = {1}}), t0);
+    const json ops = json::parse(recorder.to_json(DumpReason::Request)).at("ops");
+    REQUIRE(ops.size() == 2);
+    CHECK(ops[0].at("state") == "done");
+    CHECK(ops[1].at("state") == "failed");
+    CHECK(ops[1].at("awaited_peers") == json::array({1}));
+  }
 }
 
 TEST_CASE("a world of one records its collectives; dump_trace writes them", "[comm][trace]") {
