@@ -384,15 +384,17 @@ TEST_CASE("an op ended by the driver shows as done from the next record or dump 
     CHECK(op.at("finished_us").get<std::int64_t>() - op.at("started_us").get<std::int64_t>() ==
           2000);
   }
-  SECTION("the next op's start moves it; the running op stays started") {
+  SECTION("the next op's start moves it, before the next op's end replaces the record") {
     FlightRecorder recorder({"", 0, 0, 2}, 8, "");
-    start(recorder, 0);
-    recorder.done_by_driver(0, Algorithm::Tree, t0);
-    start(recorder, 1);
+    for (std::uint32_t seq = 0; seq < 3; ++seq) {
+      start(recorder, seq);
+      recorder.done_by_driver(seq, Algorithm::Tree, t0);
+    }
+    start(recorder, 3);
     const json ops = json::parse(recorder.to_json(DumpReason::Request)).at("ops");
-    REQUIRE(ops.size() == 2);
-    CHECK(ops[0].at("state") == "done");
-    CHECK(ops[1].at("state") == "started");
+    REQUIRE(ops.size() == 4);
+    for (std::size_t i = 0; i < 3; ++i) CHECK(ops[i].at("state") == "done");
+    CHECK(ops[3].at("state") == "started");
   }
   SECTION("a record whose entry was taken by a later op changes nothing") {
     // One slot: op 1 takes op 0's slot at its start; op 0's end must not mark op 1 done.
