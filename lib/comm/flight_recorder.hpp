@@ -15,14 +15,14 @@
 // failed send or receive still appears as the dump's failure.
 //
 // Cost on the op path: two record calls for an inline collective (started, then done or failed),
-// three for a queued one. Each takes the recorder's own mutex, which only a dump ever contends
-// for, writes one preallocated slot of one cache line, and never allocates. The slot of op `seq`
-// is seq % N (computed without a division), so an update finds its slot without searching. All
+// three for a queued one. started, queued and failed take the recorder's own mutex, which only
+// a dump ever contends for, write one preallocated slot of one cache line, and never allocate.
+// The end of an op the executor's driver ran takes no lock (done_by_driver: a lock there, right
+// after the op's last store into shared memory, waits for that store to reach the peer); its
+// record is moved into the slot by the next locked call or dump. The slot of op `seq` is
+// seq % N (computed without a division), so an update finds its slot without searching. All
 // stamps come from the coarse clock (coarse_now()), as does the op's deadline, which is taken
-// at the same moment as its start stamp. Measured on a shared 2-core VM:
-// the record calls alone 15 ns per op (40 ns under heavy load); cohort-bench's 4 B allreduce in a
-// world of one (where nothing else hides it) 0.14 us with COHORT_TRACE_BUFFER=0, 0.16-0.19 us
-// with the default; at 2 ranks (0.5-0.7 us) the difference is below the run-to-run noise.
+// at the same moment as its start stamp.
 //
 // When a dump is written (see dump()):
 // - on the communicator's first failure that poisons it (a timeout, a dead peer, abort()), when
