@@ -323,7 +323,7 @@ void Executor::execute_p2p_blocking(const OpInfo& info, std::uint32_t seq,
                                     const PointToPoint& p2p) {
   const std::string what = detail::describe(label_p2p(p2p, seq));
   try {
-    in_flight_.run_blocking(p2p, Clock::now() + info.timeout, what);
+    in_flight_.run_blocking(p2p, coarse_deadline(info.timeout), what);
   } catch (const Error& e) {
     fail(what, e);
   }

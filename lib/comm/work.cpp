@@ -130,6 +130,12 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
     if (state_->error) std::rethrow_exception(state_->error);
     return;
   }
+  // Often finished already (a small send, an op the caller computed past): no clock read then.
+  if (state_->finished.load(std::memory_order_acquire)) {
+    std::lock_guard lock(state_->mutex);
+    if (state_->error) std::rethrow_exception(state_->error);
+    return;
+  }
   // Poll first, yielding the core, for as long as the transport would: most ops finish within
   // that, and a condition-variable sleep/wake would add 25-35 us to each of them.
   const auto start = std::chrono::steady_clock::now();
