@@ -225,7 +225,7 @@ class Executor {
   const int size_;
   const std::uint32_t comm_id_;
   const std::uint32_t tag_id_;
-  // Touched only by the thread currently driving (busy_ set by it).
+  // Touched only by the thread currently driving (busy_ or fast_active_ set by it).
   algorithms::ScratchPool scratch_;
   algorithms::SelectionMemo choices_;
   InFlightTransfers in_flight_;
@@ -239,8 +239,9 @@ class Executor {
   // - fast_active_: a thread runs an op on the fast path. false -> true by exchange in run(); the
   //   claim holds only if fast_open_ is still true after it (Dekker: both are seq_cst, so a
   //   closer that then reads fast_active_ false knows no fast op can start). true -> false by
-  //   that thread alone, with a release store. A thread that wants the drive after closing
-  //   waits until it reads false; the progress thread polls it (the fast op's end wakes nobody).
+  //   that thread alone, with a release store. No one claims busy_ while it is true: callers
+  //   that find it so queue their op (or, failing the communicator, leave the rest to the fast
+  //   op), and the progress thread polls it (kFastOpPoll), since the fast op's end wakes nobody.
   std::atomic<bool> fast_open_{true};
   std::atomic<bool> fast_active_{false};
   // - busy_: false -> true by a thread claiming the drive, only while false: an inline run() or
