@@ -11,10 +11,12 @@
 #include "core/tunables.hpp"
 #include "transport/tag.hpp"
 #include "transport/transport_factory.hpp"
+#include "transport/wait_policy.hpp"
 
 #include <fmt/format.h>
 
 #include <string_view>
+#include <thread>
 
 namespace cohort {
 namespace comm {
@@ -65,6 +67,10 @@ void finish_impl(Communicator::Impl& impl, const CommunicatorSetup& setup, std::
   impl.executor =
       std::make_unique<Executor>(*impl.transport, impl.arenas.get(), impl.host_groups.get(),
                                  impl.rank, impl.size, impl.id, tag_id, impl.job_id);
+  const transport::WaitPolicy policy = transport::choose_wait_policy(
+      impl.host_ranks, std::thread::hardware_concurrency(), tunables().spin);
+  impl.executor->set_wait_spin(policy.yield_while_spinning ? std::chrono::microseconds(0)
+                                                           : policy.spin);
   COHORT_LOG_DEBUG("communicator {}: rank {} of {} over {} (tag id {})", impl.id, impl.rank,
                    impl.size, impl.transport->description(), tag_id);
 }

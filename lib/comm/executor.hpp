@@ -86,6 +86,11 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
+  /// How long Work::wait on this executor's ops polls without yielding the core before it
+  /// yields between polls (ProgressHook::spin); 0 (the default) yields from the start. Set once,
+  /// before the first op.
+  void set_wait_spin(std::chrono::microseconds spin) noexcept { hook_->spin = spin; }
+
   /// Runs `body` as the next op and returns when it finished, rethrowing its error. `body` is
   /// called with the op's context exactly once, on this thread when nothing is ahead of it.
   template <class F>

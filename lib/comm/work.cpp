@@ -142,19 +142,26 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
   const auto poll_for =
       timeout ? std::min<std::chrono::steady_clock::duration>(*timeout, transport::kYieldPhase)
               : std::chrono::steady_clock::duration(transport::kYieldPhase);
+  // With a core of its own, a wait first polls without yielding (see ProgressHook::spin).
+  std::chrono::steady_clock::duration spin{0};
+  if (const auto hook = state_->hook.lock()) spin = hook->spin;
+  bool spinning = spin.count() > 0;
   // A clock read costs about as much as a poll: look at it every few rounds only.
   constexpr std::uint32_t kRoundsPerClockRead = 16;
   for (std::uint32_t round = 1;
        poll_for.count() > 0 && !state_->finished.load(std::memory_order_acquire); ++round) {
-    if (round % kRoundsPerClockRead == 0 && std::chrono::steady_clock::now() - start >= poll_for)
-      break;
+    if (round % kRoundsPerClockRead == 0) {
+      const auto waited = std::chrono::steady_clock::now() - start;
+      if (waited >= poll_for) break;
+      spinning = spinning && waited < spin;
+    }
     // Drive the communicator from this thread when nobody else is (the progress thread may be
     // asleep between polls); otherwise give the core to whoever is driving.
     if (const auto hook = state_->hook.lock()) {
       std::unique_lock helping(hook->mutex, std::try_to_lock);
       if (helping.owns_lock() && hook->help != nullptr) hook->help(hook->context);
     }
-    if (!state_->finished.load(std::memory_order_acquire)) sched_yield();
+    if (!spinning && !state_->finished.load(std::memory_order_acquire)) sched_yield();
   }
   std::unique_lock lock(state_->mutex);
   const auto done = [this] { return state_->finished.load(std::memory_order_relaxed); };

@@ -3,6 +3,7 @@
 // The shared state behind a Work handle: filled in once by whichever thread ran the op.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -21,6 +22,11 @@ struct ProgressHook {
   std::mutex mutex;
   void (*help)(void* context) noexcept = nullptr;  ///< runs one drive step if nobody is driving
   void* context = nullptr;
+  /// How long a wait polls before it starts yielding the core between polls: the transport's
+  /// spin budget when every rank of the host has a core, else 0. A yield is a system call that
+  /// costs more than a small message takes to arrive from a peer on another core. Set before
+  /// the first op, read-only after.
+  std::chrono::microseconds spin{0};
 };
 
 /// An op on device buffers: it finishes on a GPU stream, so no thread completes its Work by

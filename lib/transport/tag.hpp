@@ -50,6 +50,10 @@ constexpr std::uint32_t tag_source(Tag tag) noexcept {
 constexpr std::uint32_t tag_step(Tag tag) noexcept {
   return static_cast<std::uint32_t>((tag >> kSourceBits) & ((1u << kStepBits) - 1));
 }
+/// The user's tag of a point-to-point message's tag (kP2PFlag set).
+constexpr std::uint32_t tag_user(Tag tag) noexcept {
+  return static_cast<std::uint32_t>((tag >> kSourceBits) & 0xffffffffu);
+}
 constexpr std::uint32_t tag_seq(Tag tag) noexcept {
   return static_cast<std::uint32_t>((tag >> 32) & ((1u << kSeqBits) - 1));
 }

@@ -37,6 +37,7 @@ struct Request {
   std::uint32_t slot = UINT32_MAX;
   std::uint32_t generation = 0;
   bool valid() const noexcept { return slot != UINT32_MAX; }
+  friend bool operator==(const Request&, const Request&) = default;
 };
 
 class Transport {

@@ -39,6 +39,8 @@ TEST_CASE("p2p_tag sets the flag and keeps the user tag in bits 51..20", "[tag]"
   CHECK((tag & kP2PFlag) != 0);
   CHECK(tag == (Tag{1} << 63 | Tag{9} << 52 | Tag{0xdeadbeef} << 20));
   CHECK(tag_source(tag) == 0);
+  CHECK(tag_user(tag) == 0xdeadbeef);
+  CHECK(tag_user(with_source(p2p_tag(2047, 7), kMaxRanks - 1)) == 7);
 }
 
 TEST_CASE("with_source replaces only the 20 source bits", "[tag]") {

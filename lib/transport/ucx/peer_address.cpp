@@ -9,7 +9,7 @@
 namespace cohort::transport::ucx {
 namespace {
 
-constexpr std::uint32_t kMagic = 0x43485541;  // "CHUA": cohort UCX address, version 1
+constexpr std::uint32_t kMagic = 0x43485542;  // "CHUB": cohort UCX address, version 2
 
 void put_u32(std::vector<std::uint8_t>& out, std::uint32_t value) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(value >> (8 * i)));
@@ -27,6 +27,7 @@ std::vector<std::uint8_t> encode_peer_address(const PeerAddress& address) {
   std::vector<std::uint8_t> out;
   put_u32(out, kMagic);
   put_u32(out, address.pid);
+  put_u32(out, static_cast<std::uint32_t>(address.fastbox_fd));
   put_u32(out, static_cast<std::uint32_t>(address.host_identity.size()));
   out.insert(out.end(), address.host_identity.begin(), address.host_identity.end());
   put_u32(out, static_cast<std::uint32_t>(address.worker_address.size()));
@@ -49,6 +50,7 @@ PeerAddress decode_peer_address(const std::vector<std::uint8_t>& bytes, int rank
   if (read_u32() != kMagic) throw bad("wrong magic (another cohort version?)");
   PeerAddress address;
   address.pid = read_u32();
+  address.fastbox_fd = static_cast<std::int32_t>(read_u32());
   const std::uint32_t identity_size = read_u32();
   if (bytes.size() - at < identity_size) throw bad("truncated host identity");
   address.host_identity.assign(bytes.begin() + static_cast<std::ptrdiff_t>(at),

@@ -15,6 +15,8 @@ struct PeerAddress {
   /// local_host_identity() of the publishing process (transport/host_identity.hpp).
   std::string host_identity;
   std::vector<std::uint8_t> worker_address;
+  /// The descriptor of its fastbox inbox (transport/fastbox.hpp) in its process; -1: none.
+  std::int32_t fastbox_fd = -1;
 };
 
 std::vector<std::uint8_t> encode_peer_address(const PeerAddress& address);

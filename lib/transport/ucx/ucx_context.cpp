@@ -53,7 +53,8 @@ std::shared_ptr<UcxContext> UcxContext::shared() {
   ucp_params_t params{};
   params.field_mask =
       UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  // Active messages only ring fastbox doorbells (ucx_hub_fastbox.cpp); data goes by tag.
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_AM;
   // Communicators may hand their worker between the caller's thread and a progress thread.
   params.mt_workers_shared = 1;
   params.name = "cohort";

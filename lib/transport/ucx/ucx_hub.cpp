@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <utility>
 
 namespace cohort::transport::ucx {
 namespace {
@@ -47,9 +48,17 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
   policy_ =
       choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables().spin);
   const std::string identity = local_host_identity();
-  store.set(
-      address_key(key_prefix, rank),
-      encode_peer_address({static_cast<std::uint32_t>(getpid()), identity, worker_.address()}));
+  // The inbox's descriptor is published before anyone knows how many same-host ranks it serves;
+  // it is sized below, before the handshake, so a peer maps it only once it is complete.
+  struct InboxFd {
+    int fd = tunables().shared_memory ? Fastbox::create_inbox_fd() : -1;
+    ~InboxFd() {
+      if (fd >= 0) close(fd);
+    }
+  } inbox_fd;
+  store.set(address_key(key_prefix, rank),
+            encode_peer_address(
+                {static_cast<std::uint32_t>(getpid()), identity, worker_.address(), inbox_fd.fd}));
 
   peers_.reserve(static_cast<std::size_t>(size));
   for (int p = 0; p < size; ++p) {
@@ -63,9 +72,16 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     if (peer.same_host && p != rank) peer.watch = ProcessWatch(static_cast<pid_t>(address.pid));
     peer.endpoint = UcxEndpoint(worker_, address.worker_address,
                                 ucx_handles_failure ? &on_endpoint_error : nullptr, &peer);
+    peer.pid = static_cast<pid_t>(address.pid);
+    peer.fastbox_fd = address.fastbox_fd;
   }
+  int local_ranks = 0;
+  for (auto& peer : peers_)
+    if (peer->same_host) peer->local_index = local_ranks++;
+  if (inbox_fd.fd >= 0) inbox_ = Fastbox::map_inbox(std::exchange(inbox_fd.fd, -1), local_ranks);
   try {
     handshake(connect_timeout);
+    connect_fastboxes(connect_timeout);
   } catch (...) {
     close(wake_fd_);
     throw;
@@ -151,11 +167,13 @@ Request UcxHub::post_send(int peer, const void* data, std::size_t bytes, Tag tag
                 "post_send: null buffer for " + std::to_string(bytes) + " bytes");
   std::lock_guard lock(mutex_);
   Peer& target = *peers_[static_cast<std::size_t>(peer)];
+  if (fastbox_send_route(target, tag, bytes))
+    return post_fastbox_send(target, data, bytes, tag, origin);
   UcxRequest request = target.failed
                            ? UcxRequest::failed(UcxRequest::Kind::Send, UCS_ERR_CONNECTION_RESET)
                            : UcxRequest::send(worker_.get(), target.endpoint.get(), data, bytes,
                                               with_source(tag, static_cast<std::uint32_t>(rank_)));
-  return requests_.insert(Pending{peer, origin, bytes, tag, std::move(request)});
+  return requests_.insert(Pending{peer, origin, bytes, tag, std::move(request), std::nullopt});
 }
 
 Request UcxHub::post_recv(int peer, void* data, std::size_t bytes, Tag tag, Origin origin) {
@@ -164,9 +182,12 @@ Request UcxHub::post_recv(int peer, void* data, std::size_t bytes, Tag tag, Orig
     throw Error(ErrorCode::InvalidArgument,
                 "post_recv: null buffer for " + std::to_string(bytes) + " bytes");
   std::lock_guard lock(mutex_);
+  Peer& source = *peers_[static_cast<std::size_t>(peer)];
+  if (fastbox_recv_route(source, tag, bytes))
+    return post_fastbox_recv(source, data, bytes, tag, origin);
   UcxRequest request = UcxRequest::recv(worker_.get(), data, bytes,
                                         with_source(tag, static_cast<std::uint32_t>(peer)));
-  return requests_.insert(Pending{peer, origin, bytes, tag, std::move(request)});
+  return requests_.insert(Pending{peer, origin, bytes, tag, std::move(request), std::nullopt});
 }
 
 std::string UcxHub::describe(const Pending& pending) {
@@ -174,9 +195,12 @@ std::string UcxHub::describe(const Pending& pending) {
   std::string peer = std::to_string(pending.origin.peer_label);
   if (pending.origin.peer_label != pending.peer)
     peer += " (world rank " + std::to_string(pending.peer) + ")";
+  const std::string where = (pending.tag & kP2PFlag) != 0
+                                ? "tag " + std::to_string(tag_user(pending.tag))
+                                : "seq " + std::to_string(tag_seq(pending.tag)) + " step " +
+                                      std::to_string(tag_step(pending.tag));
   return std::string(is_send ? "send to rank " : "receive from rank ") + peer + " (" +
-         std::to_string(pending.bytes) + " bytes, seq " + std::to_string(tag_seq(pending.tag)) +
-         " step " + std::to_string(tag_step(pending.tag)) + ")";
+         std::to_string(pending.bytes) + " bytes, " + where + ")";
 }
 
 std::string UcxHub::pending_summary(std::span<const Request> requests) {
@@ -192,8 +216,35 @@ std::string UcxHub::pending_summary(std::span<const Request> requests) {
 
 bool UcxHub::poll_request(const Request& request, Pending& pending, const std::string& what,
                           std::span<const Request> all) {
-  const ucs_status_t status = pending.request.poll();
   const Peer& peer = *peers_[static_cast<std::size_t>(pending.peer)];
+  // A fastbox receive whose message has not come, or a send waiting for room in the ring, is in
+  // progress like a UCX request; after matching, its UCX part (if any) decides.
+  bool waiting_in_fastbox = pending.fastbox && !pending.fastbox->matched;
+  if (waiting_in_fastbox && pending.request.kind() == UcxRequest::Kind::Recv) {
+    // The sender may have sent more than the ring takes. Its message then waits in UCX; the
+    // ring is looked at again first, as the message for this receive may have come meanwhile
+    // (it would be in the ring before anything sent after it reaches UCX).
+    if (const auto large = large_message_waiting(pending)) {
+      progress_fastboxes();
+      if (!pending.fastbox->matched) {
+        std::erase(peers_[static_cast<std::size_t>(pending.peer)]->posted_recvs, request);
+        pending.fastbox->matched = true;
+        pending.fastbox->disagreement = "a message of " + std::to_string(*large) + " bytes";
+      }
+      waiting_in_fastbox = false;
+    }
+  }
+  const ucs_status_t status = waiting_in_fastbox ? UCS_INPROGRESS : pending.request.poll();
+  if (pending.fastbox && !pending.fastbox->disagreement.empty() && status != UCS_INPROGRESS) {
+    const std::string description = describe(pending);
+    const std::string received = pending.fastbox->disagreement;
+    requests_.release(request);
+    throw Error(ErrorCode::InvalidArgument,
+                "sizes disagree: " + description + " got " + received + " from rank " +
+                    std::to_string(pending.origin.peer_label) +
+                    " (the ranks were called with different arguments)" + pending_summary(all),
+                ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
+  }
   if (status == UCS_INPROGRESS) {
     if (!peer.failed) return false;
     // Left in the table: UCX may still own it; cancel_all() takes it back.
@@ -321,7 +372,11 @@ void UcxHub::wake_sleepers() noexcept {
 }
 
 void UcxHub::progress_locked() noexcept {
-  if (!worker_.progress()) return;
+  // Both, always: a doorbell (an empty active message) makes worker progress, a fastbox message
+  // does not.
+  const bool worker_moved = worker_.progress();
+  const bool fastbox_moved = !fastbox_peers_.empty() && progress_fastboxes();
+  if (!worker_moved && !fastbox_moved) return;
   ++progress_epoch_;
   // A sleeping thread's requests may be among those just completed; it would not learn of it
   // from the worker's event fd (the events were consumed here), so wake it.
@@ -338,7 +393,19 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
     std::lock_guard lock(mutex_);
     // Another thread progressed since this one looked: its requests may be done; look again.
     if (progress_epoch_ != seen_epoch) return;
-    if (!worker_.arm()) return;  // events pending: progress instead of sleeping
+    // Counted as asleep before the last look at the rings: a peer that stamps a message after
+    // that look sees the count and rings the doorbell, which the worker's event fd reports.
+    if (inbox_) {
+      inbox_.set_sleeping(true);
+      if (fastbox_has_incoming()) {
+        inbox_.set_sleeping(false);
+        return;
+      }
+    }
+    if (!worker_.arm()) {  // events pending: progress instead of sleeping
+      if (inbox_) inbox_.set_sleeping(false);
+      return;
+    }
     fds.push_back({worker_.event_fd(), POLLIN, 0});
     fds.push_back({wake_fd_, POLLIN, 0});
     for (const auto& peer : peers_)
@@ -352,6 +419,7 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
   if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
     COHORT_LOG_WARN("poll on the UCX event fd failed (errno {})", errno);
   std::lock_guard lock(mutex_);
+  if (inbox_) inbox_.set_sleeping(false);
   --sleepers_;
   if (fds[1].revents & POLLIN) {
     std::uint64_t count = 0;
@@ -375,6 +443,7 @@ bool UcxHub::test(const Request& request) {
 
 void UcxHub::cancel_owned(const void* owner) noexcept {
   std::lock_guard lock(mutex_);
+  forget_fastbox_requests(owner);
   requests_.for_each([owner](const Request&, Pending& pending) {
     if (pending.origin.owner == owner) pending.request.cancel();
   });

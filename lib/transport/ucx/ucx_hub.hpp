@@ -12,6 +12,20 @@
 // are connected without it, so UCX may use shared memory, and are watched through their pid
 // instead. Either way a pending request with a failed peer fails with RemoteError in wait().
 //
+// Small point-to-point messages between same-host peers (user send/recv, the tags with the p2p
+// flag, of at most Fastbox::kInlineBytes) go through fastboxes (transport/fastbox.hpp) instead
+// of UCX: the message is copied into the receiver's ring and its send completes at once. Larger
+// ones go through UCX as before. Both sides pick the way by size alone, so a send and its
+// receive meet when they agree on the size; the receiver matches ring messages to receives per
+// tag, oldest first, as UCX does. When they disagree across the limit, a small receive still
+// fails with "sizes disagree" naming the size: it sees the large message waiting in UCX
+// (ucp_tag_probe_nb) while nothing came through the ring for it. A large receive whose sender
+// sent a small message cannot tell (the message may be meant for a later receive) and fails at
+// its deadline, naming the receive, the peer and the tag.
+// Collectives' messages (no p2p flag) always go through UCX. COHORT_SHARED_MEMORY=off on
+// either rank of a pair, or a segment that cannot be mapped, leaves that pair on UCX; both
+// ranks agree on it at construction.
+//
 // Threads: every member function may be called from any thread. One mutex guards the worker,
 // the endpoints' state and the table; wait() holds it for one progress round at a time and never
 // while sleeping, so ops of different communicators driven from different threads (a blocking op
@@ -20,6 +34,7 @@
 // may have completed its requests.
 
 #include "core/tunables.hpp"
+#include "transport/fastbox.hpp"
 #include "transport/interruption.hpp"
 #include "transport/process_watch.hpp"
 #include "transport/request_table.hpp"
@@ -35,8 +50,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -82,6 +99,12 @@ class UcxHub {
   std::string description() const;
 
  private:
+  /// A message taken from a peer's ring before a receive for it was posted.
+  struct Unexpected {
+    Tag tag = 0;
+    std::uint64_t bytes = 0;
+    std::vector<std::byte> data;
+  };
   struct Peer {
     int rank = -1;
     bool same_host = false;
@@ -89,13 +112,34 @@ class UcxHub {
     std::string failure;  // why, once failed
     ProcessWatch watch;   // same-host peers only
     UcxEndpoint endpoint;
+    // Fastboxes (same-host peers only; see the top of this file).
+    pid_t pid = 0;
+    std::int32_t fastbox_fd = -1;       ///< its inbox's descriptor in its process; -1: none
+    int local_index = -1;               ///< its place among this host's ranks, in world order
+    Fastbox peer_inbox;                 ///< its inbox, mapped here
+    Fastbox::Sender to_peer;            ///< attached: p2p messages to it go through its inbox
+    Fastbox::Receiver from_peer;        ///< attached: its p2p messages come through our inbox
+    std::deque<Request> queued_sends;   ///< sends whose message waits for room, in order
+    std::deque<Request> posted_recvs;   ///< receives waiting for their message, in order
+    std::deque<Unexpected> unexpected;  ///< messages waiting for their receive, in order
+  };
+  /// The fastbox side of a send or receive that goes through one.
+  struct FastboxPart {
+    /// A receive's message arrived (or a disagreement was found); a send's message is in the
+    /// ring.
+    bool matched = false;
+    void* recv_data = nullptr;
+    const void* send_data = nullptr;
+    std::string
+        disagreement;  ///< set: the message matched had another size ("a message of 4 bytes")
   };
   struct Pending {
     int peer;  // world rank
     Origin origin;
     std::size_t bytes;  // expected size of a receive
     Tag tag;
-    UcxRequest request;
+    UcxRequest request;  ///< a placeholder (UcxRequest::completed) for fastbox messages
+    std::optional<FastboxPart> fastbox;
   };
 
   /// Exchanges an empty message with every peer (see the .cpp for why).
@@ -113,6 +157,38 @@ class UcxHub {
   static std::string describe(const Pending& pending);
   /// "; still pending: receive from rank 2 (...), send to rank 3 (...)" or "".
   std::string pending_summary(std::span<const Request> requests);
+  // Fastboxes (ucx_hub_fastbox.cpp); called with mutex_ held unless said otherwise.
+  /// After the handshake: maps same-host peers' inboxes and agrees with each peer on which
+  /// directions use a fastbox (one more small exchange). Without the lock (constructor).
+  void connect_fastboxes(std::chrono::milliseconds timeout);
+  bool fastbox_send_route(const Peer& peer, Tag tag, std::size_t bytes) const noexcept {
+    return (tag & kP2PFlag) != 0 && bytes <= Fastbox::kInlineBytes && peer.to_peer.attached() &&
+           !peer.failed;
+  }
+  bool fastbox_recv_route(const Peer& peer, Tag tag, std::size_t bytes) const noexcept {
+    return (tag & kP2PFlag) != 0 && bytes <= Fastbox::kInlineBytes && peer.from_peer.attached();
+  }
+  Request post_fastbox_send(Peer& peer, const void* data, std::size_t bytes, Tag tag,
+                            Origin origin);
+  Request post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag tag, Origin origin);
+  /// The size of a message waiting in UCX for fastbox receive `recv` (its sender thought it too
+  /// large for the ring), if any.
+  std::optional<std::size_t> large_message_waiting(const Pending& recv) noexcept;
+  /// Puts a send's message into the peer's ring; false when the ring is full.
+  bool write_fastbox(Peer& peer, const Pending& send);
+  /// Matches a message of `bytes` to receive `recv`; true when the caller copies the message's
+  /// bytes to the receive's buffer, false after recording a size disagreement.
+  bool accept(Pending& recv, std::uint64_t bytes);
+  /// Takes every message waiting in each peer's ring and writes queued sends that now fit;
+  /// true if anything moved.
+  bool progress_fastboxes() noexcept;
+  /// True if a peer's ring holds a message not taken yet.
+  bool fastbox_has_incoming() const noexcept;
+  /// Wakes `peer`'s process, asleep on its worker's event fd, with an empty active message.
+  void ring_doorbell(Peer& peer) noexcept;
+  /// Takes `owner`'s requests out of the fastbox queues (cancellation).
+  void forget_fastbox_requests(const void* owner) noexcept;
+
   /// Sleeps on the worker's event fd, the wake-up fd and the same-host peers' pidfds, at most
   /// until `until`, unless progress happened since `seen_epoch`. Takes the lock itself.
   void block_until(Deadline until, std::uint64_t seen_epoch);
@@ -130,8 +206,10 @@ class UcxHub {
   /// Counts worker progress that did something (guarded), so a thread about to sleep can tell
   /// whether another thread completed its requests since it last looked.
   std::uint64_t progress_epoch_ = 0;
-  int sleepers_ = 0;  // guarded: threads blocked in block_until
-  int wake_fd_ = -1;  // eventfd written when progress happens while someone sleeps
+  int sleepers_ = 0;                  // guarded: threads blocked in block_until
+  int wake_fd_ = -1;                  // eventfd written when progress happens while someone sleeps
+  Fastbox inbox_;                     ///< this process's inbox; empty: no fastboxes
+  std::vector<Peer*> fastbox_peers_;  ///< peers with a ring in either direction
 };
 
 }  // namespace cohort::transport::ucx

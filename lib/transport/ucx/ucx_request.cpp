@@ -54,6 +54,12 @@ UcxRequest UcxRequest::failed(Kind kind, ucs_status_t status) noexcept {
   return request;
 }
 
+UcxRequest UcxRequest::completed(Kind kind, std::size_t received) noexcept {
+  UcxRequest request(kind, nullptr);
+  request.received_ = received;
+  return request;
+}
+
 UcxRequest::~UcxRequest() {
   release();
 }

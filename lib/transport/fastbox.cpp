@@ -1,0 +1,181 @@
+#include "transport/fastbox.hpp"
+
+#include "core/check.hpp"
+#include "core/log.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+
+namespace cohort::transport {
+
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
+                  std::atomic<std::uint32_t>::is_always_lock_free,
+              "counters shared between processes must be lock-free atomics");
+
+struct alignas(64) Fastbox::Header {
+  std::atomic<std::uint32_t> sleepers{0};  ///< threads of the owner about to sleep or asleep
+};
+
+struct alignas(64) FastboxSlot {
+  std::atomic<std::uint64_t> stamp{0};  ///< message number + 1 once the slot holds it
+  std::uint64_t tag = 0;
+  std::uint64_t bytes = 0;
+  std::byte data[Fastbox::kInlineBytes];
+};
+static_assert(sizeof(FastboxSlot) == Fastbox::kSlotBytes);
+
+struct alignas(64) Fastbox::Ring {
+  /// Messages the receiver has taken. Alone on its line: the sender reads it only when the ring
+  /// looks full, so the receiver's stores rarely move the line.
+  alignas(64) std::atomic<std::uint64_t> consumed{0};
+  FastboxSlot slots[kDepth];
+};
+
+std::size_t Fastbox::bytes_for(int rings) noexcept {
+  return sizeof(Header) + static_cast<std::size_t>(rings) * sizeof(Ring);
+}
+
+Fastbox::Ring* Fastbox::ring(int index) const noexcept {
+  COHORT_CHECK(base_ != nullptr && index >= 0 && index < rings_);
+  return reinterpret_cast<Ring*>(static_cast<std::byte*>(base_) + sizeof(Header) +
+                                 static_cast<std::size_t>(index) * sizeof(Ring));
+}
+
+int Fastbox::create_inbox_fd() noexcept {
+  const int fd = memfd_create("cohort-fastbox", MFD_CLOEXEC);
+  if (fd < 0) COHORT_LOG_DEBUG("fastbox: memfd_create failed (errno {})", errno);
+  return fd;
+}
+
+Fastbox Fastbox::map_inbox(int fd, int rings) {
+  const std::size_t bytes = bytes_for(rings);
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    COHORT_LOG_DEBUG("fastbox: sizing the inbox to {} bytes failed (errno {})", bytes, errno);
+    close(fd);
+    return {};
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (base == MAP_FAILED) {
+    COHORT_LOG_DEBUG("fastbox: mapping the inbox ({} bytes) failed (errno {})", bytes, errno);
+    close(fd);
+    return {};
+  }
+  return Fastbox(base, bytes, rings, fd);
+}
+
+Fastbox Fastbox::map_peer_inbox(pid_t pid, int fd, int rings) {
+  const std::string where = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  const int opened = open(where.c_str(), O_RDWR | O_CLOEXEC);
+  if (opened < 0) {
+    COHORT_LOG_DEBUG("fastbox: opening {} failed (errno {})", where, errno);
+    return {};
+  }
+  const std::size_t bytes = bytes_for(rings);
+  // A segment its owner did not size (it failed, or disagrees about the ring count) would fault
+  // on first touch instead of failing here.
+  struct stat status {};
+  if (fstat(opened, &status) != 0 || static_cast<std::size_t>(status.st_size) < bytes) {
+    COHORT_LOG_DEBUG("fastbox: {} is smaller than the {} bytes expected", where, bytes);
+    close(opened);
+    return {};
+  }
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, opened, 0);
+  close(opened);  // the mapping keeps the segment
+  if (base == MAP_FAILED) {
+    COHORT_LOG_DEBUG("fastbox: mapping {} failed (errno {})", where, errno);
+    return {};
+  }
+  return Fastbox(base, bytes, rings, -1);
+}
+
+Fastbox::~Fastbox() {
+  reset();
+}
+
+Fastbox::Fastbox(Fastbox&& other) noexcept
+    : base_(std::exchange(other.base_, nullptr)),
+      bytes_(other.bytes_),
+      rings_(other.rings_),
+      fd_(std::exchange(other.fd_, -1)) {}
+
+Fastbox& Fastbox::operator=(Fastbox&& other) noexcept {
+  if (this != &other) {
+    reset();
+    base_ = std::exchange(other.base_, nullptr);
+    bytes_ = other.bytes_;
+    rings_ = other.rings_;
+    fd_ = std::exchange(other.fd_, -1);
+  }
+  return *this;
+}
+
+void Fastbox::reset() noexcept {
+  if (base_ != nullptr) munmap(base_, bytes_);
+  if (fd_ >= 0) close(fd_);
+  base_ = nullptr;
+  fd_ = -1;
+}
+
+Fastbox::Sender Fastbox::sender(int index) const noexcept {
+  Sender sender;
+  sender.ring_ = ring(index);
+  sender.header_ = header();
+  return sender;
+}
+
+Fastbox::Receiver Fastbox::receiver(int index) const noexcept {
+  Receiver receiver;
+  receiver.ring_ = ring(index);
+  return receiver;
+}
+
+void Fastbox::set_sleeping(bool sleeping) noexcept {
+  if (sleeping) {
+    header()->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  } else {
+    header()->sleepers.fetch_sub(1, std::memory_order_seq_cst);
+  }
+}
+
+Fastbox::Sender::Outcome Fastbox::Sender::try_send(Tag tag, std::uint64_t bytes,
+                                                   const void* data) noexcept {
+  COHORT_CHECK(bytes <= kInlineBytes);
+  if (sent_ - consumed_seen_ >= kDepth) {
+    consumed_seen_ = ring_->consumed.load(std::memory_order_acquire);
+    if (sent_ - consumed_seen_ >= kDepth) return Outcome::Full;
+  }
+  FastboxSlot& slot = ring_->slots[sent_ % kDepth];
+  slot.tag = tag;
+  slot.bytes = bytes;
+  if (bytes > 0) std::memcpy(slot.data, data, bytes);
+  ++sent_;
+  // Sequentially consistent, with the load after it: against the receiver's set_sleeping and
+  // peek, either this sees the sleeper or the receiver sees the message (see the header).
+  slot.stamp.store(sent_, std::memory_order_seq_cst);
+  return header_->sleepers.load(std::memory_order_seq_cst) != 0 ? Outcome::SentToSleeper
+                                                                : Outcome::Sent;
+}
+
+std::optional<Fastbox::Message> Fastbox::Receiver::peek() const noexcept {
+  const FastboxSlot& slot = ring_->slots[received_ % kDepth];
+  if (slot.stamp.load(std::memory_order_seq_cst) != received_ + 1) return std::nullopt;
+  return Message{slot.tag, slot.bytes};
+}
+
+void Fastbox::Receiver::read(const Message& message, void* out) const noexcept {
+  if (message.bytes == 0) return;
+  std::memcpy(out, ring_->slots[received_ % kDepth].data, message.bytes);
+}
+
+void Fastbox::Receiver::pop() noexcept {
+  ++received_;
+  ring_->consumed.store(received_, std::memory_order_release);
+}
+
+}  // namespace cohort::transport

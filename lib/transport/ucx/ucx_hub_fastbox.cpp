@@ -1,0 +1,219 @@
+// UcxHub's fastboxes: small point-to-point messages between same-host peers through shared
+// memory (see ucx_hub.hpp and transport/fastbox.hpp). Everything here runs under the hub's
+// mutex, except connect_fastboxes (constructor).
+
+#include "transport/ucx/ucx_hub.hpp"
+
+#include <cohort/error.hpp>
+
+#include "core/log.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <span>
+
+namespace cohort::transport::ucx {
+namespace {
+
+/// The active message that wakes a peer asleep on its worker's event fd. Its handler does
+/// nothing: the wake-up itself is the point, and the message it announces is in the ring.
+constexpr unsigned kDoorbellId = 0;
+
+ucs_status_t on_doorbell(void*, const void*, std::size_t, void*, std::size_t,
+                         const ucp_am_recv_param_t*) noexcept {
+  return UCS_OK;
+}
+
+}  // namespace
+
+void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
+  std::vector<Peer*> local;
+  for (auto& peer : peers_)
+    if (peer->same_host && peer->rank != rank_) local.push_back(peer.get());
+  if (local.empty()) return;
+
+  ucp_am_handler_param_t doorbell{};
+  doorbell.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
+  doorbell.id = kDoorbellId;
+  doorbell.cb = &on_doorbell;
+  if (const ucs_status_t status = ucp_worker_set_am_recv_handler(worker_.get(), &doorbell);
+      status != UCS_OK) {
+    COHORT_LOG_WARN("fastboxes off: registering the doorbell handler failed ({})",
+                    ucs_status_string(status));
+    inbox_ = Fastbox();  // peers learn below that this rank reads no inbox
+  }
+
+  // Every peer sized its inbox before its handshake message, which this rank has received, so
+  // each segment is complete when it is mapped here. What each side can do, told to the other:
+  // bit 0, it mapped the other's inbox (it can write there); bit 1, it reads its own inbox.
+  const int local_ranks = static_cast<int>(local.size()) + 1;
+  std::vector<std::uint8_t> mine(local.size()), theirs(local.size());
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    Peer& peer = *local[i];
+    if (tunables().shared_memory && inbox_ && peer.fastbox_fd >= 0)
+      peer.peer_inbox = Fastbox::map_peer_inbox(peer.pid, peer.fastbox_fd, local_ranks);
+    mine[i] = static_cast<std::uint8_t>((peer.peer_inbox ? 1 : 0) | (inbox_ ? 2 : 0));
+  }
+  constexpr Tag kAgreementTag = p2p_tag((1u << kCommBits) - 1, UINT32_MAX - 1);
+  std::vector<Request> requests;
+  for (std::size_t i = 0; i < local.size(); ++i)
+    requests.push_back(post_recv(local[i]->rank, &theirs[i], 1, kAgreementTag, Origin{this, 0}));
+  for (std::size_t i = 0; i < local.size(); ++i)
+    requests.push_back(post_send(local[i]->rank, &mine[i], 1, kAgreementTag, Origin{this, 0}));
+  try {
+    wait(requests, std::chrono::steady_clock::now() + timeout,
+         "connecting the transport (fastboxes)");
+  } catch (...) {
+    cancel_owned(this);
+    throw;
+  }
+
+  const int my_index = peers_[static_cast<std::size_t>(rank_)]->local_index;
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    Peer& peer = *local[i];
+    const bool to_peer = (mine[i] & 1) != 0 && (theirs[i] & 2) != 0;
+    const bool from_peer = (theirs[i] & 1) != 0 && (mine[i] & 2) != 0;
+    if (to_peer) {
+      peer.to_peer = peer.peer_inbox.sender(my_index);
+    } else {
+      peer.peer_inbox = Fastbox();
+    }
+    if (from_peer) peer.from_peer = inbox_.receiver(peer.local_index);
+    if (to_peer || from_peer) fastbox_peers_.push_back(&peer);
+    COHORT_LOG_DEBUG("fastbox with world rank {}: {}", peer.rank,
+                     to_peer && from_peer ? "both ways"
+                     : to_peer            ? "sending only"
+                     : from_peer          ? "receiving only"
+                                          : "off (UCX)");
+  }
+}
+
+Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t bytes, Tag tag,
+                                  Origin origin) {
+  const Request handle = requests_.insert(Pending{peer.rank, origin, bytes, tag,
+                                                  UcxRequest::completed(UcxRequest::Kind::Send, 0),
+                                                  FastboxPart{.send_data = data}});
+  Pending& send = *requests_.find(handle);
+  if (peer.queued_sends.empty() && write_fastbox(peer, send)) {
+    send.fastbox->matched = true;
+  } else {
+    peer.queued_sends.push_back(handle);  // behind earlier ones: the ring keeps send order
+  }
+  return handle;
+}
+
+Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag tag,
+                                  Origin origin) {
+  const Request handle = requests_.insert(Pending{peer.rank, origin, bytes, tag,
+                                                  UcxRequest::completed(UcxRequest::Kind::Recv, 0),
+                                                  FastboxPart{.recv_data = data}});
+  Pending& recv = *requests_.find(handle);
+  // A message with this tag already taken from the ring is older than any still in it. (No
+  // receive with this tag is queued then: it would have taken that message.)
+  const auto taken = std::find_if(peer.unexpected.begin(), peer.unexpected.end(),
+                                  [tag](const Unexpected& message) { return message.tag == tag; });
+  if (taken != peer.unexpected.end()) {
+    if (accept(recv, taken->bytes)) std::memcpy(data, taken->data.data(), bytes);
+    peer.unexpected.erase(taken);
+  } else {
+    peer.posted_recvs.push_back(handle);
+  }
+  return handle;
+}
+
+std::optional<std::size_t> UcxHub::large_message_waiting(const Pending& recv) noexcept {
+  ucp_tag_recv_info_t info{};
+  const ucp_tag_message_h message =
+      ucp_tag_probe_nb(worker_.get(), with_source(recv.tag, static_cast<std::uint32_t>(recv.peer)),
+                       ~ucp_tag_t{0}, 0, &info);
+  if (message == nullptr) return std::nullopt;
+  return info.length;
+}
+
+bool UcxHub::write_fastbox(Peer& peer, const Pending& send) {
+  switch (peer.to_peer.try_send(send.tag, send.bytes, send.fastbox->send_data)) {
+    case Fastbox::Sender::Outcome::Full: return false;
+    case Fastbox::Sender::Outcome::SentToSleeper: ring_doorbell(peer); return true;
+    case Fastbox::Sender::Outcome::Sent: return true;
+  }
+  return false;
+}
+
+bool UcxHub::accept(Pending& recv, std::uint64_t bytes) {
+  FastboxPart& part = *recv.fastbox;
+  part.matched = true;
+  if (bytes != recv.bytes) {
+    part.disagreement = "a message of " + std::to_string(bytes) + " bytes";
+    return false;
+  }
+  recv.request = UcxRequest::completed(UcxRequest::Kind::Recv, bytes);
+  return bytes > 0;
+}
+
+bool UcxHub::progress_fastboxes() noexcept {
+  bool moved = false;
+  for (Peer* peer : fastbox_peers_) {
+    if (peer->from_peer.attached()) {
+      while (const auto message = peer->from_peer.peek()) {
+        moved = true;
+        const auto waiting = std::find_if(
+            peer->posted_recvs.begin(), peer->posted_recvs.end(),
+            [&](const Request& request) { return requests_.find(request)->tag == message->tag; });
+        if (waiting != peer->posted_recvs.end()) {
+          Pending& recv = *requests_.find(*waiting);
+          if (accept(recv, message->bytes)) peer->from_peer.read(*message, recv.fastbox->recv_data);
+          peer->posted_recvs.erase(waiting);
+        } else {
+          Unexpected early{message->tag, message->bytes, {}};
+          early.data.resize(message->bytes);
+          peer->from_peer.read(*message, early.data.data());
+          peer->unexpected.push_back(std::move(early));
+        }
+        peer->from_peer.pop();
+      }
+    }
+    while (!peer->queued_sends.empty()) {
+      Pending& send = *requests_.find(peer->queued_sends.front());
+      if (!write_fastbox(*peer, send)) break;
+      send.fastbox->matched = true;
+      peer->queued_sends.pop_front();
+      moved = true;
+    }
+  }
+  return moved;
+}
+
+bool UcxHub::fastbox_has_incoming() const noexcept {
+  return std::any_of(fastbox_peers_.begin(), fastbox_peers_.end(), [](const Peer* peer) {
+    return peer->from_peer.attached() && peer->from_peer.peek().has_value();
+  });
+}
+
+void UcxHub::ring_doorbell(Peer& peer) noexcept {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_AM_SEND_FLAG_EAGER;
+  const ucs_status_ptr_t result =
+      ucp_am_send_nbx(peer.endpoint.get(), kDoorbellId, nullptr, 0, nullptr, 0, &param);
+  if (UCS_PTR_IS_ERR(result)) {
+    // The peer then wakes at its next timed look (at most kMaxBlock later).
+    COHORT_LOG_DEBUG("ringing world rank {}'s doorbell failed ({})", peer.rank,
+                     ucs_status_string(UCS_PTR_STATUS(result)));
+  } else if (result != nullptr) {
+    ucp_request_free(result);  // completes on its own; nothing waits for it
+  }
+}
+
+void UcxHub::forget_fastbox_requests(const void* owner) noexcept {
+  const auto owned = [&](const Request& request) {
+    const Pending* pending = requests_.find(request);
+    return pending != nullptr && pending->origin.owner == owner;
+  };
+  for (Peer* peer : fastbox_peers_) {
+    std::erase_if(peer->queued_sends, owned);
+    std::erase_if(peer->posted_recvs, owned);
+  }
+}
+
+}  // namespace cohort::transport::ucx

@@ -1,0 +1,286 @@
+// Point-to-point messages between ranks of one host through fastboxes (transport/fastbox.hpp,
+// UcxHub), with real processes, a real TCP store and real UCX: messages on both sides of the
+// ring's size limit (ring and UCX) keep their order per tag and their bytes; more messages than a
+// ring holds wait for room without losing order; sizes that disagree (on either side of the limit)
+// fail the receive and leave the pair working; a rank with COHORT_SHARED_MEMORY=off keeps its pairs
+// on UCX in both directions; a receive from a peer that dies fails naming it. Checks run inside the
+// ranks; a failed check throws, which fails the rank and so the launch.
+
+#include "core/tunables.hpp"
+#include "transport/fastbox.hpp"
+#include "transport/transport_factory.hpp"
+
+#include <cohort/error.hpp>
+#include <cohort/launch.hpp>
+#include <cohort/store.hpp>
+
+#include "rank_helpers.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace cohort::transport;
+using namespace std::chrono_literals;
+
+using cohort::test::after;
+using cohort::test::bounded;
+using cohort::test::expect;
+using cohort::test::open_store;
+
+std::unique_ptr<Transport> connect(cohort::Store& store, const cohort::Environment& env) {
+  TransportOptions options;
+  options.local_world_size = env.local_world_size;
+  options.connect_timeout = 30s;
+  return create_transport(store, "t", env.rank, env.world_size, options);
+}
+
+std::uint8_t pattern(int from, int to, std::size_t i, int salt) {
+  return static_cast<std::uint8_t>(from * 131 + to * 31 + static_cast<int>(i) * 7 + salt * 13);
+}
+
+std::vector<std::uint8_t> payload(int from, int to, std::size_t bytes, int salt) {
+  std::vector<std::uint8_t> data(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) data[i] = pattern(from, to, i, salt);
+  return data;
+}
+
+void expect_payload(const std::vector<std::uint8_t>& data, int from, int to, int salt,
+                    const std::string& what) {
+  for (std::size_t i = 0; i < data.size(); ++i)
+    if (data[i] != pattern(from, to, i, salt))
+      throw std::runtime_error(what + ": wrong byte " + std::to_string(i) + " of " +
+                               std::to_string(data.size()) + " from rank " + std::to_string(from));
+}
+
+void wait_all(Transport& t, const std::vector<Request>& requests, const std::string& what) {
+  t.wait(requests, after(30s), what);
+}
+
+/// Sizes on both sides of the ring's limit, and one large enough for UCX's rendezvous.
+constexpr std::size_t kInline = Fastbox::kInlineBytes;
+const std::vector<std::size_t> kSizes = {0, 4, kInline, kInline + 1, 4096, 300000, 8, 1};
+
+/// Message k to a peer goes on user tag 5 (k even) or 6 (k odd).
+Tag tag_of(std::size_t k) {
+  return p2p_tag(1, k % 2 == 0 ? 5u : 6u);
+}
+
+/// Every rank sends kSizes to every other rank, all posted before any receive; then receives
+/// tag 6's messages first and tag 5's after (tags are separate channels, each in send order).
+void all_pairs_mixed(Transport& t, int salt) {
+  const int me = t.rank(), n = t.size();
+  std::vector<std::vector<std::uint8_t>> out;
+  std::vector<Request> sends;
+  out.reserve(kSizes.size() * static_cast<std::size_t>(n));
+  for (int p = 0; p < n; ++p) {
+    if (p == me) continue;
+    for (std::size_t k = 0; k < kSizes.size(); ++k) {
+      out.push_back(payload(me, p, kSizes[k], salt + static_cast<int>(k)));
+      sends.push_back(t.post_send(p, out.back().data(), kSizes[k], tag_of(k)));
+    }
+  }
+  for (const std::size_t parity : {std::size_t{1}, std::size_t{0}}) {
+    std::vector<std::vector<std::uint8_t>> in;
+    std::vector<Request> recvs;
+    std::vector<std::pair<int, std::size_t>> from;
+    in.reserve(kSizes.size() * static_cast<std::size_t>(n));
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      for (std::size_t k = parity; k < kSizes.size(); k += 2) {
+        in.emplace_back(kSizes[k], 0xEE);
+        recvs.push_back(t.post_recv(p, in.back().data(), kSizes[k], tag_of(k)));
+        from.emplace_back(p, k);
+      }
+    }
+    wait_all(t, recvs, "receives of tag " + std::to_string(parity == 0 ? 5 : 6));
+    for (std::size_t i = 0; i < in.size(); ++i)
+      expect_payload(in[i], from[i].first, me, salt + static_cast<int>(from[i].second),
+                     "message " + std::to_string(from[i].second));
+  }
+  wait_all(t, sends, "sends");
+}
+
+void barrier(cohort::Store& store, const std::string& name, int rank, int size) {
+  store.set_string(name + "/" + std::to_string(rank), "1");
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(name + "/" + std::to_string(r));
+  store.wait(keys, 30s);
+}
+
+}  // namespace
+
+TEST_CASE("fastbox: every pair, sizes across the inline limit, two tags, in send order",
+          "[transport][multiproc]") {
+  const int world_size = GENERATE(2, 3, 5);
+  CAPTURE(world_size);
+  REQUIRE_NOTHROW(cohort::launch(
+      world_size,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        all_pairs_mixed(*t, 1);
+        all_pairs_mixed(*t, 2);
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: a rank with COHORT_SHARED_MEMORY=off keeps its pairs on UCX both ways",
+          "[transport][multiproc]") {
+  REQUIRE_NOTHROW(cohort::launch(
+      3,
+      [](const cohort::Environment& env) {
+        if (env.rank == 1) {
+          setenv("COHORT_SHARED_MEMORY", "off", 1);
+          cohort::reload_tunables();  // below init(), nothing else re-reads it
+        }
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        all_pairs_mixed(*t, 3);
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: more messages than a ring holds, posted before any receive, stay in order",
+          "[transport][multiproc]") {
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::size_t kMessages = 3 * Fastbox::kDepth + 7;
+        const auto size_of = [](std::size_t k) {
+          return k % 3 == 0 ? std::size_t{8} : k % 3 == 1 ? kInline : kInline + 900;
+        };
+        const Tag tag = p2p_tag(2, 9);
+        if (env.rank == 0) {
+          std::vector<std::vector<std::uint8_t>> out;
+          std::vector<Request> sends;
+          out.reserve(kMessages);
+          for (std::size_t k = 0; k < kMessages; ++k) {
+            out.push_back(payload(0, 1, size_of(k), static_cast<int>(k)));
+            sends.push_back(t->post_send(1, out.back().data(), out.back().size(), tag));
+          }
+          store->set_string("all posted", "1");  // rank 1 receives only now
+          wait_all(*t, sends, "sends beyond the ring");
+        } else {
+          store->get("all posted", 30s);
+          for (std::size_t k = 0; k < kMessages; ++k) {
+            std::vector<std::uint8_t> in(size_of(k), 0xEE);
+            const Request r = t->post_recv(0, in.data(), in.size(), tag);
+            t->wait(std::span<const Request>(&r, 1), after(30s), "receive " + std::to_string(k));
+            expect_payload(in, 0, 1, static_cast<int>(k), "message " + std::to_string(k));
+          }
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: sizes that disagree fail the receive naming the size; the pair still works",
+          "[transport][multiproc]") {
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        setenv("UCX_RNDV_THRESH", "65536", 1);  // large messages below are eager: sends finish
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        // (sent, expected): both through the ring; sent through UCX where the receive takes the
+        // ring. (A ring message where the receive goes to UCX times out: see ucx_hub.hpp.)
+        const std::pair<std::size_t, std::size_t> cases[] = {
+            {16, 8}, {8, 16}, {kInline + 1000, 500}, {kInline + 1, kInline}};
+        for (std::size_t k = 0; k < std::size(cases); ++k) {
+          const auto [sent, expected] = cases[k];
+          const Tag tag = p2p_tag(3, static_cast<std::uint32_t>(k));
+          if (env.rank == 0) {
+            const auto data = payload(0, 1, sent, 40);
+            const Request s = t->post_send(1, data.data(), sent, tag);
+            t->wait(std::span<const Request>(&s, 1), after(30s), "a send the receiver refuses");
+            store->set_string("sent/" + std::to_string(k), "1");
+          } else {
+            store->get("sent/" + std::to_string(k), 30s);  // the message is on its way
+            std::vector<std::uint8_t> in(expected);
+            try {
+              const Request r = t->post_recv(0, in.data(), expected, tag);
+              t->wait(std::span<const Request>(&r, 1), after(30s), "mismatch");
+              throw std::runtime_error("size mismatch " + std::to_string(sent) + " -> " +
+                                       std::to_string(expected) + " not reported");
+            } catch (const cohort::Error& e) {
+              expect(e.code() == cohort::ErrorCode::InvalidArgument, e.what());
+              expect(e.message().find("sizes disagree") != std::string::npos, e.what());
+              expect(e.message().find("message of " + std::to_string(sent) + " bytes") !=
+                         std::string::npos,
+                     e.what());
+              expect(e.message().find("rank 0") != std::string::npos, e.what());
+            }
+          }
+        }
+        // The pair still works, both ways.
+        const std::size_t sizes[] = {kInline + 4096, 8, kInline};
+        const Tag tag = p2p_tag(3, 99);
+        for (std::size_t k = 0; k < 3; ++k) {
+          const int from = static_cast<int>(k % 2);
+          if (env.rank == from) {
+            const auto data = payload(from, 1 - from, sizes[k], 50 + static_cast<int>(k));
+            const Request s = t->post_send(1 - from, data.data(), sizes[k], tag);
+            t->wait(std::span<const Request>(&s, 1), after(30s), "send after mismatches");
+          } else {
+            std::vector<std::uint8_t> in(sizes[k], 0xEE);
+            const Request r = t->post_recv(from, in.data(), sizes[k], tag);
+            t->wait(std::span<const Request>(&r, 1), after(30s), "receive after mismatches");
+            expect_payload(in, from, 1 - from, 50 + static_cast<int>(k), "after mismatches");
+          }
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: a receive from a peer that dies fails naming it", "[transport][multiproc]") {
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        if (env.rank == 1) {
+          // Rank 1 joins from a child that kills itself, so the launch sees rank 1 exit normally.
+          const pid_t child = fork();
+          if (child == 0) {
+            auto store = open_store(env);
+            auto t = connect(*store, env);
+            store->get("posted", 30s);
+            raise(SIGKILL);
+          }
+          int status = 0;
+          waitpid(child, &status, 0);
+          expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child killed itself");
+          return;
+        }
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        std::uint64_t value = 0;
+        const Request r = t->post_recv(1, &value, sizeof value, p2p_tag(4, 1));
+        store->set_string("posted", "1");
+        try {
+          t->wait(std::span<const Request>(&r, 1), after(20s), "recv #0 from rank 1");
+          throw std::runtime_error("wait on a dead peer returned");
+        } catch (const cohort::Error& e) {
+          expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
+          expect(e.message().find("rank 1") != std::string::npos, e.what());
+        }
+        t->cancel_all();
+        t.reset();
+      },
+      bounded()));
+}

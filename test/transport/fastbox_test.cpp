@@ -1,0 +1,119 @@
+// The fastbox ring on its own, in one process (its inbox mapped a second time through
+// /proc/self, as a peer maps it): messages come out in order with their tag, size and bytes; a ring
+// holds exactly kDepth messages the receiver has not taken; slots are reused across many laps; a
+// sender learns when the receiver counted itself asleep.
+
+#include "transport/fastbox.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using cohort::transport::Fastbox;
+
+std::vector<std::byte> bytes_of(std::uint64_t n, std::size_t count) {
+  std::vector<std::byte> data(count);
+  for (std::size_t i = 0; i < count; ++i) data[i] = static_cast<std::byte>((n * 31 + i * 7) & 0xff);
+  return data;
+}
+
+struct Pair {
+  Fastbox inbox;
+  Fastbox mapped;  // the same segment as a peer sees it
+};
+
+Pair make_pair(int rings) {
+  const int fd = Fastbox::create_inbox_fd();
+  REQUIRE(fd >= 0);
+  Pair pair;
+  pair.inbox = Fastbox::map_inbox(fd, rings);
+  REQUIRE(pair.inbox);
+  pair.mapped = Fastbox::map_peer_inbox(getpid(), pair.inbox.fd(), rings);
+  REQUIRE(pair.mapped);
+  return pair;
+}
+
+}  // namespace
+
+TEST_CASE("fastbox: messages arrive in order with tag, size and bytes, across laps", "[fastbox]") {
+  Pair pair = make_pair(3);
+  Fastbox::Sender sender = pair.mapped.sender(2);
+  Fastbox::Receiver receiver = pair.inbox.receiver(2);
+  Fastbox::Receiver other = pair.inbox.receiver(1);  // another sender's ring stays empty
+  CHECK_FALSE(receiver.peek().has_value());
+  // Sizes 0, 1, 64 and the largest a slot takes in turn, over 5 laps.
+  const std::size_t sizes[] = {0, 1, 64, Fastbox::kInlineBytes};
+  for (std::uint64_t n = 0; n < 5 * Fastbox::kDepth; ++n) {
+    const std::size_t size = sizes[n % 4];
+    const auto data = bytes_of(n, size);
+    REQUIRE(sender.try_send(1000 + n, size, data.data()) == Fastbox::Sender::Outcome::Sent);
+    const auto message = receiver.peek();
+    REQUIRE(message.has_value());
+    CHECK(message->tag == 1000 + n);
+    CHECK(message->bytes == size);
+    std::vector<std::byte> got(size, std::byte{0xEE});
+    receiver.read(*message, got.data());
+    CHECK(got == data);
+    receiver.pop();
+    CHECK_FALSE(receiver.peek().has_value());
+    CHECK_FALSE(other.peek().has_value());
+  }
+}
+
+TEST_CASE("fastbox: a ring holds kDepth untaken messages, and takes more as they are taken",
+          "[fastbox]") {
+  Pair pair = make_pair(2);
+  Fastbox::Sender sender = pair.mapped.sender(0);
+  Fastbox::Receiver receiver = pair.inbox.receiver(0);
+  std::uint64_t value = 0;
+  for (std::uint64_t n = 0; n < Fastbox::kDepth; ++n) {
+    value = n;
+    REQUIRE(sender.try_send(n, sizeof value, &value) == Fastbox::Sender::Outcome::Sent);
+  }
+  value = 999;
+  CHECK(sender.try_send(99, sizeof value, &value) == Fastbox::Sender::Outcome::Full);
+  // Taking one frees one slot, no more.
+  REQUIRE(receiver.peek().has_value());
+  receiver.pop();
+  value = Fastbox::kDepth;
+  CHECK(sender.try_send(Fastbox::kDepth, sizeof value, &value) == Fastbox::Sender::Outcome::Sent);
+  CHECK(sender.try_send(99, sizeof value, &value) == Fastbox::Sender::Outcome::Full);
+  // The rest come out in order, the refused ones nowhere.
+  for (std::uint64_t n = 1; n <= Fastbox::kDepth; ++n) {
+    const auto message = receiver.peek();
+    REQUIRE(message.has_value());
+    CHECK(message->tag == n);
+    std::uint64_t got = 0;
+    receiver.read(*message, &got);
+    CHECK(got == n);
+    receiver.pop();
+  }
+  CHECK_FALSE(receiver.peek().has_value());
+}
+
+TEST_CASE("fastbox: a sender is told when the receiver is asleep", "[fastbox]") {
+  Pair pair = make_pair(2);
+  Fastbox::Sender sender = pair.mapped.sender(1);
+  const std::uint32_t value = 7;
+  CHECK(sender.try_send(1, sizeof value, &value) == Fastbox::Sender::Outcome::Sent);
+  pair.inbox.set_sleeping(true);
+  CHECK(sender.try_send(2, sizeof value, &value) == Fastbox::Sender::Outcome::SentToSleeper);
+  pair.inbox.set_sleeping(false);
+  CHECK(sender.try_send(3, sizeof value, &value) == Fastbox::Sender::Outcome::Sent);
+}
+
+TEST_CASE("fastbox: a segment smaller than its ring count needs is not mapped", "[fastbox]") {
+  const int fd = Fastbox::create_inbox_fd();
+  REQUIRE(fd >= 0);
+  const Fastbox inbox = Fastbox::map_inbox(fd, 2);
+  REQUIRE(inbox);
+  CHECK_FALSE(Fastbox::map_peer_inbox(getpid(), inbox.fd(), 3));
+  CHECK(Fastbox::map_peer_inbox(getpid(), inbox.fd(), 2));
+  CHECK_FALSE(Fastbox::map_peer_inbox(getpid(), 1 << 20, 2));  // no such descriptor
+}
