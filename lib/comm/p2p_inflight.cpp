@@ -39,6 +39,11 @@ void InFlightTransfers::post(PointToPoint&& p2p, std::chrono::milliseconds timeo
   if (transfers_.size() == transfers_.capacity())
     transfers_.reserve(std::max<std::size_t>(8, 2 * transfers_.capacity()));
   const transport::Request request = post_request(p2p);
+  if (request.is_completed()) {  // a small send that left at once: nothing to hold
+    p2p.keepalive.clear();
+    work->complete(nullptr);
+    return;
+  }
   // The deadline from the coarse clock plus a tick (never early, at most a tick late), checked
   // against the coarse clock in poll(): a precise read was a sixth of a small send's cost.
   transfers_.push_back(Transfer{request, coarse_deadline(timeout), timeout, p2p.peer, p2p.user_tag,

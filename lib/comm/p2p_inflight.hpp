@@ -62,8 +62,9 @@ class InFlightTransfers {
   InFlightTransfers& operator=(const InFlightTransfers&) = delete;
 
   /// Posts `p2p` (never blocks) and holds it, with its keepalive, until it completes or
-  /// `timeout` from now passes; `work` (named by its `what`) reports the outcome. If posting
-  /// throws, nothing is held and `work` is left untouched.
+  /// `timeout` from now passes; `work` (named by its `what`) reports the outcome. A send that
+  /// left at once (Request::completed()) is not held: its Work succeeds before this returns. If
+  /// posting throws, nothing is held and `work` is left untouched.
   void post(PointToPoint&& p2p, std::chrono::milliseconds timeout,
             std::shared_ptr<detail::WorkState> work);
 

@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -24,11 +26,12 @@ std::string describe(const PointToPointLabel& label) {
 }
 
 void WorkState::complete(std::exception_ptr failure) noexcept {
-  {
-    std::lock_guard lock(mutex);
-    error = std::move(failure);
-    finished.store(true, std::memory_order_release);
-  }
+  error = std::move(failure);
+  finished.store(true, std::memory_order_seq_cst);
+  if (sleepers.load(std::memory_order_seq_cst) == 0) return;
+  // A sleeper checked `finished` under the mutex before it slept: taking the mutex here waits
+  // until it sleeps, so the notification cannot slip in between.
+  { std::lock_guard lock(mutex); }
   finished_cv.notify_all();
 }
 
@@ -126,53 +129,61 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
     const auto start = std::chrono::steady_clock::now();
     wait_device(*state_, timeout ? std::optional(start + *timeout) : std::nullopt,
                 timeout.value_or(std::chrono::milliseconds(0)));
-    std::lock_guard lock(state_->mutex);
-    if (state_->error) std::rethrow_exception(state_->error);
+    if (state_->error) std::rethrow_exception(state_->error);  // immutable once finished
     return;
   }
-  // Often finished already (a small send, an op the caller computed past): no clock read then.
+  // Often finished already (a small send, an op the caller computed past): no clock read and
+  // no lock then.
   if (state_->finished.load(std::memory_order_acquire)) {
-    std::lock_guard lock(state_->mutex);
     if (state_->error) std::rethrow_exception(state_->error);
     return;
   }
   // Poll first, yielding the core, for as long as the transport would: most ops finish within
   // that, and a condition-variable sleep/wake would add 25-35 us to each of them.
-  const auto start = std::chrono::steady_clock::now();
   const auto poll_for =
       timeout ? std::min<std::chrono::steady_clock::duration>(*timeout, transport::kYieldPhase)
               : std::chrono::steady_clock::duration(transport::kYieldPhase);
+  // Held for the whole wait: the executor going away clears `help` under the hook's mutex, so
+  // keeping the hook itself alive is safe.
+  const std::shared_ptr<detail::ProgressHook> hook = state_->hook.lock();
   // With a core of its own, a wait first polls without yielding (see ProgressHook::spin).
-  std::chrono::steady_clock::duration spin{0};
-  if (const auto hook = state_->hook.lock()) spin = hook->spin;
+  const std::chrono::steady_clock::duration spin = hook ? hook->spin : std::chrono::microseconds(0);
   bool spinning = spin.count() > 0;
-  // A clock read costs about as much as a poll: look at it every few rounds only.
+  // A clock read costs about as much as a poll: look at it every few rounds only, and start the
+  // count at the first look (most waits end before it), so the phases run a few polls long.
   constexpr std::uint32_t kRoundsPerClockRead = 16;
+  std::optional<std::chrono::steady_clock::time_point> start;
   for (std::uint32_t round = 1;
        poll_for.count() > 0 && !state_->finished.load(std::memory_order_acquire); ++round) {
     if (round % kRoundsPerClockRead == 0) {
-      const auto waited = std::chrono::steady_clock::now() - start;
+      const auto now = std::chrono::steady_clock::now();
+      if (!start) start = now;
+      const auto waited = now - *start;
       if (waited >= poll_for) break;
       spinning = spinning && waited < spin;
     }
     // Drive the communicator from this thread when nobody else is (the progress thread may be
     // asleep between polls); otherwise give the core to whoever is driving.
-    if (const auto hook = state_->hook.lock()) {
+    if (hook) {
       std::unique_lock helping(hook->mutex, std::try_to_lock);
       if (helping.owns_lock() && hook->help != nullptr) hook->help(hook->context);
     }
     if (!spinning && !state_->finished.load(std::memory_order_acquire)) sched_yield();
   }
-  std::unique_lock lock(state_->mutex);
-  const auto done = [this] { return state_->finished.load(std::memory_order_relaxed); };
-  if (timeout) {
-    if (!state_->finished_cv.wait_for(lock, *timeout, done)) {
-      throw Error(ErrorCode::Timeout, state_->what() + " did not finish within the " +
-                                          std::to_string(timeout->count()) +
-                                          " ms given to Work::wait (the op keeps running)");
-    }
-  } else {
-    state_->finished_cv.wait(lock, done);
+  // Counted as a sleeper before looking at `finished` (see WorkState::sleepers).
+  state_->sleepers.fetch_add(1, std::memory_order_seq_cst);
+  bool finished = false;
+  {
+    std::unique_lock lock(state_->mutex);
+    const auto done = [this] { return state_->finished.load(std::memory_order_seq_cst); };
+    finished = timeout ? state_->finished_cv.wait_for(lock, *timeout, done)
+                       : (state_->finished_cv.wait(lock, done), true);
+  }
+  state_->sleepers.fetch_sub(1, std::memory_order_relaxed);
+  if (!finished) {
+    throw Error(ErrorCode::Timeout, state_->what() + " did not finish within the " +
+                                        std::to_string(timeout->count()) +
+                                        " ms given to Work::wait (the op keeps running)");
   }
   if (state_->error) std::rethrow_exception(state_->error);
 }

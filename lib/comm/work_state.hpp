@@ -67,9 +67,16 @@ struct WorkState {
   }
   std::mutex mutex;
   std::condition_variable finished_cv;
-  /// Read without the mutex by Work::test(); written under it.
+  /// Set once the op finished (release, after `error`); read without the mutex.
   std::atomic<bool> finished{false};
-  std::exception_ptr error;  ///< guarded by mutex; immutable once finished
+  /// Threads asleep on finished_cv, or about to be: complete() takes the mutex and notifies
+  /// only when there are any, so finishing an op nobody sleeps on takes no lock. It and
+  /// `finished` are sequentially consistent, so either complete() sees a sleeper or the sleeper
+  /// sees `finished` before it sleeps.
+  std::atomic<int> sleepers{0};
+  /// Written once, before `finished` is set (a device op's pollers write it under the mutex);
+  /// read by whoever has seen `finished`.
+  std::exception_ptr error;
   /// The executor that runs the op, for Work::wait to help along; empty once it is gone.
   std::weak_ptr<ProgressHook> hook;
   /// Set for an op on device buffers (then hook is empty): polled for completion.

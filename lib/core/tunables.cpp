@@ -135,8 +135,9 @@ constexpr std::array kTunables{
                 "how long a wait busy-polls before it sleeps (auto: from ranks per core)", false,
                 &parse_spin},
     TunableInfo{"COHORT_SHARED_MEMORY", "enum auto|off", "auto",
-                "off on any rank leaves every collective to the message transport", false,
-                &parse_shared_memory},
+                "off on any rank leaves every collective, and its send/recv, to the message "
+                "transport",
+                false, &parse_shared_memory},
     TunableInfo{"COHORT_UCX_ERR_HANDLING", "enum auto|peer", "auto",
                 "peer: UCX peer-failure handling on same-host endpoints too (no UCX shared memory)",
                 false, &parse_ucx_err_handling},

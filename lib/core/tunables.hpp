@@ -49,8 +49,8 @@ struct Tunables {
   /// COHORT_UCX_ERR_HANDLING.
   PeerErrorHandling ucx_err_handling = PeerErrorHandling::Auto;
   /// COHORT_SHARED_MEMORY: false ("off") on any rank leaves every collective to the message
-  /// transport; true ("auto") maps a shared segment when all of a communicator's ranks share a
-  /// host.
+  /// transport, and that rank's send/recv with same-host peers too (no fastboxes); true ("auto")
+  /// maps a shared segment when all of a communicator's ranks share a host.
   bool shared_memory = true;
   /// COHORT_STORE_TIMEOUT: the default deadline of store waits (default_store_timeout()).
   std::chrono::milliseconds store_timeout = kDefaultStoreTimeout;

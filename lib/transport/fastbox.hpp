@@ -5,10 +5,10 @@
 //
 // Why: a 4-byte send and receive through UCX's shared-memory transport costs a tag-matching
 // request on each side plus UCX's own FIFO, about a third of a small sendrecv's time in a
-// profile; Open MPI, with fastboxes of its own, makes the same exchange 2.5-3x faster. A fastbox is a ring of fixed-size slots that
-// one sender writes and one receiver reads: the sender copies the message into the next slot and
-// stamps it, the receiver sees the stamp, copies the message out and announces how far it has
-// consumed.
+// profile; Open MPI, with fastboxes of its own, makes the same exchange 2.5-3x faster. A fastbox is
+// a ring of fixed-size slots that one sender writes and one receiver reads: the sender copies the
+// message into the next slot and stamps it, the receiver sees the stamp, copies the message out and
+// announces how far it has consumed.
 //
 // Layout: every process owns one segment (an anonymous memfd, mapped by its same-host peers
 // through /proc/<pid>/fd/<fd>, like the shared arena), its inbox: a header line, then one ring

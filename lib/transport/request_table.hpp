@@ -24,7 +24,7 @@ class RequestTable {
       slot = free_.back();
       free_.pop_back();
     } else {
-      COHORT_CHECK(slots_.size() < UINT32_MAX - 1);
+      COHORT_CHECK(slots_.size() < UINT32_MAX - 2);  // the top two are invalid() and completed()
       slot = static_cast<std::uint32_t>(slots_.size());
       slots_.emplace_back();
     }

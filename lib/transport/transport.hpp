@@ -37,6 +37,11 @@ struct Request {
   std::uint32_t slot = UINT32_MAX;
   std::uint32_t generation = 0;
   bool valid() const noexcept { return slot != UINT32_MAX; }
+  /// What post_send returns for a message that left at once (its buffer may be reused): nothing
+  /// is held for it, and wait() and test() take it as complete. A small send's common case, so
+  /// it skips the request table.
+  static constexpr Request completed() noexcept { return Request{UINT32_MAX - 1, 0}; }
+  bool is_completed() const noexcept { return slot == UINT32_MAX - 1; }
   friend bool operator==(const Request&, const Request&) = default;
 };
 
@@ -48,6 +53,7 @@ class Transport {
   virtual int size() const noexcept = 0;
 
   /// Sends `bytes` at `data` to `peer`. `tag` comes from op_tag()/p2p_tag() (source bits zero).
+  /// May return Request::completed() when the message left at once.
   virtual Request post_send(int peer, const void* data, std::size_t bytes, Tag tag) = 0;
   /// Receives exactly `bytes` from `peer` into `data`.
   virtual Request post_recv(int peer, void* data, std::size_t bytes, Tag tag) = 0;

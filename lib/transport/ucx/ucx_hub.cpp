@@ -173,6 +173,7 @@ Request UcxHub::post_send(int peer, const void* data, std::size_t bytes, Tag tag
                            ? UcxRequest::failed(UcxRequest::Kind::Send, UCS_ERR_CONNECTION_RESET)
                            : UcxRequest::send(worker_.get(), target.endpoint.get(), data, bytes,
                                               with_source(tag, static_cast<std::uint32_t>(rank_)));
+  if (request.succeeded_at_post()) return Request::completed();
   return requests_.insert(Pending{peer, origin, bytes, tag, std::move(request), std::nullopt});
 }
 
@@ -295,7 +296,7 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
   {
     std::lock_guard lock(mutex_);
     for (const Request& request : requests)
-      if (!requests_.find(request))
+      if (!request.is_completed() && !requests_.find(request))
         throw Error(ErrorCode::InvalidUsage,
                     "wait() on a stale or invalid request handle (slot " +
                         std::to_string(request.slot) + ", generation " +
@@ -317,6 +318,8 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
       done_inline[i] = true;
     }
   };
+  for (std::size_t i = 0; i < requests.size(); ++i)
+    if (requests[i].is_completed()) mark_done(i);
   const auto start = std::chrono::steady_clock::now();
   const auto spin_until = start + policy_.spin;
   const auto yield_until = start + kYieldPhase;
@@ -430,6 +433,7 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
 }
 
 bool UcxHub::test(const Request& request) {
+  if (request.is_completed()) return true;
   std::lock_guard lock(mutex_);
   Pending* pending = requests_.find(request);
   if (!pending)

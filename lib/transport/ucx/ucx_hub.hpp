@@ -14,7 +14,8 @@
 //
 // Small point-to-point messages between same-host peers (user send/recv, the tags with the p2p
 // flag, of at most Fastbox::kInlineBytes) go through fastboxes (transport/fastbox.hpp) instead
-// of UCX: the message is copied into the receiver's ring and its send completes at once. Larger
+// of UCX: the message is copied into the receiver's ring and its send completes at once
+// (Request::completed(), unless the ring is full). Larger
 // ones go through UCX as before. Both sides pick the way by size alone, so a send and its
 // receive meet when they agree on the size; the receiver matches ring messages to receives per
 // tag, oldest first, as UCX does. When they disagree across the limit, a small receive still
@@ -174,8 +175,8 @@ class UcxHub {
   /// The size of a message waiting in UCX for fastbox receive `recv` (its sender thought it too
   /// large for the ring), if any.
   std::optional<std::size_t> large_message_waiting(const Pending& recv) noexcept;
-  /// Puts a send's message into the peer's ring; false when the ring is full.
-  bool write_fastbox(Peer& peer, const Pending& send);
+  /// Puts a message into the peer's ring; false when the ring is full.
+  bool write_fastbox(Peer& peer, Tag tag, std::size_t bytes, const void* data);
   /// Matches a message of `bytes` to receive `recv`; true when the caller copies the message's
   /// bytes to the receive's buffer, false after recording a size disagreement.
   bool accept(Pending& recv, std::uint64_t bytes);

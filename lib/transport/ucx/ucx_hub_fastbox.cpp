@@ -91,15 +91,13 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
 
 Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t bytes, Tag tag,
                                   Origin origin) {
+  // Behind queued sends if there are any: the ring keeps send order.
+  if (peer.queued_sends.empty() && write_fastbox(peer, tag, bytes, data))
+    return Request::completed();
   const Request handle = requests_.insert(Pending{peer.rank, origin, bytes, tag,
                                                   UcxRequest::completed(UcxRequest::Kind::Send, 0),
                                                   FastboxPart{.send_data = data}});
-  Pending& send = *requests_.find(handle);
-  if (peer.queued_sends.empty() && write_fastbox(peer, send)) {
-    send.fastbox->matched = true;
-  } else {
-    peer.queued_sends.push_back(handle);  // behind earlier ones: the ring keeps send order
-  }
+  peer.queued_sends.push_back(handle);
   return handle;
 }
 
@@ -131,8 +129,8 @@ std::optional<std::size_t> UcxHub::large_message_waiting(const Pending& recv) no
   return info.length;
 }
 
-bool UcxHub::write_fastbox(Peer& peer, const Pending& send) {
-  switch (peer.to_peer.try_send(send.tag, send.bytes, send.fastbox->send_data)) {
+bool UcxHub::write_fastbox(Peer& peer, Tag tag, std::size_t bytes, const void* data) {
+  switch (peer.to_peer.try_send(tag, bytes, data)) {
     case Fastbox::Sender::Outcome::Full: return false;
     case Fastbox::Sender::Outcome::SentToSleeper: ring_doorbell(peer); return true;
     case Fastbox::Sender::Outcome::Sent: return true;
@@ -175,7 +173,7 @@ bool UcxHub::progress_fastboxes() noexcept {
     }
     while (!peer->queued_sends.empty()) {
       Pending& send = *requests_.find(peer->queued_sends.front());
-      if (!write_fastbox(*peer, send)) break;
+      if (!write_fastbox(*peer, send.tag, send.bytes, send.fastbox->send_data)) break;
       send.fastbox->matched = true;
       peer->queued_sends.pop_front();
       moved = true;

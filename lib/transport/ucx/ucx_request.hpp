@@ -38,6 +38,8 @@ class UcxRequest {
   /// Bytes a completed receive got (valid once poll() returned UCS_OK).
   std::size_t received_bytes() const noexcept { return received_; }
   Kind kind() const noexcept { return kind_; }
+  /// Completed successfully when it was posted (an eager send that left at once).
+  bool succeeded_at_post() const noexcept { return pending_ == nullptr && status_ == UCS_OK; }
   /// Cancels a pending receive (a no-op for sends: UCX cannot cancel them; closing the endpoint
   /// completes them). The cancellation completes during a later progress.
   void cancel() noexcept;
