@@ -18,8 +18,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -254,17 +252,12 @@ TEST_CASE("fastbox: a receive from a peer that dies fails naming it", "[transpor
       2,
       [](const cohort::Environment& env) {
         if (env.rank == 1) {
-          // Rank 1 joins from a child that kills itself, so the launch sees rank 1 exit normally.
-          const pid_t child = fork();
-          if (child == 0) {
+          // Rank 1 joins from a child that dies (see run_in_child_that_dies).
+          cohort::test::run_in_child_that_dies([&] {
             auto store = open_store(env);
             auto t = connect(*store, env);
             store->get("posted", 30s);
-            raise(SIGKILL);
-          }
-          int status = 0;
-          waitpid(child, &status, 0);
-          expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child killed itself");
+          });
           return;
         }
         auto store = open_store(env);

@@ -8,6 +8,10 @@
 #include <cohort/launch.hpp>
 #include <cohort/store.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <memory>
 #include <stdexcept>
@@ -41,6 +45,25 @@ inline std::unique_ptr<TcpStore> open_store(const Environment& env) {
 
 inline transport::Deadline after(std::chrono::milliseconds d) {
   return std::chrono::steady_clock::now() + d;
+}
+
+/// Runs `body` (the rank's part: connect, then wait for a store key) in a child process that
+/// then kills itself, and checks that it did. The peers see the rank die, while the launch
+/// (which stops everyone when a rank dies) sees the rank itself exit normally.
+template <class Body>
+void run_in_child_that_dies(Body&& body) {
+  const pid_t child = fork();
+  if (child == 0) {
+    try {
+      body();
+    } catch (...) {
+      _exit(1);  // the check below then fails: the child exited instead of dying
+    }
+    raise(SIGKILL);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child killed itself");
 }
 
 }  // namespace cohort::test

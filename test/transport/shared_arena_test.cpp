@@ -15,8 +15,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -144,19 +142,13 @@ TEST_CASE("a silent rank: Timeout naming it and the op; a dead rank: RemoteError
       3,
       [](const cohort::Environment& env) {
         if (env.rank == 2) {
-          // Rank 2 maps the arena from a child that then dies, so the launch (which stops
-          // everyone on a rank's death) sees rank 2 itself exit normally.
-          const pid_t child = fork();
-          if (child == 0) {
+          // Rank 2 maps the arena from a child that dies (see run_in_child_that_dies).
+          cohort::test::run_in_child_that_dies([&] {
             auto store = open_store(env);
             auto arena = open_arena(*store, env);
             store->get("timed-out/0", 30s);
             store->get("timed-out/1", 30s);
-            raise(SIGKILL);
-          }
-          int status = 0;
-          waitpid(child, &status, 0);
-          expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child killed itself");
+          });
           return;
         }
         auto store = open_store(env);

@@ -15,8 +15,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -306,19 +304,13 @@ TEST_CASE("a peer that dies: pending requests fail naming it, never hang",
         setenv("COHORT_UCX_ERR_HANDLING", mode, 1);
         cohort::reload_tunables();  // below init(), nothing else re-reads it
         if (env.rank == 2) {
-          // Rank 2 joins the transport from a child process that kills itself, so the launch
-          // (which stops everyone on a rank's death) sees rank 2 exit normally.
-          const pid_t child = fork();
-          if (child == 0) {
+          // Rank 2 joins the transport from a child that dies (see run_in_child_that_dies).
+          cohort::test::run_in_child_that_dies([&] {
             auto store = open_store(env);
             auto t = connect(*store, env);
             store->get("posted/0", 30s);
             store->get("posted/1", 30s);
-            raise(SIGKILL);
-          }
-          int status = 0;
-          waitpid(child, &status, 0);
-          expect(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "child killed itself");
+          });
           return;
         }
         auto store = open_store(env);
