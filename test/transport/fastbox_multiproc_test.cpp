@@ -33,16 +33,11 @@ using namespace cohort::transport;
 using namespace std::chrono_literals;
 
 using cohort::test::after;
+using cohort::test::barrier;
 using cohort::test::bounded;
+using cohort::test::connect;
 using cohort::test::expect;
 using cohort::test::open_store;
-
-std::unique_ptr<Transport> connect(cohort::Store& store, const cohort::Environment& env) {
-  TransportOptions options;
-  options.local_world_size = env.local_world_size;
-  options.connect_timeout = 30s;
-  return create_transport(store, "t", env.rank, env.world_size, options);
-}
 
 std::uint8_t pattern(int from, int to, std::size_t i, int salt) {
   return static_cast<std::uint8_t>(from * 131 + to * 31 + static_cast<int>(i) * 7 + salt * 13);
@@ -108,13 +103,6 @@ void all_pairs_mixed(Transport& t, int salt) {
                      "message " + std::to_string(from[i].second));
   }
   wait_all(t, sends, "sends");
-}
-
-void barrier(cohort::Store& store, const std::string& name, int rank, int size) {
-  store.set_string(name + "/" + std::to_string(rank), "1");
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back(name + "/" + std::to_string(r));
-  store.wait(keys, 30s);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // launch), bounded launches, the job's store, and deadlines.
 
 #include "transport/transport.hpp"
+#include "transport/transport_factory.hpp"
 
 #include <cohort/launch.hpp>
 #include <cohort/store.hpp>
@@ -16,6 +17,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace cohort::test {
 
@@ -45,6 +47,23 @@ inline std::unique_ptr<TcpStore> open_store(const Environment& env) {
 
 inline transport::Deadline after(std::chrono::milliseconds d) {
   return std::chrono::steady_clock::now() + d;
+}
+
+/// This rank's transport over the launch's world, its store keys under `prefix`.
+inline std::unique_ptr<transport::Transport> connect(Store& store, const Environment& env,
+                                                     const std::string& prefix = "t") {
+  transport::TransportOptions options;
+  options.local_world_size = env.local_world_size;
+  options.connect_timeout = 30s;
+  return transport::create_transport(store, prefix, env.rank, env.world_size, options);
+}
+
+/// Returns once every rank of the world reached the barrier `name` (through the store).
+inline void barrier(Store& store, const std::string& name, int rank, int size) {
+  store.set_string(name + "/" + std::to_string(rank), "1");
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back(name + "/" + std::to_string(r));
+  store.wait(keys, 30s);
 }
 
 /// Runs `body` (the rank's part: connect, then wait for a store key) in a child process that

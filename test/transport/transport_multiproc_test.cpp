@@ -31,17 +31,11 @@ using namespace cohort::transport;
 using namespace std::chrono_literals;
 
 using cohort::test::after;
+using cohort::test::barrier;
 using cohort::test::bounded;
+using cohort::test::connect;
 using cohort::test::expect;
 using cohort::test::open_store;
-
-std::unique_ptr<Transport> connect(cohort::Store& store, const cohort::Environment& env,
-                                   const std::string& prefix = "t") {
-  TransportOptions options;
-  options.local_world_size = env.local_world_size;
-  options.connect_timeout = 30s;
-  return create_transport(store, prefix, env.rank, env.world_size, options);
-}
 
 /// Waits for the one request `request` (a post_send or post_recv result) for at most `timeout`.
 void wait_one(Transport& t, Request request, std::chrono::milliseconds timeout,
@@ -119,13 +113,6 @@ std::size_t rndv_size(int from, int to) {
 }
 std::size_t zero_size(int, int) {
   return 0;
-}
-
-void barrier(cohort::Store& store, const std::string& name, int rank, int size) {
-  store.set_string(name + "/" + std::to_string(rank), "1");
-  std::vector<std::string> keys;
-  for (int r = 0; r < size; ++r) keys.push_back(name + "/" + std::to_string(r));
-  store.wait(keys, 30s);
 }
 
 }  // namespace
