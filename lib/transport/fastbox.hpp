@@ -51,8 +51,8 @@ class Fastbox {
   /// buffering still runs.
   static constexpr std::uint64_t kDepth = 64;
   static constexpr std::size_t kSlotBytes = 1024;
-  /// The largest message a ring carries (the slot less its stamp and header). From 4 KiB on,
-  /// UCX's shared-memory transport was as fast or faster when measured (see README).
+  /// The largest message a ring carries (the slot less its stamp and header). Messages spread
+  /// over several slots ran slower than UCX's shared-memory path at 4-8 KiB (see README).
   static constexpr std::size_t kInlineBytes = kSlotBytes - 24;
 
   struct Message {
