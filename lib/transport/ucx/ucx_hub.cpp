@@ -219,7 +219,7 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
                           std::span<const Request> all) {
   const Peer& peer = *peers_[static_cast<std::size_t>(pending.peer)];
   // A fastbox receive whose message has not come, or a send waiting for room in the ring, is in
-  // progress like a UCX request; once matched, its placeholder request reports success.
+  // progress like a UCX request; once matched, its request is UcxRequest::completed.
   bool waiting_in_fastbox = pending.fastbox && !pending.fastbox->matched;
   if (waiting_in_fastbox && pending.request.kind() == UcxRequest::Kind::Recv) {
     // The sender may have sent more than the ring takes. Its message then waits in UCX; the

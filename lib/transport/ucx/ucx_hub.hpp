@@ -139,7 +139,7 @@ class UcxHub {
     Origin origin;
     std::size_t bytes;  // expected size of a receive
     Tag tag;
-    UcxRequest request;  ///< a placeholder (UcxRequest::completed) for fastbox messages
+    UcxRequest request;  ///< for fastbox messages, UcxRequest::completed once matched
     std::optional<FastboxPart> fastbox;
   };
 
