@@ -1,15 +1,12 @@
 #include "transport/fastbox.hpp"
 
 #include "core/check.hpp"
-#include "core/log.hpp"
+#include "transport/shared_segment.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
-#include <string>
 #include <utility>
 
 namespace cohort::transport {
@@ -48,21 +45,13 @@ Fastbox::Ring* Fastbox::ring(int index) const noexcept {
 }
 
 int Fastbox::create_inbox_fd() noexcept {
-  const int fd = memfd_create("cohort-fastbox", MFD_CLOEXEC);
-  if (fd < 0) COHORT_LOG_DEBUG("fastbox: memfd_create failed (errno {})", errno);
-  return fd;
+  return shared_segment::create("cohort-fastbox", "fastbox");
 }
 
 Fastbox Fastbox::map_inbox(int fd, int rings) {
   const std::size_t bytes = bytes_for(rings);
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    COHORT_LOG_DEBUG("fastbox: sizing the inbox to {} bytes failed (errno {})", bytes, errno);
-    close(fd);
-    return {};
-  }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (base == MAP_FAILED) {
-    COHORT_LOG_DEBUG("fastbox: mapping the inbox ({} bytes) failed (errno {})", bytes, errno);
+  void* base = shared_segment::size_and_map(fd, bytes, "fastbox");
+  if (base == nullptr) {
     close(fd);
     return {};
   }
@@ -70,27 +59,9 @@ Fastbox Fastbox::map_inbox(int fd, int rings) {
 }
 
 Fastbox Fastbox::map_peer_inbox(pid_t pid, int fd, int rings) {
-  const std::string where = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
-  const int opened = open(where.c_str(), O_RDWR | O_CLOEXEC);
-  if (opened < 0) {
-    COHORT_LOG_DEBUG("fastbox: opening {} failed (errno {})", where, errno);
-    return {};
-  }
   const std::size_t bytes = bytes_for(rings);
-  // A segment its owner did not size (it failed, or disagrees about the ring count) would fault
-  // on first touch instead of failing here.
-  struct stat status {};
-  if (fstat(opened, &status) != 0 || static_cast<std::size_t>(status.st_size) < bytes) {
-    COHORT_LOG_DEBUG("fastbox: {} is smaller than the {} bytes expected", where, bytes);
-    close(opened);
-    return {};
-  }
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, opened, 0);
-  close(opened);  // the mapping keeps the segment
-  if (base == MAP_FAILED) {
-    COHORT_LOG_DEBUG("fastbox: mapping {} failed (errno {})", where, errno);
-    return {};
-  }
+  void* base = shared_segment::map_existing(shared_segment::proc_path(pid, fd), bytes, "fastbox");
+  if (base == nullptr) return {};
   return Fastbox(base, bytes, rings, -1);
 }
 

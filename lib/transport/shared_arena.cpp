@@ -5,8 +5,8 @@
 #include "core/log.hpp"
 #include "core/tunables.hpp"
 #include "transport/host_identity.hpp"
+#include "transport/shared_segment.hpp"
 
-#include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -96,35 +96,18 @@ struct Fd {
   }
 };
 
-/// Rank 0's segment: an anonymous memfd, sized and mapped. Empty mapping (and a log line) when
-/// the kernel refuses.
+/// Rank 0's segment (shared_segment.hpp), sized and mapped. Empty mapping when that fails.
 void create_segment(Mapping& mapping, Fd& fd) {
-  fd.fd = memfd_create("cohort-arena", MFD_CLOEXEC);
-  if (fd.fd < 0) {
-    COHORT_LOG_DEBUG("shared arena: memfd_create failed (errno {})", errno);
-    return;
-  }
-  if (ftruncate(fd.fd, static_cast<off_t>(mapping.bytes)) != 0) {
-    COHORT_LOG_DEBUG("shared arena: sizing the segment to {} bytes failed (errno {})",
-                     mapping.bytes, errno);
-    return;
-  }
-  mapping.base = mmap(nullptr, mapping.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
-  if (mapping.base == MAP_FAILED)
-    COHORT_LOG_DEBUG("shared arena: mapping {} bytes failed (errno {})", mapping.bytes, errno);
+  fd.fd = shared_segment::create("cohort-arena", "shared arena");
+  if (fd.fd < 0) return;
+  if (void* base = shared_segment::size_and_map(fd.fd, mapping.bytes, "shared arena"))
+    mapping.base = base;
 }
 
 /// Another rank's view of rank 0's segment, through its open descriptor.
 void map_segment(Mapping& mapping, const std::string& where) {
-  Fd fd;
-  fd.fd = open(where.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd.fd < 0) {
-    COHORT_LOG_DEBUG("shared arena: opening {} failed (errno {})", where, errno);
-    return;
-  }
-  mapping.base = mmap(nullptr, mapping.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.fd, 0);
-  if (mapping.base == MAP_FAILED)
-    COHORT_LOG_DEBUG("shared arena: mapping {} failed (errno {})", where, errno);
+  if (void* base = shared_segment::map_existing(where, mapping.bytes, "shared arena"))
+    mapping.base = base;
 }
 
 }  // namespace
@@ -220,8 +203,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
     if (usable) create_segment(mapping, segment);
     if (mapping.base != MAP_FAILED) {
       verdict.usable = 1;
-      const std::string where =
-          "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(segment.fd);
+      const std::string where = shared_segment::proc_path(getpid(), segment.fd);
       std::memcpy(verdict.where, where.data(), std::min(where.size(), sizeof verdict.where - 1));
     } else if (!usable) {
       COHORT_LOG_DEBUG("shared arena: not every rank is willing and on this host; not used");
