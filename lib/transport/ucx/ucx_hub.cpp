@@ -167,7 +167,7 @@ Request UcxHub::post_send(int peer, const void* data, std::size_t bytes, Tag tag
                 "post_send: null buffer for " + std::to_string(bytes) + " bytes");
   std::lock_guard lock(mutex_);
   Peer& target = *peers_[static_cast<std::size_t>(peer)];
-  if (fastbox_send_route(target, tag, bytes))
+  if (fastbox_send_route(target, tag, bytes) || behind_queued_fastbox_sends(target, tag))
     return post_fastbox_send(target, data, bytes, tag, origin);
   UcxRequest request = target.failed
                            ? UcxRequest::failed(UcxRequest::Kind::Send, UCS_ERR_CONNECTION_RESET)

@@ -169,6 +169,15 @@ class UcxHub {
   bool fastbox_recv_route(const Peer& peer, Tag tag, std::size_t bytes) const noexcept {
     return (tag & kP2PFlag) != 0 && bytes <= Fastbox::kInlineBytes && peer.from_peer.attached();
   }
+  /// A p2p send too large for the ring while sends to `peer` wait for room in it: it queues
+  /// behind them, so its message cannot reach UCX before theirs reach the ring. (The receiver
+  /// relies on that order to tell a large message meant for a later receive from one that
+  /// disagrees with the receive waiting now.)
+  bool behind_queued_fastbox_sends(const Peer& peer, Tag tag) const noexcept {
+    return (tag & kP2PFlag) != 0 && !peer.queued_sends.empty() && !peer.failed;
+  }
+  /// A send through `peer`'s ring, or (larger than the ring takes) one queued behind sends
+  /// waiting for room in it, posted to UCX when its turn comes.
   Request post_fastbox_send(Peer& peer, const void* data, std::size_t bytes, Tag tag,
                             Origin origin);
   Request post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag tag, Origin origin);

@@ -92,7 +92,8 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
 Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t bytes, Tag tag,
                                   Origin origin) {
   // Behind queued sends if there are any: the ring keeps send order.
-  if (peer.queued_sends.empty() && write_fastbox(peer, tag, bytes, data))
+  if (peer.queued_sends.empty() && bytes <= Fastbox::kInlineBytes &&
+      write_fastbox(peer, tag, bytes, data))
     return Request::completed();
   const Request handle = requests_.insert(Pending{peer.rank, origin, bytes, tag,
                                                   UcxRequest::completed(UcxRequest::Kind::Send, 0),
@@ -173,7 +174,14 @@ bool UcxHub::progress_fastboxes() noexcept {
     }
     while (!peer->queued_sends.empty()) {
       Pending& send = *requests_.find(peer->queued_sends.front());
-      if (!write_fastbox(*peer, send.tag, send.bytes, send.fastbox->send_data)) break;
+      if (send.bytes > Fastbox::kInlineBytes) {
+        // Its turn: every send before it is in the ring now (see behind_queued_fastbox_sends).
+        send.request =
+            UcxRequest::send(worker_.get(), peer->endpoint.get(), send.fastbox->send_data,
+                             send.bytes, with_source(send.tag, static_cast<std::uint32_t>(rank_)));
+      } else if (!write_fastbox(*peer, send.tag, send.bytes, send.fastbox->send_data)) {
+        break;
+      }
       send.fastbox->matched = true;
       peer->queued_sends.pop_front();
       moved = true;
