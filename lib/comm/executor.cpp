@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include <pthread.h>
+
 namespace cohort::comm {
 namespace {
 
@@ -22,8 +24,9 @@ using Clock = std::chrono::steady_clock;
 // 1.3-1.7 us (Open MPI 0.4). Transfers nobody waits on advance at this pace.
 constexpr std::chrono::microseconds kPollInterval{1000};
 
-// How often the progress thread looks whether a fast-path op has ended, when ops wait behind
-// it. Only concurrent calls from several threads of one communicator get here.
+// How often the progress thread looks whether a fast-path op has ended, when ops are queued
+// behind it. Only concurrent calls from several threads of one communicator get here (transfers
+// in flight alone wait for kPollInterval).
 constexpr std::chrono::microseconds kFastOpPoll{100};
 
 }  // namespace
@@ -67,12 +70,17 @@ Work Executor::submit(OpInfo info, OpBody body) {
 }
 
 void Executor::run_p2p(OpInfo info, PointToPoint p2p) {
+  if (try_claim_fast()) {
+    FastDriveGuard guard(*this);
+    execute_p2p_blocking(info, next_p2p_seq_.fetch_add(1, std::memory_order_relaxed), p2p);
+    return;
+  }
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);
   close_fast_path_locked();
   if (drive_free_locked() && queue_.empty()) {
     busy_ = true;
-    const std::uint32_t seq = next_p2p_seq_++;
+    const std::uint32_t seq = next_p2p_seq_.fetch_add(1, std::memory_order_relaxed);
     lock.unlock();
     DriveGuard guard(*this);
     execute_p2p_blocking(info, seq, p2p);
@@ -84,6 +92,14 @@ void Executor::run_p2p(OpInfo info, PointToPoint p2p) {
 }
 
 Work Executor::submit_p2p(OpInfo info, PointToPoint p2p) {
+  // Posting never blocks, so the caller's thread posts whenever nothing is ahead. The first
+  // send/receive takes the locked path below, which starts the progress thread.
+  if (thread_started_.load(std::memory_order_acquire) && try_claim_fast()) {
+    FastDriveGuard guard(*this);
+    auto work = new_work(label_p2p(p2p, next_p2p_seq_.fetch_add(1, std::memory_order_relaxed)));
+    post_transfer(std::move(p2p), info.timeout, work);
+    return Work(std::move(work));
+  }
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);
   close_fast_path_locked();
@@ -92,7 +108,7 @@ Work Executor::submit_p2p(OpInfo info, PointToPoint p2p) {
   // Nothing ahead and nobody driving: post from this thread (posting never blocks), so neither
   // this call nor its completion waits for the progress thread to wake up.
   busy_ = true;
-  const std::uint32_t seq = next_p2p_seq_++;
+  const std::uint32_t seq = next_p2p_seq_.fetch_add(1, std::memory_order_relaxed);
   auto work = new_work(label_p2p(p2p, seq));
   // The op may stay in flight after this call returns; someone must keep polling it while its
   // owner computes or sleeps in Work::wait.
@@ -118,7 +134,7 @@ std::uint32_t Executor::begin_external(const OpInfo& info) {
   throw_if_poisoned_locked(info.kind);
   const bool p2p = info.kind == Collective::Send || info.kind == Collective::Recv;
   const std::uint32_t seq =
-      p2p ? next_p2p_seq_++ : next_seq_.fetch_add(1, std::memory_order_relaxed);
+      (p2p ? next_p2p_seq_ : next_seq_).fetch_add(1, std::memory_order_relaxed);
   lock.unlock();
   if (!p2p)
     recorder_.started(seq, info.kind, info.forced, info.shape, info.timeout,
@@ -165,7 +181,7 @@ Error Executor::poisoned_error(std::string_view what) const {
 std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody body,
                                                             std::optional<PointToPoint> p2p) {
   const std::uint32_t seq =
-      p2p ? next_p2p_seq_++ : next_seq_.fetch_add(1, std::memory_order_relaxed);
+      (p2p ? next_p2p_seq_ : next_seq_).fetch_add(1, std::memory_order_relaxed);
   auto work = p2p ? new_work(label_p2p(*p2p, seq)) : new_work(describe(info, seq));
   if (!p2p) {
     recorder_.queued(seq, info.kind, info.forced, info.shape, info.timeout,
@@ -178,7 +194,9 @@ std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody 
 }
 
 void Executor::start_thread_locked() {
-  if (!thread_.joinable()) thread_ = std::thread([this] { thread_main(); });
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] { thread_main(); });
+  thread_started_.store(true, std::memory_order_release);
 }
 
 void Executor::abort(const std::string& reason) noexcept {
@@ -215,16 +233,38 @@ void Executor::end_drive() noexcept {
   {
     std::lock_guard lock(mutex_);
     busy_ = false;
-    pending_count_ = in_flight_.count();
-    // Idle again: the next blocking collective may take the fast path. Release: whatever this
-    // drive wrote (scratch, in_flight_, the name) happens before that op reads it.
-    if (queue_.empty() && pending_count_ == 0 && !poisoned_ && !stop_)
-      fast_open_.store(true, std::memory_order_release);
+    const std::size_t pending = in_flight_.count();
+    pending_count_.store(pending, std::memory_order_relaxed);
+    // Nothing queued: the next op may take the fast path. Release: whatever this drive wrote
+    // (scratch, in_flight_, the name) happens before that op reads it.
+    if (queue_.empty() && !poisoned_ && !stop_) fast_open_.store(true, std::memory_order_release);
     // In-flight sends/receives only need the thread when it sleeps without a timeout; from its
     // timed sleeps it comes back to them by itself.
-    wake = !queue_.empty() || stop_ || (pending_count_ > 0 && idle_);
+    wake = !queue_.empty() || stop_ || (pending > 0 && idle_.load(std::memory_order_relaxed));
   }
   if (wake) wake_.notify_all();
+}
+
+void Executor::end_fast_drive() noexcept {
+  const std::size_t before =
+      pending_count_.load(std::memory_order_relaxed);  // ours, or handed to us
+  const std::size_t pending = in_flight_.count();
+  if (pending == before || before > 0 || pending == 0) {
+    // The thread already polls on a timer (before > 0), or has nothing to poll.
+    if (pending != before) pending_count_.store(pending, std::memory_order_release);
+    fast_active_.store(false, std::memory_order_release);
+    return;
+  }
+  // The first transfer in flight: the progress thread may be asleep without a timeout, and must
+  // come back to poll it while its owner computes (see idle_).
+  pending_count_.store(pending, std::memory_order_seq_cst);
+  fast_active_.store(false, std::memory_order_release);
+  if (idle_.load(std::memory_order_seq_cst)) {
+    // It set idle_ and looked at pending_count_ under the mutex before it slept: taking the
+    // mutex here waits until it sleeps, so the notification cannot slip in between.
+    { std::lock_guard lock(mutex_); }
+    wake_.notify_all();
+  }
 }
 
 std::string Executor::describe(const OpInfo& info, std::uint32_t seq) const {
@@ -335,19 +375,28 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
       std::lock_guard lock(mutex_);
       if (poisoned_) throw poisoned_error(op.work->what());
     }
-    if (!op.p2p) {
-      execute(op.info, op.seq, BodyRef(op.body));
-      op.work->complete(nullptr);
+    if (op.p2p) {
+      // Post now (keeping order with every other op) and complete in the background.
+      post_transfer(std::move(*op.p2p), op.info.timeout, op.work);
       return;
     }
-    // Post now (keeping order with every other op) and complete in the background.
-    try {
-      in_flight_.post(std::move(*op.p2p), op.info.timeout, op.work);
-    } catch (const Error& e) {
-      fail(op.work->what(), e);
-    }
+    execute(op.info, op.seq, BodyRef(op.body));
+    op.work->complete(nullptr);
   } catch (...) {
     op.work->complete(std::current_exception());
+  }
+}
+
+void Executor::post_transfer(PointToPoint&& p2p, std::chrono::milliseconds timeout,
+                             const std::shared_ptr<detail::WorkState>& work) noexcept {
+  try {
+    try {
+      in_flight_.post(std::move(p2p), timeout, work);
+    } catch (const Error& e) {
+      fail(work->what(), e);
+    }
+  } catch (...) {
+    work->complete(std::current_exception());
   }
 }
 
@@ -400,6 +449,12 @@ void Executor::run_front(std::unique_lock<std::mutex>& lock) noexcept {
 }
 
 void Executor::help() noexcept {
+  if (try_claim_fast()) {
+    // Nothing is queued while the fast path is open: polling is the only step there is.
+    FastDriveGuard guard(*this);
+    if (in_flight_.count() > 0) poll_pending();
+    return;
+  }
   std::unique_lock lock(mutex_);
   if (!drive_free_locked()) return;
   // Only steps that never block: posting a queued send/receive, or polling in-flight ones. A
@@ -417,15 +472,20 @@ void Executor::help() noexcept {
 }
 
 void Executor::thread_main() noexcept {
+  // Named for top -H, debuggers and the tests that watch it sleep. Best effort.
+  ::pthread_setname_np(::pthread_self(), "cohort-progress");
   std::unique_lock lock(mutex_);
   for (;;) {
+    const bool pending = pending_count_.load(std::memory_order_relaxed) > 0;
+    // Something to drive: no fast op may start now, so the drive comes free for this thread.
+    if (!queue_.empty() || pending) close_fast_path_locked();
     const bool drive_free = drive_free_locked();
     if (drive_free && !queue_.empty()) {
       run_front(lock);
       lock.lock();
       continue;
     }
-    if (drive_free && pending_count_ > 0) {
+    if (drive_free && pending) {
       busy_ = true;
       lock.unlock();
       bool progressed = false;
@@ -439,17 +499,21 @@ void Executor::thread_main() noexcept {
       if (!progressed) wake_.wait_for(lock, kPollInterval);
       continue;
     }
-    if (stop_ && drive_free && queue_.empty() && pending_count_ == 0) return;
-    if (!busy_ && !drive_free && (!queue_.empty() || pending_count_ > 0)) {
-      // A fast-path op still runs: it began before whatever closed the fast path (an op queued
-      // or posted since), and its end wakes nobody. Look again shortly.
-      wake_.wait_for(lock, kFastOpPoll);
+    if (stop_ && drive_free && queue_.empty() && !pending) return;
+    if (!busy_ && !drive_free && (!queue_.empty() || pending)) {
+      // A fast-path op still runs: it began before this thread (or an op queued since) closed
+      // the fast path, and its end wakes nobody. Look again shortly; transfers in flight alone
+      // need no more than the usual poll interval.
+      wake_.wait_for(lock, queue_.empty() ? kPollInterval : kFastOpPoll);
       continue;
     }
-    idle_ = true;
-    wake_.wait(lock);
-    idle_ = false;
-    if (!busy_ && queue_.empty() && pending_count_ > 0) {
+    // Asleep until woken: by end_drive() (busy_ now), or by a fast driver that leaves the first
+    // transfer in flight. Against the latter, idle_ is stored before pending_count_ is looked at
+    // again (see idle_).
+    idle_.store(true, std::memory_order_seq_cst);
+    if (busy_ || pending_count_.load(std::memory_order_seq_cst) == 0) wake_.wait(lock);
+    idle_.store(false, std::memory_order_relaxed);
+    if (!busy_ && queue_.empty() && pending_count_.load(std::memory_order_relaxed) > 0) {
       // Woken for sends/receives posted elsewhere: their owner is probably polling them right
       // now, so give it the first stretch.
       wake_.wait_for(lock, kPollInterval);

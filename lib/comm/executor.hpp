@@ -4,20 +4,25 @@
 // drive its transport (which is not thread-safe: exactly one thread drives it at a time).
 //
 // Three paths:
-// - Fast: a blocking collective that finds the executor idle (nothing queued, running or in
-//   flight, not poisoned) claims the drive with one atomic exchange and runs on the caller's
-//   thread without the mutex; its end is a plain store. This is the common case (blocking calls
-//   from one thread), and it matters beyond the few nanoseconds of a lock: a locked instruction
-//   right after an op's last store into shared memory stalls until that store reaches the peer's
-//   cache, and with four lock/unlock pairs per op that stall was a quarter of a 4-byte broadcast
-//   on two ranks (0.30-0.42 us against 0.25-0.31 without them, Open MPI 0.18-0.27).
-// - Inline: a blocking call that finds nothing queued or running but the fast path closed
-//   (sends/receives in flight) runs on the caller's thread under the mutex's bookkeeping.
-//   A sleep/wake handoff to another thread costs tens of microseconds, far more than a small
-//   collective, so the common blocking case never touches the progress thread.
-// - Queued: *_async calls (and blocking calls that find work ahead of them) go to a FIFO served
-//   by a progress thread, started on first use. The thread sleeps on a condition variable when
-//   idle; it polls (once per millisecond) only while point-to-point requests are in flight.
+// - Fast: an op that finds the executor open (nothing queued or running, not poisoned) claims
+//   the drive with one atomic exchange and runs on the caller's thread without the mutex; its
+//   end is a plain store. Blocking collectives, blocking and *_async sends/receives, and a
+//   waiter's poll of the sends/receives in flight (help) all take it. This is the common case
+//   (calls from one thread), and it matters beyond the few nanoseconds of a lock: a locked
+//   instruction right after an op's last store into shared memory stalls until that store
+//   reaches the peer's cache, and with four lock/unlock pairs per op that stall was a quarter
+//   of a 4-byte broadcast on two ranks (0.30-0.42 us against 0.25-0.31 without them, Open MPI
+//   0.18-0.27). Sends and receives in flight leave the path open: the fast driver owns them as
+//   any driver does.
+// - Inline: a blocking call that finds nothing queued or running but the fast path closed (the
+//   progress thread is polling, or another thread runs a fast op) runs on the caller's thread
+//   under the mutex's bookkeeping. A sleep/wake handoff to another thread costs tens of
+//   microseconds, far more than a small collective, so the common blocking case never touches
+//   the progress thread.
+// - Queued: *_async collectives (and calls that find work ahead of them) go to a FIFO served
+//   by a progress thread ("cohort-progress"), started on first use. The thread sleeps on a
+//   condition variable when idle; it polls (once per millisecond) only while point-to-point
+//   requests are in flight.
 //
 // Collectives are numbered in call order (the number is part of their message tags); sends and
 // receives have their own numbering, since ranks make different point-to-point calls.
@@ -148,11 +153,12 @@ class Executor {
     std::shared_ptr<detail::WorkState> work;
   };
 
-  /// Ends a fast-path op on every path out: a plain release store, no lock (see fast_active_).
+  /// Ends a fast-path op on every path out (end_fast_drive): no lock unless it left the first
+  /// transfer in flight while the progress thread sleeps.
   class FastDriveGuard {
    public:
     explicit FastDriveGuard(Executor& e) noexcept : executor_(e) {}
-    ~FastDriveGuard() { executor_.fast_active_.store(false, std::memory_order_release); }
+    ~FastDriveGuard() { executor_.end_fast_drive(); }
     FastDriveGuard(const FastDriveGuard&) = delete;
     FastDriveGuard& operator=(const FastDriveGuard&) = delete;
 
@@ -173,6 +179,18 @@ class Executor {
   };
 
   void throw_if_poisoned_locked(Collective kind) const;
+  /// Claims the drive for a fast-path op: true if this thread now holds fast_active_ with the
+  /// fast path open (end it with a FastDriveGuard), false if it must take the locked path.
+  bool try_claim_fast() noexcept {
+    if (fast_active_.exchange(true, std::memory_order_seq_cst)) return false;
+    if (fast_open_.load(std::memory_order_seq_cst)) return true;
+    fast_active_.store(false, std::memory_order_release);
+    return false;
+  }
+  /// Publishes in_flight_'s count (pending_count_), waking the progress thread if this drive
+  /// left the first transfer in flight while it sleeps without a timeout, and releases the
+  /// claim. Never throws.
+  void end_fast_drive() noexcept;
   /// No fast-path op starts after this (mutex_ held); one already running may still be.
   void close_fast_path_locked() noexcept { fast_open_.store(false, std::memory_order_seq_cst); }
   /// Nobody drives: neither busy_ nor a fast-path op (mutex_ held, fast path closed).
@@ -194,6 +212,9 @@ class Executor {
   void execute(const OpInfo& info, std::uint32_t seq, BodyRef body);
   void execute_p2p_blocking(const OpInfo& info, std::uint32_t seq, const PointToPoint& p2p);
   void execute_queued(QueuedOp& op) noexcept;
+  /// Posts a send/receive into in_flight_ (or fails `work`, poisoning on a transport error).
+  void post_transfer(PointToPoint&& p2p, std::chrono::milliseconds timeout,
+                     const std::shared_ptr<detail::WorkState>& work) noexcept;
   /// Polls the in-flight sends/receives once; a failed one poisons. True if any finished.
   bool poll_pending() noexcept;
   /// Poisons with `error` carrying the op's context, and throws it.
@@ -210,8 +231,9 @@ class Executor {
   /// Takes the queue's front op and drives it to its end; `lock` (on mutex_, with busy_ false)
   /// is released on the way and not retaken.
   void run_front(std::unique_lock<std::mutex>& lock) noexcept;
-  /// One non-blocking drive step on a thread waiting on a Work (ProgressHook::help): posts the
-  /// next queued send/receive or polls the in-flight ones, unless another thread is driving.
+  /// One non-blocking drive step on a thread waiting on a Work (ProgressHook::help): polls the
+  /// in-flight sends/receives (on the fast path when it is open) or posts the next queued one,
+  /// unless another thread is driving.
   void help() noexcept;
 
   transport::Transport& transport_;
@@ -235,31 +257,37 @@ class Executor {
   algorithms::SelectionMemo choices_;
   InFlightTransfers in_flight_;
 
-  // State machine. The fields from here to poisoned_ are guarded by mutex_; in_flight_, scratch_,
-  // choices_ and what_ above belong to whichever thread holds busy_ or fast_active_.
-  // - fast_open_: the fast path may be taken. true only while nothing is queued, driving (busy_)
-  //   or in flight and the executor is not poisoned; stored under mutex_: false by every path
-  //   that queues, posts, claims busy_ or poisons (close_fast_path_locked), true by end_drive()
-  //   when it leaves the executor idle.
-  // - fast_active_: a thread runs an op on the fast path. false -> true by exchange in run(); the
-  //   claim holds only if fast_open_ is still true after it (Dekker: both are seq_cst, so a
-  //   closer that then reads fast_active_ false knows no fast op can start). true -> false by
-  //   that thread alone, with a release store. No one claims busy_ while it is true: callers
-  //   that find it so queue their op (or, failing the communicator, leave the rest to the fast
-  //   op), and the progress thread polls it (kFastOpPoll), since the fast op's end wakes nobody.
-  std::atomic<bool> fast_open_{true};
-  std::atomic<bool> fast_active_{false};
-  // - busy_: false -> true by a thread claiming the drive, only while false: an inline run() or
-  //   run_p2p() (queue empty), submit_p2p() posting from its caller (queue empty), run_front()
-  //   taking the queue's front (progress thread or a helping waiter), or a poll of in_flight_
-  //   (progress thread, or a waiter in help() when the queue is empty). true -> false only by
-  //   that same thread, in end_drive() (DriveGuard), on every path out.
-  // - pending_count_: in_flight_.count() as of the last drive; written only in end_drive(), so
-  //   threads not driving can tell whether there is anything to poll without touching
-  //   in_flight_. While > 0 the progress thread polls every kPollInterval.
-  // - idle_: set and cleared only by the progress thread around its untimed sleep (queue empty,
-  //   nothing in flight). end_drive() wakes it when a drive left work for it (queued ops, new
-  //   transfers in flight, stop_); timed sleeps need no wake.
+  // State machine. The fields from here to poisoned_ are guarded by mutex_ unless atomic;
+  // in_flight_, scratch_, choices_ and what_ above belong to whichever thread holds busy_ or
+  // fast_active_.
+  // - fast_open_: the fast path may be taken. true only while nothing is queued or driving
+  //   (busy_) and the executor is not poisoned; sends/receives in flight do not close it. Stored
+  //   under mutex_: false by every path that queues, claims busy_ or poisons
+  //   (close_fast_path_locked), and by the progress thread before it polls in-flight transfers;
+  //   true by end_drive() when it leaves nothing queued.
+  // - fast_active_: a thread runs an op on the fast path. false -> true by exchange
+  //   (try_claim_fast); the claim holds only if fast_open_ is still true after it (Dekker: both
+  //   are seq_cst, so a closer that then reads fast_active_ false knows no fast op can start).
+  //   true -> false by that thread alone, with a release store (end_fast_drive). No one claims
+  //   busy_ while it is true: callers that find it so queue their op (or, failing the
+  //   communicator, leave the rest to the fast op), and the progress thread polls it
+  //   (kFastOpPoll, or kPollInterval when only transfers wait), since the fast op's end wakes
+  //   nobody.
+  // - busy_: false -> true by a thread claiming the drive, only while false and with
+  //   fast_active_ false: an inline run() or run_p2p() (queue empty), submit_p2p() posting from
+  //   its caller (queue empty), run_front() taking the queue's front (progress thread or a
+  //   helping waiter), or a poll of in_flight_ (progress thread, or a waiter in help()). true ->
+  //   false only by that same thread, in end_drive() (DriveGuard), on every path out.
+  // - pending_count_: in_flight_.count() as of the last drive; written only by the driver at
+  //   its end (end_drive() under mutex_, end_fast_drive() without), so threads not driving can
+  //   tell whether there is anything to poll without touching in_flight_. While > 0 the
+  //   progress thread polls every kPollInterval.
+  // - idle_: set and cleared only by the progress thread, under mutex_, around its untimed
+  //   sleep (queue empty, nothing in flight). Who leaves work for a sleeping thread wakes it:
+  //   end_drive() under mutex_; a fast driver that took pending_count_ from 0 (seq_cst store,
+  //   then a seq_cst load of idle_, against the thread's seq_cst store of idle_ and load of
+  //   pending_count_: one of the two sees the other) takes mutex_ and notifies. Timed sleeps
+  //   need no wake.
   // - stop_: false -> true once, by the destructor. The progress thread exits once it is set
   //   and nothing is queued, driving or in flight (every transfer ends by its own deadline).
   // - poisoned_: empty -> the first failure, once, by poison() on the driving thread; never
@@ -267,13 +295,18 @@ class Executor {
   //   fast. poison() then empties queue_ and in_flight_ (failing their Works, the failed
   //   transfer's with the cause); run*/submit* throw on entry and ops queued meanwhile fail
   //   when taken.
+  std::atomic<bool> fast_open_{true};
+  std::atomic<bool> fast_active_{false};
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<QueuedOp> queue_;  // pushed by callers, popped by the driver, emptied by poison()
   bool busy_ = false;
   bool stop_ = false;
-  std::size_t pending_count_ = 0;
-  bool idle_ = false;
+  std::atomic<std::size_t> pending_count_{0};
+  std::atomic<bool> idle_{false};
+  /// The progress thread exists (set once, under mutex_): a fast send/receive may leave a
+  /// transfer in flight only then, since someone must poll it while its owner computes.
+  std::atomic<bool> thread_started_{false};
   // Collectives and point-to-point ops are numbered separately: every rank makes the same
   // collective calls, so collective numbers (which form the message tags) agree across ranks,
   // while point-to-point calls differ per rank and use the user's tag instead.
@@ -281,22 +314,19 @@ class Executor {
   // elsewhere. A fast op takes its number after its claim, and a queued op after closing the
   // fast path, so numbers follow the order in which ops run on this rank.
   std::atomic<std::uint32_t> next_seq_{0};
-  std::uint32_t next_p2p_seq_ = 0;  // guarded: next send/recv's number (for messages only)
-  std::optional<Error> poisoned_;   // guarded: the first failure
+  /// Next send/recv's number (for messages only): fetch_add, on the fast path or under mutex_.
+  std::atomic<std::uint32_t> next_p2p_seq_{0};
+  std::optional<Error> poisoned_;               // guarded: the first failure
   std::shared_ptr<detail::ProgressHook> hook_;  ///< handed (weakly) to every Work
   std::thread thread_;
 };
 
 template <class F>
 void Executor::run(OpInfo info, F&& body) {
-  if (!fast_active_.exchange(true, std::memory_order_seq_cst)) {
-    if (fast_open_.load(std::memory_order_seq_cst)) {
-      const std::uint32_t seq = next_seq_.fetch_add(1, std::memory_order_relaxed);
-      FastDriveGuard guard(*this);
-      execute(info, seq, BodyRef(body));
-      return;
-    }
-    fast_active_.store(false, std::memory_order_release);
+  if (try_claim_fast()) {
+    FastDriveGuard guard(*this);
+    execute(info, next_seq_.fetch_add(1, std::memory_order_relaxed), BodyRef(body));
+    return;
   }
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);

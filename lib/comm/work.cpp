@@ -146,6 +146,11 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
   // Held for the whole wait: the executor going away clears `help` under the hook's mutex, so
   // keeping the hook itself alive is safe.
   const std::shared_ptr<detail::ProgressHook> hook = state_->hook.lock();
+  // Its mutex, once taken, is kept until the polling ends: a lock and an unlock per poll were a
+  // tenth of a small send/recv. Another thread waiting on the same executor meanwhile yields
+  // instead of helping (only one thread can drive at a time anyway), and the executor's
+  // destructor waits at most the polling phase.
+  std::unique_lock<std::mutex> helping;
   // With a core of its own, a wait first polls without yielding (see ProgressHook::spin).
   const std::chrono::steady_clock::duration spin = hook ? hook->spin : std::chrono::microseconds(0);
   bool spinning = spin.count() > 0;
@@ -165,10 +170,15 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
     // Drive the communicator from this thread when nobody else is (the progress thread may be
     // asleep between polls); otherwise give the core to whoever is driving.
     if (hook) {
-      std::unique_lock helping(hook->mutex, std::try_to_lock);
+      if (!helping.owns_lock()) helping = std::unique_lock(hook->mutex, std::try_to_lock);
       if (helping.owns_lock() && hook->help != nullptr) hook->help(hook->context);
     }
     if (!spinning && !state_->finished.load(std::memory_order_acquire)) sched_yield();
+  }
+  if (helping.owns_lock()) helping.unlock();
+  if (state_->finished.load(std::memory_order_acquire)) {
+    if (state_->error) std::rethrow_exception(state_->error);
+    return;
   }
   // Counted as a sleeper before looking at `finished` (see WorkState::sleepers).
   state_->sleepers.fetch_add(1, std::memory_order_seq_cst);

@@ -19,6 +19,8 @@ namespace cohort::detail {
 /// for the progress thread to notice a completion and wake it: each of those handoffs costs
 /// 25-35 us here. The executor clears `help` (under `mutex`) before it goes away.
 struct ProgressHook {
+  /// Held by a Work::wait for its whole polling phase (at most transport::kYieldPhase), so the
+  /// executor's destructor may wait that long for it.
   std::mutex mutex;
   void (*help)(void* context) noexcept = nullptr;  ///< runs one drive step if nobody is driving
   void* context = nullptr;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -113,28 +114,29 @@ void check_mixed_with_collectives(Communicator& c) {
       in, 0, 100000, [&](std::size_t i) { return payload(prev, 1, i); }, "late recv");
 }
 
-// The store key under which `rank` says whether its Work::wait on its first send was asleep.
-std::string asleep_key(int rank) {
-  return "p2p_test/asleep_in_wait/" + std::to_string(rank);
+// The store key under which `rank` says whether its Work::wait on the send of `round` was
+// asleep.
+std::string asleep_key(const std::string& round, int rank) {
+  return "p2p_test/asleep_in_wait/" + round + "/" + std::to_string(rank);
 }
 
-// Waits for `sent` on this thread while a watcher thread tells the store, under
-// asleep_key(rank), once this thread sleeps in Work::wait's condition variable (after its
-// polling phase): "asleep", or why not. The send is a rendezvous whose receiver posts only after
-// reading that key, so the send cannot finish before.
-void wait_announcing_sleep(const Work& sent, Store& store, int rank) {
+// Waits for `sent` on this thread (for a minute at most) while a watcher thread tells the store,
+// under `key`, once this thread sleeps in Work::wait's condition variable (after its polling
+// phase): "asleep", or why not. The send is a rendezvous whose receiver posts only after reading
+// that key, so the send cannot finish before.
+void wait_announcing_sleep(const Work& sent, Store& store, const std::string& key) {
   const pid_t waiter = current_thread_id();
   std::atomic<bool> wait_returned{false};
   std::thread watcher([&] {
     const bool blocked = wait_until_blocked(waiter, BlockedIn::ConditionVariable, 30s);
     // Read after the thread was seen blocked: a block seen after the wait returned is the join.
     const bool asleep_in_wait = blocked && !wait_returned.load();
-    store.set_string(asleep_key(rank), asleep_in_wait ? "asleep"
-                                       : blocked      ? "finished before its wait slept"
-                                                      : "not seen asleep within 30 s");
+    store.set_string(key, asleep_in_wait ? "asleep"
+                          : blocked      ? "finished before its wait slept"
+                                         : "not seen asleep within 30 s");
   });
   try {
-    sent.wait();
+    sent.wait(60s);
   } catch (...) {
     wait_returned = true;
     watcher.join();
@@ -144,34 +146,36 @@ void wait_announcing_sleep(const Work& sent, Store& store, int rank) {
   watcher.join();
 }
 
-// Receives `prev`'s first send once prev's Work::wait on it sleeps, so only prev's progress
-// thread can finish that send.
-void receive_after_sender_sleeps(Communicator& c, Store& store, const Buffer& in, int prev) {
-  const std::string sender = store.get_string(asleep_key(prev), 60s);
-  c.recv(in, prev, 2);
-  RANK_CHECK(sender == "asleep", "rank " << prev << "'s Work::wait on its send: " << sender);
+// Receives `prev`'s send of `round` (on `tag`) once prev's Work::wait on it sleeps, so only
+// prev's progress thread can finish that send.
+void receive_after_sender_sleeps(Communicator& c, Store& store, const Buffer& in, int prev,
+                                 const std::string& round, int tag) {
+  const std::string sender = store.get_string(asleep_key(round, prev), 60s);
+  c.recv(in, prev, tag);
+  RANK_CHECK(sender == "asleep",
+             "rank " << prev << "'s Work::wait on its send (" << round << "): " << sender);
 }
 
-void check_first_op_left_in_flight(Communicator& c, Store& store) {
-  // The communicator's very first op is a rendezvous send whose receive is posted only after the
-  // sender's Work::wait has stopped polling for itself and gone to sleep: only the progress
-  // thread can finish it then. Odd ranks wait on their send first, even ranks receive first, so
-  // every rank's wait sleeps in turn without a cycle (size 3: 1's wait, 2's receive, 2's wait,
-  // 0's receive, 0's wait, 1's receive).
+void check_send_left_in_flight(Communicator& c, Store& store, const std::string& round, int tag) {
+  // A rendezvous send whose receive is posted only after the sender's Work::wait has stopped
+  // polling for itself and gone to sleep: only the progress thread can finish it then. Odd
+  // ranks wait on their send first, even ranks receive first, so every rank's wait sleeps in
+  // turn without a cycle (size 3: 1's wait, 2's receive, 2's wait, 0's receive, 0's wait, 1's
+  // receive).
   const int next = (c.rank() + 1) % c.size();
   const int prev = (c.rank() + c.size() - 1) % c.size();
-  Buffer out = message(c.rank(), 2, 100000);
-  Work sent = c.send_async(out, next, 2);
+  Buffer out = message(c.rank(), tag, 100000);
+  Work sent = c.send_async(out, next, tag);
   Buffer in = Buffer::allocate(100000, DType::Float64);
   if (c.rank() % 2 == 1) {
-    wait_announcing_sleep(sent, store, c.rank());
-    receive_after_sender_sleeps(c, store, in, prev);
+    wait_announcing_sleep(sent, store, asleep_key(round, c.rank()));
+    receive_after_sender_sleeps(c, store, in, prev, round, tag);
   } else {
-    receive_after_sender_sleeps(c, store, in, prev);
-    wait_announcing_sleep(sent, store, c.rank());
+    receive_after_sender_sleeps(c, store, in, prev, round, tag);
+    wait_announcing_sleep(sent, store, asleep_key(round, c.rank()));
   }
   expect_values(
-      in, 0, 100000, [&](std::size_t i) { return payload(prev, 2, i); }, "delayed receive");
+      in, 0, 100000, [&](std::size_t i) { return payload(prev, tag, i); }, "delayed receive");
 }
 
 }  // namespace
@@ -184,7 +188,29 @@ TEST_CASE("send/recv: a send_async as the first op completes while its sender sl
     ::setenv("UCX_RNDV_THRESH", "8192", 1);
     auto c = world(env);
     const std::shared_ptr<Store> store = connect_store(env);
-    check_first_op_left_in_flight(*c, *store);
+    // The communicator's very first op: the send that starts the progress thread.
+    check_send_left_in_flight(*c, *store, "first", 2);
+    c->barrier();
+  }));
+}
+
+TEST_CASE("send/recv: a send_async on the fast path wakes a progress thread asleep for good",
+          "[comm][multiproc]") {
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    ::setenv("UCX_RNDV_THRESH", "8192", 1);
+    auto c = world(env);
+    const std::shared_ptr<Store> store = connect_store(env);
+    check_ring(*c);  // starts the progress thread and leaves nothing in flight
+    // Nothing to poll: the thread sleeps until someone wakes it. The next send is posted on
+    // the caller's thread without the executor's lock, and must wake it, or nobody finishes the
+    // send while its owner sleeps in Work::wait.
+    const std::optional<pid_t> progress = find_thread("cohort-progress");
+    RANK_CHECK(progress, "not exactly one thread named cohort-progress");
+    RANK_CHECK(wait_until_blocked(*progress, BlockedIn::ConditionVariableWithoutTimeout, 30s),
+               "the progress thread did not go to sleep without a timeout");
+    check_send_left_in_flight(*c, *store, "fast", 4);
     c->barrier();
   }));
 }

@@ -1,5 +1,6 @@
 #include "support/blocked_thread.hpp"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -53,23 +54,37 @@ bool is_fd_wait(long call) {
 }
 
 // "<number> <arg0> <arg1> ..." while the thread is in a system call ("running" or "-1 ..."
-// otherwise). For futex, arg1 is the operation.
+// otherwise). For futex(address, operation, value, timeout, ...), arg1 is the operation and arg3
+// the timeout's address.
 bool in_call(pid_t tid, BlockedIn where) {
   std::istringstream fields(task_file(tid, "syscall"));
   long call = -1;
   if (!(fields >> call)) return false;  // "running"
   if (where == BlockedIn::FileDescriptor) return is_fd_wait(call);
   if (call != SYS_futex) return false;
-  std::string address, operation;
-  if (!(fields >> address >> operation)) return false;
+  std::string address, operation, value, timeout;
+  if (!(fields >> address >> operation >> value >> timeout)) return false;
   const unsigned long op = std::stoul(operation, nullptr, 16);
-  return (op & FUTEX_CMD_MASK) == FUTEX_WAIT_BITSET;
+  if ((op & FUTEX_CMD_MASK) != FUTEX_WAIT_BITSET) return false;
+  return where == BlockedIn::ConditionVariable || std::stoul(timeout, nullptr, 16) == 0;
 }
 
 }  // namespace
 
 pid_t current_thread_id() {
   return static_cast<pid_t>(::syscall(SYS_gettid));
+}
+
+std::optional<pid_t> find_thread(std::string_view name) {
+  std::optional<pid_t> found;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream in(task.path() / "comm");
+    std::string comm;
+    if (!std::getline(in, comm) || comm != name) continue;  // a thread gone meanwhile reads empty
+    if (found) return std::nullopt;
+    found = static_cast<pid_t>(std::stol(task.path().filename().string()));
+  }
+  return found;
 }
 
 bool wait_until_blocked(pid_t tid, BlockedIn where, std::chrono::milliseconds timeout) {

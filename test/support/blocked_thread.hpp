@@ -7,6 +7,8 @@
 // names the call and its arguments. Linux only.
 
 #include <chrono>
+#include <optional>
+#include <string_view>
 
 #include <sys/types.h>
 
@@ -20,6 +22,9 @@ enum class BlockedIn {
   /// A condition variable's wait: futex(FUTEX_WAIT_BITSET), which glibc's pthread_cond_wait
   /// and its timed variants use, and which a contended mutex (plain FUTEX_WAIT) does not.
   ConditionVariable,
+  /// The same wait without a timeout (its timeout argument is NULL): a thread that nothing but
+  /// a notification will wake.
+  ConditionVariableWithoutTimeout,
   /// Waiting for a file descriptor: poll, ppoll, select, pselect6, epoll_wait, read or recv.
   FileDescriptor,
 };
@@ -29,5 +34,9 @@ enum class BlockedIn {
 /// state, which no file descriptor announces. Throws std::runtime_error when /proc cannot be
 /// read (the thread must exist for the whole wait).
 bool wait_until_blocked(pid_t tid, BlockedIn where, std::chrono::milliseconds timeout);
+
+/// The id of this process's thread named `name` (pthread_setname_np; /proc/self/task/*/comm),
+/// if exactly one has that name.
+std::optional<pid_t> find_thread(std::string_view name);
 
 }  // namespace cohort::test

@@ -17,10 +17,12 @@
 #include <fstream>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include <poll.h>
+#include <pthread.h>
 #include <unistd.h>
 
 using namespace cohort::test;
@@ -117,7 +119,33 @@ TEST_CASE("wait_until_blocked tells a condition wait from a mutex, a poll and ru
     });
     const pid_t tid = id.get_future().get();
     CHECK(wait_until_blocked(tid, BlockedIn::ConditionVariable, 10s));
+    CHECK(wait_until_blocked(tid, BlockedIn::ConditionVariableWithoutTimeout, 10s));
     CHECK_FALSE(wait_until_blocked(tid, BlockedIn::FileDescriptor, 20ms));
+    {
+      std::lock_guard lock(mutex);
+      go = true;
+    }
+    changed.notify_all();
+    waiter.join();
+  }
+  SECTION("a condition variable's timed wait, found by the thread's name") {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool go = false;
+    std::promise<void> named;
+    std::thread waiter([&] {
+      ::pthread_setname_np(::pthread_self(), "timed-waiter");
+      named.set_value();
+      std::unique_lock lock(mutex);
+      while (!go) changed.wait_for(lock, 1h);
+    });
+    named.get_future().get();
+    const std::optional<pid_t> tid = find_thread("timed-waiter");
+    REQUIRE(tid);
+    CHECK(*tid != current_thread_id());
+    CHECK(wait_until_blocked(*tid, BlockedIn::ConditionVariable, 10s));
+    CHECK_FALSE(wait_until_blocked(*tid, BlockedIn::ConditionVariableWithoutTimeout, 50ms));
+    CHECK_FALSE(find_thread("no-such-thread"));
     {
       std::lock_guard lock(mutex);
       go = true;
