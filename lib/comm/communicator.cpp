@@ -279,7 +279,7 @@ Work Communicator::send_async(const Buffer& in, int peer, int tag, const Collect
   if (const comm::Placement at = comm::placement_of(in); at.on_device())
     return p2p_on_device(*impl_, o, true, in, peer, tag, at, true);
   comm::PointToPoint p2p = plan_p2p(*impl_, true, in, peer, tag);
-  p2p.keepalive = owners(in, Buffer());
+  p2p.owner = in.owner();
   return impl_->executor->submit_p2p(p2p_info(*impl_, Collective::Send, o), std::move(p2p));
 }
 
@@ -287,7 +287,7 @@ Work Communicator::recv_async(const Buffer& out, int peer, int tag, const Collec
   if (const comm::Placement at = comm::placement_of(out); at.on_device())
     return p2p_on_device(*impl_, o, false, out, peer, tag, at, true);
   comm::PointToPoint p2p = plan_p2p(*impl_, false, out, peer, tag);
-  p2p.keepalive = owners(out, Buffer());
+  p2p.owner = out.owner();
   return impl_->executor->submit_p2p(p2p_info(*impl_, Collective::Recv, o), std::move(p2p));
 }
 

@@ -40,14 +40,14 @@ void InFlightTransfers::post(PointToPoint&& p2p, std::chrono::milliseconds timeo
     transfers_.reserve(std::max<std::size_t>(8, 2 * transfers_.capacity()));
   const transport::Request request = post_request(p2p);
   if (request.is_completed()) {  // a small send that left at once: nothing to hold
-    p2p.keepalive.clear();
+    p2p.owner.reset();
     work->complete(nullptr);
     return;
   }
   // The deadline from the coarse clock plus a tick (never early, at most a tick late), checked
   // against the coarse clock in poll(): a precise read was a sixth of a small send's cost.
   transfers_.push_back(Transfer{request, coarse_deadline(timeout), timeout, p2p.peer, p2p.user_tag,
-                                false, std::move(work), std::move(p2p.keepalive)});
+                                false, std::move(work), std::move(p2p.owner)});
 }
 
 InFlightTransfers::PollResult InFlightTransfers::poll() noexcept {
@@ -102,7 +102,7 @@ void InFlightTransfers::cancel_all(
   released.swap(transfers_);
   try {
     for (Transfer& t : released) {
-      t.keepalive.clear();
+      t.owner.reset();
       t.work->complete(std::make_exception_ptr(t.failed ? cause : unusable(t.work->what())));
     }
   } catch (const std::exception& e) {

@@ -39,7 +39,9 @@ struct PointToPoint {
   int user_tag = 0;
   void* data = nullptr;  ///< read only for sends
   std::size_t bytes = 0;
-  std::vector<std::shared_ptr<void>> keepalive;  ///< buffer owners, held until completion
+  /// The buffer's owner (may be null), held until completion. One pointer, not a list: a
+  /// small send/recv allocates nothing for it.
+  std::shared_ptr<void> owner;
 };
 
 /// A transfer a poll found failed: its Work is not finished yet (cancel_all() finishes it).
@@ -61,7 +63,7 @@ class InFlightTransfers {
   InFlightTransfers(const InFlightTransfers&) = delete;
   InFlightTransfers& operator=(const InFlightTransfers&) = delete;
 
-  /// Posts `p2p` (never blocks) and holds it, with its keepalive, until it completes or
+  /// Posts `p2p` (never blocks) and holds it, with its buffer's owner, until it completes or
   /// `timeout` from now passes; `work` (named by its `what`) reports the outcome. A send that
   /// left at once (Request::completed()) is not held: its Work succeeds before this returns. If
   /// posting throws, nothing is held and `work` is left untouched.
@@ -101,7 +103,7 @@ class InFlightTransfers {
     int user_tag = 0;
     bool failed = false;
     std::shared_ptr<detail::WorkState> work;
-    std::vector<std::shared_ptr<void>> keepalive;
+    std::shared_ptr<void> owner;
   };
 
   transport::Request post_request(const PointToPoint& p2p);

@@ -42,7 +42,7 @@ constexpr std::uint32_t kTagId = 5;
 PointToPoint transfer(bool is_send, int tag, void* data, std::size_t bytes,
                       std::shared_ptr<void> owner) {
   PointToPoint p2p{is_send, 0, tag, data, bytes, {}};
-  p2p.keepalive.push_back(std::move(owner));
+  p2p.owner = std::move(owner);
   return p2p;
 }
 
@@ -289,7 +289,7 @@ TEST_CASE("in-flight: cancel_all fails every pending Work and drops every owner"
   for (int i = 0; i < 3; ++i) {
     auto owner = std::make_shared<int>(i);
     watches[i] = owner;
-    p2ps[i].keepalive = {std::move(owner)};
+    p2ps[i].owner = std::move(owner);
     transfers.post(std::move(p2ps[i]), 10s, works[i]);
   }
   CHECK(transfers.poll().completed == 0);
@@ -333,7 +333,7 @@ TEST_CASE("in-flight: a failed post holds nothing and leaves the Work alone", "[
   }
   CHECK(transfers.count() == 0);
   CHECK_FALSE(recv_work->finished);
-  CHECK(p2p.keepalive.size() == 1);  // NOLINT(bugprone-use-after-move): untouched on failure
+  CHECK(p2p.owner != nullptr);  // NOLINT(bugprone-use-after-move): untouched on failure
 }
 
 TEST_CASE("in-flight: the blocking form waits for its one transfer", "[p2p_inflight]") {
