@@ -6,6 +6,13 @@
 # side: <out>/cross_host.json (rows with cohort's busbw, the ceiling and their ratio) and
 # cohort-bench's own <out>/cross_host_<op>.json and .svg.
 #
+# Where iperf3 is installed, it also measures plain TCP over the same veth, one way and both ways
+# at once (--bidir, one process per side). An allreduce, sendrecv or allgather loads both
+# directions at once, and on a machine with few cores both directions' kernel work shares them,
+# so each direction then carries less than one-way tag_bw: this shows how much less. ucx_perftest
+# has no both-ways test, and two of its runs in opposite directions are four processes busy-
+# polling on the cores the kernel needs.
+#
 # Usage: bench/cross_host/run.sh [-b BUILD] [-o OUT] [-n RANKS_PER_HOST] [-- cohort-bench args]
 #   defaults: build, bench/results, 1 rank per host, `-o allreduce -b 8 -e 256M -f 4 -n 10`.
 # Needs root (namespaces, veth); without it, says so and exits 77. Cleans up on every exit.
@@ -88,6 +95,34 @@ perftest() {  # perftest <test> <bytes> <iters> -> prints "<MB/s> <usec>" from i
   echo "$line" | awk '{print $6, $4}'
 }
 
+# ---- plain TCP, one way and both ways at once (iperf3, when installed) -------------------------
+tcp_one_way="" tcp_both_ways=""
+if command -v iperf3 >/dev/null; then
+  iperf() {  # iperf <extra args> -> the JSON's end section, with the server on host 1
+    local port=$((20000 + RANDOM % 20000)) result attempt
+    on_host 1 iperf3 -s -1 -p "$port" >/dev/null 2>&1 &
+    local server=$!
+    for attempt in $(seq 1 200); do  # the client retries until the server listens
+      # With --json, iperf3 reports a refused connection in the JSON ("error"), exiting 0.
+      result=$(on_host 0 iperf3 -c "${addr[1]}" -p "$port" -t 3 -l 1M --json "$@" 2>/dev/null) || true
+      grep -q '"error"' <<<"$result" || break
+      result=""
+    done
+    [ -n "$result" ] || { kill "$server"; echo "cross_host: iperf3 never connected" >&2; exit 1; }
+    wait "$server" || true
+    echo "$result"
+  }
+  # GB/s: one way; both ways as "<host0 to 1> <host1 to 0>", each its receiver's count.
+  tcp_one_way=$(iperf | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/8e9)')
+  tcp_both_ways=$(iperf --bidir | python3 -c '
+import json, sys
+end = json.load(sys.stdin)["end"]
+print(end["sum_received"]["bits_per_second"] / 8e9, end["sum_received_bidir_reverse"]["bits_per_second"] / 8e9)')
+  echo "plain TCP (iperf3, 3 s, 1 MiB writes): one way $tcp_one_way GB/s; both ways at once: $tcp_both_ways GB/s" >&2
+else
+  echo "cross_host: iperf3 not installed; no plain TCP reference" >&2
+fi
+
 echo "ceiling: ucx_perftest tag_lat 8 B and tag_bw per size between the two namespaces" >&2
 read -r _ lat_us < <(perftest tag_lat 8 20000)
 sizes=$(python3 - "${bench_args[@]}" <<'PY'
@@ -142,11 +177,12 @@ if [ "$status" -ne 0 ]; then
 fi
 
 # ---- side by side ---------------------------------------------------------------------------------
-python3 - "$json" "$out/cross_host.json" "$lat_us" "$per_host" "${ceiling_rows[@]}" <<'PY'
+python3 - "$json" "$out/cross_host.json" "$lat_us" "$per_host" "$tcp_one_way" "$tcp_both_ways" \
+  "${ceiling_rows[@]}" <<'PY'
 import json, sys, datetime
-bench_path, out_path, lat_us, per_host = sys.argv[1:5]
+bench_path, out_path, lat_us, per_host, tcp_one_way, tcp_both_ways = sys.argv[1:7]
 ceiling = {}
-for row in sys.argv[5:]:
+for row in sys.argv[7:]:
     size, mbps = row.split()
     ceiling[int(size)] = float(mbps) * (1 << 20) / 1e9  # ucx_perftest's MB/s are MiB/s
 data = json.load(open(bench_path))
@@ -166,7 +202,14 @@ for r in rows:
     ratio = f"{entry['ratio']:.2f}" if "ratio" in entry else "-"
     print(f"{size:>12} {entry['form']:>8} {entry['busbw_gbps']:>11.3f} {ceil:>12} {ratio:>6} "
           f"{entry['time_us']:>9.1f}")
-json.dump({"date": datetime.date.today().isoformat(), "ranks_per_host": int(per_host),
-           "tag_lat_8B_us": float(lat_us), "rows": combined}, open(out_path, "w"), indent=1)
+summary = {"date": datetime.date.today().isoformat(), "ranks_per_host": int(per_host),
+           "tag_lat_8B_us": float(lat_us), "rows": combined}
+if tcp_one_way:
+    summary["tcp_one_way_gbps"] = float(tcp_one_way)
+    summary["tcp_both_ways_gbps"] = [float(x) for x in tcp_both_ways.split()]
+json.dump(summary, open(out_path, "w"), indent=1)
 print(f"\ntag_lat 8 B one way: {float(lat_us):.2f} us; written: {out_path}")
+if tcp_one_way:
+    print(f"plain TCP (iperf3): one way {float(tcp_one_way):.2f} GB/s; both ways at once "
+          + " and ".join(f"{float(x):.2f}" for x in tcp_both_ways.split()) + " GB/s")
 PY
