@@ -8,7 +8,8 @@
 //
 // What an algorithm may assume, per collective, once normalised:
 //   allreduce       in may equal out (in place); Avg arrives as itself (see allreduce/*.cpp).
-//   broadcast       the root's data is already in out; in is not read.
+//   broadcast       the root's data is in in (in may equal out); the root copies it into out
+//                   itself (broadcast/root_input.hpp), where that overlaps best.
 //   reduce          in does not overlap out; Avg arrives as Sum (dispatch divides on the root).
 //   allgather       this rank's block is already in place in out; in is not read.
 //   gather          the root's own block is already in place in out.

@@ -72,14 +72,6 @@ Normalised<AllreduceArgs>::Normalised(const OpContext& ctx, ScratchPool& staging
 }
 
 template <>
-Normalised<BroadcastArgs>::Normalised(const OpContext& ctx, ScratchPool&, const BroadcastArgs& args)
-    : original_(args) {
-  // Overlapping but unequal root buffers were refused at validation; move_bytes is belt and braces.
-  if (ctx.rank == args.root && args.count != 0 && args.in != args.out)
-    move_bytes(args.out, args.in, args.count * dtype_size(args.dtype));
-}
-
-template <>
 Normalised<ReduceArgs>::Normalised(const OpContext& ctx, ScratchPool& staging,
                                    const ReduceArgs& args)
     : original_(args), copy_(args) {
@@ -136,6 +128,10 @@ Normalised<AlltoallArgs>::Normalised(const OpContext&, ScratchPool& staging,
     copy_->in = staged(staging, args.in, in_bytes);
   }
 }
+
+template <>
+Normalised<BroadcastArgs>::Normalised(const OpContext&, ScratchPool&, const BroadcastArgs& args)
+    : original_(args) {}  // each algorithm copies the root's input itself (root_input.hpp)
 
 template <>
 Normalised<BarrierArgs>::Normalised(const OpContext&, ScratchPool&, const BarrierArgs& args)

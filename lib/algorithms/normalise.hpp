@@ -4,7 +4,6 @@
 // algorithms may then assume). Kept apart from the algorithms so each of them handles one shape
 // of arguments, and apart from the communicator so the rules sit beside the Args they describe.
 //
-//   broadcast       the root copies in into out (unless they are the same buffer)
 //   reduce          Avg travels as Sum; an input overlapping the root's output is staged
 //   allgather       this rank copies its input into its block of out (unless it is there)
 //   gather          the root copies its input into its block of out (unless it is there)

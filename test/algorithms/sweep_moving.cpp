@@ -96,22 +96,32 @@ std::size_t per_rank(std::size_t count, int size) {
 
 void SweepRank::broadcast(const SweepPlan& plan) {
   for (Algorithm algorithm : algorithms::algorithms_for(Collective::Broadcast)) {
+    std::size_t k = 0;
     for (const Case& c : moving_cases(plan)) {
       for (int root : roots()) {
+        // Neighbouring cases alternate: the root's data in its output already (in place), or in
+        // an input of its own that the algorithm must also copy into its output.
+        const bool in_place = k++ % 2 == 0;
         auto ctx = context(Collective::Broadcast);
         const std::uint64_t salt = ctx.seq;
         std::vector<unsigned char> expected(c.count * dtype_size(c.dtype));
         fill_contribution(c.dtype, ReduceOp::Sum, root, salt, 0, c.count, expected.data());
-        std::vector<unsigned char> buf =
-            rank_ == root ? expected : std::vector<unsigned char>(expected.size(), kPoison);
-        const std::string what = describe(Collective::Broadcast, algorithm, c, rank_, size_,
-                                          "root " + std::to_string(root));
+        const std::vector<unsigned char> input = expected;
+        std::vector<unsigned char> buf = rank_ == root && in_place
+                                             ? expected
+                                             : std::vector<unsigned char>(expected.size(), kPoison);
+        const void* in = rank_ != root ? nullptr : in_place ? buf.data() : input.data();
+        const std::string what =
+            describe(Collective::Broadcast, algorithm, c, rank_, size_,
+                     "root " + std::to_string(root) + (in_place ? ", in place" : ""));
         const Algorithm ran = algorithms::run_collective(
-            ctx, staging_,
-            algorithms::BroadcastArgs{buf.data(), buf.data(), c.count, c.dtype, root}, algorithm);
+            ctx, staging_, algorithms::BroadcastArgs{in, buf.data(), c.count, c.dtype, root},
+            algorithm);
         check_ran(Collective::Broadcast, algorithm, ran, true, what);
         const auto mismatch = first_mismatch(c.dtype, buf.data(), expected.data(), c.count);
         expect(mismatch.empty(), what + ": " + mismatch);
+        const auto changed = first_mismatch(c.dtype, input.data(), expected.data(), c.count);
+        expect(changed.empty(), what + ": the root's input changed: " + changed);
       }
     }
   }

@@ -88,18 +88,29 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
       }
     }
   }
-  // Broadcast from every root (so from leaders and from others, on every host).
+  // Broadcast from every root (so from leaders and from others, on every host): float32 in
+  // place, int64 out of place (the root's input must reach its own output too).
   for (int root = 0; root < n; ++root) {
     for (DType dtype : {DType::Float32, DType::Int64}) {
       for (std::size_t count :
            {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{300001}}) {
-        Buffer b = Buffer::allocate(count, dtype);
-        if (rank == root)
-          for (std::size_t i = 0; i < count; ++i) set(b, i, root * 1000 + double(i % 7));
-        comm->broadcast(b, root, forced);
+        const bool in_place = dtype == DType::Float32;
+        const auto value = [&](std::size_t i) { return root * 1000 + double(i % 7); };
+        Buffer in = Buffer::allocate(count, dtype);
+        Buffer b = in_place ? in : Buffer::allocate(count, dtype);
+        for (std::size_t i = 0; i < count; ++i) {
+          if (rank == root) set(in, i, value(i));
+          if (!in_place) set(b, i, -1.0);
+        }
+        if (in_place)
+          comm->broadcast(b, root, forced);
+        else
+          comm->broadcast(in, b, root, forced);
         expect_values(
-            b, 0, count, [&](std::size_t i) { return root * 1000 + double(i % 7); },
-            "hierarchical broadcast from " + std::to_string(root));
+            b, 0, count, value,
+            "hierarchical broadcast from " + std::to_string(root) + (in_place ? ", in place" : ""));
+        if (rank == root && !in_place)
+          expect_values(in, 0, count, value, "the root's input after its broadcast");
         const std::string algorithm = ran(*comm, seq++, dir);
         RANK_CHECK(algorithm == "hierarchical", "broadcast ran '" << algorithm << "'");
       }

@@ -25,10 +25,10 @@ void run(const OpContext& ctx, const BroadcastArgs& args) {
   ScratchPool& staging = groups.staging();
   const int root_host = groups.host_of(args.root);
   const bool on_root_host = groups.host_index() == root_host;
-  // 1. The root's host (normalised: the root's data is already in its out).
+  // 1. The root's host (its broadcast copies the root's input into the root's output).
   if (on_root_host)
     run_collective(local, staging,
-                   BroadcastArgs{ctx.rank == args.root ? args.out : nullptr, args.out, args.count,
+                   BroadcastArgs{ctx.rank == args.root ? args.in : nullptr, args.out, args.count,
                                  args.dtype, groups.local_index_of(args.root)},
                    Algorithm::Auto);
   // 2. Across hosts, from the root host's leader.

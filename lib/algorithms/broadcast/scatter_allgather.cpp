@@ -7,10 +7,12 @@
 // every block. Everything happens in place in `buf`.
 //
 // Cost, n ranks, m bytes: scatter ceil(log2 n) rounds, the root sending (n - 1)/n * m;
-// allgather n - 1 steps of m/n each. Every rank sends at most about 2m (the tree broadcast's
+// allgather n - 1 steps of m/n each. An out-of-place root first copies its input into its output
+// (both phases work in place there). Every rank sends at most about 2m (the tree broadcast's
 // root sends log2(n) * m), at the price of n - 1 extra latency terms. Accepts every world size,
 // root and count (blocks may be empty when count < n).
 
+#include "algorithms/broadcast/root_input.hpp"
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/ring_pipeline.hpp"
@@ -26,6 +28,7 @@ namespace {
 
 void run(const OpContext& ctx, const BroadcastArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
+  if (ctx.rank == args.root) copy_root_input(args);
   if (ctx.size == 1 || args.count == 0) return;
   auto* buf = static_cast<std::byte*>(args.out);
   const auto n = static_cast<std::size_t>(ctx.size);
