@@ -13,7 +13,8 @@
 //   reduce          in does not overlap out; Avg arrives as Sum (dispatch divides on the root).
 //   allgather       this rank's block is already in place in out; in is not read.
 //   gather          the root's own block is already in place in out.
-//   scatter         the root's own block is already in place in out.
+//   scatter         the root copies its own block of in into out itself (nothing when it is
+//                   there already), where that overlaps best.
 //   reduce_scatter  out may be in's block `rank` (in place); Avg arrives as Sum.
 //   alltoall        in and out do not overlap.
 

@@ -8,9 +8,6 @@
 namespace cohort::algorithms {
 namespace {
 
-const std::byte* at(const void* base, std::size_t elements, DType dtype) {
-  return static_cast<const std::byte*>(base) + elements * dtype_size(dtype);
-}
 std::byte* at(void* base, std::size_t elements, DType dtype) {
   return static_cast<std::byte*>(base) + elements * dtype_size(dtype);
 }
@@ -99,12 +96,8 @@ Normalised<GatherArgs>::Normalised(const OpContext& ctx, ScratchPool&, const Gat
 }
 
 template <>
-Normalised<ScatterArgs>::Normalised(const OpContext& ctx, ScratchPool&, const ScatterArgs& args)
-    : original_(args) {
-  const auto me = static_cast<std::size_t>(ctx.rank);
-  if (ctx.rank == args.root)
-    copy_elements(args.out, at(args.in, args.displs[me], args.dtype), args.counts[me], args.dtype);
-}
+Normalised<ScatterArgs>::Normalised(const OpContext&, ScratchPool&, const ScatterArgs& args)
+    : original_(args) {}  // each algorithm copies the root's own block itself (see args.hpp)
 
 template <>
 Normalised<ReduceScatterArgs>::Normalised(const OpContext& ctx, ScratchPool& staging,

@@ -7,7 +7,6 @@
 //   reduce          Avg travels as Sum; an input overlapping the root's output is staged
 //   allgather       this rank copies its input into its block of out (unless it is there)
 //   gather          the root copies its input into its block of out (unless it is there)
-//   scatter         the root copies its block of in into out (unless it is there)
 //   reduce_scatter  Avg travels as Sum
 //   (allreduce, reduce and reduce_scatter: Avg on f16/bf16/fp8 is pre-divided, see below)
 //   alltoall        an input overlapping the output is staged

@@ -4,7 +4,8 @@
 // How it works: the root's data slot is cut into n sub-slots, one per destination. In round c
 // the root copies piece c of every other rank's block into that rank's sub-slot and announces the
 // round; each other rank announces that it is done with the previous round, waits for the root
-// and copies piece c of its sub-slot into its output.
+// and copies piece c of its sub-slot into its output. The root copies its own block into its
+// output a share per round, after announcing the round, while the others copy theirs out.
 //
 // Every rank knows every block's length (the counts are the same on all ranks), so all count
 // the same ceil(largest block / (256 KiB / n)) rounds without talking. Cost: the root writes
@@ -40,11 +41,11 @@ void run(const OpContext& ctx, const ScatterArgs& args) {
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
 
-  if (me == root && out != nullptr) {
-    // The root's own block (a no-op when the communicator already put it in place).
-    const std::byte* own = in + args.displs[root] * es;
-    if (own != out) move_bytes(out, own, args.counts[root] * es);
-  }
+  // The root's own block, unless the in-place form already put it there (validation refused
+  // partly overlapping buffers).
+  const std::byte* own = me == root && out != nullptr ? in + args.displs[root] * es : nullptr;
+  const std::size_t own_bytes = own != nullptr && own != out ? args.counts[root] * es : 0;
+  std::size_t own_done = 0;
   const std::size_t rounds = rounds_for_others(args.counts, es, root, sub);
 
   for (std::size_t c = 0; c < rounds; ++c) {
@@ -58,6 +59,9 @@ void run(const OpContext& ctx, const ScatterArgs& args) {
                    round_bytes(args.counts[r] * es, c, sub));
       }
       arena->publish(Arena::Flag::Arrived, g);
+      const std::size_t own_until = own_bytes * (c + 1) / rounds;
+      copy_bytes(out + own_done, own + own_done, own_until - own_done);
+      own_done = own_until;
     } else {
       // Done with the root's previous piece: the root may refill that slot parity next round.
       arena->publish(Arena::Flag::Arrived, g);
@@ -66,6 +70,7 @@ void run(const OpContext& ctx, const ScatterArgs& args) {
                  round_bytes(args.counts[me] * es, c, sub));
     }
   }
+  if (own_done < own_bytes) copy_bytes(out + own_done, own + own_done, own_bytes - own_done);
 }
 
 }  // namespace
