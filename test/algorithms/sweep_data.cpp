@@ -3,6 +3,8 @@
 #include "core/float_formats.hpp"
 
 #include <cstring>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -17,64 +19,131 @@ std::uint64_t mix(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-std::uint64_t bits_of(int rank, std::uint64_t salt, std::size_t i) {
-  return mix(mix(salt * 1000003u + static_cast<std::uint64_t>(rank)) ^ i);
+// Rank r's generator output for element i is mix(rank_seed(r, salt) ^ i). The per-rank half is
+// computed once per fill, not per element: generating data and references was two thirds of the
+// sweep's time.
+std::uint64_t rank_seed(int rank, std::uint64_t salt) {
+  return mix(salt * 1000003u + static_cast<std::uint64_t>(rank));
 }
 
-double float_value(ReduceOp op, int rank, std::uint64_t salt, std::size_t i) {
-  const std::uint64_t b = bits_of(rank, salt, i);
+std::vector<std::uint64_t> rank_seeds(int world_size, std::uint64_t salt) {
+  std::vector<std::uint64_t> seeds(static_cast<std::size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) seeds[static_cast<std::size_t>(r)] = rank_seed(r, salt);
+  return seeds;
+}
+
+/// The floating-point datum for generator output `bits`, as the small integer it is.
+int float_value(ReduceOp op, std::uint64_t bits) {
   if (op == ReduceOp::Prod) {
-    constexpr double kFactors[] = {-2.0, -1.0, 1.0, 2.0};
-    return kFactors[b % 4];
+    constexpr int kFactors[] = {-2, -1, 1, 2};
+    return kFactors[bits % 4];
   }
-  return static_cast<double>(static_cast<int>(b % 17) - 8);
+  // The high 32 bits scaled to [0, 17) (a multiply, not a division).
+  return static_cast<int>(((bits >> 32) * 17) >> 32) - 8;
 }
 
-double combine_double(ReduceOp op, double a, double b) {
+// Every floating-point datum and partial result is an integer in [-kLimit, kLimit] (sums of up
+// to 8 values in [-8, 8], products of up to 8 factors of magnitude <= 2), so integer arithmetic
+// computes them exactly, and each dtype's encoding of them is looked up, not converted per
+// element.
+constexpr int kLimit = 256;
+
+/// Calls f(std::integral_constant<ReduceOp, op>{}), so the loops below are compiled once per op
+/// instead of branching on it per element.
+template <class F>
+void with_op(ReduceOp op, F&& f) {
   switch (op) {
-    case ReduceOp::Sum: return a + b;
-    case ReduceOp::Prod: return a * b;
-    case ReduceOp::Min: return b < a ? b : a;
-    case ReduceOp::Max: return b > a ? b : a;
-    default: return a;
+    case ReduceOp::Sum: f(std::integral_constant<ReduceOp, ReduceOp::Sum>{}); break;
+    case ReduceOp::Prod: f(std::integral_constant<ReduceOp, ReduceOp::Prod>{}); break;
+    case ReduceOp::Min: f(std::integral_constant<ReduceOp, ReduceOp::Min>{}); break;
+    case ReduceOp::Max: f(std::integral_constant<ReduceOp, ReduceOp::Max>{}); break;
+    case ReduceOp::BAnd: f(std::integral_constant<ReduceOp, ReduceOp::BAnd>{}); break;
+    case ReduceOp::BOr: f(std::integral_constant<ReduceOp, ReduceOp::BOr>{}); break;
+    case ReduceOp::BXor: f(std::integral_constant<ReduceOp, ReduceOp::BXor>{}); break;
+    default: throw std::logic_error("sweep: no reference for this op");
   }
 }
 
-template <class T>
-T combine_integer(ReduceOp op, T a, T b) {
+/// a op b for the small integers standing for floating-point data (exact: see kLimit).
+template <ReduceOp Op>
+int combine_small(int a, int b) {
+  if constexpr (Op == ReduceOp::Sum) return a + b;
+  if constexpr (Op == ReduceOp::Prod) return a * b;
+  if constexpr (Op == ReduceOp::Min) return b < a ? b : a;
+  if constexpr (Op == ReduceOp::Max) return b > a ? b : a;
+  throw std::logic_error("sweep: a bitwise op on floating-point data");
+}
+
+/// Writes small integers in a floating-point dtype: element type Bits (the dtype's size), each
+/// value's encoding computed once by fp::store_from_double.
+template <class Bits>
+class SmallIntegerWriter {
+ public:
+  explicit SmallIntegerWriter(DType dtype) : table_(2 * kLimit + 1) {
+    for (int v = -kLimit; v <= kLimit; ++v)
+      fp::store_from_double(dtype, table_.data(), static_cast<std::size_t>(v + kLimit), v);
+  }
+  void write(void* out, std::size_t i, int value) const {
+    if (value < -kLimit || value > kLimit)
+      throw std::logic_error("sweep datum " + std::to_string(value) + " outside the exact range");
+    static_cast<Bits*>(out)[i] = table_[static_cast<std::size_t>(value + kLimit)];
+  }
+
+ private:
+  std::vector<Bits> table_;
+};
+
+/// Calls f(writer) with a SmallIntegerWriter of the floating-point dtype's size.
+template <class F>
+void with_float_writer(DType dtype, F&& f) {
+  switch (dtype_size(dtype)) {
+    case 1: f(SmallIntegerWriter<std::uint8_t>(dtype)); break;
+    case 2: f(SmallIntegerWriter<std::uint16_t>(dtype)); break;
+    case 4: f(SmallIntegerWriter<std::uint32_t>(dtype)); break;
+    case 8: f(SmallIntegerWriter<std::uint64_t>(dtype)); break;
+    default: throw std::logic_error("sweep: no floating-point dtype of this size");
+  }
+}
+
+/// a op b in T, wrapping as the kernels do.
+template <ReduceOp Op, class T>
+T combine_integer(T a, T b) {
   using U = std::make_unsigned_t<T>;
-  switch (op) {
-    case ReduceOp::Sum:
-      return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-    case ReduceOp::Prod:
-      // Promote to at least unsigned int so the multiplication wraps instead of overflowing int.
-      return static_cast<T>(static_cast<U>(static_cast<unsigned long long>(static_cast<U>(a)) *
-                                           static_cast<unsigned long long>(static_cast<U>(b))));
-    case ReduceOp::Min: return b < a ? b : a;
-    case ReduceOp::Max: return b > a ? b : a;
-    case ReduceOp::BAnd: return static_cast<T>(a & b);
-    case ReduceOp::BOr: return static_cast<T>(a | b);
-    case ReduceOp::BXor: return static_cast<T>(a ^ b);
-    default: return a;
-  }
+  if constexpr (Op == ReduceOp::Sum)
+    return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
+  // Promote to at least unsigned int so the multiplication wraps instead of overflowing int.
+  if constexpr (Op == ReduceOp::Prod)
+    return static_cast<T>(static_cast<U>(static_cast<unsigned long long>(static_cast<U>(a)) *
+                                         static_cast<unsigned long long>(static_cast<U>(b))));
+  if constexpr (Op == ReduceOp::Min) return b < a ? b : a;
+  if constexpr (Op == ReduceOp::Max) return b > a ? b : a;
+  if constexpr (Op == ReduceOp::BAnd) return static_cast<T>(a & b);
+  if constexpr (Op == ReduceOp::BOr) return static_cast<T>(a | b);
+  if constexpr (Op == ReduceOp::BXor) return static_cast<T>(a ^ b);
 }
 
 template <class T>
 void fill_integers(int rank, std::uint64_t salt, std::size_t first, std::size_t count, void* out) {
   auto* p = static_cast<T*>(out);
-  for (std::size_t i = 0; i < count; ++i) p[i] = static_cast<T>(bits_of(rank, salt, first + i));
+  const std::uint64_t seed = rank_seed(rank, salt);
+  for (std::size_t i = 0; i < count; ++i) p[i] = static_cast<T>(mix(seed ^ (first + i)));
 }
 
+// References accumulate rank by rank (rank-outer loops): each pass over the elements is a
+// branch-free loop of independent iterations.
 template <class T>
 void reduce_integers(ReduceOp op, int world_size, std::uint64_t salt, std::size_t first,
                      std::size_t count, void* out) {
   auto* p = static_cast<T*>(out);
-  for (std::size_t i = 0; i < count; ++i) {
-    T acc = static_cast<T>(bits_of(0, salt, first + i));
-    for (int r = 1; r < world_size; ++r)
-      acc = combine_integer<T>(op, acc, static_cast<T>(bits_of(r, salt, first + i)));
-    p[i] = acc;
-  }
+  const auto seeds = rank_seeds(world_size, salt);
+  for (std::size_t i = 0; i < count; ++i) p[i] = static_cast<T>(mix(seeds[0] ^ (first + i)));
+  with_op(op, [&](auto op_constant) {
+    for (int r = 1; r < world_size; ++r) {
+      const std::uint64_t seed = seeds[static_cast<std::size_t>(r)];
+      for (std::size_t i = 0; i < count; ++i)
+        p[i] = combine_integer<op_constant()>(p[i], static_cast<T>(mix(seed ^ (first + i))));
+    }
+  });
 }
 
 template <class F>
@@ -104,8 +173,11 @@ bool op_applies(ReduceOp op, DType dtype) {
 void fill_contribution(DType dtype, ReduceOp op, int rank, std::uint64_t salt, std::size_t first,
                        std::size_t count, void* out) {
   if (dtype_is_floating(dtype)) {
-    for (std::size_t i = 0; i < count; ++i)
-      fp::store_from_double(dtype, out, i, float_value(op, rank, salt, first + i));
+    const std::uint64_t seed = rank_seed(rank, salt);
+    with_float_writer(dtype, [&](const auto& writer) {
+      for (std::size_t i = 0; i < count; ++i)
+        writer.write(out, i, float_value(op, mix(seed ^ (first + i))));
+    });
     return;
   }
   by_integer_type(dtype,
@@ -115,12 +187,19 @@ void fill_contribution(DType dtype, ReduceOp op, int rank, std::uint64_t salt, s
 void fill_reference(DType dtype, ReduceOp op, int world_size, std::uint64_t salt, std::size_t first,
                     std::size_t count, void* out) {
   if (dtype_is_floating(dtype)) {
-    for (std::size_t i = 0; i < count; ++i) {
-      double acc = float_value(op, 0, salt, first + i);
-      for (int r = 1; r < world_size; ++r)
-        acc = combine_double(op, acc, float_value(op, r, salt, first + i));
-      fp::store_from_double(dtype, out, i, acc);
-    }
+    const auto seeds = rank_seeds(world_size, salt);
+    std::vector<int> acc(count);
+    for (std::size_t i = 0; i < count; ++i) acc[i] = float_value(op, mix(seeds[0] ^ (first + i)));
+    with_op(op, [&](auto op_constant) {
+      for (int r = 1; r < world_size; ++r) {
+        const std::uint64_t seed = seeds[static_cast<std::size_t>(r)];
+        for (std::size_t i = 0; i < count; ++i)
+          acc[i] = combine_small<op_constant()>(acc[i], float_value(op, mix(seed ^ (first + i))));
+      }
+    });
+    with_float_writer(dtype, [&](const auto& writer) {
+      for (std::size_t i = 0; i < count; ++i) writer.write(out, i, acc[i]);
+    });
     return;
   }
   by_integer_type(dtype, [&](auto zero) {
