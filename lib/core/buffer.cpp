@@ -3,6 +3,7 @@
 
 #include "core/bulk_allocation.hpp"
 #include "core/float_formats.hpp"
+#include "core/invalid_argument.hpp"
 #include "core/system_error.hpp"
 
 #include <algorithm>
@@ -16,10 +17,6 @@ namespace cohort {
 namespace {
 
 constexpr std::size_t kAllocationAlignment = 64;
-
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(ErrorCode::InvalidArgument, message);
-}
 
 std::string dims_to_string(const std::vector<std::int64_t>& dims) {
   std::string text = "[";
@@ -49,16 +46,16 @@ std::size_t checked_count(const std::vector<std::int64_t>& shape, DType dtype) {
   bool zero = false;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0)
-      invalid("negative extent " + std::to_string(shape[i]) + " in dimension " + std::to_string(i) +
-              " of shape " + dims_to_string(shape));
+      invalid_argument("negative extent " + std::to_string(shape[i]) + " in dimension " +
+                       std::to_string(i) + " of shape " + dims_to_string(shape));
     if (shape[i] == 0) zero = true;
   }
   if (zero) return 0;
   for (const std::int64_t extent : shape) {
     const auto e = static_cast<std::uint64_t>(extent);
     if (count > limit / e)
-      invalid("shape " + dims_to_string(shape) + " of " + std::string(dtype_name(dtype)) +
-              " overflows a 64-bit byte size");
+      invalid_argument("shape " + dims_to_string(shape) + " of " + std::string(dtype_name(dtype)) +
+                       " overflows a 64-bit byte size");
     count *= e;
   }
   return static_cast<std::size_t>(count);
@@ -76,8 +73,8 @@ std::shared_ptr<void> allocate_zeroed(std::size_t nbytes) {
 
 void require_host(const Buffer& buffer, const char* operation) {
   if (!buffer.device().host_accessible())
-    invalid(std::string(operation) + " needs host-accessible memory, got a buffer on " +
-            buffer.device().to_string());
+    invalid_argument(std::string(operation) + " needs host-accessible memory, got a buffer on " +
+                     buffer.device().to_string());
 }
 
 }  // namespace
@@ -86,7 +83,7 @@ Buffer::Buffer() = default;
 
 Buffer Buffer::view(void* data, std::size_t count, DType dtype, Device device) {
   if (count > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()))
-    invalid("element count " + std::to_string(count) + " exceeds the int64 range");
+    invalid_argument("element count " + std::to_string(count) + " exceeds the int64 range");
   return view(data, std::vector<std::int64_t>{static_cast<std::int64_t>(count)}, dtype, device);
 }
 
@@ -98,21 +95,22 @@ Buffer Buffer::view(void* data, std::vector<std::int64_t> shape, DType dtype, De
                     std::vector<std::int64_t> strides, std::int64_t byte_offset,
                     std::shared_ptr<void> owner, bool read_only) {
   if (!known_device_type(device.type))
-    invalid("unknown device type " + std::to_string(static_cast<int>(device.type)));
-  if (device.id < 0) invalid("negative device index in " + device.to_string());
+    invalid_argument("unknown device type " + std::to_string(static_cast<int>(device.type)));
+  if (device.id < 0) invalid_argument("negative device index in " + device.to_string());
   const std::size_t count = checked_count(shape, dtype);
   if (data == nullptr && count > 0)
-    invalid("null data pointer for a non-empty buffer of shape " + dims_to_string(shape));
+    invalid_argument("null data pointer for a non-empty buffer of shape " + dims_to_string(shape));
   if (!strides.empty() && strides.size() != shape.size())
-    invalid("strides " + dims_to_string(strides) + " do not match the " +
-            std::to_string(shape.size()) + " dimensions of shape " + dims_to_string(shape));
-  if (byte_offset < 0) invalid("negative byte offset " + std::to_string(byte_offset));
+    invalid_argument("strides " + dims_to_string(strides) + " do not match the " +
+                     std::to_string(shape.size()) + " dimensions of shape " +
+                     dims_to_string(shape));
+  if (byte_offset < 0) invalid_argument("negative byte offset " + std::to_string(byte_offset));
   // Offsets of sub-views (slice) stay below offset + byte size, so they cannot overflow either.
   const auto nbytes =
       static_cast<std::int64_t>(count * dtype_size(dtype));  // bounded by checked_count
   if (byte_offset > std::numeric_limits<std::int64_t>::max() - nbytes)
-    invalid("byte offset " + std::to_string(byte_offset) + " plus the view's " +
-            std::to_string(nbytes) + " bytes exceeds the int64 range");
+    invalid_argument("byte offset " + std::to_string(byte_offset) + " plus the view's " +
+                     std::to_string(nbytes) + " bytes exceeds the int64 range");
 
   Buffer buffer;
   buffer.base_ = data;
@@ -129,7 +127,7 @@ Buffer Buffer::view(void* data, std::vector<std::int64_t> shape, DType dtype, De
 
 Buffer Buffer::allocate(std::size_t count, DType dtype) {
   if (count > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()))
-    invalid("element count " + std::to_string(count) + " exceeds the int64 range");
+    invalid_argument("element count " + std::to_string(count) + " exceeds the int64 range");
   return allocate(std::vector<std::int64_t>{static_cast<std::int64_t>(count)}, dtype);
 }
 
@@ -141,9 +139,10 @@ Buffer Buffer::allocate(std::vector<std::int64_t> shape, DType dtype) {
 }
 
 Buffer Buffer::concat(std::span<const Buffer> parts) {
-  if (parts.empty()) invalid("concat needs at least one buffer, got 0");
+  if (parts.empty()) invalid_argument("concat needs at least one buffer, got 0");
   const Buffer& first = parts[0];
-  if (first.ndim() < 1) invalid("concat needs buffers with at least one dimension, part 0 is 0-d");
+  if (first.ndim() < 1)
+    invalid_argument("concat needs buffers with at least one dimension, part 0 is 0-d");
   std::vector<std::int64_t> shape = first.shape();
   std::int64_t rows = 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -152,12 +151,12 @@ Buffer Buffer::concat(std::span<const Buffer> parts) {
     require_host(part, name.c_str());
     part.require_contiguous(name.c_str());
     if (part.dtype() != first.dtype())
-      invalid(name + " has dtype " + std::string(dtype_name(part.dtype())) + ", part 0 has " +
-              std::string(dtype_name(first.dtype())));
+      invalid_argument(name + " has dtype " + std::string(dtype_name(part.dtype())) +
+                       ", part 0 has " + std::string(dtype_name(first.dtype())));
     if (part.ndim() != first.ndim() ||
         !std::equal(part.shape().begin() + 1, part.shape().end(), shape.begin() + 1))
-      invalid(name + " has shape " + dims_to_string(part.shape()) +
-              ", whose trailing dimensions differ from part 0's " + dims_to_string(shape));
+      invalid_argument(name + " has shape " + dims_to_string(part.shape()) +
+                       ", whose trailing dimensions differ from part 0's " + dims_to_string(shape));
     rows += part.shape()[0];
   }
   shape[0] = rows;
@@ -188,11 +187,12 @@ bool Buffer::is_contiguous() const noexcept {
 }
 
 Buffer Buffer::slice(std::int64_t begin, std::int64_t end) const {
-  if (ndim() < 1) invalid("slice needs a buffer with at least one dimension, got a 0-d buffer");
+  if (ndim() < 1)
+    invalid_argument("slice needs a buffer with at least one dimension, got a 0-d buffer");
   require_contiguous("sliced buffer");
   if (begin < 0 || end < begin || end > shape_[0])
-    invalid("slice [" + std::to_string(begin) + ", " + std::to_string(end) +
-            ") is out of range for dimension 0 of extent " + std::to_string(shape_[0]));
+    invalid_argument("slice [" + std::to_string(begin) + ", " + std::to_string(end) +
+                     ") is out of range for dimension 0 of extent " + std::to_string(shape_[0]));
   Buffer result = *this;
   result.shape_[0] = end - begin;
   result.strides_.clear();  // contiguous, so row-major describes it exactly
@@ -218,8 +218,9 @@ Buffer Buffer::reshape(std::vector<std::int64_t> shape) const {
   require_contiguous("reshaped buffer");
   const std::size_t count = checked_count(shape, dtype_);
   if (count != count_)
-    invalid("cannot reshape " + dims_to_string(shape_) + " (" + std::to_string(count_) +
-            " elements) to " + dims_to_string(shape) + " (" + std::to_string(count) + " elements)");
+    invalid_argument("cannot reshape " + dims_to_string(shape_) + " (" + std::to_string(count_) +
+                     " elements) to " + dims_to_string(shape) + " (" + std::to_string(count) +
+                     " elements)");
   Buffer result = *this;
   result.shape_ = std::move(shape);
   result.strides_.clear();
@@ -236,12 +237,12 @@ Buffer Buffer::pad(int dim, std::int64_t size, double fill, bool pad_first) cons
   require_host(*this, "pad");
   require_contiguous("padded buffer");
   if (dim < 0 || dim >= ndim())
-    invalid("pad dimension " + std::to_string(dim) + " is out of range for a " +
-            std::to_string(ndim()) + "-d buffer");
+    invalid_argument("pad dimension " + std::to_string(dim) + " is out of range for a " +
+                     std::to_string(ndim()) + "-d buffer");
   const std::int64_t extent = shape_[static_cast<std::size_t>(dim)];
   if (size < extent)
-    invalid("pad size " + std::to_string(size) + " is smaller than the extent " +
-            std::to_string(extent) + " of dimension " + std::to_string(dim));
+    invalid_argument("pad size " + std::to_string(size) + " is smaller than the extent " +
+                     std::to_string(extent) + " of dimension " + std::to_string(dim));
 
   std::vector<std::int64_t> shape = shape_;
   shape[static_cast<std::size_t>(dim)] = size;
@@ -278,8 +279,8 @@ Buffer Buffer::pad(int dim, std::int64_t size, double fill, bool pad_first) cons
 
 void Buffer::require_contiguous(const char* what) const {
   if (!is_contiguous())
-    invalid(std::string(what) + " must be contiguous, got shape " + dims_to_string(shape_) +
-            " with strides " + dims_to_string(strides_));
+    invalid_argument(std::string(what) + " must be contiguous, got shape " +
+                     dims_to_string(shape_) + " with strides " + dims_to_string(strides_));
 }
 
 }  // namespace cohort

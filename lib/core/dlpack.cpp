@@ -10,12 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "core/invalid_argument.hpp"
+
 namespace cohort {
 namespace {
-
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(ErrorCode::InvalidArgument, message);
-}
 
 struct DTypeCode {
   DType dtype;
@@ -43,18 +41,18 @@ constexpr DTypeCode kDTypeCodes[] = {
 
 DType dtype_from_dl(const DLDataType& type) {
   if (type.lanes != 1)
-    invalid("DLPack tensor has " + std::to_string(type.lanes) +
-            " lanes per element; only scalar elements (lanes 1) are supported");
+    invalid_argument("DLPack tensor has " + std::to_string(type.lanes) +
+                     " lanes per element; only scalar elements (lanes 1) are supported");
   for (const auto& entry : kDTypeCodes)
     if (entry.code == type.code && entry.bits == type.bits) return entry.dtype;
-  invalid("unsupported DLPack dtype code " + std::to_string(type.code) + " with " +
-          std::to_string(type.bits) + " bits");
+  invalid_argument("unsupported DLPack dtype code " + std::to_string(type.code) + " with " +
+                   std::to_string(type.bits) + " bits");
 }
 
 DLDataType dtype_to_dl(DType dtype) {
   for (const auto& entry : kDTypeCodes)
     if (entry.dtype == dtype) return DLDataType{entry.code, entry.bits, 1};
-  invalid("dtype " + std::string(dtype_name(dtype)) + " has no DLPack type code");
+  invalid_argument("dtype " + std::string(dtype_name(dtype)) + " has no DLPack type code");
 }
 
 Device device_from_dl(const DLDevice& device) {
@@ -65,7 +63,7 @@ Device device_from_dl(const DLDevice& device) {
   std::int32_t type;
   std::memcpy(&type, &device.device_type, sizeof type);
   const int id = static_cast<int>(device.device_id);
-  if (id < 0) invalid("DLPack tensor has negative device id " + std::to_string(id));
+  if (id < 0) invalid_argument("DLPack tensor has negative device id " + std::to_string(id));
   switch (type) {
     case kDLCPU: return Device{DeviceType::CPU, id};
     case kDLCUDA: return Device{DeviceType::CUDA, id};
@@ -73,9 +71,10 @@ Device device_from_dl(const DLDevice& device) {
     case kDLCUDAManaged: return Device{DeviceType::CUDAManaged, id};
     default: break;
   }
-  invalid("unsupported DLPack device type " + std::to_string(type) + " (device id " +
-          std::to_string(id) +
-          "); cohort accepts CPU (1), CUDA (2), CUDA host (3) and CUDA managed (13) memory");
+  invalid_argument(
+      "unsupported DLPack device type " + std::to_string(type) + " (device id " +
+      std::to_string(id) +
+      "); cohort accepts CPU (1), CUDA (2), CUDA host (3) and CUDA managed (13) memory");
 }
 
 // Reads a DLTensor into a Buffer that keeps `owner` (the producer's managed tensor) alive. Any
@@ -83,12 +82,13 @@ Device device_from_dl(const DLDevice& device) {
 Buffer buffer_from_dl(const DLTensor& tensor, std::shared_ptr<void> owner, bool read_only) {
   const DType dtype = dtype_from_dl(tensor.dtype);
   const Device device = device_from_dl(tensor.device);
-  if (tensor.ndim < 0) invalid("DLPack tensor has negative ndim " + std::to_string(tensor.ndim));
+  if (tensor.ndim < 0)
+    invalid_argument("DLPack tensor has negative ndim " + std::to_string(tensor.ndim));
   if (tensor.ndim > 0 && tensor.shape == nullptr)
-    invalid("DLPack tensor has ndim " + std::to_string(tensor.ndim) + " but a null shape");
+    invalid_argument("DLPack tensor has ndim " + std::to_string(tensor.ndim) + " but a null shape");
   if (tensor.byte_offset > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
-    invalid("DLPack byte offset " + std::to_string(tensor.byte_offset) +
-            " exceeds the int64 range");
+    invalid_argument("DLPack byte offset " + std::to_string(tensor.byte_offset) +
+                     " exceeds the int64 range");
   const auto ndim = static_cast<std::size_t>(tensor.ndim);
   std::vector<std::int64_t> shape(tensor.shape, tensor.shape + ndim);
   // Null strides (allowed before DLPack 1.1) mean compact row-major, as do our empty strides.
@@ -156,20 +156,20 @@ Managed* export_buffer(const Buffer& buffer) {
 }  // namespace
 
 Buffer from_dlpack(DLManagedTensor* tensor) {
-  if (tensor == nullptr) invalid("from_dlpack got a null DLManagedTensor");
+  if (tensor == nullptr) invalid_argument("from_dlpack got a null DLManagedTensor");
   std::shared_ptr<void> owner = adopt(tensor);
   return buffer_from_dl(tensor->dl_tensor, std::move(owner), false);
 }
 
 Buffer from_dlpack(DLManagedTensorVersioned* tensor) {
-  if (tensor == nullptr) invalid("from_dlpack got a null DLManagedTensorVersioned");
+  if (tensor == nullptr) invalid_argument("from_dlpack got a null DLManagedTensorVersioned");
   std::shared_ptr<void> owner = adopt(tensor);
   // Only the version and the deleter may be read before the major version is known to match.
   const std::uint32_t major = tensor->version.major;
   if (major != COHORT_DLPACK_MAJOR_VERSION)
-    invalid("DLPack tensor has major version " + std::to_string(major) + "." +
-            std::to_string(tensor->version.minor) + "; cohort supports major version " +
-            std::to_string(COHORT_DLPACK_MAJOR_VERSION));
+    invalid_argument("DLPack tensor has major version " + std::to_string(major) + "." +
+                     std::to_string(tensor->version.minor) + "; cohort supports major version " +
+                     std::to_string(COHORT_DLPACK_MAJOR_VERSION));
   const bool read_only = (tensor->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
   return buffer_from_dl(tensor->dl_tensor, std::move(owner), read_only);
 }

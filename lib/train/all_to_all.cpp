@@ -22,22 +22,22 @@
 namespace cohort::train {
 namespace {
 
-constexpr const char* kOp = "all_to_all";
+constexpr const char* kAllToAll = "all_to_all";
 
 void check_input(const Communicator& comm, const Buffer& in) {
   // Device buffers go to the communicator's device path (NCCL), which refuses a host/device mix.
-  require_kernel_access(kOp, "the input", in);
+  require_kernel_access(kAllToAll, "the input", in);
   if (in.ndim() == 0) {
     throw Error(ErrorCode::InvalidArgument,
-                std::string(kOp) + ": the input is 0-d; it needs a dim 0 to split");
+                std::string(kAllToAll) + ": the input is 0-d; it needs a dim 0 to split");
   }
   if (in.shape()[0] % comm.size() != 0) {
     throw Error(ErrorCode::InvalidArgument,
-                std::string(kOp) + ": dim 0 of the input " + shape_string(in.shape()) + " (" +
+                std::string(kAllToAll) + ": dim 0 of the input " + shape_string(in.shape()) + " (" +
                     std::to_string(in.shape()[0]) + ") is not divisible by the group size " +
                     std::to_string(comm.size()));
   }
-  require_contiguous(kOp, "the input", in, /*written=*/false);
+  require_contiguous(kAllToAll, "the input", in, /*written=*/false);
 }
 
 }  // namespace
@@ -45,14 +45,14 @@ void check_input(const Communicator& comm, const Buffer& in) {
 void all_to_all(Communicator& comm, const Buffer& in, const Buffer& out,
                 const CollectiveOptions& options) {
   check_input(comm, in);
-  require_kernel_access(kOp, "the output", out);
+  require_kernel_access(kAllToAll, "the output", out);
   if (out.shape() != in.shape() || out.dtype() != in.dtype()) {
     throw Error(ErrorCode::InvalidArgument,
-                std::string(kOp) + ": the output " + shape_string(out.shape()) + " " +
+                std::string(kAllToAll) + ": the output " + shape_string(out.shape()) + " " +
                     std::string(dtype_name(out.dtype())) + " differs from the input " +
                     shape_string(in.shape()) + " " + std::string(dtype_name(in.dtype())));
   }
-  require_contiguous(kOp, "the output", out, /*written=*/true);
+  require_contiguous(kAllToAll, "the output", out, /*written=*/true);
   comm.alltoall(in.flat(), out.flat(), options);
 }
 

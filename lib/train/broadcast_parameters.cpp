@@ -28,12 +28,12 @@
 namespace cohort::train {
 namespace {
 
-constexpr const char* kWho = "broadcast_parameters";
+constexpr const char* kBroadcastParameters = "broadcast_parameters";
 
 void check_parameter(std::size_t index, const Buffer& param) {
   const std::string what = fmt::format("parameter {}", index);
-  require_host(kWho, what, param);
-  require_contiguous(kWho, what, param, /*written=*/true);
+  require_host(kBroadcastParameters, what, param);
+  require_contiguous(kBroadcastParameters, what, param, /*written=*/true);
 }
 
 Buffer bytes_of(const Buffer& param) {
@@ -53,11 +53,12 @@ void broadcast_parameters(Communicator& comm, std::span<const Buffer> params, in
   try {
     if (root < 0 || root >= comm.size()) {
       throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("{}: root {} is out of range for a communicator of size {}", kWho,
-                              root, comm.size()));
+                  fmt::format("{}: root {} is out of range for a communicator of size {}",
+                              kBroadcastParameters, root, comm.size()));
     }
     if (chunk_bytes == 0) {
-      throw Error(ErrorCode::InvalidArgument, fmt::format("{}: chunk_bytes must be > 0", kWho));
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("{}: chunk_bytes must be > 0", kBroadcastParameters));
     }
     for (std::size_t i = 0; i < params.size(); ++i) {
       check_parameter(i, params[i]);
@@ -72,7 +73,8 @@ void broadcast_parameters(Communicator& comm, std::span<const Buffer> params, in
   for (const Buffer& param : params) digest.mix(param.nbytes());
   const ArgumentAgreement agreement = agree_arguments(comm, digest, rejected, std::nullopt);
   if (local_error) std::rethrow_exception(local_error);
-  throw_if_disagreed(agreement, kWho, "passed parameters (count, byte sizes), root or chunk_bytes");
+  throw_if_disagreed(agreement, kBroadcastParameters,
+                     "passed parameters (count, byte sizes), root or chunk_bytes");
   if (comm.size() == 1) return;
 
   const bool is_root = comm.rank() == root;

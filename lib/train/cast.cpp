@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/invalid_argument.hpp"
 #include "train/buffer_checks.hpp"
 #include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
@@ -36,18 +37,15 @@ constexpr std::size_t kGatherElements = 512;
 // e.g. a transposed view with short rows does not pay one kernel call per handful of elements.
 constexpr std::int64_t kMinDirectRow = 64;
 
-[[noreturn]] void invalid(const std::string& message) {
-  throw Error(ErrorCode::InvalidArgument, message);
-}
-
 std::string name_of(DType dtype) {
   return std::string(dtype_name(dtype));
 }
 
 void require_floating(DType dtype, const char* role) {
   if (!kernels::supported(dtype))
-    invalid(std::string("cast: ") + role + " dtype " + name_of(dtype) +
-            " is not a floating type (float, double, half, bfloat16, fp8_e4m3 or fp8_e5m2)");
+    invalid_argument(
+        std::string("cast: ") + role + " dtype " + name_of(dtype) +
+        " is not a floating type (float, double, half, bfloat16, fp8_e4m3 or fp8_e5m2)");
 }
 
 // One dimension of a strided walk: extent and stride in bytes.
@@ -153,8 +151,8 @@ void cast_on_device(const Buffer& in, const Buffer& out, int device) {
   const auto out_low = reinterpret_cast<std::uintptr_t>(out.data());
   const bool overlap = in_low < out_low + out.nbytes() && out_low < in_low + in.nbytes();
   if (overlap && !(in_low == out_low && in.element_size() == out.element_size()))
-    invalid("cast: the output (" + name_of(out.dtype()) + ") overlaps the input (" +
-            name_of(in.dtype()) + ") other than element for element");
+    invalid_argument("cast: the output (" + name_of(out.dtype()) + ") overlaps the input (" +
+                     name_of(in.dtype()) + ") other than element for element");
   if (in.count() == 0) return;
   gpu::DeviceRuntime& runtime = device_runtime_for("cast", "the input", in);
   DeviceScope scope(runtime, device);
@@ -169,11 +167,11 @@ void cast(const Buffer& in, const Buffer& out) {
   require_floating(in.dtype(), "input");
   require_floating(out.dtype(), "output");
   if (in.count() != out.count())
-    invalid("cast: input has " + std::to_string(in.count()) + " elements of " +
-            name_of(in.dtype()) + " but output has " + std::to_string(out.count()) +
-            " elements of " + name_of(out.dtype()));
+    invalid_argument("cast: input has " + std::to_string(in.count()) + " elements of " +
+                     name_of(in.dtype()) + " but output has " + std::to_string(out.count()) +
+                     " elements of " + name_of(out.dtype()));
   if (out.read_only())
-    invalid("cast: the output buffer (" + name_of(out.dtype()) + ") is read-only");
+    invalid_argument("cast: the output buffer (" + name_of(out.dtype()) + ") is read-only");
   out.require_contiguous("cast output");
   if (!in.device().host_accessible()) device_runtime_for("cast", "the input", in);
   if (!out.device().host_accessible()) device_runtime_for("cast", "the output", out);
@@ -199,8 +197,8 @@ void cast(const Buffer& in, const Buffer& out) {
   const bool in_place =
       contiguous && in.data() == out.data() && in.element_size() == out.element_size();
   if (overlap && !in_place)
-    invalid("cast: the output (" + name_of(out.dtype()) + ") overlaps the input (" +
-            name_of(in.dtype()) + ") other than element for element");
+    invalid_argument("cast: the output (" + name_of(out.dtype()) + ") overlaps the input (" +
+                     name_of(in.dtype()) + ") other than element for element");
 
   if (contiguous) {
     kernels::convert(in.dtype(), in.data(), out.dtype(), out.data(), in.count());

@@ -25,6 +25,7 @@
 #include <string>
 #include <utility>
 
+#include "core/invalid_argument.hpp"
 #include "train/buffer_checks.hpp"
 #include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
@@ -32,10 +33,6 @@
 
 namespace cohort::train {
 namespace {
-
-[[noreturn]] void invalid_argument(const std::string& message) {
-  throw Error(ErrorCode::InvalidArgument, message);
-}
 
 bool is_fp8(DType dtype) {
   return dtype == DType::Float8E4M3 || dtype == DType::Float8E5M2;

@@ -31,6 +31,7 @@
 #include <string>
 #include <utility>
 
+#include "core/invalid_argument.hpp"
 #include "train/buffer_checks.hpp"
 #include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
@@ -38,10 +39,6 @@
 
 namespace cohort::train {
 namespace {
-
-[[noreturn]] void invalid_argument(const std::string& message) {
-  throw Error(ErrorCode::InvalidArgument, message);
-}
 
 [[noreturn]] void invalid_usage(const std::string& message) {
   throw Error(ErrorCode::InvalidUsage, message);

@@ -70,7 +70,7 @@ struct GradientSynchronizer::Bucket {
 
 namespace {
 
-constexpr const char* kWho = "GradientSynchronizer";
+constexpr const char* kGradientSynchronizer = "GradientSynchronizer";
 
 // "2, 5, 7" (at most `limit` items, then the total), for messages naming gradients or ranks.
 template <class T>
@@ -87,7 +87,8 @@ std::string join(const std::vector<T>& items, std::size_t limit = 16) {
 // Where the gradients' element-wise work runs: their device, or -1 for the host kernels
 // (check_arguments made sure there is one place).
 int place_of(const std::vector<Buffer>& grads) {
-  return common_place(kWho, grads, [](std::size_t i) { return fmt::format("gradient {}", i); });
+  return common_place(kGradientSynchronizer, grads,
+                      [](std::size_t i) { return fmt::format("gradient {}", i); });
 }
 
 // dst = src * factor rounded to dst_dtype (kernels::convert), on the host or queued on the
@@ -127,8 +128,8 @@ void wait_quietly(Work& work) noexcept {
   try {
     work.wait();
   } catch (const std::exception& e) {
-    COHORT_LOG_WARN("{}: an allreduce left from an unfinished micro-step failed: {}", kWho,
-                    e.what());
+    COHORT_LOG_WARN("{}: an allreduce left from an unfinished micro-step failed: {}",
+                    kGradientSynchronizer, e.what());
   }
   work = Work();
 }
@@ -140,7 +141,8 @@ GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
                                            const GradientSyncOptions& options)
     : comm_(std::move(comm)), options_(options), grads_(std::move(grads)) {
   if (!comm_)
-    throw Error(ErrorCode::InvalidArgument, fmt::format("{}: communicator is null", kWho));
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: communicator is null", kGradientSynchronizer));
   // Arguments are checked locally first, but the verdict is exchanged before anyone throws, so
   // a rank with bad arguments never leaves the others waiting in the registration check.
   std::exception_ptr local_error;
@@ -197,16 +199,17 @@ GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
 void GradientSynchronizer::check_arguments() const {
   if (options_.accumulation_steps < 1) {
     throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: accumulation_steps is {}; it must be at least 1", kWho,
-                            options_.accumulation_steps));
+                fmt::format("{}: accumulation_steps is {}; it must be at least 1",
+                            kGradientSynchronizer, options_.accumulation_steps));
   }
   if (options_.communication_dtype && *options_.communication_dtype != DType::Float16 &&
       *options_.communication_dtype != DType::BFloat16) {
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("{}: communication dtype {} is not supported; use half or bfloat16",
-                            kWho, dtype_name(*options_.communication_dtype)));
+                            kGradientSynchronizer, dtype_name(*options_.communication_dtype)));
   }
-  for (std::size_t i = 0; i < grads_.size(); ++i) check_gradient(kWho, i, grads_[i]);
+  for (std::size_t i = 0; i < grads_.size(); ++i)
+    check_gradient(kGradientSynchronizer, i, grads_[i]);
   // A bucket's gradients share one staging buffer and one allreduce, so one place for all.
   place_of(grads_);
 }
@@ -245,7 +248,7 @@ void GradientSynchronizer::check_same_registration(bool arguments_rejected) {
   const ArgumentAgreement agreement =
       agree_arguments(*comm_, digest, arguments_rejected, options_.timeout);
   if (arguments_rejected) return;  // this rank throws its own error
-  throw_if_disagreed(agreement, kWho,
+  throw_if_disagreed(agreement, kGradientSynchronizer,
                      "registered gradients (counts, dtypes, order) or bucket options");
 }
 
@@ -261,7 +264,7 @@ bool GradientSynchronizer::begin_micro_step(bool end_of_data) {
     throw Error(ErrorCode::InvalidUsage,
                 fmt::format("{}::begin_micro_step: the previous micro-step communicates and "
                             "finish() was not called",
-                            kWho));
+                            kGradientSynchronizer));
   }
   const int steps = options_.accumulation_steps;
   if (optimizer_steps_) window_length_ = 0;  // the previous micro-step closed a window
@@ -307,22 +310,23 @@ void GradientSynchronizer::mark_ready(std::size_t index) {
   if (index >= grads_.size()) {
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("{}::mark_ready: gradient index {} is out of range ({} registered)",
-                            kWho, index, grads_.size()));
+                            kGradientSynchronizer, index, grads_.size()));
   }
   if (!started_) {
     throw Error(ErrorCode::InvalidUsage,
-                fmt::format("{}::mark_ready({}) before the first begin_micro_step()", kWho, index));
+                fmt::format("{}::mark_ready({}) before the first begin_micro_step()",
+                            kGradientSynchronizer, index));
   }
   if (communicating_ && !in_flight_) {
     throw Error(ErrorCode::InvalidUsage,
                 fmt::format("{}::mark_ready({}) after finish(); begin the next micro-step first",
-                            kWho, index));
+                            kGradientSynchronizer, index));
   }
   if (ready_[index]) {
     throw Error(ErrorCode::InvalidUsage,
                 fmt::format("{}::mark_ready: gradient {} was already marked ready in this "
                             "micro-step",
-                            kWho, index));
+                            kGradientSynchronizer, index));
   }
   ready_[index] = true;
   --unready_count_;
@@ -473,7 +477,8 @@ void GradientSynchronizer::throw_unready_locked(const std::vector<int>& ranks) c
     throw Error(ErrorCode::InvalidUsage,
                 fmt::format("{}::finish: {} {} left gradients unready in this micro-step (their "
                             "errors name them); {}",
-                            kWho, others.size() == 1 ? "rank" : "ranks", join(others), how));
+                            kGradientSynchronizer, others.size() == 1 ? "rank" : "ranks",
+                            join(others), how));
   }
   std::vector<std::size_t> mine;
   for (std::size_t i = 0; i < grads_.size(); ++i) {
@@ -484,11 +489,11 @@ void GradientSynchronizer::throw_unready_locked(const std::vector<int>& ranks) c
     also = fmt::format(" (and {} {} left gradients unready too)",
                        others.size() == 1 ? "rank" : "ranks", join(others));
   }
-  throw Error(
-      ErrorCode::InvalidUsage,
-      fmt::format("{}::finish: {} {} never marked ready on rank {} in this "
-                  "micro-step{}; {}",
-                  kWho, mine.size() == 1 ? "gradient" : "gradients", join(mine), me, also, how));
+  throw Error(ErrorCode::InvalidUsage,
+              fmt::format("{}::finish: {} {} never marked ready on rank {} in this "
+                          "micro-step{}; {}",
+                          kGradientSynchronizer, mine.size() == 1 ? "gradient" : "gradients",
+                          join(mine), me, also, how));
 }
 
 GradientSynchronizer::NoSyncWindow::NoSyncWindow(GradientSynchronizer& owner) noexcept

@@ -44,7 +44,7 @@
 namespace cohort::train {
 namespace {
 
-constexpr const char* kOp = "RngStateSync::synchronize";
+constexpr const char* kRngStateSync = "RngStateSync::synchronize";
 
 // ---- Encoding of the root's plan (lib/train/byte_codec.hpp).
 
@@ -74,12 +74,12 @@ std::vector<std::byte> encode(const Plan& plan) {
 }
 
 Plan decode(std::span<const std::byte> bytes) {
-  ByteReader r(bytes, std::string(kOp) + ": the root's plan");
+  ByteReader r(bytes, std::string(kRngStateSync) + ": the root's plan");
   Plan plan;
   const std::uint8_t status = r.u8();
   if (status > static_cast<std::uint8_t>(PlanStatus::GetterFailed)) {
-    throw Error(ErrorCode::Internal,
-                std::string(kOp) + ": the root's plan has status " + std::to_string(status));
+    throw Error(ErrorCode::Internal, std::string(kRngStateSync) + ": the root's plan has status " +
+                                         std::to_string(status));
   }
   plan.status = static_cast<PlanStatus>(status);
   // No reserve from the count: every name consumes at least 16 bytes or throws, so a corrupt
@@ -91,7 +91,8 @@ Plan decode(std::span<const std::byte> bytes) {
   }
   plan.failure = r.text();
   if (!r.done()) {
-    throw Error(ErrorCode::Internal, std::string(kOp) + ": the root's plan has trailing bytes");
+    throw Error(ErrorCode::Internal,
+                std::string(kRngStateSync) + ": the root's plan has trailing bytes");
   }
   return plan;
 }
@@ -220,9 +221,9 @@ std::vector<std::string> RngStateSync::names() const {
 void RngStateSync::synchronize(Communicator& comm, const std::vector<std::string>& names,
                                int root) {
   if (root < 0 || root >= comm.size()) {
-    throw Error(ErrorCode::InvalidArgument, std::string(kOp) + ": root " + std::to_string(root) +
-                                                " is out of range for a world of " +
-                                                std::to_string(comm.size()));
+    throw Error(ErrorCode::InvalidArgument,
+                std::string(kRngStateSync) + ": root " + std::to_string(root) +
+                    " is out of range for a world of " + std::to_string(comm.size()));
   }
   const std::vector<std::string> registered = this->names();
   const std::vector<std::string> request = names.empty() ? registered : names;
@@ -260,8 +261,9 @@ void RngStateSync::synchronize(Communicator& comm, const std::vector<std::string
   // 2. A getter that threw on the root ends the call on every rank.
   if (plan.status == PlanStatus::GetterFailed) {
     if (is_root) std::rethrow_exception(root_error);
-    throw Error(ErrorCode::RemoteError, std::string(kOp) + ": root " + std::to_string(root) +
-                                            " failed to read " + plan.failure);
+    throw Error(ErrorCode::RemoteError, std::string(kRngStateSync) + ": root " +
+                                            std::to_string(root) + " failed to read " +
+                                            plan.failure);
   }
 
   // 3. Every rank checks its request against the root's; any problem fails every rank alike.
@@ -273,7 +275,8 @@ void RngStateSync::synchronize(Communicator& comm, const std::vector<std::string
   }
   if (!problems.empty()) {
     throw Error(ErrorCode::InvalidArgument,
-                std::string(kOp) + ": the ranks disagree on the generators to synchronize (root " +
+                std::string(kRngStateSync) +
+                    ": the ranks disagree on the generators to synchronize (root " +
                     std::to_string(root) + " asked for " + list(plan.names) + "): " + problems);
   }
 
@@ -303,9 +306,9 @@ void RngStateSync::synchronize(Communicator& comm, const std::vector<std::string
   const std::vector<int> failed = allgather_failed_ranks(comm, set_error != nullptr);
   if (set_error) std::rethrow_exception(set_error);
   if (!failed.empty()) {
-    throw Error(ErrorCode::RemoteError, std::string(kOp) + ": a state setter threw on rank(s) " +
-                                            ranks_list(failed) +
-                                            "; this rank installed every state");
+    throw Error(ErrorCode::RemoteError,
+                std::string(kRngStateSync) + ": a state setter threw on rank(s) " +
+                    ranks_list(failed) + "; this rank installed every state");
   }
 }
 
