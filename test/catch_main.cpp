@@ -1,2 +1,5 @@
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+#include "catch_session.hpp"
+
+int main(int argc, char** argv) {
+  return cohort::test::run_catch_session(argc, argv);
+}

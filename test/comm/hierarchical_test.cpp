@@ -7,8 +7,9 @@
 // flight record shows which algorithm ran. Needs root for the namespaces; exits 77 (meson: SKIP)
 // without.
 
-#define CATCH_CONFIG_RUNNER
 #include "rank_checks.hpp"
+
+#include "catch_session.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -246,5 +247,5 @@ int main(int argc, char** argv) {
     std::printf("needs root to simulate hosts with UTS namespaces: skipping\n");
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return cohort::test::run_catch_session(argc, argv);
 }

@@ -7,7 +7,8 @@
 // propagated, the value already in the result combined); scale. Exits 77 (meson: SKIP) when
 // there is no runtime or no device.
 
-#define CATCH_CONFIG_RUNNER
+#include "catch_session.hpp"
+
 #include <catch2/catch.hpp>
 #include <cohort/dtype.hpp>
 
@@ -260,5 +261,5 @@ int main(int argc, char** argv) {
                 runtime == nullptr ? "cohort built without CUDA" : runtime->describe().c_str());
     return 77;
   }
-  return Catch::Session().run(argc, argv);
+  return cohort::test::run_catch_session(argc, argv);
 }
