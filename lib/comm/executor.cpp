@@ -196,6 +196,9 @@ std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody 
 void Executor::start_thread_locked() {
   if (thread_.joinable()) return;
   thread_ = std::thread([this] { thread_main(); });
+  // Named for top -H, debuggers and the tests that watch it sleep. Best effort, and here rather
+  // than in the thread: the name is there once the op that started the thread returns.
+  ::pthread_setname_np(thread_.native_handle(), "cohort-progress");
   thread_started_.store(true, std::memory_order_release);
 }
 
@@ -472,8 +475,6 @@ void Executor::help() noexcept {
 }
 
 void Executor::thread_main() noexcept {
-  // Named for top -H, debuggers and the tests that watch it sleep. Best effort.
-  ::pthread_setname_np(::pthread_self(), "cohort-progress");
   std::unique_lock lock(mutex_);
   for (;;) {
     const bool pending = pending_count_.load(std::memory_order_relaxed) > 0;
