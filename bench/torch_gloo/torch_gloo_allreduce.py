@@ -96,8 +96,13 @@ def main():
 
     dist.barrier()
     dist.destroy_process_group()
-    if rank == 0 and os.path.exists(store_file):
-        os.unlink(store_file)
+    if rank == 0:
+        # torch's FileStore removes its file when the last rank lets go of it, which may be
+        # another rank, at any moment now: gone already is fine.
+        try:
+            os.unlink(store_file)
+        except FileNotFoundError:
+            pass
     return 1 if failures else 0
 
 
