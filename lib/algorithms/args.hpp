@@ -12,7 +12,8 @@
 //                   itself (broadcast/root_input.hpp), where that overlaps best.
 //   reduce          in does not overlap out; Avg arrives as Sum (dispatch divides on the root).
 //   allgather       this rank's block is already in place in out; in is not read.
-//   gather          the root's own block is already in place in out.
+//   gather          the root copies its own block of in into out itself (nothing when it is
+//                   there already), where that overlaps best.
 //   scatter         the root copies its own block of in into out itself (nothing when it is
 //                   there already), where that overlaps best.
 //   reduce_scatter  out may be in's block `rank` (in place); Avg arrives as Sum.

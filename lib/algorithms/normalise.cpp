@@ -88,12 +88,8 @@ Normalised<AllgatherArgs>::Normalised(const OpContext& ctx, ScratchPool&, const 
 }
 
 template <>
-Normalised<GatherArgs>::Normalised(const OpContext& ctx, ScratchPool&, const GatherArgs& args)
-    : original_(args) {
-  const auto me = static_cast<std::size_t>(ctx.rank);
-  if (ctx.rank == args.root)
-    copy_elements(at(args.out, args.displs[me], args.dtype), args.in, args.counts[me], args.dtype);
-}
+Normalised<GatherArgs>::Normalised(const OpContext&, ScratchPool&, const GatherArgs& args)
+    : original_(args) {}  // each algorithm copies the root's own block itself (see args.hpp)
 
 template <>
 Normalised<ScatterArgs>::Normalised(const OpContext&, ScratchPool&, const ScatterArgs& args)

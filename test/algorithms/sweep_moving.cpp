@@ -169,20 +169,26 @@ void SweepRank::gather(const SweepPlan& plan) {
           const std::uint64_t salt = ctx.seq;
           const auto expected = gathered(l, c.dtype, salt);
           const auto mine = block_of(rank_, l, c.dtype, salt);
+          // Alternately in place (the root's block already in out, passed as its input) and
+          // out of place (the algorithm copies the root's block from its input).
+          const bool in_place = ctx.seq % 2 == 1;
           std::vector<unsigned char> out;
+          const unsigned char* in = mine.data();
           if (rank_ == root) {
-            // The root's own block is already in place.
             out.assign(expected.size(), kPoison);
-            if (!mine.empty())
-              std::memcpy(out.data() + l.displs[static_cast<std::size_t>(rank_)] * es, mine.data(),
-                          mine.size());
+            unsigned char* own = out.data() + l.displs[static_cast<std::size_t>(rank_)] * es;
+            if (in_place) {
+              if (!mine.empty()) std::memcpy(own, mine.data(), mine.size());
+              in = own;
+            }
           }
           const std::string what = describe(Collective::Gather, algorithm, c, rank_, size_,
-                                            layout_name(l) + " root " + std::to_string(root));
+                                            layout_name(l) + " root " + std::to_string(root) +
+                                                (rank_ == root && in_place ? " in place" : ""));
           const Algorithm ran = algorithms::run_collective(
               ctx, staging_,
-              algorithms::GatherArgs{mine.data(), rank_ == root ? out.data() : nullptr, l.counts,
-                                     l.displs, total_of(l), c.dtype, root, !l.uniform},
+              algorithms::GatherArgs{in, rank_ == root ? out.data() : nullptr, l.counts, l.displs,
+                                     total_of(l), c.dtype, root, !l.uniform},
               algorithm);
           check_ran(Collective::Gather, algorithm, ran, l.uniform, what);
           if (rank_ == root) {

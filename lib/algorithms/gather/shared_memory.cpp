@@ -3,8 +3,9 @@
 //
 // How it works: in round c every rank except the root copies piece c of its block (up to one
 // 256 KiB slot) into its data slot and announces it; the root announces that it is done with the
-// previous round and copies every announced piece into place, taking ranks in order from the
-// one after it.
+// previous round, copies a share of its own block into place while the others fill their
+// slots, then copies every announced piece into place, taking ranks in order from the one after
+// it.
 //
 // Every rank knows every block's length (the counts are the same on all ranks), so all count
 // the same ceil(largest block / 256 KiB) rounds without talking. Cost: each block is written
@@ -54,8 +55,6 @@ void run_eager(const OpContext& ctx, Arena& arena, const GatherArgs& args) {
 }
 
 void run(const OpContext& ctx, const GatherArgs& args) {
-  if (ctx.size == 1) return;  // the root's own block is already in place
-  Arena* arena = ctx.arena();
   const auto n = static_cast<std::size_t>(ctx.size);
   const auto me = static_cast<std::size_t>(ctx.rank);
   const auto root = static_cast<std::size_t>(args.root);
@@ -63,12 +62,20 @@ void run(const OpContext& ctx, const GatherArgs& args) {
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
 
-  const std::size_t rounds = rounds_for_others(args.counts, es, root, kPiece);
+  // The root's own block, unless the in-place form already put it there (validation refused
+  // partly overlapping buffers). It is copied in shares between the rounds' waits.
+  std::byte* own_out = me == root ? out + args.displs[root] * es : nullptr;
+  const std::size_t own_bytes = me == root && own_out != in ? args.counts[root] * es : 0;
+  std::size_t own_done = 0;
+  const std::size_t rounds = n == 1 ? 0 : rounds_for_others(args.counts, es, root, kPiece);
   if (rounds == 1 && rounds_for_others(args.counts, es, root, Arena::kInlineBytes) == 1) {
-    run_eager(ctx, *arena, args);
+    // The others write their eager lines meanwhile.
+    copy_bytes(own_out, in, own_bytes);
+    run_eager(ctx, *ctx.arena(), args);
     return;
   }
 
+  Arena* arena = rounds == 0 ? nullptr : ctx.arena();
   for (std::size_t c = 0; c < rounds; ++c) {
     const std::uint64_t g = arena->next_generation();
     if (me != root) {
@@ -80,6 +87,9 @@ void run(const OpContext& ctx, const GatherArgs& args) {
     }
     // Done with the previous round's slots: the others may refill that parity next round.
     arena->publish(Arena::Flag::Arrived, g);
+    const std::size_t own_until = own_bytes * (c + 1) / rounds;
+    copy_bytes(own_out + own_done, in + own_done, own_until - own_done);
+    own_done = own_until;
     for (std::size_t k = 1; k < n; ++k) {
       const std::size_t r = (root + k) % n;
       arena->wait_for(static_cast<int>(r), Arena::Flag::Arrived, g, ctx.deadline, ctx.what);
@@ -87,6 +97,7 @@ void run(const OpContext& ctx, const GatherArgs& args) {
                  round_bytes(args.counts[r] * es, c, kPiece));
     }
   }
+  if (own_done < own_bytes) copy_bytes(own_out + own_done, in + own_done, own_bytes - own_done);
 }
 
 }  // namespace

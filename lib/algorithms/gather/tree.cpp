@@ -26,8 +26,18 @@ namespace cohort::algorithms {
 namespace {
 
 void run(const OpContext& ctx, const GatherArgs& args) {
-  if (ctx.size == 1) return;
   const std::size_t es = dtype_size(args.dtype);
+  // The root's own block, unless the in-place form already put it there (validation refused
+  // partly overlapping buffers): copied while the children's data arrives.
+  auto copy_own_block = [&] {
+    const auto root = static_cast<std::size_t>(args.root);
+    auto* own = static_cast<std::byte*>(args.out) + args.displs[root] * es;
+    if (own != args.in) copy_bytes(own, args.in, args.counts[root] * es);
+  };
+  if (ctx.size == 1) {
+    copy_own_block();
+    return;
+  }
   const int n = ctx.size;
   const int v = patterns::relative_rank(ctx.rank, args.root, n);
   const int extent = patterns::binomial_subtree_extent(v, n);
@@ -75,8 +85,12 @@ void run(const OpContext& ctx, const GatherArgs& args) {
       from_children.recv(source, packed + packed_at[child - v], bytes, kStep);
     }
   }
-  // 2. An inner rank adds its own block in front while the children's data arrives.
-  if (v != 0) copy_bytes(packed, args.in, packed_at[1]);
+  // 2. An inner rank adds its own block in front while the children's data arrives; the root
+  //    copies its own into place.
+  if (v != 0)
+    copy_bytes(packed, args.in, packed_at[1]);
+  else
+    copy_own_block();
   from_children.wait();
 
   if (v != 0) {
