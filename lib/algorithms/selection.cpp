@@ -79,8 +79,16 @@ constexpr SelectionRule kTable[] = {
      1,
      W::Any,
      {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
-    // gather / scatter: shared memory on one host, else binomial tree.
+    // gather / scatter: shared memory on one host, else binomial tree; large scatters on 2-3
+    // ranks go by the (then flat) tree everywhere.
     {C::Gather, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
+    {C::Scatter,
+     kScatterTreeMinBytes,
+     kUnknownBytes,
+     2,
+     W::Any,
+     {A::Tree, kEnd},
+     kScatterTreeMaxWorldSize},
     {C::Scatter, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
     // reduce_scatter: recursive halving for small and middle inputs, ring for large.
     {C::ReduceScatter,
@@ -141,7 +149,9 @@ static_assert(families_are_contiguous(), "keep each collective's selection rules
 
 bool rule_matches(const SelectionRule& rule, Collective collective, std::size_t bytes,
                   int world_size) noexcept {
-  if (rule.collective != collective || world_size < rule.min_world_size) return false;
+  if (rule.collective != collective || world_size < rule.min_world_size ||
+      world_size > rule.max_world_size)
+    return false;
   if (bytes < rule.min_bytes) return false;
   if (rule.max_bytes != kUnknownBytes && bytes >= rule.max_bytes) return false;
   switch (rule.world) {

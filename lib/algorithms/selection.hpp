@@ -44,6 +44,11 @@ inline constexpr std::size_t kAllgatherLatencyMaxBytes = 64 * kKiB;
 inline constexpr std::size_t kReduceScatterHalvingMaxBytes = 1 * kMiB;
 /// alltoall: Bruck below this (uniform, total bytes), pairwise above.
 inline constexpr std::size_t kAlltoallBruckMaxBytes = 16 * kKiB;
+/// scatter: from this total size, on at most kScatterTreeMaxWorldSize ranks, the binomial tree
+/// comes before shared memory. There the tree is flat (the root sends every block itself) and
+/// UCX moves each block in one copy, where the arena takes two (into the root's slot and out).
+inline constexpr std::size_t kScatterTreeMinBytes = 1 * kMiB;
+inline constexpr int kScatterTreeMaxWorldSize = 3;
 /// Ring-style alternatives only pay off from this many ranks (with 2 they move the same bytes
 /// as the simple algorithm, with more steps).
 inline constexpr int kRingMinWorldSize = 3;
@@ -57,6 +62,7 @@ struct SelectionRule {
   int min_world_size;
   WorldSizeCondition world;
   std::array<Algorithm, 4> candidates;  ///< in order of preference; Auto ends the list
+  int max_world_size = std::numeric_limits<int>::max();
 };
 
 /// The built-in table. For every collective, bytes and world size some rule matches, and every

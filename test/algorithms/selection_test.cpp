@@ -145,6 +145,15 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
   REQUIRE(pick(Collective::Scatter, 100, 2) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  // From 1 MiB on 2 and 3 ranks the tree (flat there) comes first; from 4 ranks it forwards.
+  REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes - 1, 3) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, 2) ==
+          std::vector<Algorithm>{Algorithm::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, 3) ==
+          std::vector<Algorithm>{Algorithm::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, 4) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
 }
 
 TEST_CASE("every rule is well formed", "[selection]") {
@@ -154,6 +163,7 @@ TEST_CASE("every rule is well formed", "[selection]") {
     CAPTURE(collective_name(rule.collective), rule.min_bytes);
     REQUIRE(rule.min_bytes < rule.max_bytes);
     REQUIRE(rule.min_world_size >= 1);
+    REQUIRE(rule.max_world_size >= rule.min_world_size);
     REQUIRE(rule.candidates[0] != Algorithm::Auto);
     bool ended = false;
     for (Algorithm a : rule.candidates) {
