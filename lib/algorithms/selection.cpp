@@ -79,16 +79,10 @@ constexpr SelectionRule kTable[] = {
      1,
      W::Any,
      {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
-    // gather / scatter: shared memory on one host, else binomial tree; large scatters on 2-3
+    // gather / scatter: shared memory on one host, else binomial tree; large scatters on 3
     // ranks go by the (then flat) tree everywhere.
     {C::Gather, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
-    {C::Scatter,
-     kScatterTreeMinBytes,
-     kUnknownBytes,
-     2,
-     W::Any,
-     {A::Tree, kEnd},
-     kScatterTreeMaxWorldSize},
+    {C::Scatter, kScatterTreeMinBytes, kUnknownBytes, 3, W::Any, {A::Tree, kEnd}, 3},
     {C::Scatter, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
     // reduce_scatter: recursive halving for small and middle inputs, ring for large.
     {C::ReduceScatter,
@@ -104,7 +98,9 @@ constexpr SelectionRule kTable[] = {
      W::Any,
      {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
     // alltoall: shared memory on one host; else Bruck for tiny uniform blocks, pairwise
-    // otherwise (alltoallv: kUnknownBytes).
+    // otherwise (alltoallv: kUnknownBytes). Large uniform ones on 2 ranks: pairwise everywhere
+    // (the rule ends below kUnknownBytes, so alltoallv keeps shared memory).
+    {C::Alltoall, kAlltoallPairwiseMinBytes, kUnknownBytes - 1, 2, W::Any, {A::Pairwise, kEnd}, 2},
     {C::Alltoall, 0, kAlltoallBruckMaxBytes, 1, W::Any, {A::SharedMemory, A::Bruck, A::Pairwise}},
     {C::Alltoall,
      kAlltoallBruckMaxBytes,

@@ -44,11 +44,16 @@ inline constexpr std::size_t kAllgatherLatencyMaxBytes = 64 * kKiB;
 inline constexpr std::size_t kReduceScatterHalvingMaxBytes = 1 * kMiB;
 /// alltoall: Bruck below this (uniform, total bytes), pairwise above.
 inline constexpr std::size_t kAlltoallBruckMaxBytes = 16 * kKiB;
-/// scatter: from this total size, on at most kScatterTreeMaxWorldSize ranks, the binomial tree
-/// comes before shared memory. There the tree is flat (the root sends every block itself) and
-/// UCX moves each block in one copy, where the arena takes two (into the root's slot and out).
-inline constexpr std::size_t kScatterTreeMinBytes = 1 * kMiB;
-inline constexpr int kScatterTreeMaxWorldSize = 3;
+/// scatter: from this total size on 3 ranks the binomial tree comes before shared memory. There
+/// the tree is flat (the root sends both blocks itself) and the two receivers copy in parallel,
+/// in one copy each, where the root writes both into the arena first. It won at 8 and 16 MiB on
+/// buffers of 4 KiB and of 2 MiB pages, and at 1-4 MiB only on 2 MiB pages. (On 2 ranks the
+/// arena overlaps the root's and the receiver's copies, and the tree's single copy, which walks
+/// the root's pages, lost from 2 MiB on 4 KiB pages; from 4 ranks the tree forwards.)
+inline constexpr std::size_t kScatterTreeMinBytes = 8 * kMiB;
+/// alltoall: from this uniform total size on 2 ranks, pairwise exchange over UCX (one copy
+/// each way) comes before shared memory (two), on buffers of 4 KiB and of 2 MiB pages alike.
+inline constexpr std::size_t kAlltoallPairwiseMinBytes = 1 * kMiB;
 /// Ring-style alternatives only pay off from this many ranks (with 2 they move the same bytes
 /// as the simple algorithm, with more steps).
 inline constexpr int kRingMinWorldSize = 3;

@@ -145,15 +145,23 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
   REQUIRE(pick(Collective::Scatter, 100, 2) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
-  // From 1 MiB on 2 and 3 ranks the tree (flat there) comes first; from 4 ranks it forwards.
+  // From 8 MiB on 3 ranks the tree (flat there) comes first; not on 2, nor from 4 (it forwards).
   REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes - 1, 3) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
-  REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, 2) ==
-          std::vector<Algorithm>{Algorithm::Tree});
   REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, 3) ==
           std::vector<Algorithm>{Algorithm::Tree});
-  REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, 4) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  for (int world : {2, 4})
+    REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, world) ==
+            std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  // From 1 MiB (uniform) on 2 ranks alltoall is pairwise; alltoallv and 3 ranks keep the arena.
+  REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes, 2) ==
+          std::vector<Algorithm>{Algorithm::Pairwise});
+  REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes - 1, 2) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
+  REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes, 3) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
+  REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 2) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
 }
 
 TEST_CASE("every rule is well formed", "[selection]") {
