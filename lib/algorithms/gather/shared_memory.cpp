@@ -18,6 +18,7 @@
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/arena_rounds.hpp"
+#include "algorithms/engines/own_block.hpp"
 #include "core/copy_bytes.hpp"
 
 #include <algorithm>
@@ -62,15 +63,12 @@ void run(const OpContext& ctx, const GatherArgs& args) {
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
 
-  // The root's own block, unless the in-place form already put it there (validation refused
-  // partly overlapping buffers). It is copied in shares between the rounds' waits.
-  std::byte* own_out = me == root ? out + args.displs[root] * es : nullptr;
-  const std::size_t own_bytes = me == root && own_out != in ? args.counts[root] * es : 0;
-  std::size_t own_done = 0;
+  // Copied in shares between the rounds' waits.
+  OwnBlock own = me == root ? OwnBlock::of(args) : OwnBlock{};
   const std::size_t rounds = n == 1 ? 0 : rounds_for_others(args.counts, es, root, kPiece);
   if (rounds == 1 && rounds_for_others(args.counts, es, root, Arena::kInlineBytes) == 1) {
     // The others write their eager lines meanwhile.
-    copy_bytes(own_out, in, own_bytes);
+    own.copy_rest();
     run_eager(ctx, *ctx.arena(), args);
     return;
   }
@@ -87,9 +85,7 @@ void run(const OpContext& ctx, const GatherArgs& args) {
     }
     // Done with the previous round's slots: the others may refill that parity next round.
     arena->publish(Arena::Flag::Arrived, g);
-    const std::size_t own_until = own_bytes * (c + 1) / rounds;
-    copy_bytes(own_out + own_done, in + own_done, own_until - own_done);
-    own_done = own_until;
+    own.copy_through_share(c, rounds);
     for (std::size_t k = 1; k < n; ++k) {
       const std::size_t r = (root + k) % n;
       arena->wait_for(static_cast<int>(r), Arena::Flag::Arrived, g, ctx.deadline, ctx.what);
@@ -97,7 +93,7 @@ void run(const OpContext& ctx, const GatherArgs& args) {
                  round_bytes(args.counts[r] * es, c, kPiece));
     }
   }
-  if (own_done < own_bytes) copy_bytes(own_out + own_done, in + own_done, own_bytes - own_done);
+  own.copy_rest();
 }
 
 }  // namespace

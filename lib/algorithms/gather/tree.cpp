@@ -12,6 +12,7 @@
 // every world size, root and count. Scratch: the subtree's packed blocks (kSlotWork0).
 
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/own_block.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
@@ -27,15 +28,8 @@ namespace {
 
 void run(const OpContext& ctx, const GatherArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
-  // The root's own block, unless the in-place form already put it there (validation refused
-  // partly overlapping buffers): copied while the children's data arrives.
-  auto copy_own_block = [&] {
-    const auto root = static_cast<std::size_t>(args.root);
-    auto* own = static_cast<std::byte*>(args.out) + args.displs[root] * es;
-    if (own != args.in) copy_bytes(own, args.in, args.counts[root] * es);
-  };
   if (ctx.size == 1) {
-    copy_own_block();
+    OwnBlock::of(args).copy_rest();
     return;
   }
   const int n = ctx.size;
@@ -90,7 +84,7 @@ void run(const OpContext& ctx, const GatherArgs& args) {
   if (v != 0)
     copy_bytes(packed, args.in, packed_at[1]);
   else
-    copy_own_block();
+    OwnBlock::of(args).copy_rest();
   from_children.wait();
 
   if (v != 0) {

@@ -15,6 +15,7 @@
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/arena_rounds.hpp"
+#include "algorithms/engines/own_block.hpp"
 #include "core/copy_bytes.hpp"
 
 #include <algorithm>
@@ -41,11 +42,7 @@ void run(const OpContext& ctx, const ScatterArgs& args) {
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
 
-  // The root's own block, unless the in-place form already put it there (validation refused
-  // partly overlapping buffers).
-  const std::byte* own = me == root && out != nullptr ? in + args.displs[root] * es : nullptr;
-  const std::size_t own_bytes = own != nullptr && own != out ? args.counts[root] * es : 0;
-  std::size_t own_done = 0;
+  OwnBlock own = me == root ? OwnBlock::of(args) : OwnBlock{};
   const std::size_t rounds = rounds_for_others(args.counts, es, root, sub);
 
   for (std::size_t c = 0; c < rounds; ++c) {
@@ -59,9 +56,7 @@ void run(const OpContext& ctx, const ScatterArgs& args) {
                    round_bytes(args.counts[r] * es, c, sub));
       }
       arena->publish(Arena::Flag::Arrived, g);
-      const std::size_t own_until = own_bytes * (c + 1) / rounds;
-      copy_bytes(out + own_done, own + own_done, own_until - own_done);
-      own_done = own_until;
+      own.copy_through_share(c, rounds);
     } else {
       // Done with the root's previous piece: the root may refill that slot parity next round.
       arena->publish(Arena::Flag::Arrived, g);
@@ -70,7 +65,7 @@ void run(const OpContext& ctx, const ScatterArgs& args) {
                  round_bytes(args.counts[me] * es, c, sub));
     }
   }
-  if (own_done < own_bytes) copy_bytes(out + own_done, own + own_done, own_bytes - own_done);
+  own.copy_rest();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 // Scratch: the packed subtree (kSlotWork0).
 
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/own_block.hpp"
 #include "algorithms/engines/point_to_point.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
@@ -33,11 +34,7 @@ void run(const OpContext& ctx, const ScatterArgs& args) {
   auto rank_of = [&](int relative) {
     return static_cast<std::size_t>(patterns::absolute_rank(relative, args.root, n));
   };
-  if (v == 0 && out != nullptr) {
-    // The root's own block (a no-op when the communicator already put it in place).
-    const std::byte* own = in + args.displs[rank_of(0)] * es;
-    if (own != out) move_bytes(out, own, args.counts[rank_of(0)] * es);
-  }
+  if (v == 0) OwnBlock::of(args).copy_rest();
   if (n == 1) return;
   const int extent = patterns::binomial_subtree_extent(v, n);
   // packed_at[i]: byte offset of relative rank v + i in the packed subtree (i == extent: total).
