@@ -50,7 +50,9 @@ class Buffer {
   static Buffer concat(std::span<const Buffer> parts);
 
   /// Address of the first element (base pointer plus byte offset). Null for an empty view.
-  void* data() const noexcept;
+  void* data() const noexcept {
+    return base_ == nullptr ? nullptr : static_cast<char*>(base_) + byte_offset_;
+  }
   template <class T>
   T* data_as() const noexcept {
     return static_cast<T*>(data());
@@ -69,7 +71,9 @@ class Buffer {
   std::size_t element_size() const noexcept { return dtype_size(dtype_); }
   /// Row-major contiguous, ignoring the strides of size-1 dimensions (torch reports arbitrary
   /// strides for those).
-  bool is_contiguous() const noexcept;
+  bool is_contiguous() const noexcept {
+    return strides_.empty() || count_ == 0 || strides_are_contiguous();
+  }
   /// The object kept alive by this buffer (null for plain views).
   const std::shared_ptr<void>& owner() const noexcept { return owner_; }
 
@@ -91,6 +95,8 @@ class Buffer {
   void require_contiguous(const char* what) const;
 
  private:
+  /// is_contiguous() for a non-empty buffer with explicit strides.
+  bool strides_are_contiguous() const noexcept;
   void* base_ = nullptr;
   DType dtype_ = DType::Float32;
   Device device_{};

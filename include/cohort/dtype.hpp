@@ -34,8 +34,26 @@ inline constexpr DType kAllDTypes[] = {
     DType::Float8E5M2, DType::Int8,    DType::UInt8,   DType::Int16,    DType::Int32,
     DType::Int64,      DType::UInt32,  DType::UInt64,  DType::Bool};
 
-/// Bytes per element.
-std::size_t dtype_size(DType dtype) noexcept;
+/// Bytes per element. Inline: every op's validation and every algorithm asks, per op.
+constexpr std::size_t dtype_size(DType dtype) noexcept {
+  switch (dtype) {
+    case DType::Float64:
+    case DType::Int64:
+    case DType::UInt64: return 8;
+    case DType::Float32:
+    case DType::Int32:
+    case DType::UInt32: return 4;
+    case DType::Float16:
+    case DType::BFloat16:
+    case DType::Int16: return 2;
+    case DType::Float8E4M3:
+    case DType::Float8E5M2:
+    case DType::Int8:
+    case DType::UInt8:
+    case DType::Bool: return 1;
+  }
+  return 0;
+}
 /// The name nccl-tests uses: "float", "double", "half", "bfloat16", "fp8_e4m3", "fp8_e5m2",
 /// "int8", "uint8", "int16", "int32", "int64", "uint32", "uint64", "bool".
 std::string_view dtype_name(DType dtype) noexcept;

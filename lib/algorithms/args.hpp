@@ -22,6 +22,8 @@
 #include <cohort/algorithm.hpp>
 #include <cohort/dtype.hpp>
 
+#include "core/rank_sizes.hpp"
+
 #include <cstddef>
 #include <vector>
 
@@ -60,8 +62,8 @@ struct ReduceArgs {
 struct AllgatherArgs {
   const void* in;
   void* out;
-  std::vector<std::size_t> counts;
-  std::vector<std::size_t> displs;
+  RankSizes counts;
+  RankSizes displs;
   std::size_t total;  ///< sum of counts
   DType dtype;
   bool variable;  ///< allgatherv
@@ -71,8 +73,8 @@ struct AllgatherArgs {
 struct GatherArgs {
   const void* in;
   void* out;
-  std::vector<std::size_t> counts;
-  std::vector<std::size_t> displs;
+  RankSizes counts;
+  RankSizes displs;
   std::size_t total;
   DType dtype;
   int root;
@@ -84,8 +86,8 @@ struct GatherArgs {
 struct ScatterArgs {
   const void* in;
   void* out;
-  std::vector<std::size_t> counts;
-  std::vector<std::size_t> displs;
+  RankSizes counts;
+  RankSizes displs;
   std::size_t total;
   DType dtype;
   int root;
@@ -106,10 +108,10 @@ struct ReduceScatterArgs {
 struct AlltoallArgs {
   const void* in;
   void* out;
-  std::vector<std::size_t> send_counts;
-  std::vector<std::size_t> send_displs;
-  std::vector<std::size_t> recv_counts;
-  std::vector<std::size_t> recv_displs;
+  RankSizes send_counts;
+  RankSizes send_displs;
+  RankSizes recv_counts;
+  RankSizes recv_displs;
   std::size_t send_total;
   std::size_t recv_total;
   DType dtype;

@@ -3,6 +3,7 @@
 #include "algorithms/host_groups.hpp"
 
 #include "core/coarse_clock.hpp"
+#include "core/decimal_count_up.hpp"
 #include "core/log.hpp"
 
 #include <fmt/format.h>
@@ -290,8 +291,16 @@ void Executor::append_number_and_algorithm(std::string& what, const OpInfo& info
 
 void Executor::name_running_op(const OpInfo& info, std::uint32_t seq) {
   // Ops of one kind follow each other (a training loop, a benchmark): only the number changes,
-  // so the name's "allreduce #" stays in place and is not copied again. This runs for every op.
-  if (what_.empty() || info.kind != what_kind_) {
+  // so the name's "allreduce #" stays in place and is not copied again, and the number, one
+  // more than the last, is counted up in place like an odometer. This runs for every op;
+  // formatting the number was a tenth of a tiny collective's bookkeeping.
+  const bool same_kind = !what_.empty() && info.kind == what_kind_;
+  if (same_kind && info.forced == Algorithm::Auto && what_seq_ && seq == *what_seq_ + 1 &&
+      decimal_count_up(what_, what_prefix_)) {
+    what_seq_ = seq;
+    return;
+  }
+  if (!same_kind) {
     what_.assign(collective_name(info.kind));
     what_ += " #";
     what_prefix_ = what_.size();
@@ -299,6 +308,7 @@ void Executor::name_running_op(const OpInfo& info, std::uint32_t seq) {
   }
   what_.resize(what_prefix_);
   append_number_and_algorithm(what_, info, seq);
+  what_seq_ = info.forced == Algorithm::Auto ? std::optional<std::uint32_t>(seq) : std::nullopt;
 }
 
 detail::PointToPointLabel Executor::label_p2p(const PointToPoint& p2p, std::uint32_t seq) {

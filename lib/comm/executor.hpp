@@ -244,6 +244,8 @@ class Executor {
   /// what_'s "<collective> #" part: its length, and which collective it names (driving thread).
   std::size_t what_prefix_ = 0;
   Collective what_kind_ = Collective::Barrier;
+  /// The op number what_ ends with, when nothing follows it (no forced algorithm's name).
+  std::optional<std::uint32_t> what_seq_;
   /// The running collective's algorithm once known (note_algorithm); driving thread only.
   Algorithm ran_ = Algorithm::Auto;
   /// Takes its own mutex, at times inside mutex_ (enqueue_locked), never the other way round.

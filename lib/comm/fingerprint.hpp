@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -43,7 +44,7 @@ struct Fingerprint {
 /// this rank's send and receive counts, checked against its peers').
 template <class Args>
 Fingerprint fingerprint_of(const Args& args) {
-  const auto u64 = [](const std::vector<std::size_t>& v) {
+  const auto u64 = [](std::span<const std::size_t> v) {
     return std::vector<std::uint64_t>(v.begin(), v.end());
   };
   Fingerprint fp;

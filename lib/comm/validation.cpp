@@ -14,53 +14,42 @@ namespace {
   throw Error(ErrorCode::InvalidArgument, message);
 }
 
+}  // namespace
+
 // Host and device buffers alike: where an op runs is the placement's business
 // (comm/placement.hpp), decided from the same buffers.
-void check_buffer(std::string_view op, std::string_view role, const Buffer& buffer) {
+void refuse_buffer(std::string_view op, std::string_view role, const Buffer& buffer) {
   if (!buffer.is_contiguous()) {
     fail(
         fmt::format("{}: {} is not contiguous (shape has {} dims with explicit strides); pass a "
                     "contiguous buffer",
                     op, role, buffer.ndim()));
   }
-  const std::size_t element = buffer.element_size();
-  std::size_t bytes = 0;  // checked by multiplying: a division per buffer showed in tiny ops
-  if (__builtin_mul_overflow(buffer.count(), element, &bytes)) {
-    fail(fmt::format("{}: {} count {} x {} bytes ({}) overflows the address space", op, role,
-                     buffer.count(), element, dtype_name(buffer.dtype())));
-  }
+  fail(fmt::format("{}: {} count {} x {} bytes ({}) overflows the address space", op, role,
+                   buffer.count(), buffer.element_size(), dtype_name(buffer.dtype())));
 }
 
-}  // namespace
-
-void check_input(std::string_view op, std::string_view role, const Buffer& buffer) {
-  check_buffer(op, role, buffer);
+void refuse_read_only(std::string_view op, std::string_view role) {
+  fail(fmt::format("{}: {} is read-only", op, role));
 }
 
-void check_output(std::string_view op, std::string_view role, const Buffer& buffer) {
-  check_buffer(op, role, buffer);
-  if (buffer.read_only()) fail(fmt::format("{}: {} is read-only", op, role));
+void refuse_dtypes(std::string_view op, const Buffer& in, const Buffer& out) {
+  fail(fmt::format("{}: input dtype {} differs from output dtype {}", op, dtype_name(in.dtype()),
+                   dtype_name(out.dtype())));
 }
 
-void check_same_dtype(std::string_view op, const Buffer& in, const Buffer& out) {
-  if (in.dtype() != out.dtype()) {
-    fail(fmt::format("{}: input dtype {} differs from output dtype {}", op, dtype_name(in.dtype()),
-                     dtype_name(out.dtype())));
-  }
+void refuse_count(std::string_view op, std::string_view role, const Buffer& buffer,
+                  std::size_t expected, std::string_view why) {
+  fail(fmt::format("{}: {} has {} elements, expected {} ({})", op, role, buffer.count(), expected,
+                   why));
 }
 
-void check_count(std::string_view op, std::string_view role, const Buffer& buffer,
-                 std::size_t expected, std::string_view why) {
-  if (buffer.count() != expected) {
-    fail(fmt::format("{}: {} has {} elements, expected {} ({})", op, role, buffer.count(), expected,
-                     why));
-  }
+void refuse_root(std::string_view op, int root, int size) {
+  fail(fmt::format("{}: root {} is out of range for a communicator of size {}", op, root, size));
 }
 
-void check_root(std::string_view op, int root, int size) {
-  if (root < 0 || root >= size) {
-    fail(fmt::format("{}: root {} is out of range for a communicator of size {}", op, root, size));
-  }
+void refuse_timeout(std::string_view op, std::chrono::milliseconds timeout) {
+  fail(fmt::format("{}: timeout {} ms must be positive", op, timeout.count()));
 }
 
 void check_reduce_op(std::string_view op, ReduceOp reduce_op, DType dtype) {
@@ -83,12 +72,6 @@ void check_tag(std::string_view op, int tag) {
   if (tag < 0) fail(fmt::format("{}: tag {} is negative (tags must be >= 0)", op, tag));
 }
 
-void check_timeout(std::string_view op, std::optional<std::chrono::milliseconds> timeout) {
-  if (timeout && timeout->count() <= 0) {
-    fail(fmt::format("{}: timeout {} ms must be positive", op, timeout->count()));
-  }
-}
-
 std::size_t checked_multiply(std::string_view op, std::string_view what, std::size_t a,
                              std::size_t b) {
   std::size_t product = 0;
@@ -103,7 +86,7 @@ Layout uniform_layout(std::string_view op, std::size_t count, int size, DType dt
   Layout layout;
   layout.total = checked_multiply(op, "count x communicator size", count, ranks);
   checked_multiply(op, "total bytes", layout.total, dtype_size(dtype));
-  layout.counts.assign(ranks, count);
+  layout.counts = RankSizes(ranks, count);
   layout.displs.resize(ranks);
   for (std::size_t r = 0; r < ranks; ++r) layout.displs[r] = r * count;
   return layout;
@@ -117,7 +100,7 @@ Layout counts_layout(std::string_view op, std::string_view name,
                      ranks));
   }
   Layout layout;
-  layout.counts.assign(counts.begin(), counts.end());
+  layout.counts = counts;
   layout.displs.resize(ranks);
   for (std::size_t r = 0; r < ranks; ++r) {
     layout.displs[r] = layout.total;

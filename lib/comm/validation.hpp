@@ -7,6 +7,8 @@
 #include <cohort/buffer.hpp>
 #include <cohort/dtype.hpp>
 
+#include "core/rank_sizes.hpp"
+
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -16,20 +18,56 @@
 
 namespace cohort::comm {
 
+// The checks every op makes are inline, their refusals out of line: a tiny collective's
+// bookkeeping is a few hundred instructions, and six calls per op showed in it.
+[[noreturn]] void refuse_buffer(std::string_view op, std::string_view role, const Buffer& buffer);
+[[noreturn]] void refuse_read_only(std::string_view op, std::string_view role);
+[[noreturn]] void refuse_dtypes(std::string_view op, const Buffer& in, const Buffer& out);
+[[noreturn]] void refuse_count(std::string_view op, std::string_view role, const Buffer& buffer,
+                               std::size_t expected, std::string_view why);
+[[noreturn]] void refuse_root(std::string_view op, int root, int size);
+[[noreturn]] void refuse_timeout(std::string_view op, std::chrono::milliseconds timeout);
+
+/// Contiguous, and its byte size representable.
+inline bool buffer_usable(const Buffer& buffer) noexcept {
+  std::size_t bytes = 0;  // checked by multiplying: a division per buffer showed in tiny ops
+  return buffer.is_contiguous() &&
+         !__builtin_mul_overflow(buffer.count(), buffer.element_size(), &bytes);
+}
+
 /// A buffer the op reads: host-accessible, contiguous, byte size representable.
-void check_input(std::string_view op, std::string_view role, const Buffer& buffer);
+inline void check_input(std::string_view op, std::string_view role, const Buffer& buffer) {
+  if (!buffer_usable(buffer)) [[unlikely]]
+    refuse_buffer(op, role, buffer);
+}
 /// A buffer the op writes: as check_input, and not read-only.
-void check_output(std::string_view op, std::string_view role, const Buffer& buffer);
-void check_same_dtype(std::string_view op, const Buffer& in, const Buffer& out);
+inline void check_output(std::string_view op, std::string_view role, const Buffer& buffer) {
+  check_input(op, role, buffer);
+  if (buffer.read_only()) [[unlikely]]
+    refuse_read_only(op, role);
+}
+inline void check_same_dtype(std::string_view op, const Buffer& in, const Buffer& out) {
+  if (in.dtype() != out.dtype()) [[unlikely]]
+    refuse_dtypes(op, in, out);
+}
 /// `role` has `expected` elements; `why` explains the expectation ("= input count").
-void check_count(std::string_view op, std::string_view role, const Buffer& buffer,
-                 std::size_t expected, std::string_view why);
-void check_root(std::string_view op, int root, int size);
+inline void check_count(std::string_view op, std::string_view role, const Buffer& buffer,
+                        std::size_t expected, std::string_view why) {
+  if (buffer.count() != expected) [[unlikely]]
+    refuse_count(op, role, buffer, expected, why);
+}
+inline void check_root(std::string_view op, int root, int size) {
+  if (root < 0 || root >= size) [[unlikely]]
+    refuse_root(op, root, size);
+}
 void check_reduce_op(std::string_view op, ReduceOp reduce_op, DType dtype);
 /// Point-to-point peer: in [0, size) and not this rank.
 void check_peer(std::string_view op, int peer, int rank, int size);
 void check_tag(std::string_view op, int tag);
-void check_timeout(std::string_view op, std::optional<std::chrono::milliseconds> timeout);
+inline void check_timeout(std::string_view op, std::optional<std::chrono::milliseconds> timeout) {
+  if (timeout && timeout->count() <= 0) [[unlikely]]
+    refuse_timeout(op, *timeout);
+}
 
 /// a * b, or InvalidArgument naming `what` when it overflows size_t.
 std::size_t checked_multiply(std::string_view op, std::string_view what, std::size_t a,
@@ -37,8 +75,8 @@ std::size_t checked_multiply(std::string_view op, std::string_view what, std::si
 
 /// Per-rank element counts with their exclusive prefix sums (displacements) and total.
 struct Layout {
-  std::vector<std::size_t> counts;
-  std::vector<std::size_t> displs;
+  RankSizes counts;
+  RankSizes displs;
   std::size_t total = 0;
 };
 /// Every rank contributes `count` elements.

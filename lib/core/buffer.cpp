@@ -170,13 +170,7 @@ Buffer Buffer::concat(std::span<const Buffer> parts) {
   return result;
 }
 
-void* Buffer::data() const noexcept {
-  if (base_ == nullptr) return nullptr;
-  return static_cast<char*>(base_) + byte_offset_;
-}
-
-bool Buffer::is_contiguous() const noexcept {
-  if (strides_.empty() || count_ == 0) return true;
+bool Buffer::strides_are_contiguous() const noexcept {
   std::int64_t expected = 1;
   for (std::size_t i = shape_.size(); i-- > 0;) {
     // A size-1 dimension is never stepped over, so its stride is irrelevant.

@@ -30,6 +30,15 @@ constexpr DTypeInfo kDTypes[] = {
     {DType::Bool, 1, "bool", {"boolean", "", ""}},
 };
 
+// dtype_size is inline in the header (every op asks); the table keeps the sizes beside the
+// names, and this holds the two together.
+constexpr bool sizes_agree() {
+  for (const auto& entry : kDTypes)
+    if (dtype_size(entry.dtype) != entry.size) return false;
+  return true;
+}
+static_assert(sizes_agree(), "dtype_size disagrees with kDTypes");
+
 const DTypeInfo& info(DType dtype) noexcept {
   return kDTypes[static_cast<std::size_t>(dtype)];
 }
@@ -38,9 +47,6 @@ constexpr std::string_view kOpNames[] = {"sum", "prod", "min", "max", "avg", "ba
 
 }  // namespace
 
-std::size_t dtype_size(DType dtype) noexcept {
-  return info(dtype).size;
-}
 std::string_view dtype_name(DType dtype) noexcept {
   return info(dtype).name;
 }

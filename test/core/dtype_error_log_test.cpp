@@ -5,6 +5,7 @@
 #include <cohort/error.hpp>
 #include <cohort/log.hpp>
 
+#include "core/decimal_count_up.hpp"
 #include "core/log.hpp"
 #include "core/system_error.hpp"
 
@@ -218,4 +219,29 @@ TEST_CASE("log lines carry the rank prefix and respect the level", "[log]") {
   set_log_level(LogLevel::Off);
   CHECK(capture_stderr([] { COHORT_LOG_ERROR("silenced"); }).empty());
   set_log_level(LogLevel::Warn);
+}
+
+TEST_CASE("decimal_count_up adds one in place, carrying, and declines when the number grows",
+          "[decimal]") {
+  std::string text = "allreduce #41";
+  const std::size_t first = std::string("allreduce #").size();
+  CHECK(decimal_count_up(text, first));
+  CHECK(text == "allreduce #42");
+  text = "allreduce #1299";
+  CHECK(decimal_count_up(text, first));
+  CHECK(text == "allreduce #1300");
+  text = "allreduce #0";
+  CHECK(decimal_count_up(text, first));
+  CHECK(text == "allreduce #1");
+  // 999 + 1 needs a fourth digit: declined, text as it was.
+  text = "allreduce #999";
+  CHECK_FALSE(decimal_count_up(text, first));
+  CHECK(text == "allreduce #999");
+  // The digits only: "#" and the name are never touched.
+  text = "op 9#9";
+  CHECK_FALSE(decimal_count_up(text, 5));
+  CHECK(text == "op 9#9");
+  text = "abc";
+  CHECK_FALSE(decimal_count_up(text, 3));
+  CHECK(text == "abc");
 }

@@ -86,7 +86,7 @@ void run(const OpContext& ctx, const ReduceScatterArgs& args) {
   const auto local_size = static_cast<std::size_t>(groups.local_size());
   ScatterArgs scatter{groups.is_leader() ? mine : nullptr,
                       args.out,
-                      std::vector<std::size_t>(local_size, args.count),
+                      RankSizes(local_size, args.count),
                       {},
                       args.count * local_size,
                       args.dtype,
