@@ -208,18 +208,25 @@ void SweepRank::scatter(const SweepPlan& plan) {
         for (int root : roots()) {
           auto ctx = context(Collective::Scatter);
           const std::uint64_t salt = ctx.seq;
-          const auto in = rank_ == root ? gathered(l, c.dtype, salt) : std::vector<unsigned char>{};
+          auto in = rank_ == root ? gathered(l, c.dtype, salt) : std::vector<unsigned char>{};
           const auto expected = block_of(rank_, l, c.dtype, salt);
           std::vector<unsigned char> out(expected.size(), kPoison);
-          const std::string what = describe(Collective::Scatter, algorithm, c, rank_, size_,
-                                            layout_name(l) + " root " + std::to_string(root));
+          // Alternately in place (the root's output is its own block of its input, which the
+          // algorithm must leave alone) and out of place (the algorithm copies it).
+          const bool in_place = rank_ == root && ctx.seq % 2 == 1;
+          unsigned char* into = out.data();
+          if (in_place)
+            into = in.data() + l.displs[static_cast<std::size_t>(rank_)] * dtype_size(c.dtype);
+          const std::string what = describe(
+              Collective::Scatter, algorithm, c, rank_, size_,
+              layout_name(l) + " root " + std::to_string(root) + (in_place ? " in place" : ""));
           const Algorithm ran = algorithms::run_collective(
               ctx, staging_,
-              algorithms::ScatterArgs{rank_ == root ? in.data() : nullptr, out.data(), l.counts,
-                                      l.displs, total_of(l), c.dtype, root, !l.uniform},
+              algorithms::ScatterArgs{rank_ == root ? in.data() : nullptr, into, l.counts, l.displs,
+                                      total_of(l), c.dtype, root, !l.uniform},
               algorithm);
           check_ran(Collective::Scatter, algorithm, ran, l.uniform, what);
-          const auto mismatch = first_mismatch(c.dtype, out.data(), expected.data(),
+          const auto mismatch = first_mismatch(c.dtype, into, expected.data(),
                                                l.counts[static_cast<std::size_t>(rank_)]);
           expect(mismatch.empty(), what + ": " + mismatch);
         }
