@@ -53,6 +53,8 @@ struct SharedArena::Control {
   FlagLine flags[2][2];
   FlagLine eager[SharedArena::kEagerDepth];
   FlagLine consumed;
+  /// Eager payloads over kInlineBytes, by line (read only after the line's flag).
+  alignas(128) std::byte eager_area[SharedArena::kEagerDepth][SharedArena::kEagerBytes];
 };
 
 namespace {
@@ -277,10 +279,11 @@ std::byte* SharedArena::inline_data(int r, std::uint64_t generation) const noexc
   return control->flags[static_cast<int>(Flag::Arrived)][generation & 1].inline_data;
 }
 
-std::byte* SharedArena::eager_data(int r, std::uint64_t eager) const noexcept {
+std::byte* SharedArena::eager_data(int r, std::uint64_t eager, std::size_t bytes) const noexcept {
   auto* control = reinterpret_cast<Control*>(static_cast<std::byte*>(base_) +
                                              static_cast<std::size_t>(r) * rank_stride_);
-  return control->eager[eager % kEagerDepth].inline_data;
+  if (bytes <= kInlineBytes) return control->eager[eager % kEagerDepth].inline_data;
+  return control->eager_area[eager % kEagerDepth];
 }
 
 std::atomic<std::uint64_t>& SharedArena::flag(int r, Flag which,

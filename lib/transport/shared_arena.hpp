@@ -29,9 +29,11 @@
 // So a rank may overwrite its data slot for g once every peer announced Arrived(g - 1)
 // (wait_until_data_free), and its result slot for g once every peer announced Arrived(g).
 //
-// Eager lines, for tiny rooted ops (a broadcast's or a reduce's vector of at most kInlineBytes):
+// Eager lines, for small rooted ops (a broadcast's or a reduce's vector of at most kEagerBytes):
 // each rank also has kEagerDepth lines of their own numbering (eager generations e = 1, 2, ...,
-// e using line e % kEagerDepth) and one Consumed flag. A writer (broadcast's root, reduce's
+// e using line e % kEagerDepth) and one Consumed flag. A line's payload sits next to its flag
+// when it is at most kInlineBytes (one cache line carries both), otherwise in the line's own
+// area of kEagerBytes. A writer (broadcast's root, reduce's
 // non-roots) fills its line for e, announces Eager(e) and returns without waiting for anyone;
 // readers take it and announce Consumed(e), as every rank does at the end of every eager op. A
 // line is rewritten for e once every peer announced Consumed(e - kEagerDepth)
@@ -64,8 +66,13 @@ class SharedArena {
   /// Bytes carried in the cache line of the Arrived flag itself: a piece this small reaches a
   /// peer in the same line transfer that tells it the piece is there.
   static constexpr std::size_t kInlineBytes = 56;
-  /// Eager lines per rank: how many tiny rooted ops a writer may run ahead of its readers.
+  /// Eager lines per rank: how many small rooted ops a writer may run ahead of its readers.
   static constexpr std::uint64_t kEagerDepth = 16;
+  /// The largest payload of an eager line. Up to it a writer returns at once instead of waiting
+  /// for its readers each op: on ranks that share cores that wait is a trip through the
+  /// scheduler. Measured (README, eager lines): 3 ranks on 2 cores, 64 B-1 KiB broadcasts took
+  /// 2-3 us on the slot path.
+  static constexpr std::size_t kEagerBytes = 1024;
 
   enum class Flag : int {
     Arrived = 0,   ///< this rank's piece g is in its data slot
@@ -145,8 +152,10 @@ class SharedArena {
   std::byte* result(int r, std::uint64_t generation) const noexcept;
   /// Rank r's inline bytes for piece `generation` (kInlineBytes, next to its Arrived flag).
   std::byte* inline_data(int r, std::uint64_t generation) const noexcept;
-  /// Rank r's eager line's bytes for eager generation `eager` (kInlineBytes, next to its flag).
-  std::byte* eager_data(int r, std::uint64_t eager) const noexcept;
+  /// Where rank r's eager line for eager generation `eager` holds a payload of `bytes` (at most
+  /// kEagerBytes): next to its flag up to kInlineBytes, else in the line's own area. Writer and
+  /// readers pass the same size.
+  std::byte* eager_data(int r, std::uint64_t eager, std::size_t bytes) const noexcept;
 
   /// Announces that this rank reached `generation` for `flag` (a release store: everything
   /// written to this rank's slots before it is visible to a peer that sees the flag).

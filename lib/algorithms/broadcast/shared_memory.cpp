@@ -8,9 +8,9 @@
 // An out-of-place root reads its input and copies each piece into its own output right after
 // announcing it, while the others copy it out of the arena.
 //
-// A vector of at most 56 bytes goes through the root's eager lines instead (shared_arena.hpp):
+// A vector of at most 1 KiB goes through the root's eager lines instead (shared_arena.hpp):
 // the root writes it and returns, up to 16 broadcasts ahead of the slowest rank, so a loop of
-// tiny broadcasts costs the root about one cache-line write each rather than a round trip.
+// small broadcasts costs the root a copy each rather than a round trip.
 //
 // Cost, m bytes: the root writes m into the arena once, and every other rank reads it once,
 // whatever the world size; no rank forwards anything, unlike a tree. Declines only without an
@@ -29,7 +29,7 @@ namespace {
 using transport::SharedArena;
 using Flag = SharedArena::Flag;
 
-/// A vector of at most kInlineBytes, through the root's eager line.
+/// A vector of at most kEagerBytes, through the root's eager line.
 void run_eager(const OpContext& ctx, SharedArena& arena, const BroadcastArgs& args,
                std::size_t bytes) {
   // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
@@ -38,12 +38,12 @@ void run_eager(const OpContext& ctx, SharedArena& arena, const BroadcastArgs& ar
   const std::uint64_t e = step.eager;
   if (ctx.rank == args.root) {
     arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
-    copy_bytes(arena.eager_data(ctx.rank, e), root_data(args), bytes);
+    copy_bytes(arena.eager_data(ctx.rank, e, bytes), root_data(args), bytes);
     arena.publish(Flag::Eager, e);
     copy_root_input(args);
   } else {
     arena.wait_for_eager(args.root, e, g, ctx.deadline, ctx.what);
-    copy_bytes(args.out, arena.eager_data(args.root, e), bytes);
+    copy_bytes(args.out, arena.eager_data(args.root, e, bytes), bytes);
   }
   arena.publish(Flag::Consumed, e);
 }
@@ -56,7 +56,7 @@ void run(const OpContext& ctx, const BroadcastArgs& args) {
   SharedArena* arena = ctx.arena();
   const std::size_t bytes = args.count * dtype_size(args.dtype);
   auto* buf = static_cast<std::byte*>(args.out);
-  if (bytes > 0 && bytes <= SharedArena::kInlineBytes) {
+  if (bytes > 0 && bytes <= SharedArena::kEagerBytes) {
     run_eager(ctx, *arena, args, bytes);
     return;
   }

@@ -12,7 +12,7 @@
 // into the arena once and read once, one handoff per round, against ceil(log2 n) message rounds
 // of the binomial tree, where inner ranks forward their subtrees. Declines only without an arena.
 //
-// When no block but the root's is over 56 bytes, the blocks go through the eager lines instead
+// When no block but the root's is over 1 KiB, the blocks go through the eager lines instead
 // (shared_arena.hpp): each non-root writes its block and returns, up to 16 gathers ahead of the
 // root.
 
@@ -31,7 +31,7 @@ constexpr std::size_t kPiece = transport::SharedArena::kSlotBytes;
 
 using Arena = transport::SharedArena;
 
-/// Every non-root block at most kInlineBytes: through the eager lines.
+/// Every non-root block at most kEagerBytes: through the eager lines.
 void run_eager(const OpContext& ctx, Arena& arena, const GatherArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
   // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
@@ -40,8 +40,8 @@ void run_eager(const OpContext& ctx, Arena& arena, const GatherArgs& args) {
   const std::uint64_t e = step.eager;
   if (ctx.rank != args.root) {
     arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
-    copy_bytes(arena.eager_data(ctx.rank, e), args.in,
-               args.counts[static_cast<std::size_t>(ctx.rank)] * es);
+    const std::size_t bytes = args.counts[static_cast<std::size_t>(ctx.rank)] * es;
+    copy_bytes(arena.eager_data(ctx.rank, e, bytes), args.in, bytes);
     arena.publish(Arena::Flag::Eager, e);
   } else {
     auto* out = static_cast<std::byte*>(args.out);
@@ -49,7 +49,8 @@ void run_eager(const OpContext& ctx, Arena& arena, const GatherArgs& args) {
       const int r = (args.root + k) % ctx.size;
       const auto block = static_cast<std::size_t>(r);
       arena.wait_for_eager(r, e, g, ctx.deadline, ctx.what);
-      copy_bytes(out + args.displs[block] * es, arena.eager_data(r, e), args.counts[block] * es);
+      const std::size_t bytes = args.counts[block] * es;
+      copy_bytes(out + args.displs[block] * es, arena.eager_data(r, e, bytes), bytes);
     }
   }
   arena.publish(Arena::Flag::Consumed, e);
@@ -66,7 +67,7 @@ void run(const OpContext& ctx, const GatherArgs& args) {
   // Copied in shares between the rounds' waits.
   OwnBlock own = me == root ? OwnBlock::of(args) : OwnBlock{};
   const std::size_t rounds = n == 1 ? 0 : rounds_for_others(args.counts, es, root, kPiece);
-  if (rounds == 1 && rounds_for_others(args.counts, es, root, Arena::kInlineBytes) == 1) {
+  if (rounds == 1 && rounds_for_others(args.counts, es, root, Arena::kEagerBytes) == 1) {
     // The others write their eager lines meanwhile.
     own.copy_rest();
     run_eager(ctx, *ctx.arena(), args);

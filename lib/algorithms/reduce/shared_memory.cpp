@@ -23,7 +23,7 @@ namespace {
 using transport::SharedArena;
 using Flag = SharedArena::Flag;
 
-/// A vector of at most kInlineBytes, through the non-roots' eager lines.
+/// A vector of at most kEagerBytes, through the non-roots' eager lines.
 void run_eager(const OpContext& ctx, SharedArena& arena, const ReduceArgs& args,
                std::size_t bytes) {
   // Named copies, not a structured binding: clang 14 cannot capture one in a lambda.
@@ -32,7 +32,7 @@ void run_eager(const OpContext& ctx, SharedArena& arena, const ReduceArgs& args,
   const std::uint64_t e = step.eager;
   if (ctx.rank != args.root) {
     arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
-    copy_bytes(arena.eager_data(ctx.rank, e), args.in, bytes);
+    copy_bytes(arena.eager_data(ctx.rank, e, bytes), args.in, bytes);
     arena.publish(Flag::Eager, e);
     arena.publish(Flag::Consumed, e);
     return;
@@ -41,10 +41,10 @@ void run_eager(const OpContext& ctx, SharedArena& arena, const ReduceArgs& args,
     if (r != ctx.rank) arena.wait_for_eager(r, e, g, ctx.deadline, ctx.what);
   // In place, the output is the root's operand: keep a copy, since later operands are folded
   // into the output.
-  alignas(16) std::array<std::byte, SharedArena::kInlineBytes> own;
+  alignas(64) std::array<std::byte, SharedArena::kEagerBytes> own;
   copy_bytes(own.data(), args.in, bytes);
   const auto operand = [&](int r) -> const std::byte* {
-    return r == ctx.rank ? own.data() : arena.eager_data(r, e);
+    return r == ctx.rank ? own.data() : arena.eager_data(r, e, bytes);
   };
   reduce::reduce_to(args.op, args.dtype, args.out, operand(0), operand(1), args.count);
   for (int r = 2; r < ctx.size; ++r)
@@ -60,7 +60,7 @@ void run(const OpContext& ctx, const ReduceArgs& args) {
     if (args.out != args.in) copy_bytes(args.out, args.in, bytes);
     return;
   }
-  if (bytes > 0 && bytes <= SharedArena::kInlineBytes) {
+  if (bytes > 0 && bytes <= SharedArena::kEagerBytes) {
     run_eager(ctx, *ctx.arena(), args, bytes);
     return;
   }

@@ -13,7 +13,7 @@
 // against ceil(log2 n) message rounds of the binomial tree, where inner ranks forward subtrees.
 // Declines without an arena, or when a sub-slot would be under one cache line (over 4096 ranks).
 //
-// When the other ranks' blocks come to at most 56 bytes together, they go through the root's
+// When the other ranks' blocks come to at most 1 KiB together, they go through the root's
 // eager lines instead (shared_arena.hpp), packed in rank order: the root writes them and
 // returns, up to 16 scatters ahead of the slowest rank, as the eager broadcast does.
 
@@ -40,7 +40,7 @@ std::size_t packed_before(const ScatterArgs& args, std::size_t es, std::size_t u
   return bytes;
 }
 
-/// The other ranks' blocks, `packed` bytes in all (at most kInlineBytes), through the root's
+/// The other ranks' blocks, `packed` bytes in all (at most kEagerBytes), through the root's
 /// eager line.
 void run_eager(const OpContext& ctx, Arena& arena, const ScatterArgs& args, std::size_t packed,
                OwnBlock& own) {
@@ -52,7 +52,7 @@ void run_eager(const OpContext& ctx, Arena& arena, const ScatterArgs& args, std:
   const std::uint64_t e = step.eager;
   if (ctx.rank == args.root) {
     arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
-    std::byte* line = arena.eager_data(ctx.rank, e);
+    std::byte* line = arena.eager_data(ctx.rank, e, packed);
     const auto* in = static_cast<const std::byte*>(args.in);
     std::size_t at = 0;
     for (std::size_t r = 0; r < args.counts.size(); ++r) {
@@ -65,7 +65,7 @@ void run_eager(const OpContext& ctx, Arena& arena, const ScatterArgs& args, std:
     own.copy_rest();  // while the others copy theirs out
   } else {
     arena.wait_for_eager(args.root, e, g, ctx.deadline, ctx.what);
-    copy_bytes(args.out, arena.eager_data(args.root, e) + packed_before(args, es, me),
+    copy_bytes(args.out, arena.eager_data(args.root, e, packed) + packed_before(args, es, me),
                args.counts[me] * es);
   }
   arena.publish(Arena::Flag::Consumed, e);
@@ -90,7 +90,7 @@ void run(const OpContext& ctx, const ScatterArgs& args) {
 
   OwnBlock own = me == root ? OwnBlock::of(args) : OwnBlock{};
   const std::size_t packed = n == 1 ? 0 : packed_before(args, es, n);
-  if (packed > 0 && packed <= Arena::kInlineBytes) {
+  if (packed > 0 && packed <= Arena::kEagerBytes) {
     run_eager(ctx, *arena, args, packed, own);
     return;
   }
