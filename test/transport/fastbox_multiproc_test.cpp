@@ -235,6 +235,45 @@ TEST_CASE("fastbox: sizes that disagree fail the receive naming the size; the pa
       bounded()));
 }
 
+TEST_CASE("fastbox: a large receive met by a small message times out naming that message",
+          "[transport][multiproc]") {
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        const Tag tag = p2p_tag(4, 7);
+        const Tag other = p2p_tag(4, 8);
+        if (env.rank == 0) {
+          const auto data = payload(0, 1, 8, 60);
+          const Request s = t->post_send(1, data.data(), 8, tag);
+          t->wait(std::span<const Request>(&s, 1), after(30s), "the small send");
+          store->set_string("sent", "1");
+        } else {
+          store->get("sent", 30s);  // the small message is in the ring
+          std::vector<std::uint8_t> in(kInline + 100), unrelated(kInline + 100);
+          const Request r = t->post_recv(0, in.data(), in.size(), tag);
+          const Request u = t->post_recv(0, unrelated.data(), unrelated.size(), other);
+          const Request both[] = {r, u};
+          try {
+            // The deadline is the point: nothing else ends this receive.
+            t->wait(both, after(500ms), "large receive");
+            throw std::runtime_error("a large receive met by a small message completed");
+          } catch (const cohort::Error& e) {
+            expect(e.code() == cohort::ErrorCode::Timeout, e.what());
+            const std::string hint = "a message of 8 bytes with this tag came from that rank";
+            const std::size_t at = e.message().find(hint);
+            expect(at != std::string::npos, e.what());
+            // Named once, beside the receive with its tag, not the unrelated one.
+            expect(e.message().find(hint, at + 1) == std::string::npos, e.what());
+            expect(e.message().find("tag 7") < at, e.what());
+          }
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
 TEST_CASE("fastbox: a receive from a peer that dies fails naming it", "[transport][multiproc]") {
   REQUIRE_NOTHROW(cohort::launch(
       2,

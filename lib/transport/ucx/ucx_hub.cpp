@@ -211,8 +211,25 @@ std::string UcxHub::pending_summary(std::span<const Request> requests) {
     if (!pending) continue;
     out += out.empty() ? "; still pending: " : ", ";
     out += describe(*pending);
+    out += ring_message_hint(*pending);
   }
   return out;
+}
+
+std::string UcxHub::ring_message_hint(const Pending& pending) const {
+  // A receive too large for the ring whose sender sent a small message: that message came
+  // through the ring, and this receive waits in UCX for one that never comes. Nothing here can
+  // tell it from a small message meant for a later receive (ucx_hub.hpp), so it is only named.
+  if (pending.fastbox || pending.request.kind() != UcxRequest::Kind::Recv ||
+      (pending.tag & kP2PFlag) == 0)
+    return {};
+  const Peer& peer = *peers_[static_cast<std::size_t>(pending.peer)];
+  const auto early = std::find_if(peer.unexpected.begin(), peer.unexpected.end(),
+                                  [&](const Unexpected& m) { return m.tag == pending.tag; });
+  if (early == peer.unexpected.end()) return {};
+  return " [a message of " + std::to_string(early->bytes) +
+         " bytes with this tag came from that rank and waits for a receive of its size: do the "
+         "send's and the receive's sizes disagree?]";
 }
 
 bool UcxHub::poll_request(const Request& request, Pending& pending, const std::string& what,

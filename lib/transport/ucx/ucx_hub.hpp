@@ -22,7 +22,7 @@
 // fails with "sizes disagree" naming the size: it sees the large message waiting in UCX
 // (ucp_tag_probe_nb) while nothing came through the ring for it. A large receive whose sender
 // sent a small message cannot tell (the message may be meant for a later receive) and fails at
-// its deadline, naming the receive, the peer and the tag.
+// its deadline, naming the receive, the peer, the tag and the small message waiting unclaimed.
 // Collectives' messages (no p2p flag) always go through UCX. COHORT_SHARED_MEMORY=off on
 // either rank of a pair, or a segment that cannot be mapped, leaves that pair on UCX; both
 // ranks agree on it at construction.
@@ -158,6 +158,9 @@ class UcxHub {
   static std::string describe(const Pending& pending);
   /// "; still pending: receive from rank 2 (...), send to rank 3 (...)" or "".
   std::string pending_summary(std::span<const Request> requests);
+  /// For a pending receive too large for the ring: names a small message with its tag that came
+  /// through the peer's ring and waits unclaimed (its sizes probably disagree), or "".
+  std::string ring_message_hint(const Pending& pending) const;
   // Fastboxes (ucx_hub_fastbox.cpp); called with mutex_ held unless said otherwise.
   /// After the handshake: maps same-host peers' inboxes and agrees with each peer on which
   /// directions use a fastbox (one more small exchange). Without the lock (constructor).
