@@ -223,25 +223,26 @@ TEST_CASE("log lines carry the rank prefix and respect the level", "[log]") {
 
 TEST_CASE("decimal_count_up adds one in place, carrying, and declines when the number grows",
           "[decimal]") {
-  std::string text = "allreduce #41";
-  const std::size_t first = std::string("allreduce #").size();
-  CHECK(decimal_count_up(text, first));
-  CHECK(text == "allreduce #42");
-  text = "allreduce #1299";
-  CHECK(decimal_count_up(text, first));
-  CHECK(text == "allreduce #1300");
-  text = "allreduce #0";
-  CHECK(decimal_count_up(text, first));
-  CHECK(text == "allreduce #1");
-  // 999 + 1 needs a fourth digit: declined, text as it was.
-  text = "allreduce #999";
-  CHECK_FALSE(decimal_count_up(text, first));
-  CHECK(text == "allreduce #999");
-  // The digits only: "#" and the name are never touched.
-  text = "op 9#9";
-  CHECK_FALSE(decimal_count_up(text, 5));
-  CHECK(text == "op 9#9");
-  text = "abc";
-  CHECK_FALSE(decimal_count_up(text, 3));
-  CHECK(text == "abc");
+  const std::size_t name = std::string("allreduce #").size();
+  const struct {
+    const char* before;
+    std::size_t first;
+    bool counted;
+    const char* after;
+  } cases[] = {
+      {"allreduce #41", name, true, "allreduce #42"},
+      {"allreduce #1299", name, true, "allreduce #1300"},
+      {"allreduce #0", name, true, "allreduce #1"},
+      // 999 + 1 needs a fourth digit: declined, the text as it was.
+      {"allreduce #999", name, false, "allreduce #999"},
+      // The digits from `first` only: the name before them is never touched.
+      {"op 9#9", 5, false, "op 9#9"},
+      {"abc", 3, false, "abc"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.before);
+    std::string text = c.before;
+    CHECK(decimal_count_up(text, c.first) == c.counted);
+    CHECK(text == c.after);
+  }
 }
