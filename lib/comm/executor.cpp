@@ -292,8 +292,7 @@ void Executor::append_number_and_algorithm(std::string& what, const OpInfo& info
 void Executor::name_running_op(const OpInfo& info, std::uint32_t seq) {
   // Ops of one kind follow each other (a training loop, a benchmark): only the number changes,
   // so the name's "allreduce #" stays in place and is not copied again, and the number, one
-  // more than the last, is counted up in place like an odometer. This runs for every op;
-  // formatting the number was a tenth of a tiny collective's bookkeeping.
+  // more than the last, is counted up in place (core/decimal_count_up.hpp says why).
   const bool same_kind = !what_.empty() && info.kind == what_kind_;
   if (same_kind && info.forced == Algorithm::Auto && what_seq_ && seq == *what_seq_ + 1 &&
       decimal_count_up(what_, what_prefix_)) {

@@ -33,7 +33,7 @@
 // each rank also has kEagerDepth lines of their own numbering (eager generations e = 1, 2, ...,
 // e using line e % kEagerDepth) and one Consumed flag. A line's payload sits next to its flag
 // when it is at most kInlineBytes (one cache line carries both), otherwise in the line's own
-// area of kEagerBytes. A writer (broadcast's root, reduce's
+// area of kEagerBytes. A writer (broadcast's and scatter's root, reduce's and gather's
 // non-roots) fills its line for e, announces Eager(e) and returns without waiting for anyone;
 // readers take it and announce Consumed(e), as every rank does at the end of every eager op. A
 // line is rewritten for e once every peer announced Consumed(e - kEagerDepth)
