@@ -18,8 +18,9 @@ shift || true
 
 if [ ! -f "$dir/build.ninja" ]; then
   # GPU, Python, bench and tools are not needed by any harness: leaving them out keeps the
-  # configuration independent of CUDA's and pybind11's support for clang.
-  CC=clang CXX=clang++ meson setup "$dir" -Dfuzz=true \
+  # configuration independent of CUDA's and pybind11's support for clang. A unity build (a few
+  # files per translation unit) compiles in three quarters of the time.
+  CC=clang CXX=clang++ meson setup "$dir" --unity on -Dfuzz=true \
     -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fsanitize=fuzzer-no-link \
     -Dbuildtype=debugoptimized -Dcuda=disabled -Dpython=disabled -Dbench=false -Dtools=false \
     -Dmpi=disabled -Dgloo=disabled

@@ -54,6 +54,13 @@ constexpr std::chrono::hours kMaxWaitTimeout{24 * 365};
 // already connected.
 constexpr std::size_t kAcceptBatch = 64;
 
+}  // namespace
+
+// Named, not anonymous: TcpStoreServer::Impl holds these, and a class with external linkage
+// holding types of an anonymous namespace is an error once a unity build (the sanitizer builds
+// of CI, a meson subproject) puts this file into a larger translation unit.
+namespace store_server {
+
 struct Connection {
   UniqueFd fd;
   std::string peer;
@@ -78,6 +85,14 @@ struct Waiter {
 struct ProtocolViolation {
   std::string reason;
 };
+
+}  // namespace store_server
+
+using store_server::Connection;
+using store_server::ProtocolViolation;
+using store_server::Waiter;
+
+namespace {
 
 bool tokens_equal(const std::string& a, const std::string& b) {
   // Compare every byte so the time taken does not reveal the length of a matching prefix.

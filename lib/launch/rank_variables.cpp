@@ -10,8 +10,6 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-extern char** environ;
-
 namespace cohort::launcher {
 
 EnvironmentVariables rank_variables(const RankPlacement& p) {

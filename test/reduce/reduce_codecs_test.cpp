@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "isa_restorer.hpp"
 #include "reduce/dispatch.hpp"
 #include "reduce/reduce.hpp"
 #include "reduce_reference.hpp"
@@ -20,10 +21,6 @@ namespace cohort::reduce::testing {
 namespace {
 
 __extension__ typedef __int128 Int128;  // exact truncating division of any 64-bit value
-
-struct IsaRestorer {
-  ~IsaRestorer() { force_isa(detected_isa()); }
-};
 
 constexpr DType kNarrowFloats[] = {DType::Float16, DType::BFloat16, DType::Float8E4M3,
                                    DType::Float8E5M2};

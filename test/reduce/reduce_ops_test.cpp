@@ -14,17 +14,13 @@
 #include <string>
 #include <vector>
 
+#include "isa_restorer.hpp"
 #include "reduce/dispatch.hpp"
 #include "reduce/reduce.hpp"
 #include "reduce_reference.hpp"
 
 namespace cohort::reduce::testing {
 namespace {
-
-/// Restores the detected ISA when a test that forced one ends (even by a failed REQUIRE).
-struct IsaRestorer {
-  ~IsaRestorer() { force_isa(detected_isa()); }
-};
 
 enum class Form { ThreeOperand, InPlaceFirst, InPlaceSecond, Into };
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include <unistd.h>  // environ (glibc declares it for _GNU_SOURCE, which g++ defines)
 
 namespace cohort::test {
 namespace {
