@@ -22,7 +22,8 @@ struct alignas(64) Fastbox::Header {
 struct alignas(64) FastboxSlot {
   std::atomic<std::uint64_t> stamp{0};  ///< message number + 1 once the slot holds it
   std::uint64_t tag = 0;
-  std::uint64_t bytes = 0;
+  std::uint32_t bytes = 0;
+  std::uint32_t large_before = 0;  ///< Message::large_before
   std::byte data[Fastbox::kInlineBytes];
 };
 static_assert(sizeof(FastboxSlot) == Fastbox::kSlotBytes);
@@ -114,16 +115,18 @@ void Fastbox::set_sleeping(bool sleeping) noexcept {
   }
 }
 
-Fastbox::Sender::Outcome Fastbox::Sender::try_send(Tag tag, std::uint64_t bytes,
+Fastbox::Sender::Outcome Fastbox::Sender::try_send(const Message& message,
                                                    const void* data) noexcept {
+  const std::uint64_t bytes = message.bytes;
   COHORT_CHECK(bytes <= kInlineBytes);
   if (sent_ - consumed_seen_ >= kDepth) {
     consumed_seen_ = ring_->consumed.load(std::memory_order_acquire);
     if (sent_ - consumed_seen_ >= kDepth) return Outcome::Full;
   }
   FastboxSlot& slot = ring_->slots[sent_ % kDepth];
-  slot.tag = tag;
-  slot.bytes = bytes;
+  slot.tag = message.tag;
+  slot.bytes = static_cast<std::uint32_t>(bytes);
+  slot.large_before = message.large_before;
   if (bytes > 0) std::memcpy(slot.data, data, bytes);
   ++sent_;
   // Sequentially consistent, with the load after it: against the receiver's set_sleeping and
@@ -136,7 +139,7 @@ Fastbox::Sender::Outcome Fastbox::Sender::try_send(Tag tag, std::uint64_t bytes,
 std::optional<Fastbox::Message> Fastbox::Receiver::peek() const noexcept {
   const FastboxSlot& slot = ring_->slots[received_ % kDepth];
   if (slot.stamp.load(std::memory_order_seq_cst) != received_ + 1) return std::nullopt;
-  return Message{slot.tag, slot.bytes};
+  return Message{slot.tag, slot.bytes, slot.large_before};
 }
 
 void Fastbox::Receiver::read(const Message& message, void* out) const noexcept {

@@ -18,8 +18,9 @@
 // rewrites a slot only once `consumed` passed its previous message, so a ring holds at most
 // kDepth messages the receiver has not taken yet.
 //
-// A message carries its full tag and size. Only messages of at most kInlineBytes use a ring;
-// the owner (UcxHub) sends larger ones through UCX.
+// A message carries its full tag, its size, and how many messages with its tag too large for
+// the ring its sender sent before it (through UCX). Only messages of at most kInlineBytes use a
+// ring; the owner (UcxHub) sends larger ones through UCX and keeps that count.
 //
 // Waking: a receiver about to sleep counts itself in its inbox header's `sleepers`; a sender
 // that finds it non-zero after stamping tells its owner (try_send's answer), which rings the
@@ -62,6 +63,9 @@ class Fastbox {
   struct Message {
     Tag tag = 0;
     std::uint64_t bytes = 0;
+    /// Messages with this tag the sender sent to this receiver through UCX (too large for the
+    /// ring) before this one; the owner's to keep and read (UcxHub matches sizes with it).
+    std::uint32_t large_before = 0;
   };
 
   /// An empty fastbox: no segment.
@@ -97,8 +101,9 @@ class Fastbox {
       Sent,           ///< in the ring
       SentToSleeper,  ///< in the ring, and the receiver is asleep: ring its doorbell
     };
-    /// Copies the message (bytes <= kInlineBytes) into the next slot and stamps it.
-    Outcome try_send(Tag tag, std::uint64_t bytes, const void* data) noexcept;
+    /// Copies the message (`message.bytes` <= kInlineBytes bytes at `data`) into the next slot
+    /// and stamps it.
+    Outcome try_send(const Message& message, const void* data) noexcept;
     bool attached() const noexcept { return ring_ != nullptr; }
 
    private:

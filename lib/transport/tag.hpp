@@ -44,6 +44,10 @@ constexpr Tag with_source(Tag tag, std::uint32_t source) noexcept {
   return (tag & ~kSourceMask) | (Tag{source} & kSourceMask);
 }
 
+/// The communicator's tag id in `tag` (tag_ids.hpp).
+constexpr std::uint32_t tag_comm(Tag tag) noexcept {
+  return static_cast<std::uint32_t>((tag >> 52) & ((1u << kCommBits) - 1));
+}
 constexpr std::uint32_t tag_source(Tag tag) noexcept {
   return static_cast<std::uint32_t>(tag & kSourceMask);
 }

@@ -82,6 +82,9 @@ class TagIdClaim {
   TagIdClaim& operator=(const TagIdClaim&) = delete;
 
   std::uint32_t id() const noexcept { return id_; }
+  /// This claim owns its id (it releases it). The world's claim and the views that share their
+  /// communicator's id (host groups) hold none.
+  bool held() const noexcept { return pool_ != nullptr; }
 
  private:
   std::shared_ptr<TagIdPool> pool_;

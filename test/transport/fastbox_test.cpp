@@ -41,7 +41,8 @@ Pair make_pair(int rings) {
 
 }  // namespace
 
-TEST_CASE("fastbox: messages arrive in order with tag, size and bytes, across laps", "[fastbox]") {
+TEST_CASE("fastbox: messages arrive in order with tag, size, count and bytes, across laps",
+          "[fastbox]") {
   Pair pair = make_pair(3);
   Fastbox::Sender sender = pair.mapped.sender(2);
   Fastbox::Receiver receiver = pair.inbox.receiver(2);
@@ -52,11 +53,14 @@ TEST_CASE("fastbox: messages arrive in order with tag, size and bytes, across la
   for (std::uint64_t n = 0; n < 5 * Fastbox::kDepth; ++n) {
     const std::size_t size = sizes[n % 4];
     const auto data = bytes_of(n, size);
-    REQUIRE(sender.try_send(1000 + n, size, data.data()) == Fastbox::Sender::Outcome::Sent);
+    const auto large_before = static_cast<std::uint32_t>(n * 0x01010101u);  // every byte
+    REQUIRE(sender.try_send({1000 + n, size, large_before}, data.data()) ==
+            Fastbox::Sender::Outcome::Sent);
     const auto message = receiver.peek();
     REQUIRE(message.has_value());
     CHECK(message->tag == 1000 + n);
     CHECK(message->bytes == size);
+    CHECK(message->large_before == large_before);
     std::vector<std::byte> got(size, std::byte{0xEE});
     receiver.read(*message, got.data());
     CHECK(got == data);
@@ -74,16 +78,16 @@ TEST_CASE("fastbox: a ring holds kDepth untaken messages, and takes more as they
   std::uint64_t value = 0;
   for (std::uint64_t n = 0; n < Fastbox::kDepth; ++n) {
     value = n;
-    REQUIRE(sender.try_send(n, sizeof value, &value) == Fastbox::Sender::Outcome::Sent);
+    REQUIRE(sender.try_send({n, sizeof value}, &value) == Fastbox::Sender::Outcome::Sent);
   }
   value = 999;
-  CHECK(sender.try_send(99, sizeof value, &value) == Fastbox::Sender::Outcome::Full);
+  CHECK(sender.try_send({99, sizeof value}, &value) == Fastbox::Sender::Outcome::Full);
   // Taking one frees one slot, no more.
   REQUIRE(receiver.peek().has_value());
   receiver.pop();
   value = Fastbox::kDepth;
-  CHECK(sender.try_send(Fastbox::kDepth, sizeof value, &value) == Fastbox::Sender::Outcome::Sent);
-  CHECK(sender.try_send(99, sizeof value, &value) == Fastbox::Sender::Outcome::Full);
+  CHECK(sender.try_send({Fastbox::kDepth, sizeof value}, &value) == Fastbox::Sender::Outcome::Sent);
+  CHECK(sender.try_send({99, sizeof value}, &value) == Fastbox::Sender::Outcome::Full);
   // The rest come out in order, the refused ones nowhere.
   for (std::uint64_t n = 1; n <= Fastbox::kDepth; ++n) {
     const auto message = receiver.peek();
@@ -101,11 +105,11 @@ TEST_CASE("fastbox: a sender is told when the receiver is asleep", "[fastbox]") 
   Pair pair = make_pair(2);
   Fastbox::Sender sender = pair.mapped.sender(1);
   const std::uint32_t value = 7;
-  CHECK(sender.try_send(1, sizeof value, &value) == Fastbox::Sender::Outcome::Sent);
+  CHECK(sender.try_send({1, sizeof value}, &value) == Fastbox::Sender::Outcome::Sent);
   pair.inbox.set_sleeping(true);
-  CHECK(sender.try_send(2, sizeof value, &value) == Fastbox::Sender::Outcome::SentToSleeper);
+  CHECK(sender.try_send({2, sizeof value}, &value) == Fastbox::Sender::Outcome::SentToSleeper);
   pair.inbox.set_sleeping(false);
-  CHECK(sender.try_send(3, sizeof value, &value) == Fastbox::Sender::Outcome::Sent);
+  CHECK(sender.try_send({3, sizeof value}, &value) == Fastbox::Sender::Outcome::Sent);
 }
 
 TEST_CASE("fastbox: a segment smaller than its ring count needs is not mapped", "[fastbox]") {

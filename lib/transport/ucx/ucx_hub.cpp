@@ -167,6 +167,7 @@ Request UcxHub::post_send(int peer, const void* data, std::size_t bytes, Tag tag
                 "post_send: null buffer for " + std::to_string(bytes) + " bytes");
   std::lock_guard lock(mutex_);
   Peer& target = *peers_[static_cast<std::size_t>(peer)];
+  if (counted_large(target, tag, bytes, true)) ++target.large_sends[tag];
   if (fastbox_send_route(target, tag, bytes) || behind_queued_fastbox_sends(target, tag))
     return post_fastbox_send(target, data, bytes, tag, origin);
   UcxRequest request = target.failed
@@ -186,6 +187,8 @@ Request UcxHub::post_recv(int peer, void* data, std::size_t bytes, Tag tag, Orig
   Peer& source = *peers_[static_cast<std::size_t>(peer)];
   if (fastbox_recv_route(source, tag, bytes))
     return post_fastbox_recv(source, data, bytes, tag, origin);
+  if (counted_large(source, tag, bytes, false))
+    return post_large_recv(source, data, bytes, tag, origin);
   UcxRequest request = UcxRequest::recv(worker_.get(), data, bytes,
                                         with_source(tag, static_cast<std::uint32_t>(peer)));
   return requests_.insert(Pending{peer, origin, bytes, tag, std::move(request), std::nullopt});
@@ -211,30 +214,13 @@ std::string UcxHub::pending_summary(std::span<const Request> requests) {
     if (!pending) continue;
     out += out.empty() ? "; still pending: " : ", ";
     out += describe(*pending);
-    out += ring_message_hint(*pending);
   }
   return out;
 }
 
-std::string UcxHub::ring_message_hint(const Pending& pending) const {
-  // A receive too large for the ring whose sender sent a small message: that message came
-  // through the ring, and this receive waits in UCX for one that never comes. Nothing here can
-  // tell it from a small message meant for a later receive (ucx_hub.hpp), so it is only named.
-  if (pending.fastbox || pending.request.kind() != UcxRequest::Kind::Recv ||
-      (pending.tag & kP2PFlag) == 0)
-    return {};
-  const Peer& peer = *peers_[static_cast<std::size_t>(pending.peer)];
-  const auto early = std::find_if(peer.unexpected.begin(), peer.unexpected.end(),
-                                  [&](const Unexpected& m) { return m.tag == pending.tag; });
-  if (early == peer.unexpected.end()) return {};
-  return " [a message of " + std::to_string(early->bytes) +
-         " bytes with this tag came from that rank and waits for a receive of its size: do the "
-         "send's and the receive's sizes disagree?]";
-}
-
 bool UcxHub::poll_request(const Request& request, Pending& pending, const std::string& what,
                           std::span<const Request> all) {
-  const Peer& peer = *peers_[static_cast<std::size_t>(pending.peer)];
+  Peer& peer = *peers_[static_cast<std::size_t>(pending.peer)];
   // A fastbox receive whose message has not come, or a send waiting for room in the ring, is in
   // progress like a UCX request; once matched, its request is UcxRequest::completed.
   bool waiting_in_fastbox = pending.fastbox && !pending.fastbox->matched;
@@ -245,7 +231,7 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
     if (const auto large = large_message_waiting(pending)) {
       progress_fastboxes();
       if (!pending.fastbox->matched) {
-        std::erase(peers_[static_cast<std::size_t>(pending.peer)]->posted_recvs, request);
+        std::erase(peer.posted_recvs, request);
         pending.fastbox->matched = true;
         pending.fastbox->disagreement = "a message of " + std::to_string(*large) + " bytes";
       }
@@ -253,10 +239,21 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
     }
   }
   const ucs_status_t status = waiting_in_fastbox ? UCS_INPROGRESS : pending.request.poll();
-  if (pending.fastbox && !pending.fastbox->disagreement.empty() && status != UCS_INPROGRESS) {
+  // A large receive leaves the ring's queue when it is done (a ring message that turned out to
+  // be its own took it out already).
+  if (pending.large && status != UCS_INPROGRESS && !pending.large->ring_message)
+    std::erase(peer.posted_recvs, request);
+  const bool ring_disagreement =
+      (pending.fastbox && !pending.fastbox->disagreement.empty() && status != UCS_INPROGRESS) ||
+      (pending.large && pending.large->ring_message);
+  if (ring_disagreement) {
     const std::string description = describe(pending);
-    const std::string received = pending.fastbox->disagreement;
-    requests_.release(request);
+    const std::string received =
+        pending.fastbox ? pending.fastbox->disagreement
+                        : "a message of " + std::to_string(*pending.large->ring_message) + " bytes";
+    // A cancelled UCX receive stays UCX's until a later progress completes it: it is left in
+    // the table then, and cancel_owned() takes it back.
+    if (status != UCS_INPROGRESS) requests_.release(request);
     throw Error(ErrorCode::InvalidArgument,
                 "sizes disagree: " + description + " got " + received + " from rank " +
                     std::to_string(pending.origin.peer_label) +
@@ -488,6 +485,16 @@ void UcxHub::cancel_owned(const void* owner) noexcept {
     ++released;
   });
   if (released > 0) COHORT_LOG_DEBUG("cancel: released {} requests", released);
+}
+
+void UcxHub::forget_tag_id(std::uint32_t id) noexcept {
+  std::lock_guard lock(mutex_);
+  const auto of_id = [id](Tag tag) { return tag_comm(tag) == id; };
+  for (Peer* peer : fastbox_peers_) {
+    std::erase_if(peer->large_sends, [&](const auto& count) { return of_id(count.first); });
+    std::erase_if(peer->large_recvs, [&](const auto& count) { return of_id(count.first); });
+    std::erase_if(peer->unexpected, [&](const Unexpected& message) { return of_id(message.tag); });
+  }
 }
 
 std::string UcxHub::description() const {

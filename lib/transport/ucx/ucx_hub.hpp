@@ -18,11 +18,19 @@
 // (Request::completed(), unless the ring is full). Larger
 // ones go through UCX as before. Both sides pick the way by size alone, so a send and its
 // receive meet when they agree on the size; the receiver matches ring messages to receives per
-// tag, oldest first, as UCX does. When they disagree across the limit, a small receive still
-// fails with "sizes disagree" naming the size: it sees the large message waiting in UCX
-// (ucp_tag_probe_nb) while nothing came through the ring for it. A large receive whose sender
-// sent a small message cannot tell (the message may be meant for a later receive) and fails at
-// its deadline, naming the receive, the peer, the tag and the small message waiting unclaimed.
+// tag, oldest first, as UCX does. When they disagree across the limit, the receive still fails
+// with "sizes disagree" naming the size, as a UCX receive would:
+// - a small receive sees the large message waiting in UCX (ucp_tag_probe_nb) while nothing came
+//   through the ring for it;
+// - a large receive is told apart from a later one by counting. Per peer and tag, the sender
+//   counts its large sends and stamps each ring message with how many came before it (L); the
+//   receiver numbers its large receives (i) and keeps them in the queue of posted receives with
+//   the small ones. Sends and receives pair in order, so in a program whose sizes agree the large
+//   receives that come before a ring message's receive are exactly those with i < L. A ring
+//   message therefore goes to the oldest posted receive with its tag that is small or has
+//   i >= L; when that one is large, the sizes disagree, and its UCX receive is cancelled.
+//   The counts belong to a communicator's tag id and are forgotten with it (forget_tag_id), on
+//   every member before the id is reused (tag_ids.hpp).
 // Collectives' messages (no p2p flag) always go through UCX. COHORT_SHARED_MEMORY=off on
 // either rank of a pair, or a segment that cannot be mapped, leaves that pair on UCX; both
 // ranks agree on it at construction.
@@ -56,6 +64,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace cohort::transport::ucx {
@@ -97,6 +106,10 @@ class UcxHub {
   bool test(const Request& request);
   /// Cancels and releases every pending request posted by `owner`. Never throws.
   void cancel_owned(const void* owner) noexcept;
+  /// The communicator with tag id `id` is gone on this rank: forgets its per-tag counts of
+  /// messages too large for the rings, and its messages taken from a ring that no receive will
+  /// claim now. Call after cancel_owned for its requests. Never throws.
+  void forget_tag_id(std::uint32_t id) noexcept;
   std::string description() const;
 
  private:
@@ -104,8 +117,12 @@ class UcxHub {
   struct Unexpected {
     Tag tag = 0;
     std::uint64_t bytes = 0;
+    std::uint32_t large_before = 0;  ///< Fastbox::Message::large_before
     std::vector<std::byte> data;
   };
+  /// Per tag: how many point-to-point messages too large for the ring went to or came from a
+  /// peer (see the top of this file).
+  using LargeCounts = std::unordered_map<Tag, std::uint32_t>;
   struct Peer {
     int rank = -1;
     bool same_host = false;
@@ -115,14 +132,19 @@ class UcxHub {
     UcxEndpoint endpoint;
     // Fastboxes (same-host peers only; see the top of this file).
     pid_t pid = 0;
-    std::int32_t fastbox_fd = -1;       ///< its inbox's descriptor in its process; -1: none
-    int local_index = -1;               ///< its place among this host's ranks, in world order
-    Fastbox peer_inbox;                 ///< its inbox, mapped here
-    Fastbox::Sender to_peer;            ///< attached: p2p messages to it go through its inbox
-    Fastbox::Receiver from_peer;        ///< attached: its p2p messages come through our inbox
-    std::deque<Request> queued_sends;   ///< sends whose message waits for room, in order
-    std::deque<Request> posted_recvs;   ///< receives waiting for their message, in order
+    std::int32_t fastbox_fd = -1;      ///< its inbox's descriptor in its process; -1: none
+    int local_index = -1;              ///< its place among this host's ranks, in world order
+    Fastbox peer_inbox;                ///< its inbox, mapped here
+    Fastbox::Sender to_peer;           ///< attached: p2p messages to it go through its inbox
+    Fastbox::Receiver from_peer;       ///< attached: its p2p messages come through our inbox
+    std::deque<Request> queued_sends;  ///< sends whose message waits for room, in order
+    /// Receives a ring message may meet, in posting order: those waiting for their message
+    /// through the ring, and (when it has a ring to this rank) point-to-point receives too large
+    /// for it, until they complete.
+    std::deque<Request> posted_recvs;
     std::deque<Unexpected> unexpected;  ///< messages waiting for their receive, in order
+    LargeCounts large_sends;            ///< sent through UCX to its ring, by tag
+    LargeCounts large_recvs;            ///< receives from its ring posted to UCX, by tag
   };
   /// The fastbox side of a send or receive that goes through one.
   struct FastboxPart {
@@ -131,8 +153,15 @@ class UcxHub {
     bool matched = false;
     void* recv_data = nullptr;
     const void* send_data = nullptr;
+    std::uint32_t large_before = 0;  ///< a send's stamp (Fastbox::Message::large_before)
     std::string
         disagreement;  ///< set: the message matched had another size ("a message of 4 bytes")
+  };
+  /// A point-to-point receive too large for the ring, from a peer with a ring to this rank.
+  struct LargeRecv {
+    std::uint32_t index = 0;  ///< such receives with its tag from that peer before it
+    /// Set: a ring message of this size turned out to be its message (the sizes disagree).
+    std::optional<std::uint64_t> ring_message;
   };
   struct Pending {
     int peer;  // world rank
@@ -141,6 +170,7 @@ class UcxHub {
     Tag tag;
     UcxRequest request;  ///< for fastbox messages, UcxRequest::completed once matched
     std::optional<FastboxPart> fastbox;
+    std::optional<LargeRecv> large;
   };
 
   /// Exchanges an empty message with every peer (see the .cpp for why).
@@ -158,9 +188,6 @@ class UcxHub {
   static std::string describe(const Pending& pending);
   /// "; still pending: receive from rank 2 (...), send to rank 3 (...)" or "".
   std::string pending_summary(std::span<const Request> requests);
-  /// For a pending receive too large for the ring: names a small message with its tag that came
-  /// through the peer's ring and waits unclaimed (its sizes probably disagree), or "".
-  std::string ring_message_hint(const Pending& pending) const;
   // Fastboxes (ucx_hub_fastbox.cpp); called with mutex_ held unless said otherwise.
   /// After the handshake: maps same-host peers' inboxes and agrees with each peer on which
   /// directions use a fastbox (one more small exchange). Without the lock (constructor).
@@ -171,6 +198,16 @@ class UcxHub {
   }
   bool fastbox_recv_route(const Peer& peer, Tag tag, std::size_t bytes) const noexcept {
     return (tag & kP2PFlag) != 0 && bytes <= Fastbox::kInlineBytes && peer.from_peer.attached();
+  }
+  /// Count `index` is at or after stamp `large_before` (both count up from 0 and may wrap).
+  static bool at_or_after(std::uint32_t index, std::uint32_t large_before) noexcept {
+    return static_cast<std::int32_t>(index - large_before) >= 0;
+  }
+  /// A point-to-point message too large for the ring between this rank and `peer`, counted by
+  /// tag on both sides (`sending`: from this rank).
+  static bool counted_large(const Peer& peer, Tag tag, std::size_t bytes, bool sending) noexcept {
+    return (tag & kP2PFlag) != 0 && bytes > Fastbox::kInlineBytes &&
+           (sending ? peer.to_peer.attached() : peer.from_peer.attached());
   }
   /// A p2p send too large for the ring while sends to `peer` wait for room in it: it queues
   /// behind them, so its message cannot reach UCX before theirs reach the ring. (The receiver
@@ -184,11 +221,15 @@ class UcxHub {
   Request post_fastbox_send(Peer& peer, const void* data, std::size_t bytes, Tag tag,
                             Origin origin);
   Request post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag tag, Origin origin);
+  /// A receive too large for the ring from `peer` (counted_large): numbered and queued with the
+  /// ring's receives, or, when a message taken from the ring already turned out to be its own,
+  /// failed with that size without reaching UCX.
+  Request post_large_recv(Peer& peer, void* data, std::size_t bytes, Tag tag, Origin origin);
   /// The size of a message waiting in UCX for fastbox receive `recv` (its sender thought it too
   /// large for the ring), if any.
   std::optional<std::size_t> large_message_waiting(const Pending& recv) noexcept;
   /// Puts a message into the peer's ring; false when the ring is full.
-  bool write_fastbox(Peer& peer, Tag tag, std::size_t bytes, const void* data);
+  bool write_fastbox(Peer& peer, const Fastbox::Message& message, const void* data);
   /// Matches a message of `bytes` to receive `recv`; true when the caller copies the message's
   /// bytes to the receive's buffer, false after recording a size disagreement.
   bool accept(Pending& recv, std::uint64_t bytes);

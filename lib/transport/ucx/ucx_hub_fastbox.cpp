@@ -91,13 +91,20 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
 
 Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t bytes, Tag tag,
                                   Origin origin) {
+  // Stamped now, in posting order, even if the message waits for room: a large send posted
+  // after it is counted already, but goes out after it.
+  std::uint32_t large_before = 0;
+  if (!peer.large_sends.empty()) {
+    const auto count = peer.large_sends.find(tag);
+    if (count != peer.large_sends.end()) large_before = count->second;
+  }
   // Behind queued sends if there are any: the ring keeps send order.
   if (peer.queued_sends.empty() && bytes <= Fastbox::kInlineBytes &&
-      write_fastbox(peer, tag, bytes, data))
+      write_fastbox(peer, {tag, bytes, large_before}, data))
     return Request::completed();
-  const Request handle = requests_.insert(Pending{peer.rank, origin, bytes, tag,
-                                                  UcxRequest::completed(UcxRequest::Kind::Send, 0),
-                                                  FastboxPart{.send_data = data}});
+  const Request handle = requests_.insert(
+      Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Send, 0),
+              FastboxPart{.send_data = data, .large_before = large_before}});
   peer.queued_sends.push_back(handle);
   return handle;
 }
@@ -121,6 +128,27 @@ Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag
   return handle;
 }
 
+Request UcxHub::post_large_recv(Peer& peer, void* data, std::size_t bytes, Tag tag, Origin origin) {
+  const std::uint32_t index = peer.large_recvs[tag]++;
+  // The oldest message with this tag taken from the ring (the smallest stamp among them): if
+  // this receive is not one of the large receives before it, it is that message's receive.
+  const auto taken = std::find_if(peer.unexpected.begin(), peer.unexpected.end(),
+                                  [tag](const Unexpected& message) { return message.tag == tag; });
+  if (taken != peer.unexpected.end() && at_or_after(index, taken->large_before)) {
+    const Request handle = requests_.insert(
+        Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Recv, 0),
+                std::nullopt, LargeRecv{index, taken->bytes}});
+    peer.unexpected.erase(taken);
+    return handle;
+  }
+  UcxRequest request = UcxRequest::recv(worker_.get(), data, bytes,
+                                        with_source(tag, static_cast<std::uint32_t>(peer.rank)));
+  const Request handle = requests_.insert(
+      Pending{peer.rank, origin, bytes, tag, std::move(request), std::nullopt, LargeRecv{index}});
+  peer.posted_recvs.push_back(handle);
+  return handle;
+}
+
 std::optional<std::size_t> UcxHub::large_message_waiting(const Pending& recv) noexcept {
   ucp_tag_recv_info_t info{};
   const ucp_tag_message_h message =
@@ -130,8 +158,8 @@ std::optional<std::size_t> UcxHub::large_message_waiting(const Pending& recv) no
   return info.length;
 }
 
-bool UcxHub::write_fastbox(Peer& peer, Tag tag, std::size_t bytes, const void* data) {
-  switch (peer.to_peer.try_send(tag, bytes, data)) {
+bool UcxHub::write_fastbox(Peer& peer, const Fastbox::Message& message, const void* data) {
+  switch (peer.to_peer.try_send(message, data)) {
     case Fastbox::Sender::Outcome::Full: return false;
     case Fastbox::Sender::Outcome::SentToSleeper: ring_doorbell(peer); return true;
     case Fastbox::Sender::Outcome::Sent: return true;
@@ -156,15 +184,26 @@ bool UcxHub::progress_fastboxes() noexcept {
     if (peer->from_peer.attached()) {
       while (const auto message = peer->from_peer.peek()) {
         moved = true;
+        // Its receive: the oldest with its tag, skipping the large receives whose messages were
+        // sent before it (see ucx_hub.hpp).
         const auto waiting = std::find_if(
-            peer->posted_recvs.begin(), peer->posted_recvs.end(),
-            [&](const Request& request) { return requests_.find(request)->tag == message->tag; });
+            peer->posted_recvs.begin(), peer->posted_recvs.end(), [&](const Request& r) {
+              const Pending& recv = *requests_.find(r);
+              return recv.tag == message->tag &&
+                     (!recv.large || at_or_after(recv.large->index, message->large_before));
+            });
         if (waiting != peer->posted_recvs.end()) {
           Pending& recv = *requests_.find(*waiting);
-          if (accept(recv, message->bytes)) peer->from_peer.read(*message, recv.fastbox->recv_data);
+          if (recv.large) {
+            // Its receive, yet too large for the ring: the sizes disagree (poll_request says so).
+            recv.large->ring_message = message->bytes;
+            recv.request.cancel();
+          } else if (accept(recv, message->bytes)) {
+            peer->from_peer.read(*message, recv.fastbox->recv_data);
+          }
           peer->posted_recvs.erase(waiting);
         } else {
-          Unexpected early{message->tag, message->bytes, {}};
+          Unexpected early{message->tag, message->bytes, message->large_before, {}};
           early.data.resize(message->bytes);
           peer->from_peer.read(*message, early.data.data());
           peer->unexpected.push_back(std::move(early));
@@ -179,7 +218,8 @@ bool UcxHub::progress_fastboxes() noexcept {
         send.request =
             UcxRequest::send(worker_.get(), peer->endpoint.get(), send.fastbox->send_data,
                              send.bytes, with_source(send.tag, static_cast<std::uint32_t>(rank_)));
-      } else if (!write_fastbox(*peer, send.tag, send.bytes, send.fastbox->send_data)) {
+      } else if (!write_fastbox(*peer, {send.tag, send.bytes, send.fastbox->large_before},
+                                send.fastbox->send_data)) {
         break;
       }
       send.fastbox->matched = true;

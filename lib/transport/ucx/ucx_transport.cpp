@@ -19,6 +19,9 @@ UcxTransport::UcxTransport(std::shared_ptr<UcxHub> hub, std::vector<int> world_r
 
 UcxTransport::~UcxTransport() {
   hub_->cancel_owned(this);
+  // Only an owner: a view sharing its communicator's id (host groups) must leave that
+  // communicator's counts alone.
+  if (tag_.held()) hub_->forget_tag_id(tag_.id());
 }
 
 int UcxTransport::world_rank(int peer, const char* what) const {
