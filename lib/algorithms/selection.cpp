@@ -60,7 +60,9 @@ constexpr SelectionRule kTable[] = {
      {A::SharedMemory, A::ReduceScatterGather, A::Tree}},
     {C::Reduce, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
     // allgather: log-round algorithms for small totals, ring for large (hierarchical first
-    // across hosts with several ranks on some, as for allreduce).
+    // across hosts with several ranks on some, as for allreduce). Large ones on 2 ranks: the
+    // ring everywhere.
+    {C::Allgather, kAllgatherRingTwoRanksMinBytes, kUnknownBytes, 2, W::Any, {A::Ring, kEnd}, 2},
     {C::Allgather,
      0,
      kAllgatherLatencyMaxBytes,

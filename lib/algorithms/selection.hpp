@@ -54,6 +54,11 @@ inline constexpr std::size_t kScatterTreeMinBytes = 8 * kMiB;
 /// alltoall: from this uniform total size on 2 ranks, pairwise exchange over UCX (one copy
 /// each way) comes before shared memory (two), on buffers of 4 KiB and of 2 MiB pages alike.
 inline constexpr std::size_t kAlltoallPairwiseMinBytes = 1 * kMiB;
+/// allgather: from this total size on 2 ranks, the ring over UCX (one copy of the peer's block,
+/// read from its pages) comes before shared memory (a copy into the arena and one out). In place
+/// it was twice as fast from 128 KiB; out of place the arena held on to 1 MiB on 4 KiB pages
+/// (about 1.1x), and from 2 MiB the ring won or tied on pages of either size.
+inline constexpr std::size_t kAllgatherRingTwoRanksMinBytes = 2 * kMiB;
 /// Ring-style alternatives only pay off from this many ranks (with 2 they move the same bytes
 /// as the simple algorithm, with more steps).
 inline constexpr int kRingMinWorldSize = 3;

@@ -162,6 +162,16 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
   REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 2) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
+  // From 2 MiB on 2 ranks allgather (and allgatherv, whose total every rank knows) takes the
+  // ring; below that, and on 3 ranks, the arena comes first.
+  REQUIRE(pick(Collective::Allgather, kAllgatherRingTwoRanksMinBytes, 2) ==
+          std::vector<Algorithm>{Algorithm::Ring});
+  REQUIRE(
+      pick(Collective::Allgather, kAllgatherRingTwoRanksMinBytes - 1, 2) ==
+      std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Ring});
+  REQUIRE(
+      pick(Collective::Allgather, kAllgatherRingTwoRanksMinBytes, 3) ==
+      std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Ring});
 }
 
 TEST_CASE("every rule is well formed", "[selection]") {
