@@ -17,7 +17,9 @@ namespace {
 
 /// Tries the candidates in order; returns the one that ran. `args` are already normalised.
 template <class Args>
-Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm forced) {
+Algorithm run_first_accepting(const OpContext& ctx, Normalised<Args>& normalised,
+                              Algorithm forced) {
+  const Args& args = normalised.args();
   const Collective family = kFamilyOf<Args>;
   const std::size_t bytes = selection_bytes(args, ctx.size);
   const Candidates candidates =
@@ -41,7 +43,7 @@ Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm 
       if (descriptor->algorithm == Algorithm::SharedMemory && ctx.size > 1)
         if (transport::SharedArena* arena = ctx.arena())
           arena->begin_op(announcement_of(args, bytes), &describe_announcement);
-      descriptor->run(ctx, &args);
+      descriptor->run(ctx, &normalised.args_for(*descriptor));
     } catch (const Error& e) {
       // The error names the algorithm that was running; the string is built only on failure.
       throw e.with_context(ErrorContext{.algorithm = std::string(algorithm_name(algorithm))});
@@ -104,7 +106,7 @@ template <class Args>
 Algorithm run_collective(const OpContext& ctx, ScratchPool& staging, const Args& args,
                          Algorithm forced) {
   Normalised<Args> normalised(ctx, staging, args);
-  const Algorithm ran = run_first_accepting(ctx, normalised.args(), forced);
+  const Algorithm ran = run_first_accepting(ctx, normalised, forced);
   finish(ctx, args, ran);
   return ran;
 }

@@ -3,9 +3,11 @@
 // How it works: ranks are numbered relative to the root (patterns/binomial_tree.hpp). Each rank
 // reduces its children's partial results into its own, smallest subtree first (those finish
 // first), then sends the partial result to its parent; the root's lands in `out`. The first
-// reduction writes acc = in op received, so `in` is never copied. Receives from two children are
-// in flight at once, so the next child's data arrives while the current one is reduced. The
-// combining order is fixed by (world size, root), so the result is deterministic.
+// reduction writes acc = in op received, so `in` is never copied, and on a root in place (in ==
+// out) each element of `in` is read before it is overwritten: no staged copy either. Receives
+// from two children are in flight at once, so the next child's data arrives while the current
+// one is reduced. The combining order is fixed by (world size, root), so the result is
+// deterministic.
 //
 // Cost, n ranks, m bytes: ceil(log2 n) rounds on the critical path, each moving and reducing
 // m bytes; the root receives ceil(log2 n) * m. Latency-optimal; the reduce-scatter + gather
@@ -80,6 +82,7 @@ void run(const OpContext& ctx, const ReduceArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor reduce_tree =
-    describe<run>(Algorithm::Tree, "Binomial-tree reduce");
+    describe<run>(Algorithm::Tree, "Binomial-tree reduce", DeviceKind::Host,
+                  /*takes_aliased_input=*/true);
 
 }  // namespace cohort::algorithms
