@@ -82,9 +82,16 @@ constexpr SelectionRule kTable[] = {
      W::Any,
      {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
     // gather / scatter: shared memory on one host, else binomial tree; large scatters on 3
-    // ranks go by the (then flat) tree everywhere.
+    // ranks, and middle-sized ones on 2, go by the (then flat) tree everywhere.
     {C::Gather, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
     {C::Scatter, kScatterTreeMinBytes, kUnknownBytes, 3, W::Any, {A::Tree, kEnd}, 3},
+    {C::Scatter,
+     kScatterTreeTwoRanksMinBytes,
+     kScatterTreeTwoRanksMaxBytes,
+     2,
+     W::Any,
+     {A::Tree, kEnd},
+     2},
     {C::Scatter, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
     // reduce_scatter: recursive halving for small and middle inputs, ring for large.
     {C::ReduceScatter,

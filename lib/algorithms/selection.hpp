@@ -51,6 +51,13 @@ inline constexpr std::size_t kAlltoallBruckMaxBytes = 16 * kKiB;
 /// arena overlaps the root's and the receiver's copies, and the tree's single copy, which walks
 /// the root's pages, lost from 2 MiB on 4 KiB pages; from 4 ranks the tree forwards.)
 inline constexpr std::size_t kScatterTreeMinBytes = 8 * kMiB;
+/// scatter: from this total size, and below kScatterTreeTwoRanksMaxBytes, on 2 ranks the tree
+/// (one message, read from the root's pages) comes before shared memory. At 1 MiB it was
+/// 1.1-1.4x faster on pages of either size; at 256 KiB it lost a tenth on 4 KiB pages, and from
+/// 2 MiB in place on 4 KiB pages (walking the root's small pages costs more than the arena's
+/// second copy).
+inline constexpr std::size_t kScatterTreeTwoRanksMinBytes = 512 * kKiB;
+inline constexpr std::size_t kScatterTreeTwoRanksMaxBytes = 2 * kMiB;
 /// alltoall: from this uniform total size on 2 ranks, pairwise exchange over UCX (one copy
 /// each way) comes before shared memory (two), on buffers of 4 KiB and of 2 MiB pages alike.
 inline constexpr std::size_t kAlltoallPairwiseMinBytes = 1 * kMiB;

@@ -153,6 +153,16 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   for (int world : {2, 4})
     REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, world) ==
             std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  // On 2 ranks the tree also comes first from 512 KiB up to (not including) 2 MiB.
+  REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMinBytes, 2) ==
+          std::vector<Algorithm>{Algorithm::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMaxBytes - 1, 2) ==
+          std::vector<Algorithm>{Algorithm::Tree});
+  for (std::size_t bytes : {kScatterTreeTwoRanksMinBytes - 1, kScatterTreeTwoRanksMaxBytes})
+    REQUIRE(pick(Collective::Scatter, bytes, 2) ==
+            std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMinBytes, 4) ==
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
   // From 1 MiB (uniform) on 2 ranks alltoall is pairwise; alltoallv and 3 ranks keep the arena.
   REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes, 2) ==
           std::vector<Algorithm>{Algorithm::Pairwise});
