@@ -43,7 +43,15 @@ constexpr SelectionRule kTable[] = {
      W::Any,
      {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
     // broadcast: tree; scatter + allgather for large messages on 3+ ranks; across hosts with
-    // several ranks on some, hierarchical first.
+    // several ranks on some, hierarchical first. Middle-sized ones on 2 ranks: the tree
+    // everywhere.
+    {C::Broadcast,
+     kBroadcastTreeTwoRanksMinBytes,
+     kBroadcastTreeTwoRanksMaxBytes,
+     2,
+     W::Any,
+     {A::Tree, kEnd},
+     2},
     {C::Broadcast,
      kBroadcastTreeMaxBytes,
      kUnknownBytes,

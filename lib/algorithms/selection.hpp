@@ -36,6 +36,13 @@ inline constexpr std::size_t kAllreduceLatencyMaxBytes = 64 * kKiB;
 inline constexpr std::size_t kAllreduceHalvingMaxBytes = 4 * kMiB;
 /// broadcast: binomial tree below this, scatter + allgather above.
 inline constexpr std::size_t kBroadcastTreeMaxBytes = 256 * kKiB;
+/// broadcast: from this size, and below kBroadcastTreeTwoRanksMaxBytes, on 2 ranks the tree (one
+/// message the receiver reads from the root's pages) comes before shared memory. Out of place it
+/// was 1.3-1.8x faster from 256 KiB (the root no longer copies into the arena and into its own
+/// output one after the other); in place it tied or won up to 512 KiB and lost from 1 MiB (about
+/// 1.3x), on pages of either size.
+inline constexpr std::size_t kBroadcastTreeTwoRanksMinBytes = 256 * kKiB;
+inline constexpr std::size_t kBroadcastTreeTwoRanksMaxBytes = 1 * kMiB;
 /// reduce: binomial tree below this, reduce-scatter + gather above.
 inline constexpr std::size_t kReduceTreeMaxBytes = 256 * kKiB;
 /// allgather: recursive doubling / Bruck below this (total bytes), ring above.

@@ -124,7 +124,7 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
                                  Algorithm::ScatterAllgather, Algorithm::Tree});
   // Two ranks: scatter + allgather moves the same bytes as the tree in more steps.
   REQUIRE(
-      pick(Collective::Broadcast, kBroadcastTreeMaxBytes, 2) ==
+      pick(Collective::Broadcast, kBroadcastTreeTwoRanksMaxBytes, 2) ==
       std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Tree});
   REQUIRE(pick(Collective::Reduce, 10 * kMiB, 4) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::ReduceScatterGather,
@@ -172,6 +172,15 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
   REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 2) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
+  // From 256 KiB up to (not including) 1 MiB on 2 ranks broadcast takes the tree.
+  REQUIRE(pick(Collective::Broadcast, kBroadcastTreeTwoRanksMinBytes, 2) ==
+          std::vector<Algorithm>{Algorithm::Tree});
+  REQUIRE(pick(Collective::Broadcast, kBroadcastTreeTwoRanksMaxBytes - 1, 2) ==
+          std::vector<Algorithm>{Algorithm::Tree});
+  for (std::size_t bytes : {kBroadcastTreeTwoRanksMinBytes - 1, kBroadcastTreeTwoRanksMaxBytes})
+    REQUIRE(pick(Collective::Broadcast, bytes, 2) == std::vector<Algorithm>{Algorithm::SharedMemory,
+                                                                            Algorithm::Hierarchical,
+                                                                            Algorithm::Tree});
   // From 2 MiB on 2 ranks allgather (and allgatherv, whose total every rank knows) takes the
   // ring; below that, and on 3 ranks, the arena comes first.
   REQUIRE(pick(Collective::Allgather, kAllgatherRingTwoRanksMinBytes, 2) ==
