@@ -10,8 +10,8 @@
 //   allreduce       in may equal out (in place); Avg arrives as itself (see allreduce/*.cpp).
 //   broadcast       the root's data is in in (in may equal out); the root copies it into out
 //                   itself (broadcast/root_input.hpp), where that overlaps best.
-//   reduce          in does not overlap out, except in == out for an algorithm whose descriptor
-//                   says takes_aliased_input; Avg arrives as Sum (dispatch divides on the root).
+//   reduce          in does not overlap out, except in == out on the root (in place); Avg
+//                   arrives as Sum (dispatch divides on the root).
 //   allgather       this rank's block is already in place in out; in is not read.
 //   gather          the root copies its own block of in into out itself (nothing when it is
 //                   there already), where that overlaps best.

@@ -35,9 +35,6 @@ struct AlgorithmDescriptor {
   bool (*accepts)(const OpContext& ctx, const void* args);
   /// Runs the op; called only after accepts() returned true on this rank.
   void (*run)(const OpContext& ctx, const void* args);
-  /// Takes a reduce root's input and output as one buffer (in == out) itself; the others get a
-  /// staged copy of the input then (normalise.hpp).
-  bool takes_aliased_input = false;
 };
 
 /// Every algorithm, in a stable order (families in Collective order).
@@ -66,18 +63,17 @@ bool alone_or_sharing_host(const OpContext& ctx, const Args&) {
 /// `Accepts` bool(const OpContext&, const <Family>Args&) (default: every argument).
 template <auto Run, auto Accepts = &detail::always<decltype(detail::args_of(Run))>>
 constexpr AlgorithmDescriptor describe(Algorithm algorithm, std::string_view summary,
-                                       DeviceKind device = DeviceKind::Host,
-                                       bool takes_aliased_input = false) {
+                                       DeviceKind device = DeviceKind::Host) {
   using Args = decltype(detail::args_of(Run));
-  return {kFamilyOf<Args>,
-          algorithm,
-          device,
-          summary,
-          [](const OpContext& ctx, const void* args) {
-            return Accepts(ctx, *static_cast<const Args*>(args));
-          },
-          [](const OpContext& ctx, const void* args) { Run(ctx, *static_cast<const Args*>(args)); },
-          takes_aliased_input};
+  return {
+      kFamilyOf<Args>,
+      algorithm,
+      device,
+      summary,
+      [](const OpContext& ctx, const void* args) {
+        return Accepts(ctx, *static_cast<const Args*>(args));
+      },
+      [](const OpContext& ctx, const void* args) { Run(ctx, *static_cast<const Args*>(args)); }};
 }
 
 }  // namespace cohort::algorithms

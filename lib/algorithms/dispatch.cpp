@@ -17,9 +17,7 @@ namespace {
 
 /// Tries the candidates in order; returns the one that ran. `args` are already normalised.
 template <class Args>
-Algorithm run_first_accepting(const OpContext& ctx, Normalised<Args>& normalised,
-                              Algorithm forced) {
-  const Args& args = normalised.args();
+Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm forced) {
   const Collective family = kFamilyOf<Args>;
   const std::size_t bytes = selection_bytes(args, ctx.size);
   const Candidates candidates =
@@ -43,7 +41,7 @@ Algorithm run_first_accepting(const OpContext& ctx, Normalised<Args>& normalised
       if (descriptor->algorithm == Algorithm::SharedMemory && ctx.size > 1)
         if (transport::SharedArena* arena = ctx.arena())
           arena->begin_op(announcement_of(args, bytes), &describe_announcement);
-      descriptor->run(ctx, &normalised.args_for(*descriptor));
+      descriptor->run(ctx, &args);
     } catch (const Error& e) {
       // The error names the algorithm that was running; the string is built only on failure.
       throw e.with_context(ErrorContext{.algorithm = std::string(algorithm_name(algorithm))});
@@ -106,7 +104,7 @@ template <class Args>
 Algorithm run_collective(const OpContext& ctx, ScratchPool& staging, const Args& args,
                          Algorithm forced) {
   Normalised<Args> normalised(ctx, staging, args);
-  const Algorithm ran = run_first_accepting(ctx, normalised, forced);
+  const Algorithm ran = run_first_accepting(ctx, normalised.args(), forced);
   finish(ctx, args, ran);
   return ran;
 }

@@ -76,14 +76,9 @@ Normalised<ReduceArgs>::Normalised(const OpContext& ctx, ScratchPool& staging,
   const std::size_t bytes = args.count * dtype_size(args.dtype);
   if (premultiplies_avg(args.op, args.dtype) && args.count != 0)
     copy_->in = premultiplied(ctx, staging, args.in, args.count, args.dtype);  // also unaliases
-  else if (ctx.rank == args.root && args.in == args.out && bytes != 0)
-    unalias_into_ = &staging;  // by args_for, once the algorithm is known
-  else if (ctx.rank == args.root && overlaps(args.in, bytes, args.out, bytes))
-    copy_->in = staged(staging, args.in, bytes);  // no algorithm takes a partial overlap
-}
-
-void stage_input(ReduceArgs& args, ScratchPool& staging) {
-  args.in = staged(staging, args.in, args.count * dtype_size(args.dtype));
+  else if (ctx.rank == args.root && args.in != args.out &&
+           overlaps(args.in, bytes, args.out, bytes))
+    copy_->in = staged(staging, args.in, bytes);  // in place (in == out) goes through as it is
 }
 
 template <>

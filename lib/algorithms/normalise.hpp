@@ -4,8 +4,8 @@
 // algorithms may then assume). Kept apart from the algorithms so each of them handles one shape
 // of arguments, and apart from the communicator so the rules sit beside the Args they describe.
 //
-//   reduce          Avg travels as Sum; an input overlapping the root's output is staged,
-//                   unless the algorithm takes it in place (args_for)
+//   reduce          Avg travels as Sum; an input overlapping the root's output only in part
+//                   is staged (in place, in == out, is each algorithm's to take)
 //   allgather       this rank copies its input into its block of out (unless it is there)
 //   gather          the root copies its input into its block of out (unless it is there)
 //   reduce_scatter  Avg travels as Sum
@@ -17,11 +17,9 @@
 #include <cohort/algorithm.hpp>
 
 #include "algorithms/args.hpp"
-#include "algorithms/descriptor.hpp"
 #include "algorithms/op_context.hpp"
 
 #include <optional>
-#include <type_traits>
 
 namespace cohort::algorithms {
 
@@ -30,29 +28,12 @@ template <class Args>
 class Normalised {
  public:
   Normalised(const OpContext& ctx, ScratchPool& staging, const Args& args);
-  /// What selection, accepts() and the arena's announcement see (the same on every rank).
   const Args& args() const noexcept { return copy_ ? *copy_ : original_; }
-  /// What `algorithm` runs with: args(), with a reduce root's input that is its output staged
-  /// first unless the algorithm takes the two as one buffer (a copy it does not need).
-  const Args& args_for(const AlgorithmDescriptor& algorithm) {
-    if constexpr (std::is_same_v<Args, ReduceArgs>) {
-      if (unalias_into_ != nullptr && !algorithm.takes_aliased_input) {
-        stage_input(*copy_, *unalias_into_);
-        unalias_into_ = nullptr;
-      }
-    }
-    return args();
-  }
 
  private:
   const Args& original_;
   std::optional<Args> copy_;
-  /// Set: the input overlaps the output and is not staged yet; the pool to stage it into.
-  ScratchPool* unalias_into_ = nullptr;
 };
-
-/// Replaces `args.in` with a copy of it in `staging`.
-void stage_input(ReduceArgs& args, ScratchPool& staging);
 
 /// Avg on f16, bf16 and fp8 divides each contribution by the number of ranks before the sum (a
 /// staged copy of the input; the op then travels as Sum and nothing is left to finish): their sum

@@ -8,7 +8,8 @@
 // gather round in which the root receives (n - 1)/n * m. The tree reduce instead makes the root
 // receive and reduce log2(n) * m. Accepts every world size, root and count. The ring's
 // combining order is fixed by the world size, so the result is deterministic.
-// Scratch: the ring's slots and this rank's final block (kSlotWork0, non-roots).
+// Scratch: the ring's slots, this rank's final block (kSlotWork0, non-roots) and, on a root in
+// place, a copy of its input (kSlotWork1).
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/point_to_point.hpp"
@@ -39,6 +40,13 @@ void run(const OpContext& ctx, const ReduceArgs& args) {
   const std::vector<std::size_t>& counts = table.counts;
   const bool is_root = ctx.rank == args.root;
   const auto me = static_cast<std::size_t>(ctx.rank);
+  // In place, the root's output is its input. The ring pipeline does not promise to read every
+  // chunk of its input before it writes the final block, so that root works on a copy.
+  if (is_root && in == out) {
+    std::byte* copy = ctx.scratch.get(args.count * es, kSlotWork1);
+    copy_bytes(copy, in, args.count * es);
+    in = copy;
+  }
   // 1. Reduce-scatter: block r ends on rank r (in place in `out` on the root).
   std::byte* mine = is_root ? out + offsets[me] * es : ctx.scratch.get(counts[me] * es, kSlotWork0);
   const std::uint32_t gather_step = ring_reduce_scatter(

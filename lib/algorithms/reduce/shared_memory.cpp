@@ -74,7 +74,6 @@ extern const AlgorithmDescriptor reduce_shared_memory =
     describe<run, alone_or_sharing_host<ReduceArgs>>(
         Algorithm::SharedMemory,
         "Shared-memory reduce, for communicators whose ranks all live on one host: every rank "
-        "takes part",
-        DeviceKind::Host, /*takes_aliased_input=*/true);  // the engine takes in == out
+        "takes part");
 
 }  // namespace cohort::algorithms

@@ -82,7 +82,6 @@ void run(const OpContext& ctx, const ReduceArgs& args) {
 }  // namespace
 
 extern const AlgorithmDescriptor reduce_tree =
-    describe<run>(Algorithm::Tree, "Binomial-tree reduce", DeviceKind::Host,
-                  /*takes_aliased_input=*/true);
+    describe<run>(Algorithm::Tree, "Binomial-tree reduce");
 
 }  // namespace cohort::algorithms
