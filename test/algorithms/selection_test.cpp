@@ -124,7 +124,7 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
                                  Algorithm::ScatterAllgather, Algorithm::Tree});
   // Two ranks: scatter + allgather moves the same bytes as the tree in more steps.
   REQUIRE(
-      pick(Collective::Broadcast, kBroadcastTreeTwoRanksMaxBytes, 2) ==
+      pick(Collective::Broadcast, 4 * kMiB, 2) ==
       std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Tree});
   REQUIRE(pick(Collective::Reduce, 10 * kMiB, 4) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::ReduceScatterGather,

@@ -1,5 +1,5 @@
 // Puts back the detected instruction set when a test that forced another one ends, shared by the
-// reduce tests that walk every ISA this CPU runs.
+// reduce and training-kernel tests that walk every ISA this CPU runs.
 
 #pragma once
 
@@ -9,6 +9,9 @@ namespace cohort::reduce::testing {
 
 /// Restores the detected ISA when a test that forced one ends (even by a failed REQUIRE).
 struct IsaRestorer {
+  IsaRestorer() = default;
+  IsaRestorer(const IsaRestorer&) = delete;
+  IsaRestorer& operator=(const IsaRestorer&) = delete;
   ~IsaRestorer() { force_isa(detected_isa()); }
 };
 

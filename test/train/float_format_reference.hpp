@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../reduce/isa_restorer.hpp"
 #include "reduce/dispatch.hpp"
 
 namespace cohort::train::testing {
@@ -146,12 +147,6 @@ inline std::vector<reduce::Isa> available_isas() {
   return isas;
 }
 
-/// Restores the detected instruction set when a test that forced one ends.
-struct IsaRestorer {
-  IsaRestorer() = default;
-  IsaRestorer(const IsaRestorer&) = delete;
-  IsaRestorer& operator=(const IsaRestorer&) = delete;
-  ~IsaRestorer() { reduce::force_isa(reduce::detected_isa()); }
-};
+using reduce::testing::IsaRestorer;
 
 }  // namespace cohort::train::testing

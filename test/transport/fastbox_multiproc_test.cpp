@@ -239,13 +239,14 @@ TEST_CASE("fastbox: sizes that disagree fail the receive naming the size; the pa
 
 TEST_CASE("fastbox: a large receive met by a small message fails at once, whichever came first",
           "[transport][multiproc]") {
+  // And a small receive met by a small message whose own message was a large one sent before.
   REQUIRE_NOTHROW(cohort::launch(
       2,
       [](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
         const Tag after_receive = p2p_tag(4, 7), before_receive = p2p_tag(4, 8);
-        const Tag other = p2p_tag(4, 9);
+        const Tag other = p2p_tag(4, 9), large_first = p2p_tag(4, 10);
         const auto expect_disagreement = [](const cohort::Error& e, const std::string& tag) {
           // Not a Timeout: the deadline below is far away and nothing else ends the receive.
           expect(e.code() == cohort::ErrorCode::InvalidArgument, e.what());
@@ -268,6 +269,12 @@ TEST_CASE("fastbox: a large receive met by a small message fails at once, whiche
           const Request more[] = {t->post_send(1, also.data(), 8, before_receive),
                                   t->post_send(1, marker.data(), 4, other)};
           t->wait(more, after(30s), "the small sends");
+          // A small receive whose own message is a large one sent before a small one.
+          const auto large = payload(0, 1, kInline + 100, 63), late_small = payload(0, 1, 8, 64);
+          const Request last[] = {t->post_send(1, large.data(), large.size(), large_first),
+                                  t->post_send(1, late_small.data(), 8, large_first)};
+          t->wait(last, after(30s), "a large send, then a small one");
+          store->set_string("large first", "1");
         } else {
           const Request r = t->post_recv(0, in.data(), in.size(), after_receive);
           store->set_string("posted", "1");
@@ -288,6 +295,19 @@ TEST_CASE("fastbox: a large receive met by a small message fails at once, whiche
             throw std::runtime_error("a large receive met by an earlier small message completed");
           } catch (const cohort::Error& e) {
             expect_disagreement(e, "tag 8");
+          }
+          store->get("large first", 30s);
+          std::vector<std::uint8_t> small(8);
+          const Request swapped[] = {t->post_recv(0, small.data(), 8, large_first),
+                                     t->post_recv(0, in.data(), in.size(), large_first)};
+          try {
+            t->wait(std::span<const Request>(swapped, 1), after(60s), "small receive");
+            throw std::runtime_error("a small receive met by an earlier large message completed");
+          } catch (const cohort::Error& e) {
+            expect(e.code() == cohort::ErrorCode::InvalidArgument, e.what());
+            expect(e.message().find("sizes disagree: receive from rank 0 (8 bytes, tag 10)") !=
+                       std::string::npos,
+                   e.what());
           }
           t->cancel_all();
         }

@@ -233,7 +233,7 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
       if (!pending.fastbox->matched) {
         std::erase(peer.posted_recvs, request);
         pending.fastbox->matched = true;
-        pending.fastbox->disagreement = "a message of " + std::to_string(*large) + " bytes";
+        pending.fastbox->disagreement = message_of(*large);
       }
       waiting_in_fastbox = false;
     }
@@ -249,8 +249,7 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
   if (ring_disagreement) {
     const std::string description = describe(pending);
     const std::string received =
-        pending.fastbox ? pending.fastbox->disagreement
-                        : "a message of " + std::to_string(*pending.large->ring_message) + " bytes";
+        pending.fastbox ? pending.fastbox->disagreement : message_of(*pending.large->ring_message);
     // A cancelled UCX receive stays UCX's until a later progress completes it: it is left in
     // the table then, and cancel_owned() takes it back.
     if (status != UCS_INPROGRESS) requests_.release(request);

@@ -28,7 +28,9 @@
 //   the small ones. Sends and receives pair in order, so in a program whose sizes agree the large
 //   receives that come before a ring message's receive are exactly those with i < L. A ring
 //   message therefore goes to the oldest posted receive with its tag that is small or has
-//   i >= L; when that one is large, the sizes disagree, and its UCX receive is cancelled.
+//   i >= L; when that one is large, the sizes disagree, and its UCX receive is cancelled. A
+//   small receive notes how many large ones came before it, which must equal its message's L:
+//   when it is smaller, the receive's own message is a large one sent earlier.
 //   The counts belong to a communicator's tag id and are forgotten with it (forget_tag_id), on
 //   every member before the id is reused (tag_ids.hpp).
 // Collectives' messages (no p2p flag) always go through UCX. COHORT_SHARED_MEMORY=off on
@@ -121,7 +123,9 @@ class UcxHub {
     std::vector<std::byte> data;
   };
   /// Per tag: how many point-to-point messages too large for the ring went to or came from a
-  /// peer (see the top of this file).
+  /// peer (see the top of this file). One entry per tag that carried such a message, kept until
+  /// its communicator's tag id is forgotten (the world's: for the life of the process), since a
+  /// later small message on that tag needs the count.
   using LargeCounts = std::unordered_map<Tag, std::uint32_t>;
   struct Peer {
     int rank = -1;
@@ -153,7 +157,9 @@ class UcxHub {
     bool matched = false;
     void* recv_data = nullptr;
     const void* send_data = nullptr;
-    std::uint32_t large_before = 0;  ///< a send's stamp (Fastbox::Message::large_before)
+    /// A send's stamp (Fastbox::Message::large_before); for a receive, the large receives with
+    /// its tag posted before it, which equals its message's stamp when the sizes agree.
+    std::uint32_t large_before = 0;
     std::string
         disagreement;  ///< set: the message matched had another size ("a message of 4 bytes")
   };
@@ -199,6 +205,16 @@ class UcxHub {
   bool fastbox_recv_route(const Peer& peer, Tag tag, std::size_t bytes) const noexcept {
     return (tag & kP2PFlag) != 0 && bytes <= Fastbox::kInlineBytes && peer.from_peer.attached();
   }
+  /// `counts`' entry for `tag`, 0 without one (no lookup while the map is empty).
+  static std::uint32_t count_of(const LargeCounts& counts, Tag tag) noexcept {
+    if (counts.empty()) return 0;
+    const auto count = counts.find(tag);
+    return count == counts.end() ? 0 : count->second;
+  }
+  /// "a message of 8 bytes", as size disagreements name what came.
+  static std::string message_of(std::uint64_t bytes) {
+    return "a message of " + std::to_string(bytes) + " bytes";
+  }
   /// Count `index` is at or after stamp `large_before` (both count up from 0 and may wrap).
   static bool at_or_after(std::uint32_t index, std::uint32_t large_before) noexcept {
     return static_cast<std::int32_t>(index - large_before) >= 0;
@@ -230,9 +246,10 @@ class UcxHub {
   std::optional<std::size_t> large_message_waiting(const Pending& recv) noexcept;
   /// Puts a message into the peer's ring; false when the ring is full.
   bool write_fastbox(Peer& peer, const Fastbox::Message& message, const void* data);
-  /// Matches a message of `bytes` to receive `recv`; true when the caller copies the message's
-  /// bytes to the receive's buffer, false after recording a size disagreement.
-  bool accept(Pending& recv, std::uint64_t bytes);
+  /// Matches a ring message of `bytes`, stamped `large_before`, to fastbox receive `recv`; true
+  /// when the caller copies the message's bytes to the receive's buffer, false after recording a
+  /// size disagreement.
+  bool accept(Pending& recv, std::uint64_t bytes, std::uint32_t large_before);
   /// Takes every message waiting in each peer's ring and writes queued sends that now fit;
   /// true if anything moved.
   bool progress_fastboxes() noexcept;

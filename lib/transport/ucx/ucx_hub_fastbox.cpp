@@ -93,11 +93,7 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
                                   Origin origin) {
   // Stamped now, in posting order, even if the message waits for room: a large send posted
   // after it is counted already, but goes out after it.
-  std::uint32_t large_before = 0;
-  if (!peer.large_sends.empty()) {
-    const auto count = peer.large_sends.find(tag);
-    if (count != peer.large_sends.end()) large_before = count->second;
-  }
+  const std::uint32_t large_before = count_of(peer.large_sends, tag);
   // Behind queued sends if there are any: the ring keeps send order.
   if (peer.queued_sends.empty() && bytes <= Fastbox::kInlineBytes &&
       write_fastbox(peer, {tag, bytes, large_before}, data))
@@ -111,16 +107,18 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
 
 Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag tag,
                                   Origin origin) {
-  const Request handle = requests_.insert(Pending{peer.rank, origin, bytes, tag,
-                                                  UcxRequest::completed(UcxRequest::Kind::Recv, 0),
-                                                  FastboxPart{.recv_data = data}});
+  const std::uint32_t large_before = count_of(peer.large_recvs, tag);
+  const Request handle = requests_.insert(
+      Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Recv, 0),
+              FastboxPart{.recv_data = data, .large_before = large_before}});
   Pending& recv = *requests_.find(handle);
   // A message with this tag already taken from the ring is older than any still in it. (No
   // receive with this tag is queued then: it would have taken that message.)
   const auto taken = std::find_if(peer.unexpected.begin(), peer.unexpected.end(),
                                   [tag](const Unexpected& message) { return message.tag == tag; });
   if (taken != peer.unexpected.end()) {
-    if (accept(recv, taken->bytes)) std::memcpy(data, taken->data.data(), bytes);
+    if (accept(recv, taken->bytes, taken->large_before))
+      std::memcpy(data, taken->data.data(), bytes);
     peer.unexpected.erase(taken);
   } else {
     peer.posted_recvs.push_back(handle);
@@ -167,11 +165,18 @@ bool UcxHub::write_fastbox(Peer& peer, const Fastbox::Message& message, const vo
   return false;
 }
 
-bool UcxHub::accept(Pending& recv, std::uint64_t bytes) {
+bool UcxHub::accept(Pending& recv, std::uint64_t bytes, std::uint32_t large_before) {
   FastboxPart& part = *recv.fastbox;
   part.matched = true;
+  if (!at_or_after(part.large_before, large_before)) {
+    // More large messages with this tag were sent before this one than large receives were
+    // posted before this receive: its own message is one of those (see ucx_hub.hpp).
+    const auto large = large_message_waiting(recv);
+    part.disagreement = large ? message_of(*large) : "a message too large for the ring";
+    return false;
+  }
   if (bytes != recv.bytes) {
-    part.disagreement = "a message of " + std::to_string(bytes) + " bytes";
+    part.disagreement = message_of(bytes);
     return false;
   }
   recv.request = UcxRequest::completed(UcxRequest::Kind::Recv, bytes);
@@ -198,7 +203,7 @@ bool UcxHub::progress_fastboxes() noexcept {
             // Its receive, yet too large for the ring: the sizes disagree (poll_request says so).
             recv.large->ring_message = message->bytes;
             recv.request.cancel();
-          } else if (accept(recv, message->bytes)) {
+          } else if (accept(recv, message->bytes, message->large_before)) {
             peer->from_peer.read(*message, recv.fastbox->recv_data);
           }
           peer->posted_recvs.erase(waiting);
