@@ -59,6 +59,7 @@
 
 #include <cohort/store.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -204,6 +205,12 @@ class UcxHub {
   }
   bool fastbox_recv_route(const Peer& peer, Tag tag, std::size_t bytes) const noexcept {
     return (tag & kP2PFlag) != 0 && bytes <= Fastbox::kInlineBytes && peer.from_peer.attached();
+  }
+  /// The oldest message with `tag` taken from `peer`'s ring and waiting for its receive, or
+  /// peer.unexpected.end().
+  static std::deque<Unexpected>::iterator oldest_unexpected(Peer& peer, Tag tag) {
+    return std::find_if(peer.unexpected.begin(), peer.unexpected.end(),
+                        [tag](const Unexpected& message) { return message.tag == tag; });
   }
   /// `counts`' entry for `tag`, 0 without one (no lookup while the map is empty).
   static std::uint32_t count_of(const LargeCounts& counts, Tag tag) noexcept {

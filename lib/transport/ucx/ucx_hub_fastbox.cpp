@@ -114,8 +114,7 @@ Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag
   Pending& recv = *requests_.find(handle);
   // A message with this tag already taken from the ring is older than any still in it. (No
   // receive with this tag is queued then: it would have taken that message.)
-  const auto taken = std::find_if(peer.unexpected.begin(), peer.unexpected.end(),
-                                  [tag](const Unexpected& message) { return message.tag == tag; });
+  const auto taken = oldest_unexpected(peer, tag);
   if (taken != peer.unexpected.end()) {
     if (accept(recv, taken->bytes, taken->large_before))
       std::memcpy(data, taken->data.data(), bytes);
@@ -130,8 +129,7 @@ Request UcxHub::post_large_recv(Peer& peer, void* data, std::size_t bytes, Tag t
   const std::uint32_t index = peer.large_recvs[tag]++;
   // The oldest message with this tag taken from the ring (the smallest stamp among them): if
   // this receive is not one of the large receives before it, it is that message's receive.
-  const auto taken = std::find_if(peer.unexpected.begin(), peer.unexpected.end(),
-                                  [tag](const Unexpected& message) { return message.tag == tag; });
+  const auto taken = oldest_unexpected(peer, tag);
   if (taken != peer.unexpected.end() && at_or_after(index, taken->large_before)) {
     const Request handle = requests_.insert(
         Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Recv, 0),
