@@ -65,10 +65,13 @@ enum class Algorithm : std::uint8_t {
   Hierarchical,         ///< allreduce, broadcast, allgather, reduce_scatter, barrier across
                         ///< hosts with several ranks on some: each host's shared segment
                         ///< inside it, messages among one leader per host between them
+  SingleCopy,           ///< broadcast, allgather, gather, scatter, alltoall on one host: each
+                        ///< rank copies its peers' blocks straight out of their buffers
+                        ///< (process_vm_readv), one copy instead of the arena's two
 };
 
 /// How many Algorithm values there are (Auto included): they are 0 .. kAlgorithmCount - 1.
-inline constexpr int kAlgorithmCount = static_cast<int>(Algorithm::Hierarchical) + 1;
+inline constexpr int kAlgorithmCount = static_cast<int>(Algorithm::SingleCopy) + 1;
 
 /// The public method's name: "allreduce", "reduce_scatter", "alltoallv", "send", ...
 /// (collective_from_name also accepts "reducescatter").
@@ -76,7 +79,7 @@ std::string_view collective_name(Collective c) noexcept;
 std::optional<Collective> collective_from_name(std::string_view name) noexcept;
 /// "auto", "ring", "recursive_doubling", "rabenseifner", "tree", "scatter_allgather",
 /// "reduce_scatter_gather", "bruck", "recursive_halving", "pairwise", "dissemination",
-/// "shared_memory", "hierarchical".
+/// "shared_memory", "hierarchical", "single_copy".
 std::string_view algorithm_name(Algorithm a) noexcept;
 
 /// The algorithms that implement `c`'s family (algorithm_family), in a stable order: what

@@ -119,7 +119,8 @@ typedef enum cohort_algorithm {
   COHORT_ALGORITHM_PAIRWISE = 9,
   COHORT_ALGORITHM_DISSEMINATION = 10,
   COHORT_ALGORITHM_SHARED_MEMORY = 11,
-  COHORT_ALGORITHM_HIERARCHICAL = 12
+  COHORT_ALGORITHM_HIERARCHICAL = 12,
+  COHORT_ALGORITHM_SINGLE_COPY = 13
 } cohort_algorithm_t;
 
 /* ---- Handles ------------------------------------------------------------------------------ */

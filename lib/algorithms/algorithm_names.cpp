@@ -40,6 +40,7 @@ constexpr std::array<std::pair<Algorithm, std::string_view>, kAlgorithmCount> kA
     {Algorithm::Dissemination, "dissemination"},
     {Algorithm::SharedMemory, "shared_memory"},
     {Algorithm::Hierarchical, "hierarchical"},
+    {Algorithm::SingleCopy, "single_copy"},
 }};
 
 }  // namespace

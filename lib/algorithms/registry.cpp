@@ -16,7 +16,8 @@ extern const AlgorithmDescriptor allreduce_ring, allreduce_recursive_doubling,
     reduce_scatter_ring, reduce_scatter_recursive_halving, reduce_scatter_shared_memory,
     alltoall_pairwise, alltoall_bruck, alltoall_shared_memory, barrier_dissemination,
     barrier_shared_memory, broadcast_hierarchical, barrier_hierarchical, allgather_hierarchical,
-    reduce_scatter_hierarchical;
+    reduce_scatter_hierarchical, broadcast_single_copy, allgather_single_copy, gather_single_copy,
+    scatter_single_copy, alltoall_single_copy;
 
 namespace {
 
@@ -30,6 +31,7 @@ const std::array kAlgorithms{
     &broadcast_scatter_allgather,
     &broadcast_shared_memory,
     &broadcast_hierarchical,
+    &broadcast_single_copy,
     &reduce_tree,
     &reduce_reduce_scatter_gather,
     &reduce_shared_memory,
@@ -38,10 +40,13 @@ const std::array kAlgorithms{
     &allgather_bruck,
     &allgather_shared_memory,
     &allgather_hierarchical,
+    &allgather_single_copy,
     &gather_tree,
     &gather_shared_memory,
+    &gather_single_copy,
     &scatter_tree,
     &scatter_shared_memory,
+    &scatter_single_copy,
     &reduce_scatter_ring,
     &reduce_scatter_recursive_halving,
     &reduce_scatter_shared_memory,
@@ -49,6 +54,7 @@ const std::array kAlgorithms{
     &alltoall_pairwise,
     &alltoall_bruck,
     &alltoall_shared_memory,
+    &alltoall_single_copy,
     &barrier_dissemination,
     &barrier_shared_memory,
     &barrier_hierarchical,

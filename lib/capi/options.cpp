@@ -43,7 +43,8 @@ static_assert(static_cast<int>(Algorithm::Pairwise) == COHORT_ALGORITHM_PAIRWISE
 static_assert(static_cast<int>(Algorithm::Dissemination) == COHORT_ALGORITHM_DISSEMINATION);
 static_assert(static_cast<int>(Algorithm::SharedMemory) == COHORT_ALGORITHM_SHARED_MEMORY);
 static_assert(static_cast<int>(Algorithm::Hierarchical) == COHORT_ALGORITHM_HIERARCHICAL);
-static_assert(kAlgorithmCount == COHORT_ALGORITHM_HIERARCHICAL + 1);
+static_assert(static_cast<int>(Algorithm::SingleCopy) == COHORT_ALGORITHM_SINGLE_COPY);
+static_assert(kAlgorithmCount == COHORT_ALGORITHM_SINGLE_COPY + 1);
 
 // Validates struct_size and says whether the caller's struct contains the field that ends at
 // `field_end` (offsetof + sizeof).

@@ -81,6 +81,15 @@ void parse_shared_memory(const std::string& text, Tunables& into) {
     malformed("COHORT_SHARED_MEMORY", text, "(expected 'auto' or 'off')");
 }
 
+void parse_single_copy(const std::string& text, Tunables& into) {
+  if (text == "auto")
+    into.single_copy = true;
+  else if (text == "off")
+    into.single_copy = false;
+  else
+    malformed("COHORT_SINGLE_COPY", text, "(expected 'auto' or 'off')");
+}
+
 void parse_store_timeout(const std::string& text, Tunables& into) {
   double seconds = 0;
   const char* end = text.data() + text.size();
@@ -138,6 +147,10 @@ constexpr std::array kTunables{
                 "off on any rank leaves every collective, and its send/recv, to the message "
                 "transport",
                 false, &parse_shared_memory},
+    TunableInfo{"COHORT_SINGLE_COPY", "enum auto|off", "auto",
+                "off on any rank keeps same-host collectives to the arena's two copies (no "
+                "process_vm_readv)",
+                false, &parse_single_copy},
     TunableInfo{"COHORT_UCX_ERR_HANDLING", "enum auto|peer", "auto",
                 "peer: UCX peer-failure handling on same-host endpoints too (no UCX shared memory)",
                 false, &parse_ucx_err_handling},

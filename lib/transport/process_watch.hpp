@@ -23,6 +23,8 @@ class ProcessWatch {
   /// The pidfd to poll for POLLIN, or -1 when only alive() can tell.
   int fd() const noexcept { return fd_; }
   bool watching() const noexcept { return pid_ > 0; }
+  /// The watched process (0 for an empty watch).
+  pid_t pid() const noexcept { return pid_; }
 
  private:
   pid_t pid_ = 0;

@@ -7,14 +7,19 @@
 #include "transport/host_identity.hpp"
 #include "transport/shared_segment.hpp"
 
+#include <fmt/format.h>
+
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <random>
+#include <span>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -55,6 +60,9 @@ struct SharedArena::Control {
   FlagLine consumed;
   /// Eager payloads over kInlineBytes, by line (read only after the line's flag).
   alignas(128) std::byte eager_area[SharedArena::kEagerDepth][SharedArena::kEagerBytes];
+  /// A random value the rank writes at set-up: a peer that reads the same value through the
+  /// rank's pid (process_vm_readv) as through the segment knows the pid names that process.
+  std::uint64_t probe;
 };
 
 namespace {
@@ -128,6 +136,7 @@ struct Verdict {
 struct MapReport {
   std::int64_t mapped = 0;
   std::int64_t pid = 0;
+  std::uint64_t base = 0;  ///< where this rank mapped the segment, for the single-copy probe
 };
 
 /// Waits for one set-up round; a failure says it happened while setting the arena up.
@@ -169,7 +178,34 @@ void send_from_first(Transport& transport, void* data, std::size_t bytes, Tag ta
   wait_setup_round(transport, requests, deadline, what);
 }
 
-/// The tag of set-up round `round` (0..3): the caller's step `first_step + round`.
+/// Whether this rank can copy straight out of every peer's memory (process_vm_readv, which the
+/// kernel allows only where ptrace would be: same user, no Yama or seccomp rule against it) and
+/// each peer's pid names the process that mapped the segment (not so across pid namespaces).
+/// Reads every peer's probe value through its pid and compares it with the segment's.
+bool can_read_peers(void* base, std::span<const MapReport> reports, int rank,
+                    std::size_t rank_stride, std::size_t probe_offset) {
+  for (std::size_t r = 0; r < reports.size(); ++r) {
+    if (static_cast<int>(r) == rank) continue;
+    const std::size_t at = r * rank_stride + probe_offset;
+    std::uint64_t expected = 0;
+    std::memcpy(&expected, static_cast<const std::byte*>(base) + at, sizeof expected);
+    std::uint64_t seen = 0;
+    iovec local{&seen, sizeof seen};
+    iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(reports[r].base + at)),
+                 sizeof seen};
+    const ssize_t got =
+        process_vm_readv(static_cast<pid_t>(reports[r].pid), &local, 1, &remote, 1, 0);
+    if (got != static_cast<ssize_t>(sizeof seen) || seen != expected) {
+      COHORT_LOG_DEBUG("shared arena: cannot read rank {}'s memory directly ({}); no single copy",
+                       r, got < 0 ? std::strerror(errno) : "another process has its pid");
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The tag of set-up round `round` (0 .. kSetupSteps - 1): the caller's step
+/// `first_step + round`.
 Tag round_tag(Tag first, int round) {
   return first + (static_cast<Tag>(round) << kSourceBits);
 }
@@ -214,50 +250,107 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
   send_from_first(transport, &verdict, sizeof verdict, round_tag(first_tag, 1), deadline, what);
   if (!verdict.usable) return nullptr;
 
-  // Round 3: the others map it; everyone's success and pid (for liveness checks) go to rank 0,
-  // which keeps its descriptor open until then.
+  // Round 3: the others map it; everyone's success, pid (for liveness checks) and mapping address
+  // (for the single-copy probe) go to rank 0, which keeps its descriptor open until then.
   if (rank != 0) map_segment(mapping, verdict.where);
-  const MapReport report{mapping.base != MAP_FAILED ? 1 : 0, static_cast<std::int64_t>(getpid())};
+  const std::size_t probe_offset = offsetof(Control, probe);
+  if (mapping.base != MAP_FAILED) {
+    const std::uint64_t probe =
+        (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    std::memcpy(static_cast<std::byte*>(mapping.base) +
+                    static_cast<std::size_t>(rank) * rank_stride<Control>() + probe_offset,
+                &probe, sizeof probe);
+  }
+  const MapReport report{mapping.base != MAP_FAILED ? 1 : 0, static_cast<std::int64_t>(getpid()),
+                         reinterpret_cast<std::uintptr_t>(mapping.base)};
   std::vector<MapReport> reports;
   gather_to_first(transport, reports, report, round_tag(first_tag, 2), deadline, what);
 
-  // Round 4: rank 0 tells everyone whether every rank mapped it, and every rank's pid.
-  std::vector<std::int64_t> outcome(static_cast<std::size_t>(size) + 1, 0);
+  // Round 4: rank 0 tells everyone whether every rank mapped it (in a leading record's
+  // `mapped`), and every rank's report.
   if (rank == 0) {
-    outcome[0] = 1;
-    for (int r = 0; r < size; ++r) {
-      outcome[0] = outcome[0] && reports[static_cast<std::size_t>(r)].mapped;
-      outcome[static_cast<std::size_t>(r) + 1] = reports[static_cast<std::size_t>(r)].pid;
-    }
+    MapReport verdict_of_all{1, 0, 0};
+    for (const MapReport& r : reports) verdict_of_all.mapped = verdict_of_all.mapped && r.mapped;
+    reports.insert(reports.begin(), verdict_of_all);
+  } else {
+    reports.resize(static_cast<std::size_t>(size) + 1);
   }
-  send_from_first(transport, outcome.data(), outcome.size() * sizeof(std::int64_t),
+  send_from_first(transport, reports.data(), reports.size() * sizeof(MapReport),
                   round_tag(first_tag, 3), deadline, what);
-  if (!outcome[0]) {
+  if (!reports[0].mapped) {
     COHORT_LOG_DEBUG("shared arena: some rank could not map the segment; not used");
     return nullptr;
   }
+  reports.erase(reports.begin());
   std::vector<ProcessWatch> watches(static_cast<std::size_t>(size));
   for (int r = 0; r < size; ++r)
     if (r != rank)
       watches[static_cast<std::size_t>(r)] =
-          ProcessWatch(static_cast<pid_t>(outcome[static_cast<std::size_t>(r) + 1]));
+          ProcessWatch(static_cast<pid_t>(reports[static_cast<std::size_t>(r)].pid));
+
+  // Rounds 5 and 6: single copy only if every rank can read every other rank's memory.
+  std::uint8_t readable =
+      tunables().single_copy &&
+      can_read_peers(mapping.base, reports, rank, rank_stride<Control>(), probe_offset);
+  std::vector<std::uint8_t> everyone;
+  gather_to_first(transport, everyone, readable, round_tag(first_tag, 4), deadline, what);
+  if (rank == 0)
+    readable = std::all_of(everyone.begin(), everyone.end(), [](std::uint8_t r) { return r; });
+  send_from_first(transport, &readable, sizeof readable, round_tag(first_tag, 5), deadline, what);
+  if (!readable)
+    COHORT_LOG_DEBUG("shared arena: some rank cannot read its peers' memory; no single copy");
+
   const WaitPolicy policy =
       choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables().spin);
   const std::size_t bytes = mapping.bytes;
   void* base = mapping.release();
-  return std::unique_ptr<SharedArena>(
-      new SharedArena(rank, size, base, bytes, rank_stride<Control>(), policy, std::move(watches)));
+  return std::unique_ptr<SharedArena>(new SharedArena(
+      rank, size, base, bytes, rank_stride<Control>(), policy, std::move(watches), readable != 0));
 }
 
 SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes, std::size_t rank_stride,
-                         WaitPolicy policy, std::vector<ProcessWatch> watches)
+                         WaitPolicy policy, std::vector<ProcessWatch> watches, bool single_copy)
     : rank_(rank),
       size_(size),
       base_(base),
       bytes_(bytes),
       rank_stride_(rank_stride),
       policy_(policy),
-      watches_(std::move(watches)) {}
+      watches_(std::move(watches)),
+      single_copy_(single_copy) {
+  pids_.reserve(watches_.size());
+  for (const ProcessWatch& w : watches_) pids_.push_back(w.pid());
+}
+
+void SharedArena::read_from(int r, void* into, const void* source, std::size_t bytes,
+                            const std::string& what) const {
+  auto* to = static_cast<std::byte*>(into);
+  const auto* from = static_cast<const std::byte*>(source);
+  // The kernel may copy less than asked (it stops at a page it cannot pin), so go on from there.
+  while (bytes > 0) {
+    iovec local{to, bytes};
+    iovec remote{const_cast<std::byte*>(from), bytes};
+    const ssize_t got =
+        process_vm_readv(pids_[static_cast<std::size_t>(r)], &local, 1, &remote, 1, 0);
+    if (got <= 0) {
+      const int error = got < 0 ? errno : EFAULT;
+      if (error == EINTR) continue;
+      if (error == ESRCH)
+        throw Error(ErrorCode::RemoteError,
+                    "rank " + std::to_string(r) +
+                        " failed (its process exited) while this rank copied from its memory",
+                    ErrorContext{.op = what, .peers = {r}});
+      throw Error(ErrorCode::SystemError,
+                  "copying " + std::to_string(bytes) + " bytes at " +
+                      fmt::format("{}", static_cast<const void*>(from)) + " from rank " +
+                      std::to_string(r) + "'s memory failed: " + std::strerror(error),
+                  ErrorContext{.op = what, .peers = {r}});
+    }
+    to += got;
+    from += got;
+    bytes -= static_cast<std::size_t>(got);
+  }
+}
 
 SharedArena::~SharedArena() {
   if (munmap(base_, bytes_) != 0)

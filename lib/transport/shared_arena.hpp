@@ -83,12 +83,12 @@ class SharedArena {
 
   /// Steps of the caller's op that create() uses for its messages: first_tag's step and the
   /// next kSetupSteps - 1.
-  static constexpr int kSetupSteps = 4;
+  static constexpr int kSetupSteps = 6;
 
   /// Collective over the ranks of `transport` (a communicator's). Every rank returns an arena,
   /// or every rank returns null: when some rank is on another host, COHORT_SHARED_MEMORY=off on
   /// some rank, size is 1, or some rank could not map the segment. The ranks agree through
-  /// four small messages gathered to and sent from rank 0 (not through the store: a store
+  /// six small messages gathered to and sent from rank 0 (not through the store: a store
   /// request blocks every other thread's store requests, and set-up runs inside ops that
   /// threads drive concurrently), tagged `first_tag` and the kSetupSteps - 1 following steps.
   /// `local_world_size` ranks share this host (it sizes busy-polling). Throws the transport's
@@ -107,6 +107,19 @@ class SharedArena {
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
+
+  /// Whether every rank can copy straight out of every other rank's memory (read_from): the
+  /// same on every rank. False when COHORT_SINGLE_COPY=off on some rank, or the kernel refuses
+  /// process_vm_readv between them (Yama ptrace_scope, a seccomp profile, different users or
+  /// pid namespaces); set-up reads a probe value from every peer to find out.
+  bool single_copy() const noexcept { return single_copy_; }
+  /// Copies `bytes` from address `source` in rank r's process into `into`, in one copy
+  /// (process_vm_readv). Only when single_copy(); r must keep `source` valid and unchanged
+  /// until this rank tells it it is done (the single-copy algorithms' second handoff). Throws
+  /// Error(RemoteError) when r's process is gone, Error(SystemError) naming r and the range
+  /// when the kernel refuses.
+  void read_from(int r, void* into, const void* source, std::size_t bytes,
+                 const std::string& what) const;
 
   /// Bytes of one of n equal, cache-line-aligned parts of a slot (alltoall's and scatter's
   /// per-destination sub-slots); 0 when a part would be under one cache line.
@@ -189,7 +202,7 @@ class SharedArena {
  private:
   struct Control;
   SharedArena(int rank, int size, void* base, std::size_t bytes, std::size_t rank_stride,
-              WaitPolicy policy, std::vector<ProcessWatch> watches);
+              WaitPolicy policy, std::vector<ProcessWatch> watches, bool single_copy);
 
   std::atomic<std::uint64_t>& flag(int r, Flag flag, std::uint64_t generation) const noexcept;
   bool reached(int r, Flag flag, std::uint64_t generation) const noexcept;
@@ -215,6 +228,8 @@ class SharedArena {
   WaitPolicy policy_;
   const Interruption* interruption_ = nullptr;
   std::vector<ProcessWatch> watches_;  ///< by rank; empty watch for this rank
+  std::vector<pid_t> pids_;            ///< by rank, for read_from
+  bool single_copy_;
   std::uint64_t generation_ = 0;
   std::uint64_t eager_generation_ = 0;
   std::uint64_t announcement_ = 0;

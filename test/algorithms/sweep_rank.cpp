@@ -76,6 +76,9 @@ bool must_decline(Collective collective, Algorithm algorithm, int world_size, bo
   // Every sweep runs on one host, where there is no hierarchy to use (comm_hierarchical tests it
   // across simulated hosts).
   if (algorithm == Algorithm::Hierarchical) return true;
+  // A world of one has no peer to copy from; any larger one here shares a host, and this
+  // machine lets a process read its siblings' memory (the arena's set-up probe finds out).
+  if (algorithm == Algorithm::SingleCopy) return world_size == 1;
   return false;
 }
 

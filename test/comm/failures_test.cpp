@@ -420,3 +420,47 @@ TEST_CASE("without COHORT_DEBUG, ranks disagreeing on the shared-memory path fai
                  {"unusable"}, "later op");
   }));
 }
+
+TEST_CASE("single copy: ranks whose allgatherv counts disagree fail naming both lengths, at once",
+          "[comm][multiproc]") {
+  // Rank 0 thinks rank 0 sends 1 element and rank 1 sends 3; the others think every rank sends
+  // 2. The totals agree, so the arena's announcements match; what the readers find in the
+  // owners' tables does not.
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
+    ScopedEnv single("COHORT_SINGLE_COPY", "auto");
+    auto c = world(env);
+    allreduce_works(*c, "before");  // sets the arena up
+    const auto n = static_cast<std::size_t>(env.world_size);
+    std::vector<std::size_t> counts(n, 2);
+    if (env.rank == 0) {
+      counts[0] = 1;
+      counts[1] = 3;
+    }
+    Buffer in = Buffer::allocate(counts[static_cast<std::size_t>(env.rank)], DType::Float32);
+    Buffer out = Buffer::allocate(2 * n, DType::Float32);
+    CollectiveOptions forced;
+    forced.algorithm = Algorithm::SingleCopy;
+    forced.timeout = 60s;
+    const auto start = std::chrono::steady_clock::now();
+    bool failed = false;
+    try {
+      c->allgatherv(in, out, counts, forced);
+    } catch (const Error& e) {
+      failed = true;
+      RANK_CHECK(e.code() == ErrorCode::InvalidArgument,
+                 "code " << error_code_name(e.code()) << ": " << e.what());
+      // Rank 0 expects 12 bytes from rank 1, which has 8; the others expect 8 from rank 0's 4.
+      const std::string lengths =
+          env.rank == 0
+              ? "rank 1 has 8 bytes for rank 0, which expects 12"
+              : "rank 0 has 4 bytes for rank " + std::to_string(env.rank) + ", which expects 8";
+      RANK_CHECK(e.message().find(lengths) != std::string::npos,
+                 "message names both lengths (" << lengths << "): " << e.message());
+    }
+    RANK_CHECK(failed, "rank " << env.rank << " returned from a disagreeing allgatherv");
+    RANK_CHECK(std::chrono::steady_clock::now() - start < 30s, "failed before the deadline");
+  }));
+}

@@ -15,12 +15,16 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -182,6 +186,124 @@ TEST_CASE("a silent rank: Timeout naming it and the op; a dead rank: RemoteError
           expect(e.message().find("rank 2") != std::string::npos, e.what());
         }
         expect(std::chrono::steady_clock::now() - again < 30s, "death noticed before the deadline");
+      },
+      bounded()));
+}
+
+namespace {
+
+/// Whether this rank can read `bytes` at `address` in process `pid` and finds `pattern` there:
+/// the kernel's own answer, asked without the arena.
+bool reads_directly(pid_t pid, std::uint64_t address, std::size_t bytes, unsigned char pattern) {
+  std::vector<unsigned char> seen(bytes, 0);
+  iovec local{seen.data(), bytes};
+  iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)), bytes};
+  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(bytes)) return false;
+  return std::all_of(seen.begin(), seen.end(), [&](unsigned char c) { return c == pattern; });
+}
+
+/// A rank's buffer of `bytes` filled with a byte naming the rank, its pid and address in the
+/// store under `prefix`.
+std::vector<unsigned char> publish_buffer(cohort::Store& store, const cohort::Environment& env,
+                                          const std::string& prefix, std::size_t bytes) {
+  std::vector<unsigned char> buffer(bytes, static_cast<unsigned char>(0x40 + env.rank));
+  store.set_string(prefix + "/pid/" + std::to_string(env.rank), std::to_string(getpid()));
+  store.set_string(prefix + "/at/" + std::to_string(env.rank),
+                   std::to_string(reinterpret_cast<std::uintptr_t>(buffer.data())));
+  return buffer;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "single copy: the arena's verdict matches the kernel's, and read_from copies peers' "
+    "buffers",
+    "[arena][multiproc]") {
+  const int world = GENERATE(2, 3, 5);
+  CAPTURE(world);
+  REQUIRE_NOTHROW(cohort::launch(
+      world,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        // More than a few pages, an odd length: the kernel may copy it in parts.
+        constexpr std::size_t kBytes = 3 * 1024 * 1024 + 5;
+        const std::vector<unsigned char> mine = publish_buffer(*store, env, "sc", kBytes);
+        cohort::test::barrier(*store, "sc/published", env.rank, env.world_size);
+        bool everyone_readable = true;
+        std::vector<pid_t> pids(static_cast<std::size_t>(env.world_size));
+        std::vector<std::uint64_t> addresses(pids.size());
+        for (int r = 0; r < env.world_size; ++r) {
+          const std::string who = std::to_string(r);
+          pids[static_cast<std::size_t>(r)] =
+              static_cast<pid_t>(std::stol(store->get_string("sc/pid/" + who, 30s)));
+          addresses[static_cast<std::size_t>(r)] =
+              std::stoull(store->get_string("sc/at/" + who, 30s));
+        }
+        bool readable = true;
+        for (int r = 0; r < env.world_size; ++r)
+          if (r != env.rank)
+            readable = readable && reads_directly(pids[static_cast<std::size_t>(r)],
+                                                  addresses[static_cast<std::size_t>(r)], 64,
+                                                  static_cast<unsigned char>(0x40 + r));
+        store->set_string("sc/readable/" + std::to_string(env.rank), readable ? "1" : "0");
+        for (int r = 0; r < env.world_size; ++r)
+          everyone_readable = everyone_readable &&
+                              store->get_string("sc/readable/" + std::to_string(r), 30s) == "1";
+
+        auto arena = open_arena(*store, env);
+        expect(arena != nullptr, "arena");
+        expect(arena->single_copy() == everyone_readable,
+               std::string("arena says single copy ") + (arena->single_copy() ? "works" : "fails") +
+                   ", the kernel's own answer is the opposite");
+        if (!arena->single_copy()) return;  // nothing more to check where the kernel refuses
+
+        for (int r = 0; r < env.world_size; ++r) {
+          if (r == env.rank) continue;
+          std::vector<unsigned char> copy(kBytes, 0);
+          arena->read_from(r, copy.data(),
+                           reinterpret_cast<const void*>(addresses[static_cast<std::size_t>(r)]),
+                           kBytes, "read test");
+          const auto wrong = std::find_if(copy.begin(), copy.end(), [&](unsigned char c) {
+            return c != static_cast<unsigned char>(0x40 + r);
+          });
+          expect(wrong == copy.end(), "byte " + std::to_string(wrong - copy.begin()) + " of rank " +
+                                          std::to_string(r) + "'s buffer");
+        }
+        // An address the peer never mapped: SystemError naming the rank and the op, not a crash.
+        const int peer = (env.rank + 1) % env.world_size;
+        unsigned char byte = 0;
+        try {
+          arena->read_from(peer, &byte, reinterpret_cast<const void*>(std::uintptr_t{8}), 1,
+                           "gather #9");
+          throw std::runtime_error("read_from an unmapped address returned");
+        } catch (const cohort::Error& e) {
+          expect(e.code() == cohort::ErrorCode::SystemError, std::string("code: ") + e.what());
+          expect(e.message().find("rank " + std::to_string(peer)) != std::string::npos, e.what());
+          expect(e.message().find("gather #9") != std::string::npos, e.what());
+        }
+        // Nobody frees its buffer while another rank may still read it.
+        cohort::test::barrier(*store, "sc/read", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE(
+    "one rank with COHORT_SINGLE_COPY=off: every rank keeps the arena, none copies "
+    "directly",
+    "[arena][multiproc]") {
+  const int world = GENERATE(2, 3);
+  CAPTURE(world);
+  REQUIRE_NOTHROW(cohort::launch(
+      world,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        if (env.rank == 0) setenv("COHORT_SINGLE_COPY", "off", 1);
+        cohort::reload_tunables();
+        auto arena = open_arena(*store, env);
+        expect(arena != nullptr, "the arena itself stays");
+        expect(!arena->single_copy(), "single copy although rank 0 opted out");
+        unsetenv("COHORT_SINGLE_COPY");
+        cohort::reload_tunables();
       },
       bounded()));
 }
