@@ -46,6 +46,13 @@ constexpr SelectionRule kTable[] = {
     // several ranks on some, hierarchical first. Middle-sized ones on 2 ranks: the tree
     // everywhere.
     {C::Broadcast,
+     kBroadcastSingleCopyTwoRanksMinBytes,
+     kBroadcastSingleCopyTwoRanksMaxBytes,
+     2,
+     W::Any,
+     {A::SingleCopy, A::SharedMemory, A::Tree, kEnd},
+     2},
+    {C::Broadcast,
      kBroadcastTreeTwoRanksMinBytes,
      kBroadcastTreeTwoRanksMaxBytes,
      2,
@@ -70,7 +77,28 @@ constexpr SelectionRule kTable[] = {
     // allgather: log-round algorithms for small totals, ring for large (hierarchical first
     // across hosts with several ranks on some, as for allreduce). Large ones on 2 ranks: the
     // ring everywhere.
-    {C::Allgather, kAllgatherRingTwoRanksMinBytes, kUnknownBytes, 2, W::Any, {A::Ring, kEnd}, 2},
+    // Single copy where the kernel allows it: on 2 ranks from 32 KiB (then the ring, which
+    // also copies once, from 2 MiB), on more from 4 MiB.
+    {C::Allgather,
+     kAllgatherRingTwoRanksMinBytes,
+     kUnknownBytes,
+     2,
+     W::Any,
+     {A::SingleCopy, A::Ring, kEnd},
+     2},
+    {C::Allgather,
+     kAllgatherSingleCopyTwoRanksMinBytes,
+     kAllgatherRingTwoRanksMinBytes,
+     2,
+     W::Any,
+     {A::SingleCopy, A::SharedMemory, A::Ring, kEnd},
+     2},
+    {C::Allgather,
+     kAllgatherSingleCopyMinBytes,
+     kUnknownBytes,
+     kRingMinWorldSize,
+     W::Any,
+     {A::SingleCopy, A::SharedMemory, A::Hierarchical, A::Ring}},
     {C::Allgather,
      0,
      kAllgatherLatencyMaxBytes,
@@ -90,15 +118,29 @@ constexpr SelectionRule kTable[] = {
      W::Any,
      {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
     // gather / scatter: shared memory on one host, else binomial tree; large scatters on 3
-    // ranks, and middle-sized ones on 2, go by the (then flat) tree everywhere.
+    // ranks, and middle-sized ones on 2, go by the (then flat) tree everywhere. Scatters: single
+    // copy first where the kernel allows it, on 2 ranks from 64 KiB to 2 MiB, on more from 1 MiB.
     {C::Gather, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
-    {C::Scatter, kScatterTreeMinBytes, kUnknownBytes, 3, W::Any, {A::Tree, kEnd}, 3},
+    {C::Scatter, kScatterTreeMinBytes, kUnknownBytes, 3, W::Any, {A::SingleCopy, A::Tree, kEnd}, 3},
+    {C::Scatter,
+     kScatterSingleCopyMinBytes,
+     kUnknownBytes,
+     kRingMinWorldSize,
+     W::Any,
+     {A::SingleCopy, A::SharedMemory, A::Tree, kEnd}},
+    {C::Scatter,
+     kScatterSingleCopyTwoRanksMinBytes,
+     kScatterTreeTwoRanksMinBytes,
+     2,
+     W::Any,
+     {A::SingleCopy, A::SharedMemory, A::Tree, kEnd},
+     2},
     {C::Scatter,
      kScatterTreeTwoRanksMinBytes,
      kScatterTreeTwoRanksMaxBytes,
      2,
      W::Any,
-     {A::Tree, kEnd},
+     {A::SingleCopy, A::Tree, kEnd},
      2},
     {C::Scatter, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
     // reduce_scatter: recursive halving for small and middle inputs, ring for large.
@@ -118,6 +160,12 @@ constexpr SelectionRule kTable[] = {
     // otherwise (alltoallv: kUnknownBytes). Large uniform ones on 2 ranks: pairwise everywhere
     // (the rule ends below kUnknownBytes, so alltoallv keeps shared memory).
     {C::Alltoall, kAlltoallPairwiseMinBytes, kUnknownBytes - 1, 2, W::Any, {A::Pairwise, kEnd}, 2},
+    {C::Alltoall,
+     kAlltoallSingleCopyMinBytes,
+     kUnknownBytes - 1,
+     kRingMinWorldSize,
+     W::Any,
+     {A::SingleCopy, A::SharedMemory, A::Pairwise, kEnd}},
     {C::Alltoall, 0, kAlltoallBruckMaxBytes, 1, W::Any, {A::SharedMemory, A::Bruck, A::Pairwise}},
     {C::Alltoall,
      kAlltoallBruckMaxBytes,

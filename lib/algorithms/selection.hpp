@@ -73,6 +73,30 @@ inline constexpr std::size_t kAlltoallPairwiseMinBytes = 1 * kMiB;
 /// it was twice as fast from 128 KiB; out of place the arena held on to 1 MiB on 4 KiB pages
 /// (about 1.1x), and from 2 MiB the ring won or tied on pages of either size.
 inline constexpr std::size_t kAllgatherRingTwoRanksMinBytes = 2 * kMiB;
+// Single copy (process_vm_readv straight out of the peer's buffer, <family>/single_copy.cpp) on
+// one host, where the kernel allows it: chosen where it won or tied against the previous choice
+// in place and out of place, on buffers of 4 KiB pages and of 2 MiB pages (README, single copy).
+/// allgather, 2 ranks: single copy from this total size (1.2-2.3x faster to 2 MiB).
+inline constexpr std::size_t kAllgatherSingleCopyTwoRanksMinBytes = 32 * kKiB;
+/// allgather, 3 ranks and more: single copy from this total size (below it the arena's one
+/// handoff per piece beats n - 1 reads of small blocks).
+inline constexpr std::size_t kAllgatherSingleCopyMinBytes = 4 * kMiB;
+/// broadcast, 2 ranks: single copy from this size up to the next. Above it the arena (or the
+/// tree) is as fast out of place and faster in place: its root copies a piece in while the
+/// receiver copies the last one out, and walking the root's pages costs more than that second
+/// copy (in place at 1 MiB, single copy took 1.5x as long on 2 MiB pages).
+inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMinBytes = 32 * kKiB;
+inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMaxBytes = 128 * kKiB;
+/// scatter, 2 ranks: single copy from this total size up to the next (out of place 1.4-2x; from
+/// 2 MiB it lost 1.2-1.35x in place on 4 KiB pages).
+inline constexpr std::size_t kScatterSingleCopyTwoRanksMinBytes = 64 * kKiB;
+inline constexpr std::size_t kScatterSingleCopyTwoRanksMaxBytes = 2 * kMiB;
+/// scatter, 3 ranks and more: single copy from this total size; every receiver copies its own
+/// block at once instead of the root writing all of them into the arena.
+inline constexpr std::size_t kScatterSingleCopyMinBytes = 1 * kMiB;
+/// alltoall, 3 ranks and more: single copy from this uniform total size (alltoallv, whose sizes
+/// steer nothing, keeps the arena).
+inline constexpr std::size_t kAlltoallSingleCopyMinBytes = 4 * kMiB;
 /// Ring-style alternatives only pay off from this many ranks (with 2 they move the same bytes
 /// as the simple algorithm, with more steps).
 inline constexpr int kRingMinWorldSize = 3;

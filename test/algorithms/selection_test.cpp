@@ -145,52 +145,77 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
   REQUIRE(pick(Collective::Scatter, 100, 2) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
-  // From 8 MiB on 3 ranks the tree (flat there) comes first; not on 2, nor from 4 (it forwards).
-  REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes - 1, 3) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
-  REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, 3) ==
-          std::vector<Algorithm>{Algorithm::Tree});
-  for (int world : {2, 4})
-    REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, world) ==
-            std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
-  // On 2 ranks the tree also comes first from 512 KiB up to (not including) 2 MiB.
-  REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMinBytes, 2) ==
-          std::vector<Algorithm>{Algorithm::Tree});
-  REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMaxBytes - 1, 2) ==
-          std::vector<Algorithm>{Algorithm::Tree});
-  for (std::size_t bytes : {kScatterTreeTwoRanksMinBytes - 1, kScatterTreeTwoRanksMaxBytes})
-    REQUIRE(pick(Collective::Scatter, bytes, 2) ==
-            std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
-  REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMinBytes, 4) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
-  // From 1 MiB (uniform) on 2 ranks alltoall is pairwise; alltoallv and 3 ranks keep the arena.
-  REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes, 2) ==
-          std::vector<Algorithm>{Algorithm::Pairwise});
+  using A = Algorithm;
+  using V = std::vector<Algorithm>;
+  // Scatter: single copy first on 2 ranks from 64 KiB up to (not including) 2 MiB, the tree
+  // next from 512 KiB; on 3 ranks and more single copy from 1 MiB, and on 3 ranks the (flat)
+  // tree next from 8 MiB; the arena elsewhere.
+  REQUIRE(pick(Collective::Scatter, kScatterSingleCopyTwoRanksMinBytes - 1, 2) ==
+          V{A::SharedMemory, A::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterSingleCopyTwoRanksMinBytes, 2) ==
+          V{A::SingleCopy, A::SharedMemory, A::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMinBytes - 1, 2) ==
+          V{A::SingleCopy, A::SharedMemory, A::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMinBytes, 2) == V{A::SingleCopy, A::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterSingleCopyTwoRanksMaxBytes - 1, 2) ==
+          V{A::SingleCopy, A::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterSingleCopyTwoRanksMaxBytes, 2) ==
+          V{A::SharedMemory, A::Tree});
+  for (int world : {3, 4, 7}) {
+    REQUIRE(pick(Collective::Scatter, kScatterSingleCopyMinBytes - 1, world) ==
+            V{A::SharedMemory, A::Tree});
+    REQUIRE(pick(Collective::Scatter, kScatterSingleCopyMinBytes, world) ==
+            V{A::SingleCopy, A::SharedMemory, A::Tree});
+  }
+  REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, 3) == V{A::SingleCopy, A::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, 4) ==
+          V{A::SingleCopy, A::SharedMemory, A::Tree});
+  // From 1 MiB (uniform) on 2 ranks alltoall is pairwise; from 4 MiB on 3 ranks and more single
+  // copy comes first; alltoallv keeps the arena everywhere.
+  REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes, 2) == V{A::Pairwise});
   REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes - 1, 2) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
-  REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes, 3) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
-  REQUIRE(pick(Collective::Alltoall, kUnknownBytes, 2) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Pairwise});
-  // From 256 KiB up to (not including) 1 MiB on 2 ranks broadcast takes the tree.
-  REQUIRE(pick(Collective::Broadcast, kBroadcastTreeTwoRanksMinBytes, 2) ==
-          std::vector<Algorithm>{Algorithm::Tree});
-  REQUIRE(pick(Collective::Broadcast, kBroadcastTreeTwoRanksMaxBytes - 1, 2) ==
-          std::vector<Algorithm>{Algorithm::Tree});
-  for (std::size_t bytes : {kBroadcastTreeTwoRanksMinBytes - 1, kBroadcastTreeTwoRanksMaxBytes})
-    REQUIRE(pick(Collective::Broadcast, bytes, 2) == std::vector<Algorithm>{Algorithm::SharedMemory,
-                                                                            Algorithm::Hierarchical,
-                                                                            Algorithm::Tree});
-  // From 2 MiB on 2 ranks allgather (and allgatherv, whose total every rank knows) takes the
-  // ring; below that, and on 3 ranks, the arena comes first.
+          V{A::SharedMemory, A::Pairwise});
+  REQUIRE(pick(Collective::Alltoall, kAlltoallSingleCopyMinBytes - 1, 3) ==
+          V{A::SharedMemory, A::Pairwise});
+  for (int world : {3, 4, 5})
+    REQUIRE(pick(Collective::Alltoall, kAlltoallSingleCopyMinBytes, world) ==
+            V{A::SingleCopy, A::SharedMemory, A::Pairwise});
+  REQUIRE(pick(Collective::Alltoall, kAlltoallSingleCopyMinBytes, 2) == V{A::Pairwise});
+  for (int world : {2, 3})
+    REQUIRE(pick(Collective::Alltoall, kUnknownBytes, world) == V{A::SharedMemory, A::Pairwise});
+  // Broadcast on 2 ranks: single copy from 32 KiB up to (not including) 128 KiB, the tree from
+  // 256 KiB up to 1 MiB, the arena elsewhere; no single copy on 3 ranks.
+  REQUIRE(pick(Collective::Broadcast, kBroadcastSingleCopyTwoRanksMinBytes - 1, 2) ==
+          V{A::SharedMemory, A::Hierarchical, A::Tree});
+  for (std::size_t bytes :
+       {kBroadcastSingleCopyTwoRanksMinBytes, kBroadcastSingleCopyTwoRanksMaxBytes - 1})
+    REQUIRE(pick(Collective::Broadcast, bytes, 2) == V{A::SingleCopy, A::SharedMemory, A::Tree});
+  REQUIRE(pick(Collective::Broadcast, kBroadcastSingleCopyTwoRanksMinBytes, 3) ==
+          V{A::SharedMemory, A::Hierarchical, A::Tree});
+  REQUIRE(pick(Collective::Broadcast, kBroadcastTreeTwoRanksMinBytes, 2) == V{A::Tree});
+  REQUIRE(pick(Collective::Broadcast, kBroadcastTreeTwoRanksMaxBytes - 1, 2) == V{A::Tree});
+  for (std::size_t bytes : {kBroadcastSingleCopyTwoRanksMaxBytes, kBroadcastTreeTwoRanksMaxBytes})
+    REQUIRE(pick(Collective::Broadcast, bytes, 2) == V{A::SharedMemory, A::Hierarchical, A::Tree});
+  // Allgather (and allgatherv, whose total every rank knows): on 2 ranks single copy from 32 KiB,
+  // then the arena up to 2 MiB and the ring from there; on 3 ranks and more single copy from
+  // 4 MiB.
+  REQUIRE(pick(Collective::Allgather, kAllgatherSingleCopyTwoRanksMinBytes - 1, 2) ==
+          V{A::SharedMemory, A::Hierarchical, A::RecursiveDoubling, A::Ring});
+  REQUIRE(pick(Collective::Allgather, kAllgatherSingleCopyTwoRanksMinBytes, 2) ==
+          V{A::SingleCopy, A::SharedMemory, A::Ring});
+  REQUIRE(pick(Collective::Allgather, kAllgatherRingTwoRanksMinBytes - 1, 2) ==
+          V{A::SingleCopy, A::SharedMemory, A::Ring});
   REQUIRE(pick(Collective::Allgather, kAllgatherRingTwoRanksMinBytes, 2) ==
-          std::vector<Algorithm>{Algorithm::Ring});
-  REQUIRE(
-      pick(Collective::Allgather, kAllgatherRingTwoRanksMinBytes - 1, 2) ==
-      std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Ring});
-  REQUIRE(
-      pick(Collective::Allgather, kAllgatherRingTwoRanksMinBytes, 3) ==
-      std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Ring});
+          V{A::SingleCopy, A::Ring});
+  for (int world : {3, 4, 6}) {
+    REQUIRE(pick(Collective::Allgather, kAllgatherSingleCopyMinBytes - 1, world) ==
+            V{A::SharedMemory, A::Hierarchical, A::Ring});
+    REQUIRE(pick(Collective::Allgather, kAllgatherSingleCopyMinBytes, world) ==
+            V{A::SingleCopy, A::SharedMemory, A::Hierarchical, A::Ring});
+  }
+  // Gathers never take single copy (it lost on 4 KiB pages from 4 MiB).
+  for (int world : {2, 3, 4})
+    REQUIRE(pick(Collective::Gather, 64 * kMiB, world) == V{A::SharedMemory, A::Tree});
 }
 
 TEST_CASE("every rule is well formed", "[selection]") {
