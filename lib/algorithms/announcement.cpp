@@ -13,11 +13,13 @@ constexpr std::uint64_t kNoDtype = 0x1f;
 constexpr std::uint64_t kNoOp = 0xf;
 constexpr std::uint64_t kNoRoot = (1u << kRootBits) - 1;
 constexpr std::uint64_t kNoBytes = (std::uint64_t{1} << kBytesBits) - 1;
+constexpr std::uint64_t kSingleCopy = std::uint64_t{1} << 63;
+static_assert(kCollectiveCount <= 16, "the collective field has 4 bits");
 
 std::uint64_t pack(Collective kind, std::uint64_t dtype, std::uint64_t op, std::uint64_t root,
                    std::uint64_t bytes) {
-  return (static_cast<std::uint64_t>(kind) << 59) | ((dtype & 0x1f) << 54) | ((op & 0xf) << 50) |
-         ((root & kNoRoot) << kBytesBits) | (bytes & kNoBytes);
+  return ((static_cast<std::uint64_t>(kind) & 0xf) << 59) | ((dtype & 0x1f) << 54) |
+         ((op & 0xf) << 50) | ((root & kNoRoot) << kBytesBits) | (bytes & kNoBytes);
 }
 
 std::uint64_t bytes_field(std::size_t bytes) {
@@ -28,7 +30,7 @@ std::uint64_t bytes_field(std::size_t bytes) {
 }  // namespace
 
 template <class Args>
-std::uint64_t announcement_of(const Args& args, std::size_t bytes) {
+std::uint64_t announcement_of(const Args& args, std::size_t bytes, Algorithm algorithm) {
   std::uint64_t dtype = kNoDtype, op = kNoOp, root = kNoRoot;
   if constexpr (requires { args.dtype; }) dtype = static_cast<std::uint64_t>(args.dtype);
   if constexpr (requires { args.op; }) op = static_cast<std::uint64_t>(args.op);
@@ -37,21 +39,22 @@ std::uint64_t announcement_of(const Args& args, std::size_t bytes) {
   if constexpr (requires { args.uniform; }) {
     if (!args.uniform) field = kNoBytes;
   }
-  return pack(collective_of(args), dtype, op, root, field);
+  return pack(collective_of(args), dtype, op, root, field) |
+         (algorithm == Algorithm::SingleCopy ? kSingleCopy : 0);
 }
 
-template std::uint64_t announcement_of(const AllreduceArgs&, std::size_t);
-template std::uint64_t announcement_of(const BroadcastArgs&, std::size_t);
-template std::uint64_t announcement_of(const ReduceArgs&, std::size_t);
-template std::uint64_t announcement_of(const AllgatherArgs&, std::size_t);
-template std::uint64_t announcement_of(const GatherArgs&, std::size_t);
-template std::uint64_t announcement_of(const ScatterArgs&, std::size_t);
-template std::uint64_t announcement_of(const ReduceScatterArgs&, std::size_t);
-template std::uint64_t announcement_of(const AlltoallArgs&, std::size_t);
-template std::uint64_t announcement_of(const BarrierArgs&, std::size_t);
+template std::uint64_t announcement_of(const AllreduceArgs&, std::size_t, Algorithm);
+template std::uint64_t announcement_of(const BroadcastArgs&, std::size_t, Algorithm);
+template std::uint64_t announcement_of(const ReduceArgs&, std::size_t, Algorithm);
+template std::uint64_t announcement_of(const AllgatherArgs&, std::size_t, Algorithm);
+template std::uint64_t announcement_of(const GatherArgs&, std::size_t, Algorithm);
+template std::uint64_t announcement_of(const ScatterArgs&, std::size_t, Algorithm);
+template std::uint64_t announcement_of(const ReduceScatterArgs&, std::size_t, Algorithm);
+template std::uint64_t announcement_of(const AlltoallArgs&, std::size_t, Algorithm);
+template std::uint64_t announcement_of(const BarrierArgs&, std::size_t, Algorithm);
 
 std::string describe_announcement(std::uint64_t a) {
-  const auto kind = static_cast<Collective>(a >> 59);
+  const auto kind = static_cast<Collective>((a >> 59) & 0xf);
   const std::uint64_t dtype = (a >> 54) & 0x1f;
   const std::uint64_t op = (a >> 50) & 0xf;
   const std::uint64_t root = (a >> kBytesBits) & kNoRoot;
@@ -67,6 +70,7 @@ std::string describe_announcement(std::uint64_t a) {
     details +=
         (details.empty() ? "" : ", ") + std::string(reduce_op_name(static_cast<ReduceOp>(op)));
   if (root != kNoRoot) details += (details.empty() ? "root " : ", root ") + std::to_string(root);
+  if (a & kSingleCopy) details += details.empty() ? "single copy" : ", single copy";
   if (!details.empty()) text += " (" + details + ")";
   return text;
 }

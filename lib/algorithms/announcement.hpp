@@ -2,8 +2,9 @@
 
 // What an op announces in the shared arena (SharedArena::begin_op), so a rank that disagrees
 // with its peers about the op (another collective, dtype, reduce op, root or byte count) is an
-// error on every rank instead of a silent wrong result. Packed in 64 bits:
-//   collective 5 | dtype 5 | reduce op 4 | root 12 | bytes 38
+// error on every rank instead of a silent wrong result. The same op run by the single-copy
+// algorithm (whose slots hold address tables, not data) announces itself apart. Packed in 64 bits:
+//   single copy 1 | collective 4 | dtype 5 | reduce op 4 | root 12 | bytes 38
 // Fields that do not apply hold all ones; so do bytes of alltoallv (the counts differ per rank
 // legitimately) and byte counts beyond 2^38 - 1 (compared modulo that: such mismatches are
 // caught only when they differ in the low bits, which any plausible mistake does).
@@ -15,8 +16,9 @@
 
 namespace cohort::algorithms {
 
+/// What `args` of `bytes` announce when `algorithm` (SharedMemory or SingleCopy) runs them.
 template <class Args>
-std::uint64_t announcement_of(const Args& args, std::size_t bytes);
+std::uint64_t announcement_of(const Args& args, std::size_t bytes, Algorithm algorithm);
 
 /// "allreduce of 400 bytes (float32, sum)", "broadcast of 16 bytes (int32) from root 2".
 std::string describe_announcement(std::uint64_t announcement);

@@ -12,7 +12,8 @@
 //                   itself (broadcast/root_input.hpp), where that overlaps best.
 //   reduce          in does not overlap out, except in == out on the root (in place); Avg
 //                   arrives as Sum (dispatch divides on the root).
-//   allgather       this rank's block is already in place in out; in is not read.
+//   allgather       this rank's block is already in place in out; in is left as it was (only
+//                   single copy reads it, so peers copy from a buffer nobody just wrote).
 //   gather          the root copies its own block of in into out itself (nothing when it is
 //                   there already), where that overlaps best.
 //   scatter         the root copies its own block of in into out itself (nothing when it is

@@ -59,16 +59,6 @@ bool alone_or_sharing_host(const OpContext& ctx, const Args&) {
   return ctx.size == 1 || ctx.arena() != nullptr;
 }
 
-/// accepts() of the single-copy algorithms: a shared arena exists and its ranks can read each
-/// other's memory (SharedArena::single_copy(), the same on every rank). A world of one has no
-/// peers to copy from, so the shared-memory algorithm takes it.
-template <class Args>
-bool reading_peers(const OpContext& ctx, const Args&) {
-  if (ctx.size == 1) return false;
-  const transport::SharedArena* arena = ctx.arena();
-  return arena != nullptr && arena->single_copy();
-}
-
 /// A descriptor from typed functions: `Run` is void(const OpContext&, const <Family>Args&) and
 /// `Accepts` bool(const OpContext&, const <Family>Args&) (default: every argument).
 template <auto Run, auto Accepts = &detail::always<decltype(detail::args_of(Run))>>

@@ -37,10 +37,12 @@ Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm 
         continue;
       }
       // On the shared arena every flag this op publishes carries what it is, so a rank that
-      // disagrees about it fails (on every rank) instead of reading or writing a wrong extent.
-      if (descriptor->algorithm == Algorithm::SharedMemory && ctx.size > 1)
+      // disagrees about it (or runs it by the other arena algorithm) fails, on every rank,
+      // instead of reading or writing a wrong extent.
+      if ((algorithm == Algorithm::SharedMemory || algorithm == Algorithm::SingleCopy) &&
+          ctx.size > 1)
         if (transport::SharedArena* arena = ctx.arena())
-          arena->begin_op(announcement_of(args, bytes), &describe_announcement);
+          arena->begin_op(announcement_of(args, bytes, algorithm), &describe_announcement);
       descriptor->run(ctx, &args);
     } catch (const Error& e) {
       // The error names the algorithm that was running; the string is built only on failure.

@@ -43,8 +43,8 @@ constexpr SelectionRule kTable[] = {
      W::Any,
      {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
     // broadcast: tree; scatter + allgather for large messages on 3+ ranks; across hosts with
-    // several ranks on some, hierarchical first. Middle-sized ones on 2 ranks: the tree
-    // everywhere.
+    // several ranks on some, hierarchical first. On 2 ranks, 32-128 KiB: single copy where the
+    // kernel allows it; 256 KiB-1 MiB: the tree everywhere.
     {C::Broadcast,
      kBroadcastSingleCopyTwoRanksMinBytes,
      kBroadcastSingleCopyTwoRanksMaxBytes,
@@ -75,10 +75,9 @@ constexpr SelectionRule kTable[] = {
      {A::SharedMemory, A::ReduceScatterGather, A::Tree}},
     {C::Reduce, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
     // allgather: log-round algorithms for small totals, ring for large (hierarchical first
-    // across hosts with several ranks on some, as for allreduce). Large ones on 2 ranks: the
-    // ring everywhere.
-    // Single copy where the kernel allows it: on 2 ranks from 32 KiB (then the ring, which
-    // also copies once, from 2 MiB), on more from 4 MiB.
+    // across hosts with several ranks on some, as for allreduce). Single copy first where the
+    // kernel allows it: on 2 ranks from 32 KiB (next the ring, which also copies once, from
+    // 2 MiB), on more from 4 MiB.
     {C::Allgather,
      kAllgatherRingTwoRanksMinBytes,
      kUnknownBytes,
@@ -119,7 +118,7 @@ constexpr SelectionRule kTable[] = {
      {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
     // gather / scatter: shared memory on one host, else binomial tree; large scatters on 3
     // ranks, and middle-sized ones on 2, go by the (then flat) tree everywhere. Scatters: single
-    // copy first where the kernel allows it, on 2 ranks from 64 KiB to 2 MiB, on more from 1 MiB.
+    // copy first where the kernel allows it, on 2 ranks from 64 KiB, on more from 1 MiB.
     {C::Gather, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
     {C::Scatter, kScatterTreeMinBytes, kUnknownBytes, 3, W::Any, {A::SingleCopy, A::Tree, kEnd}, 3},
     {C::Scatter,
@@ -129,18 +128,18 @@ constexpr SelectionRule kTable[] = {
      W::Any,
      {A::SingleCopy, A::SharedMemory, A::Tree, kEnd}},
     {C::Scatter,
-     kScatterSingleCopyTwoRanksMinBytes,
-     kScatterTreeTwoRanksMinBytes,
-     2,
-     W::Any,
-     {A::SingleCopy, A::SharedMemory, A::Tree, kEnd},
-     2},
-    {C::Scatter,
      kScatterTreeTwoRanksMinBytes,
      kScatterTreeTwoRanksMaxBytes,
      2,
      W::Any,
      {A::SingleCopy, A::Tree, kEnd},
+     2},
+    {C::Scatter,
+     kScatterSingleCopyTwoRanksMinBytes,
+     kUnknownBytes,
+     2,
+     W::Any,
+     {A::SingleCopy, A::SharedMemory, A::Tree, kEnd},
      2},
     {C::Scatter, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
     // reduce_scatter: recursive halving for small and middle inputs, ring for large.

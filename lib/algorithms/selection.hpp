@@ -87,10 +87,12 @@ inline constexpr std::size_t kAllgatherSingleCopyMinBytes = 4 * kMiB;
 /// copy (in place at 1 MiB, single copy took 1.5x as long on 2 MiB pages).
 inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMinBytes = 32 * kKiB;
 inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMaxBytes = 128 * kKiB;
-/// scatter, 2 ranks: single copy from this total size up to the next (out of place 1.4-2x; from
-/// 2 MiB it lost 1.2-1.35x in place on 4 KiB pages).
+/// scatter, 2 ranks: single copy from this total size (out of place 1.4-3x faster on pages of
+/// either size). The one exception to the rule above: from 2 MiB in place on 4 KiB pages it
+/// took 1.2-1.35x as long as the arena (walking the root's small pages costs more than the
+/// arena's second copy), but out of place it was 2-3x faster there, and ahead of Open MPI
+/// in both forms on 2 MiB pages, where the arena was 1.4-1.8x behind it.
 inline constexpr std::size_t kScatterSingleCopyTwoRanksMinBytes = 64 * kKiB;
-inline constexpr std::size_t kScatterSingleCopyTwoRanksMaxBytes = 2 * kMiB;
 /// scatter, 3 ranks and more: single copy from this total size; every receiver copies its own
 /// block at once instead of the root writing all of them into the arena.
 inline constexpr std::size_t kScatterSingleCopyMinBytes = 1 * kMiB;

@@ -75,7 +75,7 @@ std::optional<std::chrono::milliseconds> timeout_of(std::int64_t timeout_ms, con
 }
 
 Algorithm algorithm_of(int value, const char* function) {
-  if (value < COHORT_ALGORITHM_AUTO || value > COHORT_ALGORITHM_HIERARCHICAL) {
+  if (value < COHORT_ALGORITHM_AUTO || value >= kAlgorithmCount) {
     invalid_argument(function, "options.algorithm " + std::to_string(value) +
                                    " is not a cohort_algorithm_t value");
   }

@@ -148,8 +148,8 @@ constexpr std::array kTunables{
                 "transport",
                 false, &parse_shared_memory},
     TunableInfo{"COHORT_SINGLE_COPY", "enum auto|off", "auto",
-                "off on any rank keeps same-host collectives to the arena's two copies (no "
-                "process_vm_readv)",
+                "off on any rank: no single-copy algorithms (process_vm_readv between ranks of "
+                "a host)",
                 false, &parse_single_copy},
     TunableInfo{"COHORT_UCX_ERR_HANDLING", "enum auto|peer", "auto",
                 "peer: UCX peer-failure handling on same-host endpoints too (no UCX shared memory)",

@@ -52,9 +52,9 @@ struct Tunables {
   /// transport, and that rank's send/recv with same-host peers too (no fastboxes); true ("auto")
   /// maps a shared segment when all of a communicator's ranks share a host.
   bool shared_memory = true;
-  /// COHORT_SINGLE_COPY: false ("off") on any rank keeps the shared-memory communicators' data
-  /// in the arena's two copies; true ("auto") lets the single-copy algorithms read peers'
-  /// buffers straight from their processes where the kernel allows it.
+  /// COHORT_SINGLE_COPY: false ("off") on any rank makes the single-copy algorithms decline on
+  /// every rank (the table's next choice runs); true ("auto") lets them read peers' buffers
+  /// straight from their processes where the kernel allows it.
   bool single_copy = true;
   /// COHORT_STORE_TIMEOUT: the default deadline of store waits (default_store_timeout()).
   std::chrono::milliseconds store_timeout = kDefaultStoreTimeout;

@@ -11,14 +11,15 @@
 
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <optional>
-#include <random>
 #include <span>
 #include <thread>
 
@@ -60,9 +61,6 @@ struct SharedArena::Control {
   FlagLine consumed;
   /// Eager payloads over kInlineBytes, by line (read only after the line's flag).
   alignas(128) std::byte eager_area[SharedArena::kEagerDepth][SharedArena::kEagerBytes];
-  /// A random value the rank writes at set-up: a peer that reads the same value through the
-  /// rank's pid (process_vm_readv) as through the segment knows the pid names that process.
-  std::uint64_t probe;
 };
 
 namespace {
@@ -136,7 +134,9 @@ struct Verdict {
 struct MapReport {
   std::int64_t mapped = 0;
   std::int64_t pid = 0;
-  std::uint64_t base = 0;  ///< where this rank mapped the segment, for the single-copy probe
+  /// The single-copy probe: a random value in this rank's private memory, and its address.
+  std::uint64_t probe = 0;
+  std::uint64_t probe_at = 0;
 };
 
 /// Waits for one set-up round; a failure says it happened while setting the arena up.
@@ -179,29 +179,40 @@ void send_from_first(Transport& transport, void* data, std::size_t bytes, Tag ta
 }
 
 /// Whether this rank can copy straight out of every peer's memory (process_vm_readv, which the
-/// kernel allows only where ptrace would be: same user, no Yama or seccomp rule against it) and
-/// each peer's pid names the process that mapped the segment (not so across pid namespaces).
-/// Reads every peer's probe value through its pid and compares it with the segment's.
-bool can_read_peers(void* base, std::span<const MapReport> reports, int rank,
-                    std::size_t rank_stride, std::size_t probe_offset) {
+/// kernel allows only where ptrace would be: same user, no Yama or seccomp rule against it), and
+/// each peer's pid names that peer (not so across pid namespaces): reads every peer's probe, a
+/// random value in its private memory, through its pid, and compares it with the value the peer
+/// sent.
+bool can_read_peers(std::span<const MapReport> reports, int rank) {
   for (std::size_t r = 0; r < reports.size(); ++r) {
     if (static_cast<int>(r) == rank) continue;
-    const std::size_t at = r * rank_stride + probe_offset;
-    std::uint64_t expected = 0;
-    std::memcpy(&expected, static_cast<const std::byte*>(base) + at, sizeof expected);
+    const auto pid = static_cast<pid_t>(reports[r].pid);
     std::uint64_t seen = 0;
     iovec local{&seen, sizeof seen};
-    iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(reports[r].base + at)),
+    iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(reports[r].probe_at)),
                  sizeof seen};
-    const ssize_t got =
-        process_vm_readv(static_cast<pid_t>(reports[r].pid), &local, 1, &remote, 1, 0);
-    if (got != static_cast<ssize_t>(sizeof seen) || seen != expected) {
-      COHORT_LOG_DEBUG("shared arena: cannot read rank {}'s memory directly ({}); no single copy",
-                       r, got < 0 ? std::strerror(errno) : "another process has its pid");
+    const bool self = pid == getpid();
+    const ssize_t got = self ? -1 : process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got != static_cast<ssize_t>(sizeof seen) || seen != reports[r].probe) {
+      COHORT_LOG_INFO(
+          "shared arena: cannot read rank {}'s memory directly ({}); this host's collectives "
+          "copy through the arena (COHORT_SINGLE_COPY)",
+          r, got < 0 && !self ? std::strerror(errno) : "its pid names another process");
       return false;
     }
   }
   return true;
+}
+
+/// A value no other process is likely to hold at the probe's address.
+std::uint64_t random_probe() {
+  std::uint64_t value = 0;
+  if (getrandom(&value, sizeof value, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof value)) {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    value = static_cast<std::uint64_t>(now) * 0x9e3779b97f4a7c15ULL ^
+            static_cast<std::uint64_t>(getpid());
+  }
+  return value | 1;  // never 0
 }
 
 /// The tag of set-up round `round` (0 .. kSetupSteps - 1): the caller's step
@@ -250,26 +261,20 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
   send_from_first(transport, &verdict, sizeof verdict, round_tag(first_tag, 1), deadline, what);
   if (!verdict.usable) return nullptr;
 
-  // Round 3: the others map it; everyone's success, pid (for liveness checks) and mapping address
-  // (for the single-copy probe) go to rank 0, which keeps its descriptor open until then.
+  // Round 3: the others map it; everyone's success, pid (for liveness checks) and single-copy
+  // probe go to rank 0, which keeps its descriptor open until then. The probe stays here until
+  // round 6, which no rank leaves before every rank has read it in round 5.
   if (rank != 0) map_segment(mapping, verdict.where);
-  const std::size_t probe_offset = offsetof(Control, probe);
-  if (mapping.base != MAP_FAILED) {
-    const std::uint64_t probe =
-        (std::uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-    std::memcpy(static_cast<std::byte*>(mapping.base) +
-                    static_cast<std::size_t>(rank) * rank_stride<Control>() + probe_offset,
-                &probe, sizeof probe);
-  }
+  const std::uint64_t probe = random_probe();
   const MapReport report{mapping.base != MAP_FAILED ? 1 : 0, static_cast<std::int64_t>(getpid()),
-                         reinterpret_cast<std::uintptr_t>(mapping.base)};
+                         probe, reinterpret_cast<std::uintptr_t>(&probe)};
   std::vector<MapReport> reports;
   gather_to_first(transport, reports, report, round_tag(first_tag, 2), deadline, what);
 
   // Round 4: rank 0 tells everyone whether every rank mapped it (in a leading record's
   // `mapped`), and every rank's report.
   if (rank == 0) {
-    MapReport verdict_of_all{1, 0, 0};
+    MapReport verdict_of_all{1, 0, 0, 0};
     for (const MapReport& r : reports) verdict_of_all.mapped = verdict_of_all.mapped && r.mapped;
     reports.insert(reports.begin(), verdict_of_all);
   } else {
@@ -289,9 +294,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
           ProcessWatch(static_cast<pid_t>(reports[static_cast<std::size_t>(r)].pid));
 
   // Rounds 5 and 6: single copy only if every rank can read every other rank's memory.
-  std::uint8_t readable =
-      tunables().single_copy &&
-      can_read_peers(mapping.base, reports, rank, rank_stride<Control>(), probe_offset);
+  std::uint8_t readable = tunables().single_copy && can_read_peers(reports, rank);
   std::vector<std::uint8_t> everyone;
   gather_to_first(transport, everyone, readable, round_tag(first_tag, 4), deadline, what);
   if (rank == 0)
@@ -317,10 +320,7 @@ SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes, std:
       rank_stride_(rank_stride),
       policy_(policy),
       watches_(std::move(watches)),
-      single_copy_(single_copy) {
-  pids_.reserve(watches_.size());
-  for (const ProcessWatch& w : watches_) pids_.push_back(w.pid());
-}
+      single_copy_(single_copy) {}
 
 void SharedArena::read_from(int r, void* into, const void* source, std::size_t bytes,
                             const std::string& what) const {
@@ -331,7 +331,7 @@ void SharedArena::read_from(int r, void* into, const void* source, std::size_t b
     iovec local{to, bytes};
     iovec remote{const_cast<std::byte*>(from), bytes};
     const ssize_t got =
-        process_vm_readv(pids_[static_cast<std::size_t>(r)], &local, 1, &remote, 1, 0);
+        process_vm_readv(watches_[static_cast<std::size_t>(r)].pid(), &local, 1, &remote, 1, 0);
     if (got <= 0) {
       const int error = got < 0 ? errno : EFAULT;
       if (error == EINTR) continue;

@@ -120,6 +120,11 @@ class SharedArena {
   /// when the kernel refuses.
   void read_from(int r, void* into, const void* source, std::size_t bytes,
                  const std::string& what) const;
+  /// Marks every flag of this rank so that each peer waiting on it, in this op or a later one,
+  /// fails at once (as with a disagreement found in a wait) instead of at its deadline. For an
+  /// op that fails outside a wait of its own: a peer's buffer it could not read, lengths that
+  /// disagree. Never throws.
+  void mark_failed() noexcept { mark_disagreed(); }
 
   /// Bytes of one of n equal, cache-line-aligned parts of a slot (alltoall's and scatter's
   /// per-destination sub-slots); 0 when a part would be under one cache line.
@@ -228,7 +233,6 @@ class SharedArena {
   WaitPolicy policy_;
   const Interruption* interruption_ = nullptr;
   std::vector<ProcessWatch> watches_;  ///< by rank; empty watch for this rank
-  std::vector<pid_t> pids_;            ///< by rank, for read_from
   bool single_copy_;
   std::uint64_t generation_ = 0;
   std::uint64_t eager_generation_ = 0;

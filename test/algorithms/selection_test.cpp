@@ -147,8 +147,8 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Tree});
   using A = Algorithm;
   using V = std::vector<Algorithm>;
-  // Scatter: single copy first on 2 ranks from 64 KiB up to (not including) 2 MiB, the tree
-  // next from 512 KiB; on 3 ranks and more single copy from 1 MiB, and on 3 ranks the (flat)
+  // Scatter: single copy first on 2 ranks from 64 KiB, the tree next from 512 KiB up to (not
+  // including) 2 MiB; on 3 ranks and more single copy from 1 MiB, and on 3 ranks the (flat)
   // tree next from 8 MiB; the arena elsewhere.
   REQUIRE(pick(Collective::Scatter, kScatterSingleCopyTwoRanksMinBytes - 1, 2) ==
           V{A::SharedMemory, A::Tree});
@@ -157,10 +157,10 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMinBytes - 1, 2) ==
           V{A::SingleCopy, A::SharedMemory, A::Tree});
   REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMinBytes, 2) == V{A::SingleCopy, A::Tree});
-  REQUIRE(pick(Collective::Scatter, kScatterSingleCopyTwoRanksMaxBytes - 1, 2) ==
+  REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMaxBytes - 1, 2) ==
           V{A::SingleCopy, A::Tree});
-  REQUIRE(pick(Collective::Scatter, kScatterSingleCopyTwoRanksMaxBytes, 2) ==
-          V{A::SharedMemory, A::Tree});
+  REQUIRE(pick(Collective::Scatter, kScatterTreeTwoRanksMaxBytes, 2) ==
+          V{A::SingleCopy, A::SharedMemory, A::Tree});
   for (int world : {3, 4, 7}) {
     REQUIRE(pick(Collective::Scatter, kScatterSingleCopyMinBytes - 1, world) ==
             V{A::SharedMemory, A::Tree});

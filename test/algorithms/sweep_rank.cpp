@@ -76,8 +76,8 @@ bool must_decline(Collective collective, Algorithm algorithm, int world_size, bo
   // Every sweep runs on one host, where there is no hierarchy to use (comm_hierarchical tests it
   // across simulated hosts).
   if (algorithm == Algorithm::Hierarchical) return true;
-  // A world of one has no peer to copy from; any larger one here shares a host, and this
-  // machine lets a process read its siblings' memory (the arena's set-up probe finds out).
+  // A world of one has no peer to copy from (where the kernel refuses cross-process reads,
+  // check_ran expects a decline on every world).
   if (algorithm == Algorithm::SingleCopy) return world_size == 1;
   return false;
 }
@@ -106,7 +106,18 @@ algorithms::OpContext SweepRank::context(Collective collective) {
 
 void SweepRank::check_ran(Collective collective, Algorithm forced, Algorithm ran, bool uniform,
                           const std::string& what) const {
-  if (must_decline(collective, forced, size_, uniform))
+  // Single copy declines on every rank alike where the kernel does not let ranks read each
+  // other's memory (the arena's set-up found out; by the first op it exists).
+  const transport::SharedArena* arena = arena_->existing();
+  const bool unreadable =
+      forced == Algorithm::SingleCopy && (arena == nullptr || !arena->single_copy());
+  if (unreadable && size_ > 1 && rank_ == 0 && !warned_unreadable_) {
+    std::printf(
+        "single copy declines here (no cross-process reads): its forced runs are not "
+        "checked\n");
+    warned_unreadable_ = true;
+  }
+  if (must_decline(collective, forced, size_, uniform) || unreadable)
     expect(ran != forced,
            what + ": ran " + std::string(algorithm_name(ran)) + ", which should have declined");
   else

@@ -84,6 +84,7 @@ class SweepRank {
   std::string what_;                 ///< OpContext::what of the latest context()
   std::uint32_t seq_ = 0;
   int barrier_rounds_ = 0;  ///< store keys of barrier checks are never reused
+  mutable bool warned_unreadable_ = false;
 };
 
 /// Throws std::runtime_error(message) unless `ok`.

@@ -69,6 +69,14 @@ static void check_broadcast(cohort_comm_t comm) {
   for (int i = 0; i < COUNT; ++i) data[i] = g_rank == 0 ? 200 + i : -1;
   OK(cohort_broadcast(comm, NULL, vec(&vo, data, COUNT, I32), 0, NULL));
   for (int i = 0; i < COUNT; ++i) CHECK(data[i] == 200 + i, "in-place broadcast [%d]", i);
+
+  /* Single copy forced (the last cohort_algorithm_t value): where it cannot run (a world of
+   * one, a kernel refusing cross-process reads) the table's choice runs instead. */
+  cohort_collective_options_t single = COHORT_COLLECTIVE_OPTIONS_INIT;
+  single.algorithm = COHORT_ALGORITHM_SINGLE_COPY;
+  for (int i = 0; i < COUNT; ++i) data[i] = g_rank == root ? 300 + i : -1;
+  OK(cohort_broadcast(comm, NULL, vec(&vo, data, COUNT, I32), root, &single));
+  for (int i = 0; i < COUNT; ++i) CHECK(data[i] == 300 + i, "single-copy broadcast [%d]", i);
 }
 
 static void check_reduce(cohort_comm_t comm) {

@@ -4,6 +4,7 @@
 
 #include "rank_checks.hpp"
 #include "support/blocked_thread.hpp"
+#include "support/cross_process_reads.hpp"
 #include "support/process_exit.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
@@ -421,14 +422,20 @@ TEST_CASE("without COHORT_DEBUG, ranks disagreeing on the shared-memory path fai
   }));
 }
 
-TEST_CASE("single copy: ranks whose allgatherv counts disagree fail naming both lengths, at once",
-          "[comm][multiproc]") {
+TEST_CASE(
+    "single copy: ranks whose allgatherv counts disagree all fail at once, naming the lengths",
+    "[comm][multiproc]") {
   // Rank 0 thinks rank 0 sends 1 element and rank 1 sends 3; the others think every rank sends
   // 2. The totals agree, so the arena's announcements match; what the readers find in the
   // owners' tables does not.
+  if (!siblings_can_read_each_other()) {
+    WARN("this machine does not let ranks read each other's memory: single copy declines");
+    return;
+  }
   const int size = GENERATE(2, 3);
   CAPTURE(size);
   REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    ::unsetenv("COHORT_DEBUG");  // the fingerprint would name the disagreement first
     ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
     ScopedEnv single("COHORT_SINGLE_COPY", "auto");
     auto c = world(env);
@@ -457,10 +464,89 @@ TEST_CASE("single copy: ranks whose allgatherv counts disagree fail naming both 
           env.rank == 0
               ? "rank 1 has 8 bytes for rank 0, which expects 12"
               : "rank 0 has 4 bytes for rank " + std::to_string(env.rank) + ", which expects 8";
-      RANK_CHECK(e.message().find(lengths) != std::string::npos,
-                 "message names both lengths (" << lengths << "): " << e.message());
+      // A rank that met a disagreeing length names it; one that first met a peer's failure
+      // (the peer marks its flags as it fails) says so.
+      RANK_CHECK(
+          e.message().find(lengths) != std::string::npos ||
+              e.message().find("found that the ranks disagree about this op") != std::string::npos,
+          "message names both lengths (" << lengths
+                                         << ") or the peer that found them: " << e.message());
     }
     RANK_CHECK(failed, "rank " << env.rank << " returned from a disagreeing allgatherv");
     RANK_CHECK(std::chrono::steady_clock::now() - start < 30s, "failed before the deadline");
+  }));
+}
+
+TEST_CASE("single copy: a disagreement only the root sees still fails the others' next op at once",
+          "[comm][multiproc]") {
+  // gatherv: the root thinks rank 1 sends 3 elements, rank 1 sends 2. Only the root reads, so
+  // only it finds out; it marks its flags as it fails, and the others' next op fails on that
+  // mark instead of waiting for its deadline.
+  if (!siblings_can_read_each_other()) {
+    WARN("this machine does not let ranks read each other's memory: single copy declines");
+    return;
+  }
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    ::unsetenv("COHORT_DEBUG");
+    ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
+    ScopedEnv single("COHORT_SINGLE_COPY", "auto");
+    auto c = world(env);
+    allreduce_works(*c, "before");
+    const auto n = static_cast<std::size_t>(env.world_size);
+    // The totals agree (so do the announcements): the root's own block is 1 element short.
+    std::vector<std::size_t> counts(n, 2);
+    if (env.rank == 0) {
+      counts[0] = 1;
+      counts[1] = 3;
+    }
+    Buffer in = Buffer::allocate(counts[static_cast<std::size_t>(env.rank)], DType::Float32);
+    Buffer out = Buffer::allocate(2 * n, DType::Float32);
+    CollectiveOptions forced;
+    forced.algorithm = Algorithm::SingleCopy;
+    forced.timeout = 60s;
+    const auto start = std::chrono::steady_clock::now();
+    if (env.rank == 0) {
+      expect_error([&] { c->gatherv(in, out, counts, 0, forced); }, ErrorCode::InvalidArgument,
+                   {"rank 1 has 8 bytes for rank 0, which expects 12"}, "the root's gatherv");
+    } else {
+      // Nothing wrong is seen here, unless the root's mark comes before its release is seen:
+      // then this gatherv fails, and otherwise the next op does.
+      Buffer b = Buffer::allocate(4, DType::Float32);
+      CollectiveOptions quick;
+      quick.timeout = 60s;
+      expect_error(
+          [&] {
+            c->gatherv(in, out, counts, 0, forced);
+            c->allreduce(b, ReduceOp::Sum, quick);
+          },
+          ErrorCode::InvalidArgument, {"rank 0 found that the ranks disagree"},
+          "this gatherv or the next op");
+    }
+    RANK_CHECK(std::chrono::steady_clock::now() - start < 30s, "failed before the deadline");
+  }));
+}
+
+TEST_CASE("single copy: ranks running one broadcast by different arena algorithms all fail",
+          "[comm][multiproc]") {
+  // The slots hold address tables under single copy and data under shared memory: each
+  // announces itself apart, so neither takes the other's for its own.
+  if (!siblings_can_read_each_other()) {
+    WARN("this machine does not let ranks read each other's memory: single copy declines");
+    return;
+  }
+  REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
+    ::unsetenv("COHORT_DEBUG");
+    ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
+    ScopedEnv single("COHORT_SINGLE_COPY", "auto");
+    auto c = world(env);
+    allreduce_works(*c, "before");
+    Buffer b = Buffer::allocate(16384, DType::Float32);
+    CollectiveOptions forced;
+    forced.algorithm = env.rank == 0 ? Algorithm::SingleCopy : Algorithm::SharedMemory;
+    forced.timeout = 60s;
+    expect_error([&] { c->broadcast(b, 0, forced); }, ErrorCode::InvalidArgument,
+                 {"single copy", "broadcast of 65536 bytes"}, "mixed algorithms");
   }));
 }

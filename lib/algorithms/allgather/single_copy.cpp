@@ -27,7 +27,7 @@ void run(const OpContext& ctx, const AllgatherArgs& args) {
     const auto r = static_cast<std::size_t>((ctx.rank + k) % ctx.size);
     op.read(static_cast<int>(r), 0, out + args.displs[r] * es, args.counts[r] * es);
   }
-  op.release(SingleCopyOp::kEveryone);
+  op.release_after_all();
 }
 
 }  // namespace

@@ -36,7 +36,7 @@ void run(const OpContext& ctx, const AlltoallArgs& args) {
     const auto r = static_cast<std::size_t>((ctx.rank + k) % ctx.size);
     op.read(static_cast<int>(r), me, out + args.recv_displs[r] * es, args.recv_counts[r] * es);
   }
-  op.release(SingleCopyOp::kEveryone);
+  op.release_after_all();
 }
 
 }  // namespace

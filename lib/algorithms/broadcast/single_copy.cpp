@@ -22,7 +22,7 @@ void run(const OpContext& ctx, const BroadcastArgs& args) {
     const ExposedBlock data{root_data(args), bytes};
     op.expose({&data, 1});
     copy_root_input(args);
-    op.release(SingleCopyOp::kEveryone);
+    op.release_after_all();
     return;
   }
   op.expose({});

@@ -4,28 +4,31 @@
 // each other's blocks straight out of the owner's buffer (SharedArena::read_from, which is
 // process_vm_readv), one copy per byte instead of the arena's copy in and copy out.
 //
-// Why: the arena path writes every block into the segment and reads it out again. Between 16 KiB
-// and a few MiB, where blocks still sit in the caches, that second pass is most of an op's time
-// (2 ranks, allgather in place of 512 KiB: 32 us through the arena, 15 us in one copy, Open MPI's
-// own single copy 17 us; README, single copy).
+// Why: the arena path writes every block into the segment and reads it out again. From a few
+// tens of KiB to a few MiB, where blocks still sit in the caches, that second pass is most of an
+// op's time (2 ranks, allgather in place of 512 KiB: 34 us through the arena, 17 us in one copy,
+// Open MPI's own single copy 16 us; README, "Single copy").
 //
 // Each op takes two generations of the arena's main numbering:
 //   g (exposure): every rank waits until its data slot of g's parity is free, writes a table of
-//     (address, bytes) into it, one entry per destination rank or one for all (empty for ranks
+//     (address, bytes) into it, one entry per destination rank or one for all (none for ranks
 //     nobody reads from), and announces Arrived(g). A reader waits for the owner's Arrived(g),
-//     finds its entry, checks the length it expects, and copies.
+//     finds its entry, checks the length it expects, copies, and then looks at the owner's flag
+//     once more: an owner that failed meanwhile (and may have handed its buffer back) has marked
+//     it, so the copy is not trusted.
 //   g + 1 (release): every rank announces Arrived(g + 1) once it has copied everything it copies.
 //     A rank that others read from waits for their Arrived(g + 1) before it returns: after that
 //     its caller may change or free the buffers.
 // That keeps the arena's rule (shared_arena.hpp): Arrived(g + 1) comes only after the last read
-// of a generation-g table, and no slot of another numbering is touched.
+// of a generation-g table. A rank that fails anywhere in the op marks its flags
+// (SharedArena::mark_failed) before the error leaves the op, so its peers fail at once, in this
+// op or the next, instead of at their deadlines.
 
 #include "algorithms/op_context.hpp"
 #include "transport/shared_arena.hpp"
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <string>
 
@@ -41,29 +44,53 @@ struct ExposedBlock {
 /// have single_copy().
 class SingleCopyOp {
  public:
+  /// The most ranks whose tables fit one data slot (a header, then one entry per rank).
+  static const std::size_t kMaxRanks;
+
   /// Takes the op's two generations.
   SingleCopyOp(const OpContext& ctx, transport::SharedArena& arena);
+  /// Marks this rank failed (SharedArena::mark_failed) unless a release returned normally.
+  ~SingleCopyOp();
+  SingleCopyOp(const SingleCopyOp&) = delete;
+  SingleCopyOp& operator=(const SingleCopyOp&) = delete;
 
   /// Publishes this rank's blocks: one per destination rank (entry d for rank d), or one that
   /// every rank reads (entry 0), or none. Call exactly once, before any read. The blocks must
-  /// stay valid and unchanged until release_and_wait().
+  /// stay valid and unchanged until the release returns.
   void expose(std::span<const ExposedBlock> blocks);
 
   /// Copies entry `entry` of rank r's table into `into`, which holds `bytes`. A length other
   /// than `bytes` is the caller's error (ranks disagreeing about counts): nothing is copied,
-  /// and release*() throws Error(InvalidArgument) naming both lengths once the peers are done.
+  /// and the release throws Error(InvalidArgument) naming both lengths once the peers are done.
   void read(int r, std::size_t entry, void* into, std::size_t bytes);
 
-  /// Announces that this rank read all it reads. Then, when `readers` is set, waits until rank
-  /// `*readers` is done too, or when it is kEveryone, every rank.
-  static constexpr int kEveryone = -1;
-  void release(std::optional<int> readers = std::nullopt);
+  /// Announces that this rank read all it reads, and returns: for a rank nobody reads from.
+  void release();
+  /// The same, then waits until rank `reader` is done too (gather: the root).
+  void release_after(int reader);
+  /// The same, then waits until every other rank is done.
+  void release_after_all();
 
  private:
+  /// Throws the first length disagreement, if any, and otherwise marks the op finished.
+  void finish();
+
   const OpContext& ctx_;
   transport::SharedArena& arena_;
   std::uint64_t exposure_;
-  std::string mismatch_;  ///< the first length disagreement, thrown by release()
+  bool finished_ = false;
+  std::string mismatch_;  ///< the first length disagreement, thrown by the release
+  int mismatched_rank_ = -1;
 };
+
+/// accepts() of the single-copy algorithms: a shared arena exists, its ranks can read each
+/// other's memory (SharedArena::single_copy(), the same on every rank), and their tables fit a
+/// slot. A world of one has no peers to copy from; the shared-memory algorithm takes it.
+template <class Args>
+bool reading_peers(const OpContext& ctx, const Args&) {
+  if (ctx.size == 1 || static_cast<std::size_t>(ctx.size) > SingleCopyOp::kMaxRanks) return false;
+  const transport::SharedArena* arena = ctx.arena();
+  return arena != nullptr && arena->single_copy();
+}
 
 }  // namespace cohort::algorithms

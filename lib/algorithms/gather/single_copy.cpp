@@ -22,7 +22,7 @@ void run(const OpContext& ctx, const GatherArgs& args) {
   if (ctx.rank != args.root) {
     const ExposedBlock mine{args.in, args.counts[static_cast<std::size_t>(ctx.rank)] * es};
     op.expose({&mine, 1});
-    op.release(args.root);
+    op.release_after(args.root);
     return;
   }
   op.expose({});

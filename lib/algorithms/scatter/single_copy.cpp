@@ -29,7 +29,7 @@ void run(const OpContext& ctx, const ScatterArgs& args) {
       blocks[d] = {in + args.displs[d] * es, args.counts[d] * es};
     op.expose(blocks);
     OwnBlock::of(args).copy_rest();
-    op.release(SingleCopyOp::kEveryone);
+    op.release_after_all();
     return;
   }
   op.expose({});
