@@ -76,7 +76,7 @@ inline constexpr std::size_t kAllgatherRingTwoRanksMinBytes = 2 * kMiB;
 // Single copy (process_vm_readv straight out of the peer's buffer, <family>/single_copy.cpp) on
 // one host, where the kernel allows it: chosen where it won or tied against the previous choice
 // in place and out of place, on buffers of 4 KiB pages and of 2 MiB pages (README, single copy).
-/// allgather, 2 ranks: single copy from this total size (1.2-2.3x faster to 2 MiB).
+/// allgather, 2 ranks: single copy from this total size (1.2-2.5x faster to 2 MiB).
 inline constexpr std::size_t kAllgatherSingleCopyTwoRanksMinBytes = 32 * kKiB;
 /// allgather, 3 ranks and more: single copy from this total size (below it the arena's one
 /// handoff per piece beats n - 1 reads of small blocks).
@@ -87,11 +87,10 @@ inline constexpr std::size_t kAllgatherSingleCopyMinBytes = 4 * kMiB;
 /// copy (in place at 1 MiB, single copy took 1.5x as long on 2 MiB pages).
 inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMinBytes = 32 * kKiB;
 inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMaxBytes = 128 * kKiB;
-/// scatter, 2 ranks: single copy from this total size (out of place 1.4-3x faster on pages of
-/// either size). The one exception to the rule above: from 2 MiB in place on 4 KiB pages it
-/// took 1.2-1.35x as long as the arena (walking the root's small pages costs more than the
-/// arena's second copy), but out of place it was 2-3x faster there, and ahead of Open MPI
-/// in both forms on 2 MiB pages, where the arena was 1.4-1.8x behind it.
+/// scatter, 2 ranks: single copy from this total size. The one exception to the rule above:
+/// from 2 MiB in place on 4 KiB pages it is slower than the arena (walking the root's small
+/// pages costs more than the arena's second copy), but out of place it is about twice as fast
+/// on pages of either size (README, "Single copy").
 inline constexpr std::size_t kScatterSingleCopyTwoRanksMinBytes = 64 * kKiB;
 /// scatter, 3 ranks and more: single copy from this total size; every receiver copies its own
 /// block at once instead of the root writing all of them into the arena.

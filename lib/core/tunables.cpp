@@ -147,10 +147,6 @@ constexpr std::array kTunables{
                 "off on any rank leaves every collective, and its send/recv, to the message "
                 "transport",
                 false, &parse_shared_memory},
-    TunableInfo{"COHORT_SINGLE_COPY", "enum auto|off", "auto",
-                "off on any rank: no single-copy algorithms (process_vm_readv between ranks of "
-                "a host)",
-                false, &parse_single_copy},
     TunableInfo{"COHORT_UCX_ERR_HANDLING", "enum auto|peer", "auto",
                 "peer: UCX peer-failure handling on same-host endpoints too (no UCX shared memory)",
                 false, &parse_ucx_err_handling},
@@ -168,6 +164,10 @@ constexpr std::array kTunables{
     TunableInfo{"COHORT_TRACE_DIR", "path", "unset",
                 "where flight records are dumped on a failure or SIGUSR1 (unset: on request only)",
                 false, &keep_trace_dir},
+    TunableInfo{"COHORT_SINGLE_COPY", "enum auto|off", "auto",
+                "off on any rank: no single-copy algorithms (process_vm_readv between ranks of "
+                "a host)",
+                false, &parse_single_copy},
 };
 
 // The environment as it is now, every variable parsed; a malformed one keeps its default in

@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <thread>
+#include <utility>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -178,6 +179,13 @@ void send_from_first(Transport& transport, void* data, std::size_t bytes, Tag ta
   wait_setup_round(transport, requests, deadline, what);
 }
 
+/// One process_vm_readv of `bytes` at `from` in `pid` into `into`: what it returns.
+ssize_t read_process(pid_t pid, void* into, const void* from, std::size_t bytes) noexcept {
+  iovec local{into, bytes};
+  iovec remote{const_cast<void*>(from), bytes};
+  return process_vm_readv(pid, &local, 1, &remote, 1, 0);
+}
+
 /// Whether this rank can copy straight out of every peer's memory (process_vm_readv, which the
 /// kernel allows only where ptrace would be: same user, no Yama or seccomp rule against it), and
 /// each peer's pid names that peer (not so across pid namespaces): reads every peer's probe, a
@@ -188,11 +196,10 @@ bool can_read_peers(std::span<const MapReport> reports, int rank) {
     if (static_cast<int>(r) == rank) continue;
     const auto pid = static_cast<pid_t>(reports[r].pid);
     std::uint64_t seen = 0;
-    iovec local{&seen, sizeof seen};
-    iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(reports[r].probe_at)),
-                 sizeof seen};
+    const auto* at =
+        reinterpret_cast<const void*>(static_cast<std::uintptr_t>(reports[r].probe_at));
     const bool self = pid == getpid();
-    const ssize_t got = self ? -1 : process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    const ssize_t got = self ? -1 : read_process(pid, &seen, at, sizeof seen);
     if (got != static_cast<ssize_t>(sizeof seen) || seen != reports[r].probe) {
       COHORT_LOG_INFO(
           "shared arena: cannot read rank {}'s memory directly ({}); this host's collectives "
@@ -328,10 +335,7 @@ void SharedArena::read_from(int r, void* into, const void* source, std::size_t b
   const auto* from = static_cast<const std::byte*>(source);
   // The kernel may copy less than asked (it stops at a page it cannot pin), so go on from there.
   while (bytes > 0) {
-    iovec local{to, bytes};
-    iovec remote{const_cast<std::byte*>(from), bytes};
-    const ssize_t got =
-        process_vm_readv(watches_[static_cast<std::size_t>(r)].pid(), &local, 1, &remote, 1, 0);
+    const ssize_t got = read_process(watches_[static_cast<std::size_t>(r)].pid(), to, from, bytes);
     if (got <= 0) {
       const int error = got < 0 ? errno : EFAULT;
       if (error == EINTR) continue;
@@ -457,7 +461,13 @@ void SharedArena::check_announcement(int r, Flag which, std::uint64_t generation
     theirs = line.disagreed_announcement.load(std::memory_order_relaxed);
     peer_failed = true;
   }
-  mark_disagreed();
+  mark_disagreed(theirs == kFailedOp ? kFailedOp : announcement_);
+  if (theirs == kFailedOp)
+    throw Error(ErrorCode::RemoteError,
+                "rank " + std::to_string(r) +
+                    " failed in a collective through this communicator's shared memory (its own "
+                    "error says why)",
+                ErrorContext{.op = what, .peers = {r}});
   const auto text = [this](std::uint64_t a) {
     return describe_ != nullptr ? describe_(a) : std::to_string(a);
   };
@@ -470,11 +480,12 @@ void SharedArena::check_announcement(int r, Flag which, std::uint64_t generation
   throw Error(ErrorCode::InvalidArgument, detail, ErrorContext{.op = what, .peers = {r}});
 }
 
-void SharedArena::mark_disagreed() noexcept {
+void SharedArena::mark_disagreed(std::uint64_t why) noexcept {
+  if (std::exchange(marked_, true)) return;  // the first mark says what happened
   // The line's announcement stays: it is what this rank announced for the last piece it passed
   // there, which peers still finishing that piece compare with theirs (check_announcement).
-  const auto mark = [this](std::atomic<std::uint64_t>& value, std::uint64_t first) {
-    line_of(value).disagreed_announcement.store(announcement_, std::memory_order_relaxed);
+  const auto mark = [this, why](std::atomic<std::uint64_t>& value, std::uint64_t first) {
+    line_of(value).disagreed_announcement.store(why, std::memory_order_relaxed);
     line_of(value).disagreed_from.store(first, std::memory_order_relaxed);
     value.store(kDisagreed, std::memory_order_release);
   };
@@ -484,6 +495,10 @@ void SharedArena::mark_disagreed() noexcept {
   for (std::uint64_t line = 0; line < kEagerDepth; ++line)
     mark(flag(rank_, Flag::Eager, line), op_first_eager_);
   mark(flag(rank_, Flag::Consumed, 0), op_first_eager_);
+  // A peer that sees a mark must also see everything this rank did before it, and the mark must
+  // be out before this rank's caller touches a buffer a single-copy reader may still be copying
+  // (that reader looks at the mark after its copy).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 void SharedArena::wait_for(int r, Flag which, std::uint64_t generation, Deadline deadline,

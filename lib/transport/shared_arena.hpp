@@ -120,11 +120,14 @@ class SharedArena {
   /// when the kernel refuses.
   void read_from(int r, void* into, const void* source, std::size_t bytes,
                  const std::string& what) const;
-  /// Marks every flag of this rank so that each peer waiting on it, in this op or a later one,
-  /// fails at once (as with a disagreement found in a wait) instead of at its deadline. For an
-  /// op that fails outside a wait of its own: a peer's buffer it could not read, lengths that
-  /// disagree. Never throws.
-  void mark_failed() noexcept { mark_disagreed(); }
+  /// Marks every flag of this rank so that each peer waiting on it, in this op or a later one
+  /// through the arena, fails at once instead of at its deadline: with Error(InvalidArgument)
+  /// as for a disagreement found in a wait when `disagreement` (lengths that disagree), else
+  /// with Error(RemoteError) saying this rank failed. For an op that fails outside a wait of its
+  /// own (a peer's buffer it could not read, a timeout). Never throws.
+  void mark_failed(bool disagreement) noexcept {
+    mark_disagreed(disagreement ? announcement_ : kFailedOp);
+  }
 
   /// Bytes of one of n equal, cache-line-aligned parts of a slot (alltoall's and scatter's
   /// per-destination sub-slots); 0 when a part would be under one cache line.
@@ -215,7 +218,11 @@ class SharedArena {
   /// marked itself as having found a disagreement.
   void check_announcement(int r, Flag flag, std::uint64_t generation, const std::string& what);
   /// Sets every flag of this rank to kDisagreed so peers stop waiting on it.
-  void mark_disagreed() noexcept;
+  /// `why`: the announcement of the op the ranks disagree about, or kFailedOp.
+  void mark_disagreed(std::uint64_t why) noexcept;
+  /// In a mark, instead of an announcement: the rank failed (mark_failed), no disagreement. No
+  /// op announces it (its collective field names none).
+  static constexpr std::uint64_t kFailedOp = UINT64_MAX;
   /// The slow path of wait_for: spin, yield, then sleep with liveness checks until the deadline.
   /// `arrived` (not 0): every few polls, a disagreement in r's Arrived(arrived) throws.
   void block_until(int r, Flag flag, std::uint64_t generation, Deadline deadline,
@@ -240,6 +247,7 @@ class SharedArena {
   std::string (*describe_)(std::uint64_t) = nullptr;
   std::uint64_t op_first_generation_ = UINT64_MAX;  ///< no announcement checked before begin_op
   std::uint64_t op_first_eager_ = UINT64_MAX;
+  bool marked_ = false;  ///< the first mark's kind stays (mark_disagreed)
 };
 
 }  // namespace cohort::transport

@@ -202,6 +202,8 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   REQUIRE(pick(Collective::Allgather, kAllgatherSingleCopyTwoRanksMinBytes - 1, 2) ==
           V{A::SharedMemory, A::Hierarchical, A::RecursiveDoubling, A::Ring});
   REQUIRE(pick(Collective::Allgather, kAllgatherSingleCopyTwoRanksMinBytes, 2) ==
+          V{A::SingleCopy, A::SharedMemory, A::RecursiveDoubling, A::Ring});
+  REQUIRE(pick(Collective::Allgather, kAllgatherLatencyMaxBytes, 2) ==
           V{A::SingleCopy, A::SharedMemory, A::Ring});
   REQUIRE(pick(Collective::Allgather, kAllgatherRingTwoRanksMinBytes - 1, 2) ==
           V{A::SingleCopy, A::SharedMemory, A::Ring});

@@ -37,6 +37,25 @@ void allreduce_works(Communicator& c, const char* when) {
       b, 0, 10, [&](std::size_t) { return c.size(); }, when);
 }
 
+/// Whether single copy can run on this machine (the kernel lets sibling processes read each
+/// other's memory); says so in the test's output when it cannot, as its tests then skip.
+bool single_copy_runs_here() {
+  if (siblings_can_read_each_other()) return true;
+  WARN("this machine does not let ranks read each other's memory: single copy declines");
+  return false;
+}
+
+/// A world with its arena set up, single copy allowed and no fingerprinting (the disagreements
+/// in the single-copy tests must reach the arena, not COHORT_DEBUG's cross-check).
+std::shared_ptr<Communicator> single_copy_world(const Environment& env) {
+  ::unsetenv("COHORT_DEBUG");
+  ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
+  ScopedEnv single("COHORT_SINGLE_COPY", "auto");
+  auto c = world(env);
+  allreduce_works(*c, "before");  // sets the arena up
+  return c;
+}
+
 void check_validation(Communicator& c) {
   const int n = c.size();
   const std::size_t un = static_cast<std::size_t>(n);
@@ -428,18 +447,11 @@ TEST_CASE(
   // Rank 0 thinks rank 0 sends 1 element and rank 1 sends 3; the others think every rank sends
   // 2. The totals agree, so the arena's announcements match; what the readers find in the
   // owners' tables does not.
-  if (!siblings_can_read_each_other()) {
-    WARN("this machine does not let ranks read each other's memory: single copy declines");
-    return;
-  }
+  if (!single_copy_runs_here()) return;
   const int size = GENERATE(2, 3);
   CAPTURE(size);
   REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
-    ::unsetenv("COHORT_DEBUG");  // the fingerprint would name the disagreement first
-    ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
-    ScopedEnv single("COHORT_SINGLE_COPY", "auto");
-    auto c = world(env);
-    allreduce_works(*c, "before");  // sets the arena up
+    auto c = single_copy_world(env);
     const auto n = static_cast<std::size_t>(env.world_size);
     std::vector<std::size_t> counts(n, 2);
     if (env.rank == 0) {
@@ -482,18 +494,11 @@ TEST_CASE("single copy: a disagreement only the root sees still fails the others
   // gatherv: the root thinks rank 1 sends 3 elements, rank 1 sends 2. Only the root reads, so
   // only it finds out; it marks its flags as it fails, and the others' next op fails on that
   // mark instead of waiting for its deadline.
-  if (!siblings_can_read_each_other()) {
-    WARN("this machine does not let ranks read each other's memory: single copy declines");
-    return;
-  }
+  if (!single_copy_runs_here()) return;
   const int size = GENERATE(2, 3);
   CAPTURE(size);
   REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
-    ::unsetenv("COHORT_DEBUG");
-    ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
-    ScopedEnv single("COHORT_SINGLE_COPY", "auto");
-    auto c = world(env);
-    allreduce_works(*c, "before");
+    auto c = single_copy_world(env);
     const auto n = static_cast<std::size_t>(env.world_size);
     // The totals agree (so do the announcements): the root's own block is 1 element short.
     std::vector<std::size_t> counts(n, 2);
@@ -532,16 +537,9 @@ TEST_CASE("single copy: ranks running one broadcast by different arena algorithm
           "[comm][multiproc]") {
   // The slots hold address tables under single copy and data under shared memory: each
   // announces itself apart, so neither takes the other's for its own.
-  if (!siblings_can_read_each_other()) {
-    WARN("this machine does not let ranks read each other's memory: single copy declines");
-    return;
-  }
+  if (!single_copy_runs_here()) return;
   REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
-    ::unsetenv("COHORT_DEBUG");
-    ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
-    ScopedEnv single("COHORT_SINGLE_COPY", "auto");
-    auto c = world(env);
-    allreduce_works(*c, "before");
+    auto c = single_copy_world(env);
     Buffer b = Buffer::allocate(16384, DType::Float32);
     CollectiveOptions forced;
     forced.algorithm = env.rank == 0 ? Algorithm::SingleCopy : Algorithm::SharedMemory;

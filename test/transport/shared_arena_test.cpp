@@ -12,6 +12,7 @@
 #include <cohort/store.hpp>
 
 #include "rank_helpers.hpp"
+#include "support/cross_process_reads.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -192,16 +193,6 @@ TEST_CASE("a silent rank: Timeout naming it and the op; a dead rank: RemoteError
 
 namespace {
 
-/// Whether this rank can read `bytes` at `address` in process `pid` and finds `pattern` there:
-/// the kernel's own answer, asked without the arena.
-bool reads_directly(pid_t pid, std::uint64_t address, std::size_t bytes, unsigned char pattern) {
-  std::vector<unsigned char> seen(bytes, 0);
-  iovec local{seen.data(), bytes};
-  iovec remote{reinterpret_cast<void*>(static_cast<std::uintptr_t>(address)), bytes};
-  if (process_vm_readv(pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(bytes)) return false;
-  return std::all_of(seen.begin(), seen.end(), [&](unsigned char c) { return c == pattern; });
-}
-
 /// A rank's buffer of `bytes` filled with a byte naming the rank, its pid and address in the
 /// store under `prefix`.
 std::vector<unsigned char> publish_buffer(cohort::Store& store, const cohort::Environment& env,
@@ -244,9 +235,10 @@ TEST_CASE(
         bool readable = true;
         for (int r = 0; r < env.world_size; ++r)
           if (r != env.rank)
-            readable = readable && reads_directly(pids[static_cast<std::size_t>(r)],
-                                                  addresses[static_cast<std::size_t>(r)], 64,
-                                                  static_cast<unsigned char>(0x40 + r));
+            readable =
+                readable && cohort::test::reads_only(pids[static_cast<std::size_t>(r)],
+                                                     addresses[static_cast<std::size_t>(r)], 64,
+                                                     static_cast<unsigned char>(0x40 + r));
         store->set_string("sc/readable/" + std::to_string(env.rank), readable ? "1" : "0");
         for (int r = 0; r < env.world_size; ++r)
           everyone_readable = everyone_readable &&
@@ -306,6 +298,42 @@ TEST_CASE(
         expect(!arena->single_copy(), "single copy although rank 0 opted out");
         unsetenv("COHORT_SINGLE_COPY");
         cohort::reload_tunables();
+      },
+      bounded()));
+}
+
+TEST_CASE("mark_failed: peers waiting on the rank fail at once, as a failure or a disagreement",
+          "[arena][multiproc]") {
+  const bool disagreement = GENERATE(false, true);
+  CAPTURE(disagreement);
+  REQUIRE_NOTHROW(cohort::launch(
+      3,
+      [disagreement](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto arena = open_arena(*store, env);
+        expect(arena != nullptr, "arena");
+        arena->begin_op(42, nullptr);
+        const std::uint64_t g = arena->next_generation();
+        if (env.rank == 1) {
+          arena->mark_failed(disagreement);  // instead of announcing g
+          return;
+        }
+        arena->publish(SharedArena::Flag::Arrived, g);
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          // Rank 1 itself (a wait for every rank may meet another's knock-on mark first).
+          arena->wait_for(1, SharedArena::Flag::Arrived, g, after(60s), "scatter #3");
+          throw std::runtime_error("a wait for a rank that failed returned");
+        } catch (const cohort::Error& e) {
+          const auto expected =
+              disagreement ? cohort::ErrorCode::InvalidArgument : cohort::ErrorCode::RemoteError;
+          expect(e.code() == expected, std::string("code: ") + e.what());
+          expect(e.message().find("rank 1") != std::string::npos, e.what());
+          expect(e.message().find(disagreement ? "disagree" : "failed") != std::string::npos,
+                 e.what());
+          expect(e.message().find("scatter #3") != std::string::npos, e.what());
+        }
+        expect(std::chrono::steady_clock::now() - start < 30s, "failed before the deadline");
       },
       bounded()));
 }

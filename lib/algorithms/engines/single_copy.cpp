@@ -2,6 +2,7 @@
 
 #include <cohort/error.hpp>
 
+#include <atomic>
 #include <cstring>
 
 namespace cohort::algorithms {
@@ -32,7 +33,7 @@ SingleCopyOp::SingleCopyOp(const OpContext& ctx, transport::SharedArena& arena)
 }
 
 SingleCopyOp::~SingleCopyOp() {
-  if (!finished_) arena_.mark_failed();
+  if (!finished_) arena_.mark_failed(false);
 }
 
 void SingleCopyOp::expose(std::span<const ExposedBlock> blocks) {
@@ -71,7 +72,9 @@ void SingleCopyOp::read(int r, std::size_t entry, void* into, std::size_t bytes)
                    reinterpret_cast<const void*>(static_cast<std::uintptr_t>(found.address)), bytes,
                    ctx_.what);
   // An owner that failed before this copy ended may have handed its buffer back; it marked its
-  // flags before its error left the op, so this sees the mark and throws.
+  // flags before its error left the op, so this sees the mark and throws. The fence keeps the
+  // look at the flag after the copy's loads.
+  std::atomic_thread_fence(std::memory_order_acquire);
   arena_.wait_for(r, Flag::Arrived, exposure_, ctx_.deadline, ctx_.what);
 }
 
@@ -93,10 +96,11 @@ void SingleCopyOp::release_after_all() {
 }
 
 void SingleCopyOp::finish() {
-  if (!mismatch_.empty())
-    throw Error(ErrorCode::InvalidArgument, mismatch_,
-                ErrorContext{.op = ctx_.what, .peers = {mismatched_rank_}});
   finished_ = true;
+  if (mismatch_.empty()) return;
+  arena_.mark_failed(true);  // the others learn of it as a disagreement, not as a failure
+  throw Error(ErrorCode::InvalidArgument, mismatch_,
+              ErrorContext{.op = ctx_.what, .peers = {mismatched_rank_}});
 }
 
 }  // namespace cohort::algorithms
