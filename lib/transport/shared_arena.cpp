@@ -3,6 +3,7 @@
 #include <cohort/error.hpp>
 
 #include "core/log.hpp"
+#include "core/memory_fence.hpp"
 #include "core/tunables.hpp"
 #include "transport/host_identity.hpp"
 #include "transport/shared_segment.hpp"
@@ -498,7 +499,7 @@ void SharedArena::mark_disagreed(std::uint64_t why) noexcept {
   // A peer that sees a mark must also see everything this rank did before it, and the mark must
   // be out before this rank's caller touches a buffer a single-copy reader may still be copying
   // (that reader looks at the mark after its copy).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  memory_fence(std::memory_order_seq_cst);
 }
 
 void SharedArena::wait_for(int r, Flag which, std::uint64_t generation, Deadline deadline,

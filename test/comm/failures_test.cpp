@@ -56,6 +56,27 @@ std::shared_ptr<Communicator> single_copy_world(const Environment& env) {
   return c;
 }
 
+/// Arguments of a v-collective whose ranks disagree about the counts while their totals agree
+/// (so the arena's announcements match): rank 0 thinks rank 0 has 1 element and rank 1 has 3,
+/// the others think every rank has 2. Single copy forced, with a deadline of 60 s.
+struct DisagreeingCounts {
+  explicit DisagreeingCounts(const Environment& env)
+      : counts(static_cast<std::size_t>(env.world_size), 2) {
+    if (env.rank == 0) {
+      counts[0] = 1;
+      counts[1] = 3;
+    }
+    in = Buffer::allocate(counts[static_cast<std::size_t>(env.rank)], DType::Float32);
+    out = Buffer::allocate(2 * counts.size(), DType::Float32);
+    forced.algorithm = Algorithm::SingleCopy;
+    forced.timeout = 60s;
+  }
+  std::vector<std::size_t> counts;
+  Buffer in;
+  Buffer out;
+  CollectiveOptions forced;
+};
+
 void check_validation(Communicator& c) {
   const int n = c.size();
   const std::size_t un = static_cast<std::size_t>(n);
@@ -452,21 +473,11 @@ TEST_CASE(
   CAPTURE(size);
   REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
     auto c = single_copy_world(env);
-    const auto n = static_cast<std::size_t>(env.world_size);
-    std::vector<std::size_t> counts(n, 2);
-    if (env.rank == 0) {
-      counts[0] = 1;
-      counts[1] = 3;
-    }
-    Buffer in = Buffer::allocate(counts[static_cast<std::size_t>(env.rank)], DType::Float32);
-    Buffer out = Buffer::allocate(2 * n, DType::Float32);
-    CollectiveOptions forced;
-    forced.algorithm = Algorithm::SingleCopy;
-    forced.timeout = 60s;
+    const DisagreeingCounts v(env);
     const auto start = std::chrono::steady_clock::now();
     bool failed = false;
     try {
-      c->allgatherv(in, out, counts, forced);
+      c->allgatherv(v.in, v.out, v.counts, v.forced);
     } catch (const Error& e) {
       failed = true;
       RANK_CHECK(e.code() == ErrorCode::InvalidArgument,
@@ -499,22 +510,12 @@ TEST_CASE("single copy: a disagreement only the root sees still fails the others
   CAPTURE(size);
   REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
     auto c = single_copy_world(env);
-    const auto n = static_cast<std::size_t>(env.world_size);
-    // The totals agree (so do the announcements): the root's own block is 1 element short.
-    std::vector<std::size_t> counts(n, 2);
-    if (env.rank == 0) {
-      counts[0] = 1;
-      counts[1] = 3;
-    }
-    Buffer in = Buffer::allocate(counts[static_cast<std::size_t>(env.rank)], DType::Float32);
-    Buffer out = Buffer::allocate(2 * n, DType::Float32);
-    CollectiveOptions forced;
-    forced.algorithm = Algorithm::SingleCopy;
-    forced.timeout = 60s;
+    const DisagreeingCounts v(env);
     const auto start = std::chrono::steady_clock::now();
     if (env.rank == 0) {
-      expect_error([&] { c->gatherv(in, out, counts, 0, forced); }, ErrorCode::InvalidArgument,
-                   {"rank 1 has 8 bytes for rank 0, which expects 12"}, "the root's gatherv");
+      expect_error([&] { c->gatherv(v.in, v.out, v.counts, 0, v.forced); },
+                   ErrorCode::InvalidArgument, {"rank 1 has 8 bytes for rank 0, which expects 12"},
+                   "the root's gatherv");
     } else {
       // Nothing wrong is seen here, unless the root's mark comes before its release is seen:
       // then this gatherv fails, and otherwise the next op does.
@@ -523,7 +524,7 @@ TEST_CASE("single copy: a disagreement only the root sees still fails the others
       quick.timeout = 60s;
       expect_error(
           [&] {
-            c->gatherv(in, out, counts, 0, forced);
+            c->gatherv(v.in, v.out, v.counts, 0, v.forced);
             c->allreduce(b, ReduceOp::Sum, quick);
           },
           ErrorCode::InvalidArgument, {"rank 0 found that the ranks disagree"},

@@ -2,7 +2,8 @@
 
 #include <cohort/error.hpp>
 
-#include <atomic>
+#include "core/memory_fence.hpp"
+
 #include <cstring>
 
 namespace cohort::algorithms {
@@ -74,7 +75,7 @@ void SingleCopyOp::read(int r, std::size_t entry, void* into, std::size_t bytes)
   // An owner that failed before this copy ended may have handed its buffer back; it marked its
   // flags before its error left the op, so this sees the mark and throws. The fence keeps the
   // look at the flag after the copy's loads.
-  std::atomic_thread_fence(std::memory_order_acquire);
+  memory_fence(std::memory_order_acquire);
   arena_.wait_for(r, Flag::Arrived, exposure_, ctx_.deadline, ctx_.what);
 }
 
