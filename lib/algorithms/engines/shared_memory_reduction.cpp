@@ -12,6 +12,12 @@
 //   The next piece is copied in and announced before this piece is copied out, so a rank's
 //   copy-in overlaps the other ranks' reductions and a straggler delays, but does not serialise,
 //   the pipeline.
+// - Reduce to one rank (shared_memory_reduction_at_root): the other ranks copy each piece into
+//   their data slots and announce it; the root reduces all of them, its own contribution read
+//   straight from its input, into its output. The others copy the next piece in while the root
+//   reduces this one. No result slot and no second handoff: on 2-4 ranks of a 2-core host it
+//   was 1.2-1.9x faster than the share scheme from 16 KiB to 16 MiB (README, reduce), but the
+//   root reads all n contributions, which the share scheme spreads over every rank.
 // Operands are combined in rank order (rank 0 op rank 1 op ...), so every element is reduced
 // identically whichever rank computes it, and all ranks get identical bits. Avg combines like Sum
 // and is divided by n here, where the sums are still in cache: by each share's owner in its
@@ -138,6 +144,35 @@ void reduce_in_shares(const OpContext& ctx, SharedArena& arena, const std::byte*
   }
 }
 
+/// One op's pieces through the root scheme (see the top of the file).
+void reduce_at_root(const OpContext& ctx, SharedArena& arena, const std::byte* in, std::byte* out,
+                    std::size_t count, DType dtype, ReduceOp op) {
+  const std::size_t es = dtype_size(dtype);
+  const int me = ctx.rank;
+  const Pieces pieces{count, SharedArena::kSlotBytes / es, 1};
+  // In place on a root after rank 1, the first two operands would overwrite the root's own
+  // before it is folded in (rank order): its contribution goes through its slot like the others'.
+  const bool own_through_slot = out != nullptr && out == in && me >= 2;
+  const bool copies_in = out == nullptr || own_through_slot;
+  for (std::size_t i = 0; i < pieces.number(); ++i) {
+    const std::uint64_t g = arena.next_generation();
+    const std::size_t offset = pieces.offset(i) * es;
+    const std::size_t length = pieces.length(i);
+    if (copies_in) {
+      arena.wait_until_data_free(g, ctx.deadline, ctx.what);
+      copy_bytes(arena.data(me, g), in + offset, length * es);
+    }
+    // The root too announces every piece: it reads no slot of an older one any more.
+    arena.publish(SharedArena::Flag::Arrived, g);
+    if (out == nullptr) continue;
+    arena.wait_for_all(SharedArena::Flag::Arrived, g, ctx.deadline, ctx.what);
+    reduce_slots(arena, g, false, 0, own_through_slot ? nullptr : in + offset, out + offset, length,
+                 dtype, op);
+    if (op == ReduceOp::Avg)
+      reduce::divide_by(dtype, out + offset, length, static_cast<std::size_t>(ctx.size));
+  }
+}
+
 }  // namespace
 
 void shared_memory_reduction(const OpContext& ctx, const void* in_ptr, void* out_ptr,
@@ -162,6 +197,15 @@ void shared_memory_reduction(const OpContext& ctx, const void* in_ptr, void* out
   arena->wait_for_all(SharedArena::Flag::Arrived, g, ctx.deadline, ctx.what);
   reduce_slots(*arena, g, tiny, 0, nullptr, out, count, dtype, op);
   if (op == ReduceOp::Avg) reduce::divide_by(dtype, out, count, static_cast<std::size_t>(ctx.size));
+}
+
+void shared_memory_reduction_at_root(const OpContext& ctx, const void* in, void* out,
+                                     std::size_t count, DType dtype, ReduceOp op) {
+  SharedArena* arena = ctx.arena();
+  COHORT_CHECK(arena != nullptr && ctx.size >= 2);
+  if (count == 0) return;
+  reduce_at_root(ctx, *arena, static_cast<const std::byte*>(in), static_cast<std::byte*>(out),
+                 count, dtype, op);
 }
 
 }  // namespace cohort::algorithms
