@@ -19,7 +19,8 @@
 //   scatter         the root copies its own block of in into out itself (nothing when it is
 //                   there already), where that overlaps best.
 //   reduce_scatter  out may be in's block `rank` (in place); Avg arrives as Sum.
-//   alltoall        in and out do not overlap.
+//   alltoall        in and out do not overlap, except that with own_block_in_place this rank's
+//                   own block is in out already and nowhere in in.
 
 #include <cohort/algorithm.hpp>
 #include <cohort/dtype.hpp>
@@ -118,6 +119,10 @@ struct AlltoallArgs {
   std::size_t recv_total;
   DType dtype;
   bool uniform;  ///< all counts equal (alltoall rather than alltoallv)
+  /// Set only by the in-place normalisation (normalise.hpp): this rank's own block already sits
+  /// where it belongs in out, and `in`, a staged copy of the other blocks, lacks it. Read the own
+  /// block from out, or leave it where it is.
+  bool own_block_in_place = false;
 };
 
 struct BarrierArgs {};

@@ -107,16 +107,34 @@ Normalised<ReduceScatterArgs>::Normalised(const OpContext& ctx, ScratchPool& sta
 }
 
 template <>
-Normalised<AlltoallArgs>::Normalised(const OpContext&, ScratchPool& staging,
+Normalised<AlltoallArgs>::Normalised(const OpContext& ctx, ScratchPool& staging,
                                      const AlltoallArgs& args)
     : original_(args) {
   // The algorithms need disjoint buffers; an aliasing call exchanges from a copy. Only this rare
   // form pays for copying the counts.
-  const std::size_t in_bytes = args.send_total * dtype_size(args.dtype);
-  if (overlaps(args.in, in_bytes, args.out, args.recv_total * dtype_size(args.dtype))) {
-    copy_.emplace(args);
-    copy_->in = staged(staging, args.in, in_bytes);
+  const std::size_t es = dtype_size(args.dtype);
+  const std::size_t in_bytes = args.send_total * es;
+  if (!overlaps(args.in, in_bytes, args.out, args.recv_total * es)) return;
+  copy_.emplace(args);
+  // In place proper, this rank's own block is already where it belongs: the copy leaves it out
+  // (blocks are packed, so no other block shares its bytes). On 2 ranks that halves the staging
+  // and saves the own block's copy back.
+  const auto me = static_cast<std::size_t>(ctx.rank);
+  const std::size_t own_offset = args.send_displs[me] * es;
+  const std::size_t own_bytes = args.send_counts[me] * es;
+  if (args.send_counts[me] == args.recv_counts[me] &&
+      at(const_cast<void*>(args.in), args.send_displs[me], args.dtype) ==
+          at(args.out, args.recv_displs[me], args.dtype)) {
+    std::byte* copy = staging.get(in_bytes);
+    const auto* from = static_cast<const std::byte*>(args.in);
+    copy_bytes(copy, from, own_offset);
+    copy_bytes(copy + own_offset + own_bytes, from + own_offset + own_bytes,
+               in_bytes - own_offset - own_bytes);
+    copy_->in = copy;
+    copy_->own_block_in_place = true;
+    return;
   }
+  copy_->in = staged(staging, args.in, in_bytes);
 }
 
 template <>

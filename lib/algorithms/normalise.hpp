@@ -10,7 +10,8 @@
 //   gather          the root copies its input into its block of out (unless it is there)
 //   reduce_scatter  Avg travels as Sum
 //   (allreduce, reduce and reduce_scatter: Avg on f16/bf16/fp8 is pre-divided, see below)
-//   alltoall        an input overlapping the output is staged
+//   alltoall        an input overlapping the output is staged (in place proper, without the
+//                   own block, which stays where it is)
 // and finish() divides Avg's sums where the algorithm did not (every algorithm but the
 // shared-memory allreduce, which divides while the sums are in cache).
 

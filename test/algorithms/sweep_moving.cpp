@@ -239,19 +239,27 @@ void SweepRank::alltoall(const SweepPlan& plan) {
   const auto n = static_cast<std::size_t>(size_);
   const auto me = static_cast<std::size_t>(rank_);
   for (Algorithm algorithm : algorithms::algorithms_for(Collective::Alltoall)) {
+    int k = 0;
     for (const Case& c : moving_cases(plan)) {
       const std::size_t block = c.count == kLargeCount ? kLargeCount / (n * n) + 1 : c.count;
+      ++k;
       for (bool uniform : {true, false}) {
         if (!uniform && !plan.layouts) continue;
+        // Neighbouring cases alternate, and a case's two layouts differ: one buffer for input
+        // and output (in place: the receive layout is the send layout, so the sizes must be
+        // symmetric), or two.
+        const bool in_place = (k + (uniform ? 0 : 1)) % 2 == 1;
         // Elements rank `from` sends rank `to`: varied sizes with some empty blocks.
         auto amount = [&](std::size_t from, std::size_t to) {
           if (uniform) return block;
+          if (in_place) return (from + to + block) % 4 == 0 ? std::size_t{0} : block + from + to;
           return (from + 2 * to + block) % 4 == 0 ? std::size_t{0} : block + from + to;
         };
         const std::size_t es = dtype_size(c.dtype);
         auto ctx = context(Collective::Alltoall);
         const std::uint64_t salt = ctx.seq;
-        // Send blocks packed in rank order; receive blocks in reverse order with gaps.
+        // Send blocks packed in rank order; receive blocks in reverse order with gaps, or in
+        // place where they were sent from.
         std::vector<std::size_t> send_counts(n), send_displs(n), recv_counts(n), recv_displs(n);
         std::size_t send_total = 0, recv_extent = 0;
         for (std::size_t j = 0; j < n; ++j) {
@@ -261,8 +269,8 @@ void SweepRank::alltoall(const SweepPlan& plan) {
         }
         for (std::size_t j = n; j-- > 0;) {
           recv_counts[j] = amount(j, me);
-          recv_displs[j] = recv_extent;
-          recv_extent += recv_counts[j] + (uniform ? 0 : kGap);
+          recv_displs[j] = in_place ? send_displs[j] : recv_extent;
+          recv_extent += recv_counts[j] + (uniform || in_place ? 0 : kGap);
         }
         // Block from `from` to `to` carries (from, salt * 64 + to) data.
         std::vector<unsigned char> in(send_total * es), out(recv_extent * es, kPoison);
@@ -273,15 +281,17 @@ void SweepRank::alltoall(const SweepPlan& plan) {
           fill_contribution(c.dtype, ReduceOp::Sum, static_cast<int>(j), salt * 64 + me, 0,
                             recv_counts[j], expected.data() + recv_displs[j] * es);
         }
-        const std::string what = describe(Collective::Alltoall, algorithm, c, rank_, size_,
-                                          uniform ? "uniform" : "varied");
+        const std::string what =
+            describe(Collective::Alltoall, algorithm, c, rank_, size_,
+                     std::string(uniform ? "uniform" : "varied") + (in_place ? " in place" : ""));
+        void* result = in_place ? in.data() : out.data();
         const Algorithm ran = algorithms::run_collective(
             ctx, staging_,
-            algorithms::AlltoallArgs{in.data(), out.data(), send_counts, send_displs, recv_counts,
+            algorithms::AlltoallArgs{in.data(), result, send_counts, send_displs, recv_counts,
                                      recv_displs, send_total, sum(recv_counts), c.dtype, uniform},
             algorithm);
         check_ran(Collective::Alltoall, algorithm, ran, uniform, what);
-        const auto mismatch = first_mismatch(c.dtype, out.data(), expected.data(), recv_extent);
+        const auto mismatch = first_mismatch(c.dtype, result, expected.data(), recv_extent);
         expect(mismatch.empty(), what + ": " + mismatch);
       }
     }

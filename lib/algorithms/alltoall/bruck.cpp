@@ -36,7 +36,8 @@ void run(const OpContext& ctx, const AlltoallArgs& args) {
   auto rank_at = [&](int i) { return static_cast<std::size_t>(patterns::wrap(ctx.rank + i, n)); };
   if (block == 0) return;
   if (n == 1) {
-    copy_bytes(out + args.recv_displs[0] * es, in + args.send_displs[0] * es, block);
+    if (!args.own_block_in_place)
+      copy_bytes(out + args.recv_displs[0] * es, in + args.send_displs[0] * es, block);
     return;
   }
   const std::size_t all = static_cast<std::size_t>(n) * block;
@@ -45,8 +46,14 @@ void run(const OpContext& ctx, const AlltoallArgs& args) {
   std::byte* incoming = ctx.scratch.get(all, kSlotWork2);
 
   // 1. Rotate: slot i holds our block for rank r + i.
-  for (int i = 0; i < n; ++i)
-    copy_bytes(rotated + i * block, in + args.send_displs[rank_at(i)] * es, block);
+  // (Slot 0 is this rank's own block; in place it is in out, and the staged input lacks it.)
+  for (int i = 0; i < n; ++i) {
+    const std::size_t to = rank_at(i);
+    copy_bytes(rotated + i * block,
+               i == 0 && args.own_block_in_place ? out + args.recv_displs[to] * es
+                                                 : in + args.send_displs[to] * es,
+               block);
+  }
   // 2. Round k: ship the slots with bit k set to r + d, take r - d's in their place.
   for (int round = 0; round < patterns::bruck_rounds(n); ++round) {
     const int d = 1 << round;

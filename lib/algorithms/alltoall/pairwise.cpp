@@ -31,7 +31,7 @@ void run(const OpContext& ctx, const AlltoallArgs& args) {
   auto* out = static_cast<std::byte*>(args.out);
   const auto me = static_cast<std::size_t>(ctx.rank);
   COHORT_CHECK(args.send_counts[me] == args.recv_counts[me]);
-  if (args.send_counts[me] > 0)
+  if (args.send_counts[me] > 0 && !args.own_block_in_place)
     copy_bytes(out + args.recv_displs[me] * es, in + args.send_displs[me] * es,
                args.send_counts[me] * es);
 

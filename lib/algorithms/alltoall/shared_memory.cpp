@@ -45,8 +45,9 @@ void run(const OpContext& ctx, const AlltoallArgs& args) {
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
 
-  copy_bytes(out + args.recv_displs[me] * es, in + args.send_displs[me] * es,
-             std::min(args.send_counts[me], args.recv_counts[me]) * es);
+  if (!args.own_block_in_place)
+    copy_bytes(out + args.recv_displs[me] * es, in + args.send_displs[me] * es,
+               std::min(args.send_counts[me], args.recv_counts[me]) * es);
   if (n == 1) return;
   if (args.uniform && args.send_counts[me] == 0) return;  // every block is empty
 

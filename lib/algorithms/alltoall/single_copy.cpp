@@ -30,8 +30,9 @@ void run(const OpContext& ctx, const AlltoallArgs& args) {
   for (std::size_t d = 0; d < blocks.size(); ++d)
     blocks[d] = {in + args.send_displs[d] * es, args.send_counts[d] * es};
   op.expose(blocks);
-  copy_bytes(out + args.recv_displs[me] * es, in + args.send_displs[me] * es,
-             std::min(args.send_counts[me], args.recv_counts[me]) * es);
+  if (!args.own_block_in_place)
+    copy_bytes(out + args.recv_displs[me] * es, in + args.send_displs[me] * es,
+               std::min(args.send_counts[me], args.recv_counts[me]) * es);
   for (int k = 1; k < ctx.size; ++k) {
     const auto r = static_cast<std::size_t>((ctx.rank + k) % ctx.size);
     op.read(static_cast<int>(r), me, out + args.recv_displs[r] * es, args.recv_counts[r] * es);
