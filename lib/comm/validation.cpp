@@ -86,8 +86,9 @@ Layout uniform_layout(std::string_view op, std::size_t count, int size, DType dt
   Layout layout;
   layout.total = checked_multiply(op, "count x communicator size", count, ranks);
   checked_multiply(op, "total bytes", layout.total, dtype_size(dtype));
-  layout.counts = RankSizes(ranks, count);
-  layout.displs.resize(ranks);
+  // Filled in place: a temporary moved in was a store-forwarding stall per op in a profile.
+  layout.counts.assign(ranks, count);
+  layout.displs.assign(ranks, 0);
   for (std::size_t r = 0; r < ranks; ++r) layout.displs[r] = r * count;
   return layout;
 }

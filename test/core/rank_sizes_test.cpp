@@ -47,6 +47,18 @@ TEST_CASE("RankSizes grows past its in-place entries keeping what it held", "[ra
   CHECK(as_vector(sizes) == std::vector<std::size_t>{0, 3});
 }
 
+TEST_CASE("RankSizes assign replaces every entry, in place and past it", "[ranks]") {
+  RankSizes sizes{1, 2, 3};
+  sizes.assign(2, 5);  // shorter: the old third entry is gone
+  CHECK(as_vector(sizes) == std::vector<std::size_t>{5, 5});
+  sizes.assign(10, 4);  // beyond kInline
+  CHECK(as_vector(sizes) == std::vector<std::size_t>(10, 4));
+  sizes.assign(3, 0);  // back within kInline, still on the heap
+  CHECK(as_vector(sizes) == std::vector<std::size_t>{0, 0, 0});
+  sizes.assign(0, 9);
+  CHECK(sizes.empty());
+}
+
 TEST_CASE("RankSizes copies and moves, in place and on the heap", "[ranks]") {
   for (const std::size_t n : {std::size_t{3}, std::size_t{12}}) {
     INFO(n << " entries");
