@@ -15,7 +15,6 @@
 #include "core/copy_bytes.hpp"
 
 #include <algorithm>
-#include <vector>
 
 namespace cohort::algorithms {
 namespace {
@@ -26,10 +25,7 @@ void run(const OpContext& ctx, const AlltoallArgs& args) {
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
   SingleCopyOp op(ctx, *ctx.arena());
-  std::vector<ExposedBlock> blocks(static_cast<std::size_t>(ctx.size));
-  for (std::size_t d = 0; d < blocks.size(); ++d)
-    blocks[d] = {in + args.send_displs[d] * es, args.send_counts[d] * es};
-  op.expose(blocks);
+  op.expose_layout(in, args.send_counts, args.send_displs, es);
   if (!args.own_block_in_place)
     copy_bytes(out + args.recv_displs[me] * es, in + args.send_displs[me] * es,
                std::min(args.send_counts[me], args.recv_counts[me]) * es);

@@ -38,12 +38,26 @@ SingleCopyOp::~SingleCopyOp() {
 }
 
 void SingleCopyOp::expose(std::span<const ExposedBlock> blocks) {
+  write_table(blocks.size(), [&](std::size_t d) { return blocks[d]; });
+}
+
+void SingleCopyOp::expose_layout(const void* base, std::span<const std::size_t> counts,
+                                 std::span<const std::size_t> displs, std::size_t element_bytes) {
+  const auto* bytes = static_cast<const std::byte*>(base);
+  write_table(counts.size(), [&](std::size_t d) {
+    return ExposedBlock{bytes + displs[d] * element_bytes, counts[d] * element_bytes};
+  });
+}
+
+template <class BlockOf>
+void SingleCopyOp::write_table(std::size_t entries, BlockOf block_of) {
   arena_.wait_until_data_free(exposure_, ctx_.deadline, ctx_.what);
   std::byte* slot = arena_.data(ctx_.rank, exposure_);
-  const Header header{blocks.size(), 0};
+  const Header header{entries, 0};
   std::memcpy(slot, &header, sizeof header);
   std::byte* table = slot + sizeof header;
-  for (const ExposedBlock& block : blocks) {
+  for (std::size_t d = 0; d < entries; ++d) {
+    const ExposedBlock block = block_of(d);
     const Entry entry{reinterpret_cast<std::uintptr_t>(block.data), block.bytes};
     std::memcpy(table, &entry, sizeof entry);
     table += sizeof entry;

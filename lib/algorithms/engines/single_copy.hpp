@@ -58,6 +58,11 @@ class SingleCopyOp {
   /// every rank reads (entry 0), or none. Call exactly once, before any read. The blocks must
   /// stay valid and unchanged until the release returns.
   void expose(std::span<const ExposedBlock> blocks);
+  /// The same for one block per destination rank d: counts[d] elements of `element_bytes` at
+  /// `base` + displs[d] elements (a scatter's or an alltoall's layout), written straight into
+  /// the table.
+  void expose_layout(const void* base, std::span<const std::size_t> counts,
+                     std::span<const std::size_t> displs, std::size_t element_bytes);
 
   /// Copies entry `entry` of rank r's table into `into`, which holds `bytes`. A length other
   /// than `bytes` is the caller's error (ranks disagreeing about counts): nothing is copied,
@@ -72,6 +77,9 @@ class SingleCopyOp {
   void release_after_all();
 
  private:
+  /// Writes `entries` entries, block_of(d) for entry d, and announces the table.
+  template <class BlockOf>
+  void write_table(std::size_t entries, BlockOf block_of);
   /// Throws the first length disagreement, if any, and otherwise marks the op finished.
   void finish();
 

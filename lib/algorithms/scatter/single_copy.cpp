@@ -13,8 +13,6 @@
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/own_block.hpp"
 
-#include <vector>
-
 namespace cohort::algorithms {
 namespace {
 
@@ -23,11 +21,7 @@ void run(const OpContext& ctx, const ScatterArgs& args) {
   const auto me = static_cast<std::size_t>(ctx.rank);
   SingleCopyOp op(ctx, *ctx.arena());
   if (ctx.rank == args.root) {
-    const auto* in = static_cast<const std::byte*>(args.in);
-    std::vector<ExposedBlock> blocks(static_cast<std::size_t>(ctx.size));
-    for (std::size_t d = 0; d < blocks.size(); ++d)
-      blocks[d] = {in + args.displs[d] * es, args.counts[d] * es};
-    op.expose(blocks);
+    op.expose_layout(args.in, args.counts, args.displs, es);
     OwnBlock::of(args).copy_rest();
     op.release_after_all();
     return;
