@@ -171,6 +171,7 @@ int run_benchmark(const BenchOptions& o, int* argc, char*** argv) {
   info.warmup = o.run.warmup;
   info.iters = o.run.iters;
   info.min_time_s = o.run.min_time_s;
+  info.fresh_input = o.run.fresh_input;
   info.check = o.run.check;
   info.average = static_cast<int>(o.run.average);
   if (printer) print_run_header(stdout, info);

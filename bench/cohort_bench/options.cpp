@@ -141,6 +141,9 @@ CommandLine::CommandLine() {
   app.add_option("--min-time", o.run.min_time_s,
                  "raise iters per size so each timed loop lasts at least this many seconds")
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--fresh-input", o.run.fresh_input,
+               "rewrite the input before every timed call and time the calls alone (each after a "
+               "barrier), as freshly computed data; host buffers only");
   app.add_option("-c,--check", check, "check results: 0|1")
       ->capture_default_str()
       ->check(CLI::Range(0, 1));
@@ -212,6 +215,9 @@ BenchOptions CommandLine::parse(std::vector<std::string> args) {
   o.peer = parse_peer(peer);
   o.device = parse_device(device);
   check_peer_device(o.peer, o.device);
+  if (o.run.fresh_input && o.device == BenchDevice::Cuda)
+    throw Error(ErrorCode::InvalidArgument,
+                "--fresh-input: rewrites host buffers; not with --device cuda");
   return o;
 }
 

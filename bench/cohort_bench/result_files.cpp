@@ -3,6 +3,7 @@
 #include <cohort/error.hpp>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <cerrno>
 #include <cmath>
@@ -33,60 +34,39 @@ std::string csv_field(std::string_view text) {
 
 }  // namespace
 
-std::string json_quote(std::string_view text) {
-  std::string out = "\"";
-  for (char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out += c;  // UTF-8 bytes pass through unchanged
-        }
-    }
-  }
-  return out + "\"";
-}
-
-std::string json_number(double value) {
-  if (!std::isfinite(value)) return "null";
-  return fmt::format("{}", value);  // shortest round-trip form, valid JSON for finite values
-}
-
 std::string results_json(const RunInfo& info, const std::vector<ResultRow>& rows) {
-  std::string out = "{\n";
-  out += fmt::format("  \"world_size\": {},\n", info.world_size);
-  out += fmt::format("  \"op\": {},\n", json_quote(info.op));
-  out += fmt::format("  \"dtype\": {},\n", json_quote(info.dtype));
-  out += fmt::format("  \"redop\": {},\n", json_quote(info.redop));
-  out += fmt::format("  \"root\": {},\n", info.root);
-  out += fmt::format("  \"hostname\": {},\n", json_quote(info.hostname));
-  out += fmt::format("  \"cohort_version\": {},\n", json_quote(info.cohort_version));
-  out += fmt::format("  \"peer\": {},\n", json_quote(info.peer));
-  out += fmt::format("  \"device\": {},\n", json_quote(info.device));
-  out += fmt::format("  \"warmup\": {},\n", info.warmup);
-  out += fmt::format("  \"iters\": {},\n", info.iters);
-  out += "  \"rows\": [";
-  bool first = true;
+  // Ordered, so the file reads in the documented order; nlohmann writes NaN and Inf as null.
+  nlohmann::ordered_json doc;
+  doc["world_size"] = info.world_size;
+  doc["op"] = info.op;
+  doc["dtype"] = info.dtype;
+  doc["redop"] = info.redop;
+  doc["root"] = info.root;
+  doc["hostname"] = info.hostname;
+  doc["cohort_version"] = info.cohort_version;
+  doc["peer"] = info.peer;
+  doc["device"] = info.device;
+  doc["warmup"] = info.warmup;
+  doc["iters"] = info.iters;
+  doc["fresh_input"] = info.fresh_input;
+  doc["rows"] = nlohmann::ordered_json::array();
   for_each_record(rows, [&](const ResultRow& row, const Measurement& m, bool in_place) {
-    out += first ? "\n" : ",\n";
-    first = false;
-    out += fmt::format(
-        "    {{\"impl\": {}, \"algo\": {}, \"op\": {}, \"dtype\": {}, \"redop\": {}, "
-        "\"root\": {}, \"size_bytes\": {}, \"count\": {}, \"in_place\": {}, \"time_us\": {}, "
-        "\"algbw_gbps\": {}, \"busbw_gbps\": {}, \"wrong\": {}}}",
-        json_quote(row.impl), json_quote(row.algo), json_quote(bench_op_name(row.op)),
-        json_quote(dtype_name(row.dtype)), json_quote(redop_label(row)), root_label(row),
-        row.size_bytes, row.count, in_place ? "true" : "false", json_number(m.time_us),
-        json_number(m.algbw_gbps), json_number(m.busbw_gbps), m.wrong);
+    doc["rows"].push_back({{"impl", row.impl},
+                           {"algo", row.algo},
+                           {"op", bench_op_name(row.op)},
+                           {"dtype", dtype_name(row.dtype)},
+                           {"redop", redop_label(row)},
+                           {"root", root_label(row)},
+                           {"size_bytes", row.size_bytes},
+                           {"count", row.count},
+                           {"in_place", in_place},
+                           {"time_us", m.time_us},
+                           {"algbw_gbps", m.algbw_gbps},
+                           {"busbw_gbps", m.busbw_gbps},
+                           {"wrong", m.wrong}});
   });
-  out += first ? "]\n}\n" : "\n  ]\n}\n";
-  return out;
+  // Invalid UTF-8 in a hostname is replaced rather than thrown over.
+  return doc.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 std::string results_csv(const std::vector<ResultRow>& rows) {

@@ -12,14 +12,10 @@
 
 namespace cohort::bench {
 
-/// `text` as a JSON string literal, quotes included (control characters as \u00XX).
-std::string json_quote(std::string_view text);
-/// A finite double as a JSON number (JSON has no NaN or Inf: those become null).
-std::string json_number(double value);
-
-/// {"world_size", "op", "dtype", "redop", "hostname", "cohort_version", "peer", "iters",
-///  "warmup", "rows": [{"impl", "algo", "op", "dtype", "redop", "root", "size_bytes", "count",
-///  "in_place", "time_us", "algbw_gbps", "busbw_gbps", "wrong"}]}
+/// {"world_size", "op", "dtype", "redop", "root", "hostname", "cohort_version", "peer",
+///  "device", "warmup", "iters", "fresh_input", "rows": [{"impl", "algo", "op", "dtype",
+///  "redop", "root", "size_bytes", "count", "in_place", "time_us", "algbw_gbps", "busbw_gbps",
+///  "wrong"}]}, written with nlohmann-json (a time that is not finite is null).
 std::string results_json(const RunInfo& info, const std::vector<ResultRow>& rows);
 /// A header line then one line per record, same fields as the JSON rows (RFC 4180 quoting).
 std::string results_csv(const std::vector<ResultRow>& rows);

@@ -55,6 +55,7 @@ struct RunInfo {
   int warmup = 0;
   int iters = 0;
   double min_time_s = 0.0;
+  bool fresh_input = false;
   bool check = true;
   int average = 1;
 };

@@ -34,6 +34,11 @@ struct RunSettings {
   int iters = 20;
   /// When > 0, raise iters per size so the timed loop lasts about this long (all ranks agree).
   double min_time_s = 0.0;
+  /// Rewrite every rank's input before each timed call and time the calls alone, each started
+  /// after a barrier. Without it the input stays as the last call left it, and a peer that
+  /// reads it (a single copy) may find it still in its own caches, as freshly computed data
+  /// would not be. Host buffers only.
+  bool fresh_input = false;
   bool check = true;
   Averaging average = Averaging::Mean;
   /// Test-only: this rank corrupts its output after each checked call.

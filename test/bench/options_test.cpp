@@ -44,21 +44,45 @@ TEST_CASE("defaults match nccl-tests", "[bench][options]") {
   CHECK_FALSE(o.algorithm.has_value());
   CHECK_FALSE(o.all_algorithms);
   CHECK_FALSE(o.run.inject_wrong_rank.has_value());
+  CHECK_FALSE(o.run.fresh_input);
   CHECK(o.sweep_description() == "minBytes 8 maxBytes 67108864 step: 2(factor)");
 }
 
 TEST_CASE("short and long flags set every field", "[bench][options]") {
-  const BenchOptions o = parse_bench_options({"-o",     "allgather",  "-b",
-                                              "1K",     "-e",         "4M",
-                                              "-f",     "4",          "-d",
-                                              "half",   "-r",         "max",
-                                              "-w",     "1",          "-n",
-                                              "7",      "-c",         "0",
-                                              "-a",     "3",          "--root",
-                                              "2",      "--min-time", "0.5",
-                                              "--json", "r.json",     "--csv",
-                                              "r.csv",  "--plot",     "r.svg",
-                                              "--peer", "gloo",       "--inject-wrong",
+  const BenchOptions o = parse_bench_options({"-o",
+                                              "allgather",
+                                              "-b",
+                                              "1K",
+                                              "-e",
+                                              "4M",
+                                              "-f",
+                                              "4",
+                                              "-d",
+                                              "half",
+                                              "-r",
+                                              "max",
+                                              "-w",
+                                              "1",
+                                              "-n",
+                                              "7",
+                                              "-c",
+                                              "0",
+                                              "-a",
+                                              "3",
+                                              "--root",
+                                              "2",
+                                              "--min-time",
+                                              "0.5",
+                                              "--fresh-input",
+                                              "--json",
+                                              "r.json",
+                                              "--csv",
+                                              "r.csv",
+                                              "--plot",
+                                              "r.svg",
+                                              "--peer",
+                                              "gloo",
+                                              "--inject-wrong",
                                               "1"});
   CHECK(o.ops == std::vector<BenchOp>{BenchOp::Allgather});
   CHECK(o.sweep.min_bytes == 1024);
@@ -72,6 +96,7 @@ TEST_CASE("short and long flags set every field", "[bench][options]") {
   CHECK(o.run.average == Averaging::Max);
   CHECK(o.root == 2);
   CHECK(o.run.min_time_s == 0.5);
+  CHECK(o.run.fresh_input);
   CHECK(o.json_path == "r.json");
   CHECK(o.csv_path == "r.csv");
   CHECK(o.plot_path == "r.svg");
@@ -137,6 +162,8 @@ TEST_CASE("--device and --peer nccl parse, and peers are refused on the wrong de
         "--peer mpi: this peer runs on host buffers only; with --device cuda use --peer nccl");
   CHECK(invalid_argument_message({"--device", "cuda", "--peer", "gloo"}) ==
         "--peer gloo: this peer runs on host buffers only; with --device cuda use --peer nccl");
+  CHECK(invalid_argument_message({"--device", "cuda", "--fresh-input"}) ==
+        "--fresh-input: rewrites host buffers; not with --device cuda");
 }
 
 TEST_CASE("malformed flags are CLI11 parse errors", "[bench][options]") {

@@ -9,6 +9,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -92,15 +93,25 @@ std::vector<ResultRow> sample_rows() {
 
 }  // namespace
 
-TEST_CASE("json_quote escapes what JSON requires", "[bench][files]") {
-  CHECK(json_quote("plain") == "\"plain\"");
-  CHECK(json_quote("a\"b\\c") == "\"a\\\"b\\\\c\"");
-  CHECK(json_quote("\n\r\t") == "\"\\n\\r\\t\"");
-  CHECK(json_quote(std::string("\x01\x1f", 2)) == "\"\\u0001\\u001f\"");
-  CHECK(json_quote("h\xc3\xa9") == "\"h\xc3\xa9\"");
-  CHECK(json_number(1.5) == "1.5");
-  CHECK(json_number(0.0) == "0");
-  CHECK(json_number(1.0 / 0.0) == "null");
+TEST_CASE("the JSON has null for a time that is not finite, and says whether input was fresh",
+          "[bench][files]") {
+  ScratchDir dir;
+  const fs::path file = dir.path / "odd.json";
+  RunInfo info = sample_info();
+  info.fresh_input = true;
+  std::vector<ResultRow> rows = sample_rows();
+  rows[0].out_of_place.time_us = 1.0 / 0.0;  // JSON has no Inf
+  rows[0].out_of_place.busbw_gbps = std::nan("");
+  write_text_file(file.string(), results_json(info, rows));
+  CHECK(python_accepts(R"PY(
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["fresh_input"] is True
+r = d["rows"][0]
+assert r["time_us"] is None and r["busbw_gbps"] is None, r
+assert d["rows"][1]["time_us"] == 11.0
+)PY",
+                       file, dir.path));
 }
 
 TEST_CASE("the JSON document parses back with the documented fields and values", "[bench][files]") {
@@ -114,6 +125,7 @@ assert d["world_size"] == 3
 assert d["hostname"] == 'node"7\\\n\t\x01<&>', repr(d["hostname"])
 assert d["op"] == "allreduce" and d["dtype"] == "float" and d["redop"] == "sum"
 assert d["cohort_version"] == "0.1.0"
+assert d["fresh_input"] is False and d["warmup"] == 5 and d["iters"] == 20
 rows = d["rows"]
 # 3 sizes x (cohort out + in, gloo out); skipped forms and rows are left out.
 assert len(rows) == 9, len(rows)

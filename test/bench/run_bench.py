@@ -107,6 +107,11 @@ def main():
                 fail("JSON lacks %r" % key, proc)
         if doc["world_size"] != args.n:
             fail("world_size %s, expected %d" % (doc["world_size"], args.n), proc)
+        fresh = "--fresh-input" in bench_args
+        if doc.get("fresh_input") is not fresh:
+            fail("fresh_input %r, expected %r" % (doc.get("fresh_input"), fresh), proc)
+        if fresh and "(fresh input, calls timed alone)" not in proc.stdout:
+            fail("the header does not say the input was fresh", proc)
         rows = doc["rows"]
         if not rows:
             fail("JSON has no rows", proc)
