@@ -17,7 +17,7 @@ extern const AlgorithmDescriptor allreduce_ring, allreduce_recursive_doubling,
     alltoall_pairwise, alltoall_bruck, alltoall_shared_memory, barrier_dissemination,
     barrier_shared_memory, broadcast_hierarchical, barrier_hierarchical, allgather_hierarchical,
     reduce_scatter_hierarchical, broadcast_single_copy, allgather_single_copy, gather_single_copy,
-    scatter_single_copy, alltoall_single_copy;
+    scatter_single_copy, alltoall_single_copy, allreduce_single_copy;
 
 namespace {
 
@@ -27,6 +27,7 @@ const std::array kAlgorithms{
     &allreduce_rabenseifner,
     &allreduce_shared_memory,
     &allreduce_hierarchical,
+    &allreduce_single_copy,
     &broadcast_tree,
     &broadcast_scatter_allgather,
     &broadcast_shared_memory,

@@ -105,6 +105,20 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   REQUIRE(
       pick(Collective::Allreduce, kAllreduceHalvingMaxBytes, 5) ==
       std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Ring});
+  // On 2 ranks single copy comes first from 4 MiB up to (not including) 16 MiB; without it (it
+  // declines) the list goes on as the rule for every world size does.
+  using Alg = Algorithm;
+  const std::vector<Alg> arena_first{Alg::SharedMemory, Alg::Hierarchical, Alg::Ring};
+  const std::vector<Alg> single_copy_first{Alg::SingleCopy, Alg::SharedMemory, Alg::Hierarchical,
+                                           Alg::Ring};
+  REQUIRE(kAllreduceSingleCopyTwoRanksMinBytes == kAllreduceHalvingMaxBytes);
+  REQUIRE(pick(Collective::Allreduce, kAllreduceSingleCopyTwoRanksMinBytes - 1, 2) ==
+          std::vector<Alg>{Alg::SharedMemory, Alg::Hierarchical, Alg::Rabenseifner, Alg::Ring});
+  for (std::size_t bytes :
+       {kAllreduceSingleCopyTwoRanksMinBytes, kAllreduceSingleCopyTwoRanksMaxBytes - 1})
+    REQUIRE(pick(Collective::Allreduce, bytes, 2) == single_copy_first);
+  REQUIRE(pick(Collective::Allreduce, kAllreduceSingleCopyTwoRanksMaxBytes, 2) == arena_first);
+  REQUIRE(pick(Collective::Allreduce, kAllreduceSingleCopyTwoRanksMinBytes, 3) == arena_first);
   // Behind shared memory and hierarchical (which decline on flat layouts), the message-based
   // choices:
   REQUIRE(pick(Collective::Allgather, 100, 8) ==
@@ -282,7 +296,7 @@ TEST_CASE("forcing an algorithm a collective does not have is an error naming bo
     REQUIRE(what.find("pairwise") != std::string::npos);
     REQUIRE(what.find("broadcast") != std::string::npos);
   }
-  REQUIRE(algorithms_for(Collective::Allreduce).size() == 5);
+  REQUIRE(algorithms_for(Collective::Allreduce).size() == 6);
   REQUIRE_FALSE(algorithm_implements(Collective::Barrier, Algorithm::Ring));
   REQUIRE_FALSE(algorithm_implements(Collective::Allreduce, Algorithm::Auto));
 }

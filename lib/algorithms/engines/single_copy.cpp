@@ -2,6 +2,7 @@
 
 #include <cohort/error.hpp>
 
+#include "core/check.hpp"
 #include "core/memory_fence.hpp"
 
 #include <cstring>
@@ -28,9 +29,10 @@ struct Header {
 const std::size_t SingleCopyOp::kMaxRanks =
     (transport::SharedArena::kSlotBytes - sizeof(Header)) / sizeof(Entry);
 
-SingleCopyOp::SingleCopyOp(const OpContext& ctx, transport::SharedArena& arena)
+SingleCopyOp::SingleCopyOp(const OpContext& ctx, transport::SharedArena& arena, int steps)
     : ctx_(ctx), arena_(arena), exposure_(arena.next_generation()) {
-  arena_.next_generation();  // the release
+  for (int s = 1; s < steps; ++s) arena_.next_generation();
+  release_ = arena_.next_generation();
 }
 
 SingleCopyOp::~SingleCopyOp() {
@@ -47,6 +49,11 @@ void SingleCopyOp::expose_layout(const void* base, std::span<const std::size_t> 
   write_table(counts.size(), [&](std::size_t d) {
     return ExposedBlock{bytes + displs[d] * element_bytes, counts[d] * element_bytes};
   });
+}
+
+void SingleCopyOp::expose_next(std::span<const ExposedBlock> blocks) {
+  ++exposure_;
+  write_table(blocks.size(), [&](std::size_t d) { return blocks[d]; });
 }
 
 template <class BlockOf>
@@ -66,6 +73,11 @@ void SingleCopyOp::write_table(std::size_t entries, BlockOf block_of) {
 }
 
 void SingleCopyOp::read(int r, std::size_t entry, void* into, std::size_t bytes) {
+  read_part(r, entry, bytes, 0, into, bytes);
+}
+
+void SingleCopyOp::read_part(int r, std::size_t entry, std::size_t entry_bytes, std::size_t offset,
+                             void* into, std::size_t bytes) {
   arena_.wait_for(r, Flag::Arrived, exposure_, ctx_.deadline, ctx_.what);
   const std::byte* slot = arena_.data(r, exposure_);
   Header header{};
@@ -73,19 +85,20 @@ void SingleCopyOp::read(int r, std::size_t entry, void* into, std::size_t bytes)
   Entry found{0, 0};
   if (entry < header.entries)
     std::memcpy(&found, slot + sizeof(Header) + entry * sizeof(Entry), sizeof found);
-  if (found.bytes != bytes) {
+  if (found.bytes != entry_bytes) {
     if (mismatch_.empty()) {
       mismatch_ = "rank " + std::to_string(r) + " has " + std::to_string(found.bytes) +
                   " bytes for rank " + std::to_string(ctx_.rank) + ", which expects " +
-                  std::to_string(bytes) + " (do the ranks' counts agree?)";
+                  std::to_string(entry_bytes) + " (do the ranks' counts agree?)";
       mismatched_rank_ = r;
     }
     return;
   }
+  COHORT_CHECK(offset <= entry_bytes && bytes <= entry_bytes - offset);
   if (bytes == 0) return;
-  arena_.read_from(r, into,
-                   reinterpret_cast<const void*>(static_cast<std::uintptr_t>(found.address)), bytes,
-                   ctx_.what);
+  arena_.read_from(
+      r, into, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(found.address) + offset),
+      bytes, ctx_.what);
   // An owner that failed before this copy ended may have handed its buffer back; it marked its
   // flags before its error left the op, so this sees the mark and throws. The fence keeps the
   // look at the flag after the copy's loads.
@@ -94,19 +107,19 @@ void SingleCopyOp::read(int r, std::size_t entry, void* into, std::size_t bytes)
 }
 
 void SingleCopyOp::release() {
-  arena_.publish(Flag::Arrived, exposure_ + 1);
+  arena_.publish(Flag::Arrived, release_);
   finish();
 }
 
 void SingleCopyOp::release_after(int reader) {
-  arena_.publish(Flag::Arrived, exposure_ + 1);
-  arena_.wait_for(reader, Flag::Arrived, exposure_ + 1, ctx_.deadline, ctx_.what);
+  arena_.publish(Flag::Arrived, release_);
+  arena_.wait_for(reader, Flag::Arrived, release_, ctx_.deadline, ctx_.what);
   finish();
 }
 
 void SingleCopyOp::release_after_all() {
-  arena_.publish(Flag::Arrived, exposure_ + 1);
-  arena_.wait_for_all(Flag::Arrived, exposure_ + 1, ctx_.deadline, ctx_.what);
+  arena_.publish(Flag::Arrived, release_);
+  arena_.wait_for_all(Flag::Arrived, release_, ctx_.deadline, ctx_.what);
   finish();
 }
 

@@ -19,6 +19,9 @@
 //   g + 1 (release): every rank announces Arrived(g + 1) once it has copied everything it copies.
 //     A rank that others read from waits for their Arrived(g + 1) before it returns: after that
 //     its caller may change or free the buffers.
+// An op of several steps (allreduce: reduce-scatter, then allgather) takes one exposure per
+// step, g, g + 1, ..., and the release after them: announcing the next step's table
+// (expose_next) also says that this rank read everything of the previous one.
 // That keeps the arena's rule (shared_arena.hpp): Arrived(g + 1) comes only after the last read
 // of a generation-g table. A rank that fails anywhere in the op marks its flags
 // (SharedArena::mark_failed) before the error leaves the op, so its peers fail at once, in this
@@ -47,8 +50,8 @@ class SingleCopyOp {
   /// The most ranks whose tables fit one data slot (a header, then one entry per rank).
   static const std::size_t kMaxRanks;
 
-  /// Takes the op's two generations.
-  SingleCopyOp(const OpContext& ctx, transport::SharedArena& arena);
+  /// Takes the op's generations: `steps` exposures and a release.
+  SingleCopyOp(const OpContext& ctx, transport::SharedArena& arena, int steps = 1);
   /// Marks this rank failed (SharedArena::mark_failed) unless a release returned normally.
   ~SingleCopyOp();
   SingleCopyOp(const SingleCopyOp&) = delete;
@@ -63,11 +66,19 @@ class SingleCopyOp {
   /// the table.
   void expose_layout(const void* base, std::span<const std::size_t> counts,
                      std::span<const std::size_t> displs, std::size_t element_bytes);
+  /// Moves to the next step: announces this rank's table for it, which tells the peers that it
+  /// read all it reads of the previous step's tables (and whatever they point to). Reads then
+  /// go to the new step's tables. Every rank must call it at the same point.
+  void expose_next(std::span<const ExposedBlock> blocks);
 
   /// Copies entry `entry` of rank r's table into `into`, which holds `bytes`. A length other
   /// than `bytes` is the caller's error (ranks disagreeing about counts): nothing is copied,
   /// and the release throws Error(InvalidArgument) naming both lengths once the peers are done.
   void read(int r, std::size_t entry, void* into, std::size_t bytes);
+  /// The same for part of an entry: checks that the entry holds `entry_bytes` (a length
+  /// disagreement otherwise, as above), then copies `bytes` from `offset` into it on.
+  void read_part(int r, std::size_t entry, std::size_t entry_bytes, std::size_t offset, void* into,
+                 std::size_t bytes);
 
   /// Announces that this rank read all it reads, and returns: for a rank nobody reads from.
   void release();
@@ -85,7 +96,8 @@ class SingleCopyOp {
 
   const OpContext& ctx_;
   transport::SharedArena& arena_;
-  std::uint64_t exposure_;
+  std::uint64_t exposure_;  ///< the current step's generation
+  std::uint64_t release_ = 0;
   bool finished_ = false;
   std::string mismatch_;  ///< the first length disagreement, thrown by the release
   int mismatched_rank_ = -1;

@@ -1,0 +1,96 @@
+// Single-copy allreduce, for ranks of one host that may read each other's memory
+// (engines/single_copy.hpp).
+//
+// How it works, in two steps of the engine:
+// - Reduce-scatter: every rank exposes its input. Rank r owns share r of the vector (balanced
+//   blocks) and reduces it chunk by chunk: the other ranks' parts of the chunk are copied out of
+//   their inputs into scratch that stays in this core's cache, and all operands are combined in
+//   rank order (its own read straight from its input) into its output.
+// - Allgather: every rank exposes its output, which announces that it has read every input it
+//   needed; each rank then copies every other share out of its owner's output.
+// Every element is reduced once, by its share's owner, so all ranks hold identical bits.
+//
+// Why: the arena's share scheme (shared_memory_reduction.cpp) copies each rank's input into the
+// segment, reduces into a result slot and copies every result out: five passes over a vector's
+// bytes per rank. Here it is three (a peer's part read into cache, the reduction, the copy of
+// the other shares), which counts from a few MiB on, where the vector no longer fits the caches.
+//
+// In place (out == in) no rank writes anything a peer still reads: in the first step a rank
+// writes only its own share of its buffer, which nobody else reads from it, and it overwrites
+// the others' shares only after every peer has announced the second step. A root after rank 1
+// keeps its own part of each chunk in scratch first, since the first two operands land in its
+// output before its own is folded in.
+
+#include "algorithms/engines/single_copy.hpp"
+#include "algorithms/descriptor.hpp"
+#include "algorithms/engines/scratch_slots.hpp"
+#include "core/copy_bytes.hpp"
+#include "patterns/block_partition.hpp"
+#include "reduce/reduce.hpp"
+
+#include <algorithm>
+
+namespace cohort::algorithms {
+namespace {
+
+/// Bytes of a peer's part read at once: small enough that a chunk from two peers and this rank's
+/// output stay in the core's cache while they are reduced.
+constexpr std::size_t kChunkBytes = 128 * 1024;
+
+void run(const OpContext& ctx, const AllreduceArgs& args) {
+  const std::size_t es = dtype_size(args.dtype);
+  const auto n = static_cast<std::size_t>(ctx.size);
+  const auto me = static_cast<std::size_t>(ctx.rank);
+  const std::size_t bytes = args.count * es;
+  const auto* in = static_cast<const std::byte*>(args.in);
+  auto* out = static_cast<std::byte*>(args.out);
+  SingleCopyOp op(ctx, *ctx.arena(), 2);
+  const ExposedBlock input{args.in, bytes};
+  op.expose({&input, 1});
+
+  // 1. This rank's share, a chunk at a time.
+  const patterns::BlockRange mine = patterns::balanced_block(args.count, n, me);
+  const std::size_t chunk_elems = std::max<std::size_t>(kChunkBytes / es, 1);
+  std::byte* first = ctx.scratch.get(kChunkBytes, kSlotWork0);
+  std::byte* second = ctx.scratch.get(kChunkBytes, kSlotWork1);
+  const bool keep_own = out == in && me >= 2;
+  std::byte* own_copy = keep_own ? ctx.scratch.get(kChunkBytes, kSlotWork2) : nullptr;
+  for (std::size_t done = 0; done < mine.count; done += chunk_elems) {
+    const std::size_t elems = std::min(chunk_elems, mine.count - done);
+    const std::size_t offset = (mine.offset + done) * es;
+    if (keep_own) copy_bytes(own_copy, in + offset, elems * es);
+    // Rank r's operand: this rank's own from its input (or the copy kept of it), a peer's read
+    // into `into`.
+    auto operand = [&](std::size_t r, std::byte* into) -> const std::byte* {
+      if (r == me) return keep_own ? own_copy : in + offset;
+      op.read_part(static_cast<int>(r), 0, bytes, offset, into, elems * es);
+      return into;
+    };
+    const std::byte* a = operand(0, first);
+    const std::byte* b = operand(1, second);
+    reduce::reduce_to(args.op, args.dtype, out + offset, a, b, elems);
+    for (std::size_t r = 2; r < n; ++r)
+      reduce::reduce_into(args.op, args.dtype, out + offset, operand(r, first), elems);
+  }
+
+  // 2. Every other share, out of its owner's output, from the next rank on.
+  const ExposedBlock output{args.out, bytes};
+  op.expose_next({&output, 1});
+  for (std::size_t k = 1; k < n; ++k) {
+    const std::size_t owner = (me + k) % n;
+    const patterns::BlockRange share = patterns::balanced_block(args.count, n, owner);
+    op.read_part(static_cast<int>(owner), 0, bytes, share.offset * es, out + share.offset * es,
+                 share.count * es);
+  }
+  op.release_after_all();
+}
+
+}  // namespace
+
+extern const AlgorithmDescriptor allreduce_single_copy =
+    describe<run, reading_peers<AllreduceArgs>>(
+        Algorithm::SingleCopy,
+        "Single-copy allreduce: each rank reduces its share out of the others' inputs, then "
+        "copies the other shares out of their owners");
+
+}  // namespace cohort::algorithms
