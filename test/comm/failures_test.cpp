@@ -534,6 +534,26 @@ TEST_CASE("single copy: a disagreement only the root sees still fails the others
   }));
 }
 
+TEST_CASE("single copy: an allreduce whose ranks disagree about the count fails on every rank",
+          "[comm][multiproc]") {
+  // The allreduce's two steps read at offsets every rank computes from its own count, so a
+  // disagreement must stop it before any copy: the op's announcement carries its bytes.
+  if (!single_copy_runs_here()) return;
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto c = single_copy_world(env);
+    Buffer b = Buffer::allocate(env.rank == 0 ? 1024 : 2048, DType::Float32);
+    CollectiveOptions forced;
+    forced.algorithm = Algorithm::SingleCopy;
+    forced.timeout = 60s;
+    const auto start = std::chrono::steady_clock::now();
+    expect_error([&] { c->allreduce(b, ReduceOp::Sum, forced); }, ErrorCode::InvalidArgument,
+                 {"single copy", "allreduce of"}, "an allreduce of disagreeing counts");
+    RANK_CHECK(std::chrono::steady_clock::now() - start < 30s, "failed before the deadline");
+  }));
+}
+
 TEST_CASE("single copy: ranks running one broadcast by different arena algorithms all fail",
           "[comm][multiproc]") {
   // The slots hold address tables under single copy and data under shared memory: each
