@@ -117,8 +117,8 @@ Normalised<AlltoallArgs>::Normalised(const OpContext& ctx, ScratchPool& staging,
   if (!overlaps(args.in, in_bytes, args.out, args.recv_total * es)) return;
   copy_.emplace(args);
   // In place proper, this rank's own block is already where it belongs: the copy leaves it out
-  // (blocks are packed, so no other block shares its bytes). On 2 ranks that halves the staging
-  // and saves the own block's copy back.
+  // (blocks are packed, so no other block shares its bytes). On 2 ranks that halves the bytes
+  // staged and saves the own block's copy back.
   const auto me = static_cast<std::size_t>(ctx.rank);
   const std::size_t own_offset = args.send_displs[me] * es;
   const std::size_t own_bytes = args.send_counts[me] * es;

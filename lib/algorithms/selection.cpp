@@ -202,7 +202,7 @@ constexpr Collective kFamilies[] = {C::Allreduce,     C::Broadcast, C::Reduce,
                                     C::ReduceScatter, C::Alltoall,  C::Barrier};
 
 /// Where each family's rules start in kTable (the table's size for a family without rules), so
-/// choosing scans only the one to three rules of the op's family.
+/// choosing scans only the few rules of the op's family.
 constexpr auto kFirstRule = [] {
   std::array<std::size_t, kCollectiveCount> first{};
   first.fill(std::size(kTable));

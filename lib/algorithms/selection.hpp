@@ -76,10 +76,10 @@ inline constexpr std::size_t kAllgatherRingTwoRanksMinBytes = 2 * kMiB;
 // Single copy (process_vm_readv straight out of the peer's buffer, <family>/single_copy.cpp) on
 // one host, where the kernel allows it: chosen where it won or tied against the previous choice
 // in place and out of place, on buffers of 4 KiB pages and of 2 MiB pages (README, single copy).
-/// allreduce, 2 ranks: single copy from this size up to the next. It was 1.5-1.6x faster than
-/// the arena's share scheme on buffers of 2 MiB pages (2-32 MiB) and tied on 4 KiB pages up to
-/// 8 MiB; from 16 MiB on 4 KiB pages, and at 64 MiB on either, it was slower (README, single
-/// copy allreduce).
+/// allreduce, 2 ranks: single copy from this size up to the next. There it was 1.5-1.8x faster
+/// than the arena's share scheme on buffers of 2 MiB pages and tied on 4 KiB pages (up to 1.2x
+/// either way); below 4 MiB in place, from 16 MiB on 4 KiB pages and at 64 MiB on either it
+/// was slower (README, single-copy allreduce).
 inline constexpr std::size_t kAllreduceSingleCopyTwoRanksMinBytes = 4 * kMiB;
 inline constexpr std::size_t kAllreduceSingleCopyTwoRanksMaxBytes = 16 * kMiB;
 /// allgather, 2 ranks: single copy from this total size (1.2-2.5x faster to 2 MiB).

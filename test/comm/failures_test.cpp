@@ -534,6 +534,28 @@ TEST_CASE("single copy: a disagreement only the root sees still fails the others
   }));
 }
 
+TEST_CASE("an arena reduce whose ranks disagree about the root fails on every rank",
+          "[comm][multiproc]") {
+  // 64 KiB, one piece of the root scheme, where only the root reduces: each rank names the other
+  // as the root, so both act as non-roots, and neither may return as if the reduce had run.
+  REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
+    ::unsetenv("COHORT_DEBUG");  // the arena must find it, not COHORT_DEBUG's cross-check
+    ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
+    auto c = world(env);
+    allreduce_works(*c, "before");  // sets the arena up
+    Buffer in = Buffer::allocate(16384, DType::Float32);
+    Buffer out = Buffer::allocate(16384, DType::Float32);
+    CollectiveOptions forced;
+    forced.algorithm = Algorithm::SharedMemory;
+    forced.timeout = 60s;
+    const auto start = std::chrono::steady_clock::now();
+    expect_error([&] { c->reduce(in, out, ReduceOp::Sum, 1 - env.rank, forced); },
+                 ErrorCode::InvalidArgument, {"disagree", "reduce of 65536 bytes"},
+                 "a reduce naming two roots");
+    RANK_CHECK(std::chrono::steady_clock::now() - start < 30s, "failed before the deadline");
+  }));
+}
+
 TEST_CASE("single copy: an allreduce whose ranks disagree about the count fails on every rank",
           "[comm][multiproc]") {
   // The allreduce's two steps read at offsets every rank computes from its own count, so a

@@ -3,7 +3,7 @@
 // How it works: in step s = 1 .. n - 1 rank r sends its block for rank r + s and receives the
 // block from rank r - s, so every step is a perfect matching of senders to receivers and no rank
 // is flooded. Up to kPairwiseWindow steps are in flight at once to hide per-message latency.
-// Our own block is copied locally.
+// Our own block is copied locally (unless an in-place call left it where it belongs).
 //
 // Cost, n ranks: n - 1 steps; each rank sends and receives everything except its own block
 // once: bandwidth-optimal, latency linear in n (Bruck is better for tiny uniform blocks).

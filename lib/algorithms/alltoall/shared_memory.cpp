@@ -5,7 +5,7 @@
 // rank copies piece c of each outgoing block into the destination's sub-slot and announces the
 // round; then it copies its own sub-slot out of every other rank's slot into the matching
 // receive block, taking ranks in ring order from the next one so that ranks spread their reads.
-// A rank's block for itself is copied locally before round 0.
+// A rank's block for itself is copied locally before round 0 (unless in place left it there).
 //
 // How many rounds: a rank knows only the blocks it sends and receives, while alltoallv blocks
 // differ between rank pairs. So round 0 always runs, and each rank puts the rounds its own

@@ -2,9 +2,9 @@
 // (engines/single_copy.hpp).
 //
 // How it works: every rank exposes one entry per destination (where that rank's block is in its
-// input), copies its own block locally, then copies the block each other rank has for it
-// straight out of that rank's input, in ring order from the next rank; then all wait until every
-// rank is done reading.
+// input), copies its own block locally (unless in place left it where it belongs), then copies the
+// block each other rank has for it straight out of that rank's input, in ring order from the next
+// rank; then all wait until every rank is done reading.
 //
 // Cost per rank: every received byte copied once (the arena path: written into the segment by
 // its sender and read out by its receiver), two handoffs. Input and output never overlap here

@@ -15,9 +15,10 @@
 // - Reduce to one rank (shared_memory_reduction_at_root): the other ranks copy each piece into
 //   their data slots and announce it; the root reduces all of them, its own contribution read
 //   straight from its input, into its output. The others copy the next piece in while the root
-//   reduces this one. No result slot and no second handoff: on 2-4 ranks of a 2-core host it
-//   was 1.2-1.9x faster than the share scheme from 16 KiB to 16 MiB (README, reduce), but the
-//   root reads all n contributions, which the share scheme spreads over every rank.
+//   reduces this one. No result slot and no second handoff: on 2 ranks it was 1.2-1.8x faster
+//   than the share scheme from 16 KiB to 4 MiB, on 3-4 ranks of a 2-core host 1.03-1.7x
+//   (README, reduce), but the root reads all n contributions, which the share scheme spreads
+//   over every rank.
 // Operands are combined in rank order (rank 0 op rank 1 op ...), so every element is reduced
 // identically whichever rank computes it, and all ranks get identical bits. Avg combines like Sum
 // and is divided by n here, where the sums are still in cache: by each share's owner in its
@@ -164,7 +165,13 @@ void reduce_at_root(const OpContext& ctx, SharedArena& arena, const std::byte* i
     }
     // The root too announces every piece: it reads no slot of an older one any more.
     arena.publish(SharedArena::Flag::Arrived, g);
-    if (out == nullptr) continue;
+    if (out == nullptr) {
+      // A non-root waits for the others once, at the first piece (the root announces it as it
+      // starts): that compares their announcements, so ranks that disagree about the op (its
+      // size, its root) fail in it instead of returning as if it had run.
+      if (i == 0) arena.wait_for_all(SharedArena::Flag::Arrived, g, ctx.deadline, ctx.what);
+      continue;
+    }
     arena.wait_for_all(SharedArena::Flag::Arrived, g, ctx.deadline, ctx.what);
     reduce_slots(arena, g, false, 0, own_through_slot ? nullptr : in + offset, out + offset, length,
                  dtype, op);

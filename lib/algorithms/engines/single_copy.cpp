@@ -107,17 +107,20 @@ void SingleCopyOp::read_part(int r, std::size_t entry, std::size_t entry_bytes, 
 }
 
 void SingleCopyOp::release() {
+  COHORT_CHECK(exposure_ + 1 == release_);  // every step exposed
   arena_.publish(Flag::Arrived, release_);
   finish();
 }
 
 void SingleCopyOp::release_after(int reader) {
+  COHORT_CHECK(exposure_ + 1 == release_);
   arena_.publish(Flag::Arrived, release_);
   arena_.wait_for(reader, Flag::Arrived, release_, ctx_.deadline, ctx_.what);
   finish();
 }
 
 void SingleCopyOp::release_after_all() {
+  COHORT_CHECK(exposure_ + 1 == release_);
   arena_.publish(Flag::Arrived, release_);
   arena_.wait_for_all(Flag::Arrived, release_, ctx_.deadline, ctx_.what);
   finish();

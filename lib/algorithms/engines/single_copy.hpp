@@ -9,7 +9,7 @@
 // op's time (2 ranks, allgather in place of 1 MiB: 77 us through the arena, 32 us in one copy,
 // Open MPI's own single copy 31 us; README, "Single copy").
 //
-// Each op takes two generations of the arena's main numbering:
+// A one-step op takes two generations of the arena's main numbering:
 //   g (exposure): every rank waits until its data slot of g's parity is free, writes a table of
 //     (address, bytes) into it, one entry per destination rank or one for all (none for ranks
 //     nobody reads from), and announces Arrived(g). A reader waits for the owner's Arrived(g),
@@ -59,7 +59,8 @@ class SingleCopyOp {
 
   /// Publishes this rank's blocks: one per destination rank (entry d for rank d), or one that
   /// every rank reads (entry 0), or none. Call exactly once, before any read. The blocks must
-  /// stay valid and unchanged until the release returns.
+  /// stay valid until the release returns, and every byte a peer reads unchanged until that
+  /// peer announces it is done with it (its release, or its next step's table).
   void expose(std::span<const ExposedBlock> blocks);
   /// The same for one block per destination rank d: counts[d] elements of `element_bytes` at
   /// `base` + displs[d] elements (a scatter's or an alltoall's layout), written straight into
@@ -68,7 +69,8 @@ class SingleCopyOp {
                      std::span<const std::size_t> displs, std::size_t element_bytes);
   /// Moves to the next step: announces this rank's table for it, which tells the peers that it
   /// read all it reads of the previous step's tables (and whatever they point to). Reads then
-  /// go to the new step's tables. Every rank must call it at the same point.
+  /// go to the new step's tables. Every rank must call it at the same point, steps - 1 times
+  /// before the release (which checks that).
   void expose_next(std::span<const ExposedBlock> blocks);
 
   /// Copies entry `entry` of rank r's table into `into`, which holds `bytes`. A length other
