@@ -8,6 +8,8 @@ Rows match on (impl, algo, op, dtype, redop, size, in/out of place). For each, p
 figures and new/old (above 1: NEW is faster), then the geometric mean of the ratios per op and
 form. Rows only one side has are listed at the end. --min-ratio R exits 1 when any matched row's
 ratio is below R (a regression gate for scripts; noise on a shared machine is easily 10%).
+A run made with --fresh-input and one made without do not measure the same thing: comparing them
+prints a warning on stderr.
 """
 
 import argparse
@@ -42,7 +44,12 @@ def main():
     for label, doc in (("old", old_doc), ("new", new_doc)):
         if doc:
             print(f"# {label}: {doc.get('world_size', '?')} ranks on {doc.get('hostname', '?')}, "
-                  f"{doc.get('iters', '?')} iters")
+                  f"{doc.get('iters', '?')} iters"
+                  + (", fresh input" if doc.get("fresh_input") else ""))
+    # Files from before the flag existed have no field: they ran without it.
+    if bool(old_doc.get("fresh_input")) != bool(new_doc.get("fresh_input")):
+        print("warning: one run rewrote its input before every call (--fresh-input) and the "
+              "other did not; their times are not comparable", file=sys.stderr)
     print(f"{'impl':>7} {'algo':>14} {'op':>14} {'bytes':>11} {'form':>7} "
           f"{'old GB/s':>9} {'new GB/s':>9} {'new/old':>8}")
     groups = defaultdict(list)

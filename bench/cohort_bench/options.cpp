@@ -196,9 +196,11 @@ BenchOptions CommandLine::parse(std::vector<std::string> args) {
   if (!algo.empty()) {
     const auto a = algorithm_from_name(algo);
     if (!a) {
-      bad_value("--algo", algo,
-                "auto|ring|recursive_doubling|rabenseifner|tree|scatter_allgather|"
-                "reduce_scatter_gather|bruck|recursive_halving|pairwise|dissemination");
+      // The library's own names, so the list cannot fall behind its algorithms.
+      std::string names;
+      for (int i = 0; i < kAlgorithmCount; ++i)
+        names += (i ? "|" : "") + std::string(algorithm_name(static_cast<Algorithm>(i)));
+      bad_value("--algo", algo, names);
     }
     const bool applies = std::any_of(o.ops.begin(), o.ops.end(),
                                      [&](BenchOp op) { return algorithm_applies(op, *a); });

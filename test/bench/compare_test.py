@@ -43,4 +43,13 @@ with tempfile.TemporaryDirectory() as d:
     gate = subprocess.run([sys.executable, compare] + paths + ["--min-ratio", "0.4"],
                           capture_output=True, text=True)
     assert gate.returncode == 0, gate.stderr
-print("compare.py: ratios and gate verified")
+    assert "fresh-input" not in out.stderr, out.stderr
+    # A fresh-input run against a plain one: the same ratios, and a warning.
+    new["fresh_input"] = True
+    with open(paths[1], "w") as f:
+        json.dump(new, f)
+    mixed = subprocess.run([sys.executable, compare] + paths, capture_output=True, text=True)
+    assert mixed.returncode == 0, mixed.stderr
+    assert "--fresh-input" in mixed.stderr and "not comparable" in mixed.stderr, mixed.stderr
+    assert "fresh input" in mixed.stdout, mixed.stdout
+print("compare.py: ratios, gate and the fresh-input warning verified")

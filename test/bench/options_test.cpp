@@ -124,6 +124,9 @@ TEST_CASE("algorithm flags", "[bench][options]") {
   CHECK(invalid_argument_message({"-o", "broadcast", "--algo", "ring"}).find("ring") !=
         std::string::npos);
   CHECK(invalid_argument_message({"--algo", "quantum"}).find("quantum") != std::string::npos);
+  // The refusal lists every algorithm name, the newest included.
+  CHECK(invalid_argument_message({"--algo", "quantum"})
+            .find("shared_memory|hierarchical|single_copy") != std::string::npos);
   CHECK(invalid_argument_message({"--algos", "some"}).find("some") != std::string::npos);
   CHECK_THROWS_AS(parse_bench_options({"--algo", "ring", "--algos", "all"}), CLI::ParseError);
 }
