@@ -24,6 +24,7 @@
 
 #include "algorithms/engines/single_copy.hpp"
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/rank_order_fold.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
 #include "patterns/block_partition.hpp"
@@ -54,24 +55,22 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
   const std::size_t chunk_elems = std::max<std::size_t>(kChunkBytes / es, 1);
   std::byte* first = ctx.scratch.get(kChunkBytes, kSlotWork0);
   std::byte* second = ctx.scratch.get(kChunkBytes, kSlotWork1);
-  const bool keep_own = out == in && me >= 2;
+  const bool keep_own = own_operand_needs_keeping(out == in, ctx.rank);
   std::byte* own_copy = keep_own ? ctx.scratch.get(kChunkBytes, kSlotWork2) : nullptr;
   for (std::size_t done = 0; done < mine.count; done += chunk_elems) {
     const std::size_t elems = std::min(chunk_elems, mine.count - done);
     const std::size_t offset = (mine.offset + done) * es;
     if (keep_own) copy_bytes(own_copy, in + offset, elems * es);
     // Rank r's operand: this rank's own from its input (or the copy kept of it), a peer's read
-    // into `into`.
-    auto operand = [&](std::size_t r, std::byte* into) -> const std::byte* {
-      if (r == me) return keep_own ? own_copy : in + offset;
-      op.read_part(static_cast<int>(r), 0, bytes, offset, into, elems * es);
-      return into;
-    };
-    const std::byte* a = operand(0, first);
-    const std::byte* b = operand(1, second);
-    reduce::reduce_to(args.op, args.dtype, out + offset, a, b, elems);
-    for (std::size_t r = 2; r < n; ++r)
-      reduce::reduce_into(args.op, args.dtype, out + offset, operand(r, first), elems);
+    // into scratch (rank 1's into its own, since rank 0's is still to be read).
+    fold_in_rank_order(args.op, args.dtype, out + offset, elems, ctx.size,
+                       [&](int r) -> const std::byte* {
+                         if (static_cast<std::size_t>(r) == me)
+                           return keep_own ? own_copy : in + offset;
+                         std::byte* into = r == 1 ? second : first;
+                         op.read_part(r, 0, bytes, offset, into, elems * es);
+                         return into;
+                       });
   }
 
   // 2. Every other share, out of its owner's output, from the next rank on.

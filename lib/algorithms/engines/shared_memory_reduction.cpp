@@ -32,6 +32,8 @@
 
 #include "algorithms/engines/shared_memory_reduction.hpp"
 
+#include "algorithms/engines/rank_order_fold.hpp"
+
 #include "core/check.hpp"
 #include "core/copy_bytes.hpp"
 #include "core/stream_copy.hpp"
@@ -64,13 +66,10 @@ std::byte* contribution(const SharedArena& arena, int r, std::uint64_t generatio
 void reduce_slots(const SharedArena& arena, std::uint64_t generation, bool tiny, std::size_t offset,
                   const std::byte* own, std::byte* dst, std::size_t count, DType dtype,
                   ReduceOp op) {
-  if (count == 0) return;
-  auto operand = [&](int r) -> const std::byte* {
+  fold_in_rank_order(op, dtype, dst, count, arena.size(), [&](int r) -> const std::byte* {
     if (own != nullptr && r == arena.rank()) return own;
     return contribution(arena, r, generation, tiny) + offset;
-  };
-  reduce::reduce_to(op, dtype, dst, operand(0), operand(1), count);
-  for (int r = 2; r < arena.size(); ++r) reduce::reduce_into(op, dtype, dst, operand(r), count);
+  });
 }
 
 /// The pieces of a vector and each piece's share of one rank, in elements.
@@ -151,9 +150,9 @@ void reduce_at_root(const OpContext& ctx, SharedArena& arena, const std::byte* i
   const std::size_t es = dtype_size(dtype);
   const int me = ctx.rank;
   const Pieces pieces{count, SharedArena::kSlotBytes / es, 1};
-  // In place on a root after rank 1, the first two operands would overwrite the root's own
-  // before it is folded in (rank order): its contribution goes through its slot like the others'.
-  const bool own_through_slot = out != nullptr && out == in && me >= 2;
+  // In place on a root after rank 1, the fold would overwrite the root's own operand before its
+  // turn: its contribution goes through its slot like the others'.
+  const bool own_through_slot = out != nullptr && own_operand_needs_keeping(out == in, me);
   const bool copies_in = out == nullptr || own_through_slot;
   for (std::size_t i = 0; i < pieces.number(); ++i) {
     const std::uint64_t g = arena.next_generation();

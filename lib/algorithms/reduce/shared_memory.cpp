@@ -13,6 +13,7 @@
 // so the same bits).
 
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/rank_order_fold.hpp"
 #include "algorithms/engines/shared_memory_reduction.hpp"
 #include "core/copy_bytes.hpp"
 #include "reduce/reduce.hpp"
@@ -49,16 +50,14 @@ void run_eager(const OpContext& ctx, SharedArena& arena, const ReduceArgs& args,
   }
   for (int r = 0; r < ctx.size; ++r)
     if (r != ctx.rank) arena.wait_for_eager(r, e, g, ctx.deadline, ctx.what);
-  // In place, the output is the root's operand: keep a copy, since later operands are folded
-  // into the output.
-  alignas(64) std::array<std::byte, SharedArena::kEagerBytes> own;
-  copy_bytes(own.data(), args.in, bytes);
-  const auto operand = [&](int r) -> const std::byte* {
-    return r == ctx.rank ? own.data() : arena.eager_data(r, e, bytes);
-  };
-  reduce::reduce_to(args.op, args.dtype, args.out, operand(0), operand(1), args.count);
-  for (int r = 2; r < ctx.size; ++r)
-    reduce::reduce_into(args.op, args.dtype, args.out, operand(r), args.count);
+  alignas(64) std::array<std::byte, SharedArena::kEagerBytes> kept;
+  const std::byte* own = static_cast<const std::byte*>(args.in);
+  if (own_operand_needs_keeping(args.out == args.in, ctx.rank)) {
+    copy_bytes(kept.data(), own, bytes);
+    own = kept.data();
+  }
+  fold_in_rank_order(args.op, args.dtype, args.out, args.count, ctx.size,
+                     [&](int r) { return r == ctx.rank ? own : arena.eager_data(r, e, bytes); });
   if (args.op == ReduceOp::Avg)
     reduce::divide_by(args.dtype, args.out, args.count, static_cast<std::size_t>(ctx.size));
   arena.publish(Flag::Consumed, e);

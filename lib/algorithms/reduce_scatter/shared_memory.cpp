@@ -12,6 +12,7 @@
 // an arena on more than one rank.
 
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/rank_order_fold.hpp"
 #include "core/copy_bytes.hpp"
 #include "reduce/reduce.hpp"
 
@@ -44,13 +45,8 @@ void run(const OpContext& ctx, const ReduceScatterArgs& args) {
       copy_bytes(slot + b * piece * es, in + (b * args.count + at) * es, length * es);
     arena->publish(Flag::Arrived, g);
     arena->wait_for_all(Flag::Arrived, g, ctx.deadline, ctx.what);
-    auto operand = [&](std::size_t r) {
-      return arena->data(static_cast<int>(r), g) + me * piece * es;
-    };
-    std::byte* dst = out + at * es;
-    reduce::reduce_to(args.op, args.dtype, dst, operand(0), operand(1), length);
-    for (std::size_t r = 2; r < n; ++r)
-      reduce::reduce_into(args.op, args.dtype, dst, operand(r), length);
+    fold_in_rank_order(args.op, args.dtype, out + at * es, length, ctx.size,
+                       [&](int r) { return arena->data(r, g) + me * piece * es; });
   }
 }
 
