@@ -5,6 +5,8 @@
 #include "core/copy_bytes.hpp"
 #include "reduce/reduce.hpp"
 
+#include <algorithm>
+
 namespace cohort::algorithms {
 namespace {
 
@@ -20,6 +22,14 @@ bool overlaps(const void* a, std::size_t a_bytes, const void* b, std::size_t b_b
   const auto* x = static_cast<const std::byte*>(a);
   const auto* y = static_cast<const std::byte*>(b);
   return a_bytes != 0 && b_bytes != 0 && x < y + b_bytes && y < x + a_bytes;
+}
+
+/// Elements spanned by blocks of `counts` at `displs`, gaps included.
+std::size_t extent(const RankSizes& counts, const RankSizes& displs) {
+  std::size_t end = 0;
+  for (std::size_t j = 0; j < counts.size(); ++j)
+    if (counts[j] != 0) end = std::max(end, displs[j] + counts[j]);
+  return end;
 }
 
 /// A copy of `bytes` at `in` in the communicator's staging scratch.
@@ -113,8 +123,10 @@ Normalised<AlltoallArgs>::Normalised(const OpContext& ctx, ScratchPool& staging,
   // The algorithms need disjoint buffers; an aliasing call exchanges from a copy. Only this rare
   // form pays for copying the counts.
   const std::size_t es = dtype_size(args.dtype);
-  const std::size_t in_bytes = args.send_total * es;
-  if (!overlaps(args.in, in_bytes, args.out, args.recv_total * es)) return;
+  // Spans, not totals: displacements may leave gaps (the communicator's never do).
+  const std::size_t in_bytes = extent(args.send_counts, args.send_displs) * es;
+  if (!overlaps(args.in, in_bytes, args.out, extent(args.recv_counts, args.recv_displs) * es))
+    return;
   copy_.emplace(args);
   // In place proper, this rank's own block is already where it belongs: the copy leaves it out
   // (blocks are packed, so no other block shares its bytes). On 2 ranks that halves the bytes

@@ -7,6 +7,7 @@
 #include "algorithms/dispatch.hpp"
 #include "algorithms/selection.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -247,8 +248,11 @@ void SweepRank::alltoall(const SweepPlan& plan) {
         if (!uniform && !plan.layouts) continue;
         // Neighbouring cases alternate, and a case's two layouts differ: one buffer for input
         // and output (in place: the receive layout is the send layout, so the sizes must be
-        // symmetric), or two.
+        // symmetric), or two. Every other varied case with two layouts puts them in one
+        // allocation, overlapping, with this rank's own block at the same address in both (the
+        // staged exchange then leaves that block where it is).
         const bool in_place = (k + (uniform ? 0 : 1)) % 2 == 1;
+        const bool overlapping = !uniform && !in_place && k % 4 == 3;
         // Elements rank `from` sends rank `to`: varied sizes with some empty blocks.
         auto amount = [&](std::size_t from, std::size_t to) {
           if (uniform) return block;
@@ -272,23 +276,39 @@ void SweepRank::alltoall(const SweepPlan& plan) {
           recv_displs[j] = in_place ? send_displs[j] : recv_extent;
           recv_extent += recv_counts[j] + (uniform || in_place ? 0 : kGap);
         }
+        // In place and overlapping, one poisoned allocation holds the input at `in_at` and the
+        // output at `out_at` bytes, own blocks at one address; otherwise each has its own (so
+        // AddressSanitizer sees a write past either).
+        const std::size_t own_send = send_displs[me] * es;
+        const std::size_t own_recv = recv_displs[me] * es;
+        const bool shared = in_place || overlapping;
+        const std::size_t in_at = own_recv > own_send ? own_recv - own_send : 0;
+        const std::size_t out_at = in_at + own_send - own_recv;
+        std::vector<unsigned char> memory(
+            shared ? std::max(in_at + send_total * es, out_at + recv_extent * es)
+                   : recv_extent * es,
+            kPoison);
+        std::vector<unsigned char> separate_in(shared ? 0 : send_total * es);
+        unsigned char* in = shared ? memory.data() + in_at : separate_in.data();
+        unsigned char* result = shared ? memory.data() + out_at : memory.data();
         // Block from `from` to `to` carries (from, salt * 64 + to) data.
-        std::vector<unsigned char> in(send_total * es), out(recv_extent * es, kPoison);
-        std::vector<unsigned char> expected(recv_extent * es, kPoison);
-        for (std::size_t j = 0; j < n; ++j) {
+        for (std::size_t j = 0; j < n; ++j)
           fill_contribution(c.dtype, ReduceOp::Sum, rank_, salt * 64 + j, 0, send_counts[j],
-                            in.data() + send_displs[j] * es);
+                            in + send_displs[j] * es);
+        // The output's gaps keep what was there before the call, overlapping input included.
+        std::vector<unsigned char> expected(result, result + recv_extent * es);
+        for (std::size_t j = 0; j < n; ++j)
           fill_contribution(c.dtype, ReduceOp::Sum, static_cast<int>(j), salt * 64 + me, 0,
                             recv_counts[j], expected.data() + recv_displs[j] * es);
-        }
-        const std::string what =
-            describe(Collective::Alltoall, algorithm, c, rank_, size_,
-                     std::string(uniform ? "uniform" : "varied") + (in_place ? " in place" : ""));
-        void* result = in_place ? in.data() : out.data();
+        const std::string what = describe(Collective::Alltoall, algorithm, c, rank_, size_,
+                                          std::string(uniform ? "uniform" : "varied") +
+                                              (in_place      ? " in place"
+                                               : overlapping ? " overlapping, own block aligned"
+                                                             : ""));
         const Algorithm ran = algorithms::run_collective(
             ctx, staging_,
-            algorithms::AlltoallArgs{in.data(), result, send_counts, send_displs, recv_counts,
-                                     recv_displs, send_total, sum(recv_counts), c.dtype, uniform},
+            algorithms::AlltoallArgs{in, result, send_counts, send_displs, recv_counts, recv_displs,
+                                     send_total, sum(recv_counts), c.dtype, uniform},
             algorithm);
         check_ran(Collective::Alltoall, algorithm, ran, uniform, what);
         const auto mismatch = first_mismatch(c.dtype, result, expected.data(), recv_extent);
