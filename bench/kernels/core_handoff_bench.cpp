@@ -1,0 +1,214 @@
+// cohort-handoff-bench: what moving cache lines between two cores costs the shared-memory
+// allreduce on this host.
+//
+// The arena's share scheme on 2 ranks (lib/algorithms/engines/shared_memory_reduction.cpp) does,
+// for every 256 KiB piece, on each rank: copy the peer's half of its input into a data slot;
+// reduce its own half (its input and the peer's data slot) into a result slot; copy its own
+// result and the peer's into its output (streaming stores from 8 MiB on). Two threads pinned to
+// two CPUs run exactly those copies and reductions, with the library's own kernels, over a
+// float32 vector, in two modes:
+//   shared   each reads the slots the other wrote, ordered by flags, as the ranks do: the
+//            slots' cache lines move from one core to the other and back;
+//   private  each reads the slots it wrote itself: the same bytes and instructions, and no line
+//            moves between the cores.
+// shared / private is the share of the allreduce's time that the cores' cache-to-cache
+// transfers cost. A host where it is near 1 runs the arena at its memory's speed; where it is
+// 2 or more, reading a peer's memory once (the single-copy and UCX paths, which read the
+// input from memory instead of the peer's cache) can beat the arena's two copies. README,
+// "Performance", has the figures.
+//
+// Usage: cohort-handoff-bench [--bytes N] [--repeats R] [--quick]
+//   --bytes    vector size in MiB (default 64)
+//   --repeats  timed runs per mode; the median is printed (default 7)
+//   --quick    8 MiB and 2 runs, for a smoke test
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/mman.h>
+
+#include "core/copy_bytes.hpp"
+#include "core/stream_copy.hpp"
+#include "reduce/reduce.hpp"
+
+namespace {
+
+using cohort::DType;
+using cohort::ReduceOp;
+
+constexpr std::size_t kPieceBytes = 256 * 1024;  // SharedArena::kSlotBytes
+constexpr std::size_t kHalf = kPieceBytes / 2;
+constexpr std::size_t kStreamMinBytes = 8 * 1024 * 1024;  // as the engine's copy-out
+
+/// One flag per cache line, as the arena's.
+struct alignas(64) Flag {
+  std::atomic<std::uint64_t> value{0};
+};
+
+/// Anonymous memory advised to huge pages, as Buffer::allocate's, touched before timing.
+class Memory {
+ public:
+  explicit Memory(std::size_t bytes) : bytes_(bytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      std::perror("mmap");
+      std::exit(1);
+    }
+    madvise(p, bytes, MADV_HUGEPAGE);
+    bytes_ptr_ = static_cast<std::byte*>(p);
+    std::memset(p, 0, bytes);
+  }
+  ~Memory() { munmap(bytes_ptr_, bytes_); }
+  Memory(const Memory&) = delete;
+  Memory& operator=(const Memory&) = delete;
+  std::byte* get() const { return bytes_ptr_; }
+
+ private:
+  std::size_t bytes_;
+  std::byte* bytes_ptr_ = nullptr;
+};
+
+/// A rank: its input and output, two data and two result slots (pieces alternate), and its
+/// flags: Arrived(g) after its copy-in, Reduced(g) after its reduction, Done(g) after its
+/// copy-out (the peer may then rewrite the slots of piece g).
+struct Rank {
+  explicit Rank(std::size_t bytes) : in(bytes), out(bytes), slots(4 * kPieceBytes) {}
+  std::byte* input() { return in.get(); }
+  std::byte* output() { return out.get(); }
+  std::byte* data(std::uint64_t g) { return slots.get() + (g % 2) * kPieceBytes; }
+  std::byte* result(std::uint64_t g) { return slots.get() + (2 + g % 2) * kPieceBytes; }
+
+  Memory in, out, slots;
+  Flag arrived, reduced, done;
+};
+
+void wait_for(const Flag& flag, std::uint64_t g) {
+  while (flag.value.load(std::memory_order_acquire) < g) {
+  }
+}
+
+void publish(Flag& flag, std::uint64_t g) {
+  flag.value.store(g, std::memory_order_release);
+}
+
+void pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
+
+/// Rank `me`'s part of one allreduce; `other` is whose slots and flags it reads (the peer, or
+/// itself in private mode).
+void run_rank(Rank& mine, Rank& other, int me, std::size_t bytes) {
+  const std::size_t own = static_cast<std::size_t>(me) * kHalf;
+  const std::size_t theirs = kHalf - own;
+  const std::uint64_t pieces = bytes / kPieceBytes;
+  const auto copy_out = bytes >= kStreamMinBytes ? cohort::stream_copy : cohort::copy_bytes;
+  auto copy_in = [&](std::uint64_t g) {
+    if (g > 2) wait_for(other.reduced, g - 2);  // the reader of data slot g % 2 is done with it
+    cohort::copy_bytes(mine.data(g) + theirs, mine.input() + (g - 1) * kPieceBytes + theirs, kHalf);
+    publish(mine.arrived, g);
+  };
+  copy_in(1);
+  for (std::uint64_t g = 1; g <= pieces; ++g) {
+    std::byte* piece_in = mine.input() + (g - 1) * kPieceBytes;
+    std::byte* piece_out = mine.output() + (g - 1) * kPieceBytes;
+    wait_for(other.arrived, g);
+    if (g > 2) wait_for(other.done, g - 2);  // result slot g % 2 was copied out of
+    cohort::reduce::reduce_to(ReduceOp::Sum, DType::Float32, mine.result(g) + own, piece_in + own,
+                              other.data(g) + own, kHalf / sizeof(float));
+    publish(mine.reduced, g);
+    if (g < pieces) copy_in(g + 1);
+    copy_out(piece_out + own, mine.result(g) + own, kHalf);
+    wait_for(other.reduced, g);
+    copy_out(piece_out + theirs, other.result(g) + theirs, kHalf);
+    publish(mine.done, g);
+  }
+}
+
+/// Median seconds of `repeats` allreduces of `bytes` on two threads pinned to `cpus`.
+double median_seconds(bool shared, std::size_t bytes, int repeats, const int (&cpus)[2]) {
+  Rank ranks[2]{Rank(bytes), Rank(bytes)};
+  std::vector<double> seconds;
+  for (int r = 0; r < repeats + 1; ++r) {  // the first run warms the pages up, untimed
+    for (Rank& rank : ranks) {
+      publish(rank.arrived, 0);
+      publish(rank.reduced, 0);
+      publish(rank.done, 0);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    auto body = [&](int me) {
+      pin_to(cpus[me]);
+      run_rank(ranks[me], ranks[shared ? 1 - me : me], me, bytes);
+    };
+    std::thread first(body, 0);
+    std::thread second(body, 1);
+    first.join();
+    second.join();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r > 0) seconds.push_back(elapsed);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::size_t mib = 64;
+  int repeats = 7;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--quick") {
+      mib = 8;
+      repeats = 2;
+    } else if (arg == "--bytes" && i + 1 < argc) {
+      mib = std::strtoull(argv[++i], nullptr, 10);
+    } else if (arg == "--repeats" && i + 1 < argc) {
+      repeats = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--bytes MiB] [--repeats R] [--quick]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (mib == 0 || mib > 4096 || repeats < 1 || repeats > 1000) {
+    std::fprintf(stderr, "%s: --bytes must be 1-4096 MiB and --repeats 1-1000\n", argv[0]);
+    return 2;
+  }
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  sched_getaffinity(0, sizeof allowed, &allowed);
+  int cpus[2] = {-1, -1};
+  for (int c = 0, found = 0; c < CPU_SETSIZE && found < 2; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus[found++] = c;
+  if (cpus[1] < 0) {
+    std::fprintf(stderr, "%s: needs two CPUs in its affinity mask, has one\n", argv[0]);
+    return 1;
+  }
+  const std::size_t bytes = mib << 20;
+  std::printf(
+      "cohort-handoff-bench: 2-rank share scheme over %zu MiB float32, threads on CPUs %d "
+      "and %d, median of %d\n",
+      mib, cpus[0], cpus[1], repeats);
+  double times[2];
+  for (bool shared : {true, false}) {
+    const double s = median_seconds(shared, bytes, repeats, cpus);
+    times[shared ? 0 : 1] = s;
+    std::printf("%-8s %9.2f ms  busbw %6.2f GB/s\n", shared ? "shared" : "private", s * 1e3,
+                static_cast<double>(bytes) / s / 1e9);
+  }
+  std::printf("shared / private: %.2f\n", times[0] / times[1]);
+  return 0;
+}
