@@ -202,7 +202,7 @@ int main(int argc, char** argv) {
       "cohort-handoff-bench: 2-rank share scheme over %zu MiB float32, threads on CPUs %d "
       "and %d, median of %d\n",
       mib, cpus[0], cpus[1], repeats);
-  double times[2];
+  double times[2] = {0, 0};
   for (bool shared : {true, false}) {
     const double s = median_seconds(shared, bytes, repeats, cpus);
     times[shared ? 0 : 1] = s;
