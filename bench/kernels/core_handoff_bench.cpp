@@ -7,19 +7,21 @@
 // result and the peer's into its output (streaming stores from 8 MiB on). Two threads pinned to
 // two CPUs run exactly those copies and reductions, with the library's own kernels, over a
 // float32 vector, in two modes:
-//   shared   each reads the slots the other wrote, ordered by flags, as the ranks do: the
-//            slots' cache lines move from one core to the other and back;
-//   private  each reads the slots it wrote itself: the same bytes and instructions, and no line
-//            moves between the cores.
-// shared / private is the share of the allreduce's time that the cores' cache-to-cache
-// transfers cost. A host where it is near 1 runs the arena at its memory's speed; where it is
-// 2 or more, reading a peer's memory once (the single-copy and UCX paths, which read the
-// input from memory instead of the peer's cache) can beat the arena's two copies. README,
-// "Performance", has the figures.
+//   shared   each reads the halves of the slots the other wrote, as the ranks do: the slots'
+//            cache lines move from one core to the other and back;
+//   private  each reads the halves it wrote itself: the same amounts and instructions, and no
+//            slot line moves between the cores.
+// Both modes wait on the other thread's flags, so they keep the same lockstep.
+// shared / private estimates the share of the allreduce's time that the cores' cache-to-cache
+// transfers cost. Near 1, the arena runs at the memory's speed; at 2 or more, reading a peer's
+// memory once (the single-copy and UCX paths, which read large buffers from memory instead of
+// the peer's cache) can beat the arena's two copies. README, "Performance", has the figures.
+// Two SMT siblings share their caches, so pick CPUs on separate cores (--cpus).
 //
-// Usage: cohort-handoff-bench [--bytes N] [--repeats R] [--quick]
-//   --bytes    vector size in MiB (default 64)
+// Usage: cohort-handoff-bench [--mib N] [--repeats R] [--cpus A,B] [--quick]
+//   --mib      vector size in MiB (default 64)
 //   --repeats  timed runs per mode; the median is printed (default 7)
+//   --cpus     the two CPUs to pin the threads to (default: the first two it may run on)
 //   --quick    8 MiB and 2 runs, for a smoke test
 
 #include <algorithm>
@@ -108,15 +110,15 @@ void pin_to(int cpu) {
   pthread_setaffinity_np(pthread_self(), sizeof set, &set);
 }
 
-/// Rank `me`'s part of one allreduce; `other` is whose slots and flags it reads (the peer, or
-/// itself in private mode).
-void run_rank(Rank& mine, Rank& other, int me, std::size_t bytes) {
+/// Rank `me`'s part of one allreduce with `peer`; in private mode it reads its own slots where it
+/// would read the peer's.
+void run_rank(Rank& mine, Rank& peer, int me, bool shared, std::size_t bytes) {
   const std::size_t own = static_cast<std::size_t>(me) * kHalf;
   const std::size_t theirs = kHalf - own;
   const std::uint64_t pieces = bytes / kPieceBytes;
   const auto copy_out = bytes >= kStreamMinBytes ? cohort::stream_copy : cohort::copy_bytes;
   auto copy_in = [&](std::uint64_t g) {
-    if (g > 2) wait_for(other.reduced, g - 2);  // the reader of data slot g % 2 is done with it
+    if (g > 2) wait_for(peer.reduced, g - 2);  // the reader of data slot g % 2 is done with it
     cohort::copy_bytes(mine.data(g) + theirs, mine.input() + (g - 1) * kPieceBytes + theirs, kHalf);
     publish(mine.arrived, g);
   };
@@ -124,15 +126,19 @@ void run_rank(Rank& mine, Rank& other, int me, std::size_t bytes) {
   for (std::uint64_t g = 1; g <= pieces; ++g) {
     std::byte* piece_in = mine.input() + (g - 1) * kPieceBytes;
     std::byte* piece_out = mine.output() + (g - 1) * kPieceBytes;
-    wait_for(other.arrived, g);
-    if (g > 2) wait_for(other.done, g - 2);  // result slot g % 2 was copied out of
+    wait_for(peer.arrived, g);
+    if (g > 2) wait_for(peer.done, g - 2);  // result slot g % 2 was copied out of
+    // The peer's copy of this rank's half, or (private) the half this rank copied in itself.
+    const std::byte* operand = shared ? peer.data(g) + own : mine.data(g) + theirs;
     cohort::reduce::reduce_to(ReduceOp::Sum, DType::Float32, mine.result(g) + own, piece_in + own,
-                              other.data(g) + own, kHalf / sizeof(float));
+                              operand, kHalf / sizeof(float));
     publish(mine.reduced, g);
     if (g < pieces) copy_in(g + 1);
     copy_out(piece_out + own, mine.result(g) + own, kHalf);
-    wait_for(other.reduced, g);
-    copy_out(piece_out + theirs, other.result(g) + theirs, kHalf);
+    wait_for(peer.reduced, g);
+    // The peer's result for its half, or (private) this rank's own result again.
+    const std::byte* result = shared ? peer.result(g) + theirs : mine.result(g) + own;
+    copy_out(piece_out + theirs, result, kHalf);
     publish(mine.done, g);
   }
 }
@@ -150,7 +156,7 @@ double median_seconds(bool shared, std::size_t bytes, int repeats, const int (&c
     const auto start = std::chrono::steady_clock::now();
     auto body = [&](int me) {
       pin_to(cpus[me]);
-      run_rank(ranks[me], ranks[shared ? 1 - me : me], me, bytes);
+      run_rank(ranks[me], ranks[1 - me], me, shared, bytes);
     };
     std::thread first(body, 0);
     std::thread second(body, 1);
@@ -169,32 +175,40 @@ double median_seconds(bool shared, std::size_t bytes, int repeats, const int (&c
 int main(int argc, char** argv) {
   std::size_t mib = 64;
   int repeats = 7;
+  int cpus[2] = {-1, -1};
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--quick") {
       mib = 8;
       repeats = 2;
-    } else if (arg == "--bytes" && i + 1 < argc) {
+    } else if (arg == "--mib" && i + 1 < argc) {
       mib = std::strtoull(argv[++i], nullptr, 10);
     } else if (arg == "--repeats" && i + 1 < argc) {
       repeats = std::atoi(argv[++i]);
+    } else if (arg == "--cpus" && i + 1 < argc) {
+      if (std::sscanf(argv[++i], "%d,%d", &cpus[0], &cpus[1]) != 2 || cpus[0] < 0 || cpus[1] < 0 ||
+          cpus[0] >= CPU_SETSIZE || cpus[1] >= CPU_SETSIZE || cpus[0] == cpus[1]) {
+        std::fprintf(stderr, "%s: --cpus takes two different CPU numbers, as 0,1\n", argv[0]);
+        return 2;
+      }
     } else {
-      std::fprintf(stderr, "usage: %s [--bytes MiB] [--repeats R] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--mib N] [--repeats R] [--cpus A,B] [--quick]\n", argv[0]);
       return 2;
     }
   }
   if (mib == 0 || mib > 4096 || repeats < 1 || repeats > 1000) {
-    std::fprintf(stderr, "%s: --bytes must be 1-4096 MiB and --repeats 1-1000\n", argv[0]);
+    std::fprintf(stderr, "%s: --mib must be 1-4096 and --repeats 1-1000\n", argv[0]);
     return 2;
   }
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   sched_getaffinity(0, sizeof allowed, &allowed);
-  int cpus[2] = {-1, -1};
-  for (int c = 0, found = 0; c < CPU_SETSIZE && found < 2; ++c)
-    if (CPU_ISSET(c, &allowed)) cpus[found++] = c;
-  if (cpus[1] < 0) {
-    std::fprintf(stderr, "%s: needs two CPUs in its affinity mask, has one\n", argv[0]);
+  if (cpus[0] < 0) {
+    for (int c = 0, found = 0; c < CPU_SETSIZE && found < 2; ++c)
+      if (CPU_ISSET(c, &allowed)) cpus[found++] = c;
+  }
+  if (cpus[1] < 0 || !CPU_ISSET(cpus[0], &allowed) || !CPU_ISSET(cpus[1], &allowed)) {
+    std::fprintf(stderr, "%s: needs two CPUs it may run on (its affinity mask)\n", argv[0]);
     return 1;
   }
   const std::size_t bytes = mib << 20;

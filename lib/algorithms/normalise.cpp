@@ -128,13 +128,14 @@ Normalised<AlltoallArgs>::Normalised(const OpContext& ctx, ScratchPool& staging,
   if (!overlaps(args.in, in_bytes, args.out, extent(args.recv_counts, args.recv_displs) * es))
     return;
   copy_.emplace(args);
-  // In place proper, this rank's own block is already where it belongs: the copy leaves it out
-  // (blocks are packed, so no other block shares its bytes). On 2 ranks that halves the bytes
-  // staged and saves the own block's copy back.
+  // When this rank's own block is at one address in both (in place, or overlapping buffers that
+  // line it up), it is already where it belongs: the copy leaves it out (blocks are disjoint,
+  // so no other block shares its bytes). On 2 ranks that halves the bytes staged and saves the
+  // own block's copy back. An empty own block gains nothing and may lie past the span.
   const auto me = static_cast<std::size_t>(ctx.rank);
   const std::size_t own_offset = args.send_displs[me] * es;
   const std::size_t own_bytes = args.send_counts[me] * es;
-  if (args.send_counts[me] == args.recv_counts[me] &&
+  if (own_bytes != 0 && args.send_counts[me] == args.recv_counts[me] &&
       at(const_cast<void*>(args.in), args.send_displs[me], args.dtype) ==
           at(args.out, args.recv_displs[me], args.dtype)) {
     std::byte* copy = staging.get(in_bytes);
