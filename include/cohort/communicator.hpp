@@ -55,7 +55,8 @@ namespace cohort {
 struct CollectiveOptions {
   /// Deadline for the whole op. Default: the communicator's (COHORT_TIMEOUT seconds, 600).
   std::optional<std::chrono::milliseconds> timeout;
-  /// Force an algorithm; if it declines (unsupported arguments) selection falls through.
+  /// Force an algorithm; if it declines (unsupported arguments) selection falls through. The
+  /// same on every rank, as every argument of a collective.
   Algorithm algorithm = Algorithm::Auto;
   /// For device buffers: the CUDA stream to queue the op on (see "Stream order" above). Must be
   /// a stream of the buffers' device. Ignored by ops on host buffers.

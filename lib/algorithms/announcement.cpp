@@ -14,6 +14,8 @@ constexpr std::uint64_t kNoOp = 0xf;
 constexpr std::uint64_t kNoRoot = (1u << kRootBits) - 1;
 constexpr std::uint64_t kNoBytes = (std::uint64_t{1} << kBytesBits) - 1;
 constexpr std::uint64_t kSingleCopy = std::uint64_t{1} << 63;
+/// The root field of the measured choice's vote (an allreduce): beyond any world size.
+constexpr std::uint64_t kVoteRoot = kNoRoot - 1;
 static_assert(kCollectiveCount <= 16, "the collective field has 4 bits");
 
 std::uint64_t pack(Collective kind, std::uint64_t dtype, std::uint64_t op, std::uint64_t root,
@@ -53,12 +55,19 @@ template std::uint64_t announcement_of(const ReduceScatterArgs&, std::size_t, Al
 template std::uint64_t announcement_of(const AlltoallArgs&, std::size_t, Algorithm);
 template std::uint64_t announcement_of(const BarrierArgs&, std::size_t, Algorithm);
 
+std::uint64_t vote_announcement() {
+  return pack(Collective::Allreduce, static_cast<std::uint64_t>(DType::Float64),
+              static_cast<std::uint64_t>(ReduceOp::Max), kVoteRoot, 2 * sizeof(double));
+}
+
 std::string describe_announcement(std::uint64_t a) {
   const auto kind = static_cast<Collective>((a >> 59) & 0xf);
   const std::uint64_t dtype = (a >> 54) & 0x1f;
   const std::uint64_t op = (a >> 50) & 0xf;
   const std::uint64_t root = (a >> kBytesBits) & kNoRoot;
   const std::uint64_t bytes = a & kNoBytes;
+  if (kind == Collective::Allreduce && root == kVoteRoot)
+    return "the measured choice's vote (which of the arena and single copy runs large allreduces)";
   std::string text(collective_name(kind));
   if (kind != Collective::Barrier) {
     text += bytes == kNoBytes ? std::string(" of per-rank counts")

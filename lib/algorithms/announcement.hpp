@@ -20,6 +20,11 @@ namespace cohort::algorithms {
 template <class Args>
 std::uint64_t announcement_of(const Args& args, std::size_t bytes, Algorithm algorithm);
 
+/// What the measured choice's vote announces (measured_choice.hpp, dispatch.cpp): an allreduce
+/// whose root field, which allreduces leave unused, holds a value no root has, so a vote never
+/// pairs with a user's op on a rank whose sequence of ops differs.
+std::uint64_t vote_announcement();
+
 /// "allreduce of 400 bytes (float32, sum)", "broadcast of 16 bytes (int32) from root 2".
 std::string describe_announcement(std::uint64_t announcement);
 

@@ -6,14 +6,89 @@
 
 #include "algorithms/announcement.hpp"
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/shared_memory_reduction.hpp"
+#include "algorithms/measured_choice.hpp"
 #include "algorithms/normalise.hpp"
 #include "algorithms/selection.hpp"
 #include "core/log.hpp"
 
+#include <array>
+#include <chrono>
 #include <string>
+#include <type_traits>
 
 namespace cohort::algorithms {
 namespace {
+
+const AlgorithmDescriptor& descriptor_of(Collective family, Algorithm algorithm) {
+  const AlgorithmDescriptor* descriptor = find_algorithm(family, algorithm);
+  if (descriptor == nullptr)
+    throw Error(ErrorCode::Internal, std::string(algorithm_name(algorithm)) + " is listed for " +
+                                         std::string(collective_name(family)) +
+                                         " but has no descriptor");
+  return *descriptor;
+}
+
+/// Runs an algorithm that accepted `args`.
+template <class Args>
+void run_accepted(const OpContext& ctx, const Args& args, std::size_t bytes, Algorithm algorithm,
+                  const AlgorithmDescriptor& descriptor) {
+  try {
+    // On the shared arena every flag this op publishes carries what it is, so a rank that
+    // disagrees about it (or runs it by the other arena algorithm) fails, on every rank,
+    // instead of reading or writing a wrong extent.
+    if ((algorithm == Algorithm::SharedMemory || algorithm == Algorithm::SingleCopy) &&
+        ctx.size > 1)
+      if (transport::SharedArena* arena = ctx.arena())
+        arena->begin_op(announcement_of(args, bytes, algorithm), &describe_announcement);
+    descriptor.run(ctx, &args);
+  } catch (const Error& e) {
+    // The error names the algorithm that was running; the string is built only on failure.
+    throw e.with_context(ErrorContext{.algorithm = std::string(algorithm_name(algorithm))});
+  }
+  COHORT_LOG_DEBUG("{}: {} bytes on {} ranks ran {}", ctx.what, bytes, ctx.size,
+                   algorithm_name(algorithm));
+}
+
+/// A large allreduce on one host, where the table runs the arena: the arena or single copy,
+/// whichever the communicator measured faster (measured_choice.hpp). Returns Auto, having run
+/// nothing, where no measurement applies.
+Algorithm run_measured(const OpContext& ctx, const AllreduceArgs& args, std::size_t bytes,
+                       const Candidates& candidates, Algorithm forced) {
+  if (ctx.choices == nullptr || ctx.size < 2 || candidates.empty() ||
+      *candidates.begin() != Algorithm::SharedMemory)
+    return Algorithm::Auto;
+  MeasuredChoice* measured = ctx.choices->measured_allreduce(bytes, forced);
+  if (measured == nullptr) return Algorithm::Auto;
+  const AlgorithmDescriptor& arena = descriptor_of(Collective::Allreduce, Algorithm::SharedMemory);
+  const AlgorithmDescriptor& single = descriptor_of(Collective::Allreduce, Algorithm::SingleCopy);
+  // The same on every rank: one host, the arena's single-copy check, and its agreement that
+  // every rank allows the measurement (COHORT_MEASURED_CHOICE).
+  if (!arena.accepts(ctx, &args) || !single.accepts(ctx, &args) || !ctx.arena()->measured_choice())
+    return Algorithm::Auto;
+  if (measured->vote_due()) {
+    // Every rank is at the same call of this size class: agree on the slowest rank's times.
+    const std::array<double, 2> mine = measured->vote();
+    std::array<double, 2> slowest{};
+    const AllreduceArgs vote{mine.data(), slowest.data(), mine.size(), DType::Float64,
+                             ReduceOp::Max};
+    try {
+      ctx.arena()->begin_op(vote_announcement(), &describe_announcement);
+      shared_memory_reduction(ctx, vote.in, vote.out, vote.count, vote.dtype, vote.op);
+    } catch (const Error& e) {
+      throw e.with_context(ErrorContext{.algorithm = "shared_memory (measured choice's vote)"});
+    }
+    measured->decide(slowest);
+  }
+  const bool alternative = measured->next() == MeasuredChoice::kAlternative;
+  const Algorithm algorithm = alternative ? Algorithm::SingleCopy : Algorithm::SharedMemory;
+  const auto start = std::chrono::steady_clock::now();
+  run_accepted(ctx, args, bytes, algorithm, alternative ? single : arena);
+  // Per byte: calls of different sizes share a size class.
+  measured->record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+                   static_cast<double>(bytes));
+  return algorithm;
+}
 
 /// Tries the candidates in order; returns the one that ran. `args` are already normalised.
 template <class Args>
@@ -24,32 +99,24 @@ Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm 
       ctx.choices != nullptr
           ? ctx.choices->candidates(family, bytes, ctx.size, forced)
           : select_candidates(family, bytes, ctx.size, forced, environment_algorithm_overrides());
+  if constexpr (std::is_same_v<Args, AllreduceArgs>) {
+    if (bytes >= kMeasuredChoiceMinBytes)
+      if (const Algorithm ran = run_measured(ctx, args, bytes, candidates, forced);
+          ran != Algorithm::Auto)
+        return ran;
+  }
   for (Algorithm algorithm : candidates) {
-    const AlgorithmDescriptor* descriptor = find_algorithm(family, algorithm);
-    if (descriptor == nullptr)
-      throw Error(ErrorCode::Internal, std::string(algorithm_name(algorithm)) + " is listed for " +
-                                           std::string(collective_name(family)) +
-                                           " but has no descriptor");
+    const AlgorithmDescriptor& descriptor = descriptor_of(family, algorithm);
     try {
-      if (!descriptor->accepts(ctx, &args)) {
+      if (!descriptor.accepts(ctx, &args)) {
         COHORT_LOG_DEBUG("{}: {} declined {} bytes on {} ranks", ctx.what,
                          algorithm_name(algorithm), bytes, ctx.size);
         continue;
       }
-      // On the shared arena every flag this op publishes carries what it is, so a rank that
-      // disagrees about it (or runs it by the other arena algorithm) fails, on every rank,
-      // instead of reading or writing a wrong extent.
-      if ((algorithm == Algorithm::SharedMemory || algorithm == Algorithm::SingleCopy) &&
-          ctx.size > 1)
-        if (transport::SharedArena* arena = ctx.arena())
-          arena->begin_op(announcement_of(args, bytes, algorithm), &describe_announcement);
-      descriptor->run(ctx, &args);
     } catch (const Error& e) {
-      // The error names the algorithm that was running; the string is built only on failure.
       throw e.with_context(ErrorContext{.algorithm = std::string(algorithm_name(algorithm))});
     }
-    COHORT_LOG_DEBUG("{}: {} bytes on {} ranks ran {}", ctx.what, bytes, ctx.size,
-                     algorithm_name(algorithm));
+    run_accepted(ctx, args, bytes, algorithm, descriptor);
     return algorithm;
   }
   throw Error(ErrorCode::Internal,

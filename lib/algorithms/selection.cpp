@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <string>
 
 namespace cohort::algorithms {
@@ -378,14 +379,20 @@ Candidates select_candidates(Collective collective, std::size_t bytes, int world
   return candidates;
 }
 
-const Candidates& SelectionMemo::candidates(Collective collective, std::size_t bytes,
-                                            int world_size, Algorithm forced) {
+void SelectionMemo::refresh() {
   const Tunables& current = tunables();
   if (&current != parsed_from_) {
     overrides_ = parse_algorithm_overrides(current.algorithm_spec);  // throws while malformed
     parsed_from_ = &current;
     entries_.fill(Entry{});
+    // The measurements stay: every rank must keep counting calls alike, and a reload happens
+    // on one rank at a time.
   }
+}
+
+const Candidates& SelectionMemo::candidates(Collective collective, std::size_t bytes,
+                                            int world_size, Algorithm forced) {
+  refresh();
   collective = algorithm_family(collective);
   Entry& e = entries_[static_cast<std::size_t>(collective)];
   if (!e.valid || e.bytes != bytes || e.world_size != world_size || e.forced != forced) {
@@ -394,6 +401,16 @@ const Candidates& SelectionMemo::candidates(Collective collective, std::size_t b
     e = Entry{true, bytes, world_size, forced, chosen};
   }
   return e.candidates;
+}
+
+MeasuredChoice* SelectionMemo::measured_allreduce(std::size_t bytes, Algorithm forced) {
+  refresh();
+  if (bytes < kMeasuredChoiceMinBytes || forced != Algorithm::Auto ||
+      overrides_[static_cast<std::size_t>(Collective::Allreduce)] != Algorithm::Auto)
+    return nullptr;
+  const auto doublings =
+      static_cast<std::size_t>(std::bit_width(bytes) - std::bit_width(kMeasuredChoiceMinBytes));
+  return &measured_[std::min(doublings, kMeasuredChoiceBuckets - 1)];
 }
 
 }  // namespace cohort::algorithms

@@ -15,6 +15,8 @@
 
 #include <cohort/algorithm.hpp>
 
+#include "algorithms/measured_choice.hpp"
+
 #include <array>
 #include <cstddef>
 #include <limits>
@@ -84,6 +86,14 @@ inline constexpr std::size_t kAllreduceSingleCopyTwoRanksMinBytes = 4 * kMiB;
 inline constexpr std::size_t kAllreduceSingleCopyTwoRanksMaxBytes = 16 * kMiB;
 /// allgather, 2 ranks: single copy from this total size (1.2-2.5x faster to 2 MiB).
 inline constexpr std::size_t kAllgatherSingleCopyTwoRanksMinBytes = 32 * kKiB;
+/// allreduce on one host from this size on: the arena and single copy are timed and the faster
+/// runs (measured_choice.hpp), where the table would run the arena. On 2026-11-27's host single
+/// copy was 1.2-1.9x faster at 64 MiB, and an hour later the arena was (README, "A slow
+/// phase").
+inline constexpr std::size_t kMeasuredChoiceMinBytes = 16 * kMiB;
+/// Size classes with a measurement of their own: powers of two from kMeasuredChoiceMinBytes,
+/// the last taking everything larger.
+inline constexpr std::size_t kMeasuredChoiceBuckets = 16;
 /// allgather, 3 ranks and more: single copy from this total size (below it the arena's one
 /// handoff per piece beats n - 1 reads of small blocks).
 inline constexpr std::size_t kAllgatherSingleCopyMinBytes = 4 * kMiB;
@@ -185,6 +195,12 @@ class SelectionMemo {
   const Candidates& candidates(Collective collective, std::size_t bytes, int world_size,
                                Algorithm forced);
 
+  /// The measurement for an allreduce of `bytes` (one per power-of-two size class), or null
+  /// where none applies: below kMeasuredChoiceMinBytes, or with a forced algorithm or a
+  /// COHORT_ALGO override for allreduce (both must be the same on every rank, as for any op).
+  /// Whether every rank allows it (COHORT_MEASURED_CHOICE) is the arena's to say.
+  MeasuredChoice* measured_allreduce(std::size_t bytes, Algorithm forced);
+
  private:
   struct Entry {
     bool valid = false;
@@ -194,6 +210,9 @@ class SelectionMemo {
     Candidates candidates;
   };
   std::array<Entry, kCollectiveCount> entries_{};
+  std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_{};
+  /// Parses COHORT_ALGO again when the tunables were reloaded, and then forgets every entry.
+  void refresh();
   /// The tunables snapshot overrides_ was parsed from; a new one (reload) clears every entry.
   const void* parsed_from_ = nullptr;
   AlgorithmOverrides overrides_{};

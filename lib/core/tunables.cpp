@@ -90,6 +90,15 @@ void parse_single_copy(const std::string& text, Tunables& into) {
     malformed("COHORT_SINGLE_COPY", text, "(expected 'auto' or 'off')");
 }
 
+void parse_measured_choice(const std::string& text, Tunables& into) {
+  if (text == "auto")
+    into.measured_choice = true;
+  else if (text == "off")
+    into.measured_choice = false;
+  else
+    malformed("COHORT_MEASURED_CHOICE", text, "(expected 'auto' or 'off')");
+}
+
 void parse_store_timeout(const std::string& text, Tunables& into) {
   double seconds = 0;
   const char* end = text.data() + text.size();
@@ -168,6 +177,10 @@ constexpr std::array kTunables{
                 "off on any rank: no single-copy algorithms (process_vm_readv between ranks of "
                 "a host)",
                 false, &parse_single_copy},
+    TunableInfo{"COHORT_MEASURED_CHOICE", "enum auto|off", "auto",
+                "auto: large allreduces on one host time the arena and single copy and run the "
+                "faster (same bits); off: the table's choice (set alike on every rank)",
+                false, &parse_measured_choice},
 };
 
 // The environment as it is now, every variable parsed; a malformed one keeps its default in

@@ -56,6 +56,10 @@ struct Tunables {
   /// every rank (the table's next choice runs); true ("auto") lets them read peers' buffers
   /// straight from their processes where the kernel allows it.
   bool single_copy = true;
+  /// COHORT_MEASURED_CHOICE: true ("auto") lets a communicator on one host time the arena and
+  /// single copy on large allreduces and run the faster (algorithms/measured_choice.hpp; both
+  /// give the same bits); false ("off") keeps the table's choice. Must agree across ranks.
+  bool measured_choice = true;
   /// COHORT_STORE_TIMEOUT: the default deadline of store waits (default_store_timeout()).
   std::chrono::milliseconds store_timeout = kDefaultStoreTimeout;
   /// COHORT_ALGO as set (empty when unset), e.g. "allreduce:ring,broadcast:tree". Core cannot

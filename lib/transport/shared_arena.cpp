@@ -301,13 +301,19 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
       watches[static_cast<std::size_t>(r)] =
           ProcessWatch(static_cast<pid_t>(reports[static_cast<std::size_t>(r)].pid));
 
-  // Rounds 5 and 6: single copy only if every rank can read every other rank's memory.
-  std::uint8_t readable = tunables().single_copy && can_read_peers(reports, rank);
+  // Rounds 5 and 6: single copy only if every rank can read every other rank's memory, and
+  // the measured choice between it and the arena only if every rank allows it too.
+  constexpr std::uint8_t kReadable = 1;
+  constexpr std::uint8_t kMeasures = 2;
+  std::uint8_t abilities = static_cast<std::uint8_t>(
+      (tunables().single_copy && can_read_peers(reports, rank) ? kReadable : 0) |
+      (tunables().measured_choice ? kMeasures : 0));
   std::vector<std::uint8_t> everyone;
-  gather_to_first(transport, everyone, readable, round_tag(first_tag, 4), deadline, what);
+  gather_to_first(transport, everyone, abilities, round_tag(first_tag, 4), deadline, what);
   if (rank == 0)
-    readable = std::all_of(everyone.begin(), everyone.end(), [](std::uint8_t r) { return r; });
-  send_from_first(transport, &readable, sizeof readable, round_tag(first_tag, 5), deadline, what);
+    for (std::uint8_t v : everyone) abilities &= v;
+  send_from_first(transport, &abilities, sizeof abilities, round_tag(first_tag, 5), deadline, what);
+  const bool readable = (abilities & kReadable) != 0;
   if (!readable)
     COHORT_LOG_DEBUG("shared arena: some rank cannot read its peers' memory; no single copy");
 
@@ -315,12 +321,14 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
       choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables().spin);
   const std::size_t bytes = mapping.bytes;
   void* base = mapping.release();
-  return std::unique_ptr<SharedArena>(new SharedArena(
-      rank, size, base, bytes, rank_stride<Control>(), policy, std::move(watches), readable != 0));
+  return std::unique_ptr<SharedArena>(
+      new SharedArena(rank, size, base, bytes, rank_stride<Control>(), policy, std::move(watches),
+                      readable, readable && (abilities & kMeasures) != 0));
 }
 
 SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes, std::size_t rank_stride,
-                         WaitPolicy policy, std::vector<ProcessWatch> watches, bool single_copy)
+                         WaitPolicy policy, std::vector<ProcessWatch> watches, bool single_copy,
+                         bool measured_choice)
     : rank_(rank),
       size_(size),
       base_(base),
@@ -328,7 +336,8 @@ SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes, std:
       rank_stride_(rank_stride),
       policy_(policy),
       watches_(std::move(watches)),
-      single_copy_(single_copy) {}
+      single_copy_(single_copy),
+      measured_choice_(measured_choice) {}
 
 void SharedArena::read_from(int r, void* into, const void* source, std::size_t bytes,
                             const std::string& what) const {

@@ -113,6 +113,11 @@ class SharedArena {
   /// process_vm_readv between them (Yama ptrace_scope, a seccomp profile, different users or
   /// pid namespaces); set-up reads a probe value from every peer to find out.
   bool single_copy() const noexcept { return single_copy_; }
+  /// Whether large allreduces may choose between the arena and single copy by timing them
+  /// (algorithms/measured_choice.hpp): single_copy() and COHORT_MEASURED_CHOICE=auto on every
+  /// rank. The same on every rank, so a rank set apart cannot make the ranks run different
+  /// algorithms.
+  bool measured_choice() const noexcept { return measured_choice_; }
   /// Copies `bytes` from address `source` in rank r's process into `into`, in one copy
   /// (process_vm_readv). Only when single_copy(); r must keep `source` valid and unchanged
   /// until this rank tells it it is done (the single-copy algorithms' second handoff). Throws
@@ -210,7 +215,8 @@ class SharedArena {
  private:
   struct Control;
   SharedArena(int rank, int size, void* base, std::size_t bytes, std::size_t rank_stride,
-              WaitPolicy policy, std::vector<ProcessWatch> watches, bool single_copy);
+              WaitPolicy policy, std::vector<ProcessWatch> watches, bool single_copy,
+              bool measured_choice);
 
   std::atomic<std::uint64_t>& flag(int r, Flag flag, std::uint64_t generation) const noexcept;
   bool reached(int r, Flag flag, std::uint64_t generation) const noexcept;
@@ -241,6 +247,7 @@ class SharedArena {
   const Interruption* interruption_ = nullptr;
   std::vector<ProcessWatch> watches_;  ///< by rank; empty watch for this rank
   bool single_copy_;
+  bool measured_choice_;
   std::uint64_t generation_ = 0;
   std::uint64_t eager_generation_ = 0;
   std::uint64_t announcement_ = 0;

@@ -1,0 +1,64 @@
+#pragma once
+
+// Choosing between two algorithms by timing them, where the table cannot know which is faster.
+//
+// On one host a large allreduce can run through the shared arena (its data passes from one
+// core's cache to another's, which some hosts make slow) or by single copy (each rank reads its
+// peers' buffers from memory). Which is faster depends on the host, and on some hosts it
+// changes within the hour (README, "A slow phase"). Both fold every
+// element in rank order, so they give the same bits and a communicator may switch between them
+// at will: it times each a few times, the ranks agree on the slowest rank's times, and the
+// faster one runs until the next measurement.
+//
+// The schedule is the same on every rank, since every rank runs the same sequence of ops: a
+// size's first kTrialCalls calls alternate the two algorithms (the table's choice first); the
+// next call starts with a vote (every rank contributes its best time per byte of each, MAX
+// across ranks, through the arena under an announcement of its own);
+// then the winner runs for kCallsBetweenTrials calls, and the trials start again.
+
+#include <array>
+#include <cstdint>
+
+namespace cohort::algorithms {
+
+class MeasuredChoice {
+ public:
+  /// Calls per measurement, alternating: the table's choice, the alternative, and so on. Each
+  /// algorithm's first call may fault pages in or set scratch up, so each runs twice.
+  static constexpr int kTrialCalls = 4;
+  /// Calls that run the winner before the next measurement: often enough to follow a host that
+  /// changes over minutes, rarely enough that running the slower one twice costs under 1%.
+  static constexpr std::uint32_t kCallsBetweenTrials = 256;
+  /// The alternative wins only below this fraction of the table's choice's time, so noise
+  /// between two near-equal algorithms keeps the table's.
+  static constexpr double kMargin = 0.9;
+
+  enum Which : int { kTable = 0, kAlternative = 1 };
+
+  /// Whether a vote must run before this call: the trials have ended and were not voted on.
+  bool vote_due() const noexcept { return trial_ == kTrialCalls; }
+
+  /// This rank's vote: its best time for the table's choice and for the alternative.
+  std::array<double, 2> vote() const noexcept { return best_; }
+
+  /// Decides from the votes combined across ranks (each the slowest rank's best), so every rank
+  /// decides alike.
+  void decide(const std::array<double, 2>& slowest) noexcept;
+
+  /// Which algorithm this call runs (after any vote due).
+  Which next() const noexcept;
+
+  /// This rank's seconds (per byte, so sizes of one class compare) for the call next() chose.
+  void record(double seconds) noexcept;
+
+  /// The choice in force: the table's until a vote chose otherwise.
+  Which chosen() const noexcept { return chosen_; }
+
+ private:
+  int trial_ = 0;                 ///< calls measured in this round of trials (kTrialCalls: done)
+  std::uint32_t since_vote_ = 0;  ///< calls of the winner since the last vote
+  Which chosen_ = kTable;
+  std::array<double, 2> best_{};
+};
+
+}  // namespace cohort::algorithms

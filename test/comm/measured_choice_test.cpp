@@ -1,0 +1,168 @@
+// The measured choice between the arena and single copy for large allreduces on one host
+// (lib/algorithms/measured_choice.hpp), through the public API on real processes: which
+// algorithm each call ran (from the flight record), and that every call gives the bits of a
+// plain float32 fold in rank order, computed here, whichever algorithm ran.
+
+#include "rank_checks.hpp"
+#include "support/cross_process_reads.hpp"
+#include "support/scoped_env.hpp"
+#include "support/temp_dir.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace cohort;
+using namespace cohort::test;
+
+/// 16 MiB and a little: the smallest size class measured.
+constexpr std::size_t kCount = 4 * 1024 * 1024 + 3;
+/// The trials (arena, single copy, arena, single copy), then the vote and two of the winner's.
+constexpr int kCalls = 7;
+
+/// Rank r's element i: inexact in float32, so a sum's bits depend on its order.
+float input(int rank, std::size_t i) {
+  const auto h = static_cast<std::uint32_t>(i * 2654435761u + static_cast<unsigned>(rank) * 40503u);
+  return static_cast<float>(static_cast<int>(h % 20001) - 10000) * 0.000123f *
+         static_cast<float>(rank + 1);
+}
+
+/// Every rank's inputs, then their fold in rank order ((x0 + x1) + x2 ...), and for Avg the
+/// division by the world size, as float32; operands are loaded from memory, so no multiply can
+/// be fused into the sums.
+std::vector<float> reference(int size, ReduceOp op) {
+  std::vector<std::vector<float>> inputs(static_cast<std::size_t>(size),
+                                         std::vector<float>(kCount));
+  for (int r = 0; r < size; ++r)
+    for (std::size_t i = 0; i < kCount; ++i) inputs[static_cast<std::size_t>(r)][i] = input(r, i);
+  std::vector<float> folded = inputs[0];
+  for (int r = 1; r < size; ++r)
+    for (std::size_t i = 0; i < kCount; ++i) folded[i] += inputs[static_cast<std::size_t>(r)][i];
+  if (op == ReduceOp::Avg)
+    for (float& v : folded) v /= static_cast<float>(size);
+  return folded;
+}
+
+/// The algorithms this rank's allreduces of kCount elements ran, in order (the flight record).
+std::vector<std::string> allreduce_algorithms(Communicator& c) {
+  const TempDir dir("cohort-measured-choice-test");
+  const std::string path = (dir.path() / "record.json").string();
+  c.dump_trace(path);
+  std::ifstream in(path);
+  const nlohmann::json record = nlohmann::json::parse(in);
+  std::vector<std::string> ran;
+  for (const auto& op : record.at("ops"))
+    if (op.at("op") == "allreduce" && op.at("count") == kCount)
+      ran.push_back(op.at("algorithm").get<std::string>());
+  return ran;
+}
+
+/// kCalls allreduces of `op`, in pairs out of place and in place (so each algorithm's trials
+/// run both), each checked bit for bit.
+void run_allreduces(Communicator& c, ReduceOp op) {
+  const std::vector<float> expected = reference(c.size(), op);
+  Buffer in = Buffer::allocate(kCount, DType::Float32);
+  Buffer out = Buffer::allocate(kCount, DType::Float32);
+  for (int call = 0; call < kCalls; ++call) {
+    auto* data = static_cast<float*>(in.data());
+    for (std::size_t i = 0; i < kCount; ++i) data[i] = input(c.rank(), i);
+    const bool in_place = (call / 2) % 2 == 1;
+    c.allreduce(in, in_place ? in : out, op);
+    const auto* got = static_cast<const float*>((in_place ? in : out).data());
+    for (std::size_t i = 0; i < kCount; ++i)
+      RANK_CHECK(std::memcmp(&got[i], &expected[i], sizeof(float)) == 0,
+                 "call " << call << (in_place ? " (in place)" : "") << ", element " << i << ": got "
+                         << got[i] << ", expected " << expected[i]);
+  }
+}
+
+/// The environment these tests assume, whatever the caller's: arena and single copy allowed,
+/// nothing forced, no fingerprinting.
+struct PinnedEnvironment {
+  ScopedEnv shared{"COHORT_SHARED_MEMORY", "auto"};
+  ScopedEnv single{"COHORT_SINGLE_COPY", "auto"};
+  ScopedEnv algo{"COHORT_ALGO", std::nullopt};
+  ScopedEnv debug{"COHORT_DEBUG", std::nullopt};
+  ScopedEnv measured{"COHORT_MEASURED_CHOICE", std::nullopt};
+};
+
+/// Whether single copy can run here; says so in the test's output when it cannot.
+bool single_copy_runs_here() {
+  if (siblings_can_read_each_other()) return true;
+  WARN("this machine does not let ranks read each other's memory: nothing to choose between");
+  return false;
+}
+
+/// Checks the schedule: the trials, then one winner on every later call.
+void expect_trials_then_one(const std::vector<std::string>& ran) {
+  RANK_CHECK(ran.size() == kCalls, "recorded " << ran.size() << " allreduces");
+  const std::vector<std::string> trials{"shared_memory", "single_copy", "shared_memory",
+                                        "single_copy"};
+  RANK_CHECK(std::vector<std::string>(ran.begin(), ran.begin() + 4) == trials,
+             "trials ran " << ran[0] << ", " << ran[1] << ", " << ran[2] << ", " << ran[3]);
+  // After the vote, the winner on every call (ranks that disagreed would have failed the op:
+  // the arena compares what each rank runs).
+  for (std::size_t call = 5; call < ran.size(); ++call)
+    RANK_CHECK(ran[call] == ran[4],
+               "call " << call << " ran " << ran[call] << ", call 4 " << ran[4]);
+}
+
+void expect_arena_only(const std::vector<std::string>& ran) {
+  RANK_CHECK(ran.size() == kCalls, "recorded " << ran.size() << " allreduces");
+  for (const std::string& a : ran) RANK_CHECK(a == "shared_memory", "ran " << a);
+}
+
+}  // namespace
+
+TEST_CASE(
+    "measured choice: large allreduces try the arena and single copy, then keep one, "
+    "with the bits of a rank-order fold",
+    "[comm][multiproc]") {
+  const int size = GENERATE(2, 3);
+  const ReduceOp op = GENERATE(ReduceOp::Sum, ReduceOp::Avg);
+  CAPTURE(size, op);
+  const PinnedEnvironment pinned;
+  const bool single_copy = single_copy_runs_here();
+  REQUIRE_NOTHROW(run_ranks(size, [single_copy, op](const Environment& env) {
+    auto c = world(env);
+    run_allreduces(*c, op);
+    if (single_copy)
+      expect_trials_then_one(allreduce_algorithms(*c));
+    else
+      expect_arena_only(allreduce_algorithms(*c));
+  }));
+}
+
+TEST_CASE("measured choice: COHORT_MEASURED_CHOICE=off on one rank keeps the arena on all",
+          "[comm][multiproc]") {
+  const PinnedEnvironment pinned;
+  REQUIRE_NOTHROW(run_ranks(3, [](const Environment& env) {
+    std::optional<ScopedEnv> off;
+    if (env.rank == 1) off.emplace("COHORT_MEASURED_CHOICE", "off");
+    auto c = world(env);
+    run_allreduces(*c, ReduceOp::Sum);
+    expect_arena_only(allreduce_algorithms(*c));
+  }));
+}
+
+TEST_CASE("measured choice: a forced algorithm is not measured", "[comm][multiproc]") {
+  const PinnedEnvironment pinned;
+  REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
+    auto c = world(env);
+    Buffer b = Buffer::allocate(kCount, DType::Float32);
+    std::memset(b.data(), 0, b.nbytes());
+    CollectiveOptions forced;
+    forced.algorithm = Algorithm::SharedMemory;
+    for (int call = 0; call < kCalls; ++call) c->allreduce(b, b, ReduceOp::Sum, forced);
+    expect_arena_only(allreduce_algorithms(*c));
+  }));
+}
