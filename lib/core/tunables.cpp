@@ -72,31 +72,23 @@ void parse_ucx_err_handling(const std::string& text, Tunables& into) {
     malformed("COHORT_UCX_ERR_HANDLING", text, "(expected 'auto' or 'peer')");
 }
 
+/// An auto|off switch: true for "auto".
+bool auto_or_off(std::string_view name, const std::string& text) {
+  if (text == "auto") return true;
+  if (text == "off") return false;
+  malformed(name, text, "(expected 'auto' or 'off')");
+}
+
 void parse_shared_memory(const std::string& text, Tunables& into) {
-  if (text == "auto")
-    into.shared_memory = true;
-  else if (text == "off")
-    into.shared_memory = false;
-  else
-    malformed("COHORT_SHARED_MEMORY", text, "(expected 'auto' or 'off')");
+  into.shared_memory = auto_or_off("COHORT_SHARED_MEMORY", text);
 }
 
 void parse_single_copy(const std::string& text, Tunables& into) {
-  if (text == "auto")
-    into.single_copy = true;
-  else if (text == "off")
-    into.single_copy = false;
-  else
-    malformed("COHORT_SINGLE_COPY", text, "(expected 'auto' or 'off')");
+  into.single_copy = auto_or_off("COHORT_SINGLE_COPY", text);
 }
 
 void parse_measured_choice(const std::string& text, Tunables& into) {
-  if (text == "auto")
-    into.measured_choice = true;
-  else if (text == "off")
-    into.measured_choice = false;
-  else
-    malformed("COHORT_MEASURED_CHOICE", text, "(expected 'auto' or 'off')");
+  into.measured_choice = auto_or_off("COHORT_MEASURED_CHOICE", text);
 }
 
 void parse_store_timeout(const std::string& text, Tunables& into) {
