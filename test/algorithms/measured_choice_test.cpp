@@ -2,10 +2,15 @@
 // runs, when the ranks must vote, what they decide, and when the measurement starts again.
 
 #include "algorithms/measured_choice.hpp"
+#include "algorithms/selection.hpp"
+#include "core/tunables.hpp"
+#include "support/scoped_env.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <cstddef>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -93,4 +98,45 @@ TEST_CASE("measured choice: the winner runs 256 calls, then the trials start aga
   m.decide({0.004, 0.006});
   CHECK(m.chosen() == MeasuredChoice::kTable);
   CHECK(m.next() == MeasuredChoice::kTable);
+}
+
+TEST_CASE("measured choice: which allreduces a communicator measures, and in which size class",
+          "[unit]") {
+  using cohort::Algorithm;
+  using cohort::algorithms::kMeasuredChoiceMinBytes;
+  using cohort::algorithms::SelectionMemo;
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  static_assert(kMeasuredChoiceMinBytes == 16 * kMiB, "the classes below are written for 16 MiB");
+  const cohort::test::ScopedEnv algo("COHORT_ALGO", std::nullopt);
+  cohort::reload_tunables();
+  SelectionMemo memo;
+
+  SECTION("from 16 MiB, one class per doubling, the last taking everything larger") {
+    CHECK(memo.measured_allreduce(16 * kMiB - 1, Algorithm::Auto) == nullptr);
+    MeasuredChoice* first = memo.measured_allreduce(16 * kMiB, Algorithm::Auto);
+    REQUIRE(first != nullptr);
+    CHECK(memo.measured_allreduce(32 * kMiB - 1, Algorithm::Auto) == first);
+    MeasuredChoice* second = memo.measured_allreduce(32 * kMiB, Algorithm::Auto);
+    CHECK(second != nullptr);
+    CHECK(second != first);
+    // Classes 16 MiB * 2^k for k = 0 .. 15: the last starts at 2^39 bytes.
+    MeasuredChoice* last = memo.measured_allreduce(std::size_t{1} << 39, Algorithm::Auto);
+    CHECK(last != memo.measured_allreduce((std::size_t{1} << 39) - 1, Algorithm::Auto));
+    CHECK(memo.measured_allreduce(std::size_t{1} << 50, Algorithm::Auto) == last);
+  }
+  SECTION("not with a forced algorithm") {
+    CHECK(memo.measured_allreduce(64 * kMiB, Algorithm::SharedMemory) == nullptr);
+    CHECK(memo.measured_allreduce(64 * kMiB, Algorithm::Ring) == nullptr);
+  }
+  SECTION("not with a COHORT_ALGO override for allreduce; another family's does not matter") {
+    {
+      const cohort::test::ScopedEnv ring("COHORT_ALGO", "allreduce:ring");
+      cohort::reload_tunables();
+      CHECK(memo.measured_allreduce(64 * kMiB, Algorithm::Auto) == nullptr);
+    }
+    const cohort::test::ScopedEnv tree("COHORT_ALGO", "broadcast:tree");
+    cohort::reload_tunables();
+    CHECK(memo.measured_allreduce(64 * kMiB, Algorithm::Auto) != nullptr);
+  }
+  cohort::reload_tunables();
 }
