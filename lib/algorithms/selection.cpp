@@ -172,9 +172,16 @@ constexpr SelectionRule kTable[] = {
      W::Any,
      {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
     // alltoall: shared memory on one host; else Bruck for tiny uniform blocks, pairwise
-    // otherwise (alltoallv: kUnknownBytes). Large uniform ones on 2 ranks: pairwise everywhere
-    // (the rule ends below kUnknownBytes, so alltoallv keeps shared memory).
-    {C::Alltoall, kAlltoallPairwiseMinBytes, kUnknownBytes - 1, 2, W::Any, {A::Pairwise, kEnd}, 2},
+    // otherwise (alltoallv: kUnknownBytes). Large uniform ones on 2 ranks: single copy where the
+    // kernel allows it, else pairwise, across hosts too (the rule ends below kUnknownBytes, so
+    // alltoallv keeps shared memory).
+    {C::Alltoall,
+     kAlltoallPairwiseMinBytes,
+     kUnknownBytes - 1,
+     2,
+     W::Any,
+     {A::SingleCopy, A::Pairwise, kEnd},
+     2},
     {C::Alltoall,
      kAlltoallSingleCopyMinBytes,
      kUnknownBytes - 1,

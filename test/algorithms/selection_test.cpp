@@ -184,9 +184,10 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, 3) == V{A::SingleCopy, A::Tree});
   REQUIRE(pick(Collective::Scatter, kScatterTreeMinBytes, 4) ==
           V{A::SingleCopy, A::SharedMemory, A::Tree});
-  // From 1 MiB (uniform) on 2 ranks alltoall is pairwise; from 4 MiB on 3 ranks and more single
-  // copy comes first; alltoallv keeps the arena everywhere.
-  REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes, 2) == V{A::Pairwise});
+  // From 1 MiB (uniform) on 2 ranks alltoall is single copy, then pairwise; from 4 MiB on 3
+  // ranks and more single copy comes first too; alltoallv keeps the arena everywhere.
+  REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes, 2) ==
+          V{A::SingleCopy, A::Pairwise});
   REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes - 1, 2) ==
           V{A::SharedMemory, A::Pairwise});
   REQUIRE(pick(Collective::Alltoall, kAlltoallSingleCopyMinBytes - 1, 3) ==
@@ -194,7 +195,8 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   for (int world : {3, 4, 5})
     REQUIRE(pick(Collective::Alltoall, kAlltoallSingleCopyMinBytes, world) ==
             V{A::SingleCopy, A::SharedMemory, A::Pairwise});
-  REQUIRE(pick(Collective::Alltoall, kAlltoallSingleCopyMinBytes, 2) == V{A::Pairwise});
+  REQUIRE(pick(Collective::Alltoall, kAlltoallSingleCopyMinBytes, 2) ==
+          V{A::SingleCopy, A::Pairwise});
   for (int world : {2, 3})
     REQUIRE(pick(Collective::Alltoall, kUnknownBytes, world) == V{A::SharedMemory, A::Pairwise});
   // Broadcast on 2 ranks: single copy from 32 KiB up to (not including) 128 KiB, the tree from
