@@ -6,6 +6,7 @@
 
 #include "core/tunables.hpp"
 #include "transport/transport_factory.hpp"
+#include "transport/ucx/ucx_context.hpp"
 
 #include <cohort/error.hpp>
 #include <cohort/launch.hpp>
@@ -179,6 +180,64 @@ TEST_CASE("receive posted after the send and before it; no spinning", "[transpor
         barrier(*store, "done", env.rank, env.world_size);
       },
       bounded()));
+}
+
+TEST_CASE("messages of 16 and 32 KiB leave before their receive exists (UCX eager, 33K elements)",
+          "[transport][multiproc]") {
+  // With UCX's default shared-memory element (8256 bytes) these go by rendezvous, and a send
+  // cannot complete before the receiver matches it: rank 0's wait would pass its deadline.
+  const int world_size = GENERATE(2, 3);
+  CAPTURE(world_size);
+  REQUIRE_NOTHROW(cohort::launch(
+      world_size,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        const std::size_t sizes[] = {16u << 10, 32u << 10};
+        if (env.rank == 0) {
+          std::vector<std::vector<std::uint8_t>> out;
+          std::vector<Request> sends;
+          for (int p = 1; p < env.world_size; ++p) {
+            for (std::uint32_t k = 0; k < 2; ++k) {
+              out.push_back(payload(0, p, sizes[k], 40 + static_cast<int>(k)));
+              sends.push_back(t->post_send(p, out.back().data(), sizes[k], op_tag(5, k, 0)));
+            }
+          }
+          t->wait(sends, after(20s), "eager sends before any receive");
+          store->set_string("eager sends done", "1");
+        } else {
+          store->get("eager sends done", 30s);
+          for (std::uint32_t k = 0; k < 2; ++k) {
+            std::vector<std::uint8_t> data(sizes[k]);
+            wait_one(*t, t->post_recv(0, data.data(), sizes[k], op_tag(5, k, 0)), 30s,
+                     "receive after the send completed");
+            expect_payload(data, 0, env.rank, 40 + static_cast<int>(k));
+          }
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("cohort's UCX defaults apply unless the user set the variable", "[transport]") {
+  struct Config {
+    ucp_config_t* config = nullptr;
+    Config() { REQUIRE(ucp_config_read(nullptr, nullptr, &config) == UCS_OK); }
+    ~Config() { ucp_config_release(config); }
+  };
+  const char* variables[] = {"UCX_MM_SEG_SIZE", "UCX_SYSV_SEG_SIZE", "UCX_POSIX_SEG_SIZE"};
+  for (const char* variable : variables) REQUIRE(std::getenv(variable) == nullptr);
+  {
+    Config config;
+    CHECK(ucx::apply_cohort_defaults(config.config) == std::vector<std::string>{"MM_SEG_SIZE"});
+  }
+  for (const char* variable : variables) {
+    CAPTURE(variable);
+    setenv(variable, "8256", 1);
+    Config config;
+    CHECK(ucx::apply_cohort_defaults(config.config).empty());
+    unsetenv(variable);
+  }
 }
 
 TEST_CASE("16 MiB messages and same-tag ordering over rendezvous (UCX_RNDV_THRESH=1024)",

@@ -3,8 +3,12 @@
 #include "core/log.hpp"
 #include "transport/ucx/ucx_status.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+#include <vector>
 
 namespace cohort::transport::ucx {
 namespace {
@@ -17,6 +21,25 @@ struct ConfigHandle {
   }
 };
 
+/// A UCX setting cohort chooses: the name ucp_config_modify takes, its value, and the
+/// environment variables that, when set, mean the user chose instead.
+struct CohortDefault {
+  const char* name;
+  const char* value;
+  std::array<const char*, 3> user_variables;
+};
+
+// UCX's shared-memory transports (sysv, posix: the "MM" ones) carry an eager message in one
+// element of the receiver's FIFO, SEG_SIZE bytes (8256 by default), and send anything larger by
+// rendezvous (a handshake, then a copy out of the sender's pages): a 2-rank sendrecv of 16 or
+// 32 KiB took 10-11 us that way, against 3.8-5.6 us in elements of 33K, which hold messages of
+// up to 32 KiB (README, "UCX's shared-memory element size"). Not larger: with elements of 66K,
+// UCX 1.13 delivered a 64 KiB message as an empty one. Costs 64 elements per process and
+// transport (about 2 MiB each).
+constexpr CohortDefault kDefaults[] = {
+    {"MM_SEG_SIZE", "33K", {"UCX_MM_SEG_SIZE", "UCX_SYSV_SEG_SIZE", "UCX_POSIX_SEG_SIZE"}},
+};
+
 std::string make_description() {
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
@@ -26,6 +49,23 @@ std::string make_description() {
 }
 
 }  // namespace
+
+std::vector<std::string> apply_cohort_defaults(ucp_config_t* config) {
+  std::vector<std::string> applied;
+  for (const CohortDefault& setting : kDefaults) {
+    const auto set_by_user = [](const char* variable) { return std::getenv(variable) != nullptr; };
+    if (std::any_of(setting.user_variables.begin(), setting.user_variables.end(), set_by_user))
+      continue;
+    if (const ucs_status_t status = ucp_config_modify(config, setting.name, setting.value);
+        status != UCS_OK) {
+      COHORT_LOG_DEBUG("UCX_{}={} not applied: {}", setting.name, setting.value,
+                       ucs_status_string(status));
+      continue;
+    }
+    applied.emplace_back(setting.name);
+  }
+  return applied;
+}
 
 UcxContext::UcxContext(ucp_context_h context, std::string description)
     : context_(context), description_(std::move(description)) {}
@@ -42,13 +82,15 @@ std::shared_ptr<UcxContext> UcxContext::shared() {
   std::lock_guard lock(mutex);
   if (auto live = current.lock()) return live;
 
-  // No cohort-chosen overrides: on one host the fastest path measured (posix eager + cma
+  // Transports stay UCX's choice: on one host the fastest path measured (posix eager + cma
   // rendezvous, 10-12 GB/s for 1-4 MiB) is what UCX picks by itself for endpoints without
   // peer-failure handling, and those are the ones same-host peers get (see ucx_transport.cpp).
-  // Users tune UCX through its own UCX_* variables, which ucp_config_read picks up here.
+  // Users tune UCX through its own UCX_* variables, which ucp_config_read picks up here and
+  // which win over cohort's few defaults.
   ConfigHandle config;
   if (ucs_status_t status = ucp_config_read(nullptr, nullptr, &config.config); status != UCS_OK)
     throw ucx_error(status, "reading the UCX configuration (UCX_* variables)");
+  apply_cohort_defaults(config.config);
 
   ucp_params_t params{};
   params.field_mask =

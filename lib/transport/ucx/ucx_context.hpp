@@ -8,13 +8,22 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace cohort::transport::ucx {
+
+/// Sets cohort's own defaults in a UCX configuration read from the environment, each unless
+/// the user set that variable (the shared-memory transports' element size, MM_SEG_SIZE, unless
+/// UCX_MM_SEG_SIZE, UCX_SYSV_SEG_SIZE or UCX_POSIX_SEG_SIZE is set: see the .cpp); returns the
+/// names it set. One this UCX does not take is skipped (logged). Every rank must run the same:
+/// shared-memory peers write into each other's FIFOs, whose element size this sets.
+std::vector<std::string> apply_cohort_defaults(ucp_config_t* config);
 
 class UcxContext {
  public:
   /// The live context, or a new one (features TAG | WAKEUP, workers usable from several threads
-  /// one at a time). UCX reads its UCX_* variables now. Throws Error on UCX failure.
+  /// one at a time). UCX reads its UCX_* variables now, then cohort's defaults fill in those
+  /// left unset (apply_cohort_defaults). Throws Error on UCX failure.
   static std::shared_ptr<UcxContext> shared();
 
   ~UcxContext();
