@@ -7,11 +7,12 @@
 #include <limits>
 
 namespace cohort::python {
-namespace {
 
-[[noreturn]] void invalid(std::string_view what, const std::string& message) {
+void invalid(std::string_view what, const std::string& message) {
   throw Error(ErrorCode::InvalidArgument, std::string(what) + ": " + message);
 }
+
+namespace {
 
 std::string lower(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -23,6 +23,10 @@ namespace cohort::python {
 
 namespace py = pybind11;
 
+/// Throws cohort::Error(InvalidArgument) "<what>: <message>": how every binding refuses an
+/// argument.
+[[noreturn]] void invalid(std::string_view what, const std::string& message);
+
 /// Seconds (int or float, >= 0) as milliseconds, rounded up so a short positive timeout never
 /// becomes zero. None: unset.
 std::optional<std::chrono::milliseconds> parse_timeout(py::handle seconds, std::string_view what);

@@ -29,10 +29,6 @@ namespace {
 
 using namespace pybind11::literals;
 
-[[noreturn]] void invalid(std::string_view op, const std::string& message) {
-  throw Error(ErrorCode::InvalidArgument, std::string(op) + ": " + message);
-}
-
 // The ops whose arguments depend on being the root check it first, as the C++ op would, so a
 // bad root is reported as such rather than as a missing argument.
 void check_root(const Communicator& comm, int root, std::string_view op) {

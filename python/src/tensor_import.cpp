@@ -17,10 +17,6 @@
 namespace cohort::python {
 namespace {
 
-[[noreturn]] void invalid(std::string_view what, const std::string& message) {
-  throw Error(ErrorCode::InvalidArgument, std::string(what) + ": " + message);
-}
-
 // The same view with its owner wrapped so the producer's memory is released under the GIL.
 Buffer with_gil_safe_owner(const Buffer& buffer) {
   return Buffer::view(buffer.data(), buffer.shape(), buffer.dtype(), buffer.device(),
