@@ -176,7 +176,7 @@ constexpr SelectionRule kTable[] = {
     // kernel allows it, else pairwise, across hosts too (the rule ends below kUnknownBytes, so
     // alltoallv keeps shared memory).
     {C::Alltoall,
-     kAlltoallPairwiseMinBytes,
+     kAlltoallOneCopyTwoRanksMinBytes,
      kUnknownBytes - 1,
      2,
      W::Any,

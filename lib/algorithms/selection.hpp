@@ -69,9 +69,11 @@ inline constexpr std::size_t kScatterTreeTwoRanksMinBytes = 512 * kKiB;
 inline constexpr std::size_t kScatterTreeTwoRanksMaxBytes = 2 * kMiB;
 /// alltoall: from this uniform total size on 2 ranks, single copy where the kernel allows it,
 /// else pairwise exchange over UCX (both one copy each way) instead of shared memory (two), on
-/// buffers of 4 KiB and of 2 MiB pages alike. Single copy was 3-18% faster than pairwise at
-/// 2-8 MiB on either page size, and 8-22% on 4 KiB pages up to 32 MiB (README).
-inline constexpr std::size_t kAlltoallPairwiseMinBytes = 1 * kMiB;
+/// buffers of 4 KiB and of 2 MiB pages alike. In alternating launches single copy won or tied
+/// against pairwise at 1-32 MiB on pages of either size, but for 1 MiB in place on 2 MiB pages
+/// (53 against 60 us); on fresh input it led out of place at 2-4 MiB and was even elsewhere
+/// (README).
+inline constexpr std::size_t kAlltoallOneCopyTwoRanksMinBytes = 1 * kMiB;
 /// allgather: from this total size on 2 ranks, the ring over UCX (one copy of the peer's block,
 /// read from its pages) comes before shared memory (a copy into the arena and one out). In place
 /// it was twice as fast from 128 KiB; out of place the arena held on to 1 MiB on 4 KiB pages

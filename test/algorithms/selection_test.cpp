@@ -186,9 +186,9 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
           V{A::SingleCopy, A::SharedMemory, A::Tree});
   // From 1 MiB (uniform) on 2 ranks alltoall is single copy, then pairwise; from 4 MiB on 3
   // ranks and more single copy comes first too; alltoallv keeps the arena everywhere.
-  REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes, 2) ==
+  REQUIRE(pick(Collective::Alltoall, kAlltoallOneCopyTwoRanksMinBytes, 2) ==
           V{A::SingleCopy, A::Pairwise});
-  REQUIRE(pick(Collective::Alltoall, kAlltoallPairwiseMinBytes - 1, 2) ==
+  REQUIRE(pick(Collective::Alltoall, kAlltoallOneCopyTwoRanksMinBytes - 1, 2) ==
           V{A::SharedMemory, A::Pairwise});
   REQUIRE(pick(Collective::Alltoall, kAlltoallSingleCopyMinBytes - 1, 3) ==
           V{A::SharedMemory, A::Pairwise});

@@ -13,6 +13,7 @@
 #include <cohort/store.hpp>
 
 #include "rank_helpers.hpp"
+#include "support/scoped_env.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -21,6 +22,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -37,6 +39,7 @@ using cohort::test::bounded;
 using cohort::test::connect;
 using cohort::test::expect;
 using cohort::test::open_store;
+using cohort::test::ScopedEnv;
 
 /// Waits for the one request `request` (a post_send or post_recv result) for at most `timeout`.
 void wait_one(Transport& t, Request request, std::chrono::milliseconds timeout,
@@ -185,9 +188,14 @@ TEST_CASE("receive posted after the send and before it; no spinning", "[transpor
 TEST_CASE("messages of 16 and 32 KiB leave before their receive exists (UCX eager, 33K elements)",
           "[transport][multiproc]") {
   // With UCX's default shared-memory element (8256 bytes) these go by rendezvous, and a send
-  // cannot complete before the receiver matches it: rank 0's wait would pass its deadline.
+  // cannot complete before the receiver matches it: rank 0's wait would pass its deadline. This
+  // is the test that shows cohort's default (apply_cohort_defaults) takes effect in UCX. The
+  // ranks inherit no UCX setting of the caller's that would change the path.
   const int world_size = GENERATE(2, 3);
   CAPTURE(world_size);
+  const ScopedEnv tls("UCX_TLS", std::nullopt), rndv("UCX_RNDV_THRESH", std::nullopt),
+      mm("UCX_MM_SEG_SIZE", std::nullopt), sysv("UCX_SYSV_SEG_SIZE", std::nullopt),
+      posix("UCX_POSIX_SEG_SIZE", std::nullopt), err("COHORT_UCX_ERR_HANDLING", std::nullopt);
   REQUIRE_NOTHROW(cohort::launch(
       world_size,
       [](const cohort::Environment& env) {
@@ -219,24 +227,49 @@ TEST_CASE("messages of 16 and 32 KiB leave before their receive exists (UCX eage
       bounded()));
 }
 
-TEST_CASE("cohort's UCX defaults apply unless the user set the variable", "[transport]") {
+TEST_CASE(
+    "cohort's UCX defaults: set unless the user set the variable or UCX_TLS leaves no "
+    "shared-memory transport",
+    "[transport]") {
+  // Which names are set; whether UCX then uses them is the test above's to show.
   struct Config {
     ucp_config_t* config = nullptr;
     Config() { REQUIRE(ucp_config_read(nullptr, nullptr, &config) == UCS_OK); }
     ~Config() { ucp_config_release(config); }
   };
-  const char* variables[] = {"UCX_MM_SEG_SIZE", "UCX_SYSV_SEG_SIZE", "UCX_POSIX_SEG_SIZE"};
-  for (const char* variable : variables) REQUIRE(std::getenv(variable) == nullptr);
-  {
+  const char* variables[] = {"UCX_MM_SEG_SIZE", "UCX_SYSV_SEG_SIZE", "UCX_POSIX_SEG_SIZE",
+                             "UCX_XPMEM_SEG_SIZE"};
+  std::vector<std::unique_ptr<ScopedEnv>> cleared;
+  for (const char* variable : variables)
+    cleared.push_back(std::make_unique<ScopedEnv>(variable, std::nullopt));
+  const std::vector<std::string> applied{"MM_SEG_SIZE"};
+  SECTION("nothing set by the user") {
+    const ScopedEnv tls("UCX_TLS", std::nullopt);
     Config config;
-    CHECK(ucx::apply_cohort_defaults(config.config) == std::vector<std::string>{"MM_SEG_SIZE"});
+    CHECK(ucx::apply_cohort_defaults(config.config) == applied);
   }
-  for (const char* variable : variables) {
-    CAPTURE(variable);
-    setenv(variable, "8256", 1);
-    Config config;
-    CHECK(ucx::apply_cohort_defaults(config.config).empty());
-    unsetenv(variable);
+  SECTION("each of the element size's variables set by the user") {
+    const ScopedEnv tls("UCX_TLS", std::nullopt);
+    for (const char* variable : variables) {
+      CAPTURE(variable);
+      const ScopedEnv set(variable, "8256");
+      Config config;
+      CHECK(ucx::apply_cohort_defaults(config.config).empty());
+    }
+  }
+  SECTION("UCX_TLS with and without a shared-memory transport") {
+    for (const char* with : {"sm,self", "shm,tcp", "posix,self", "sysv", "all", "^sysv", "^tcp"}) {
+      CAPTURE(with);
+      const ScopedEnv tls("UCX_TLS", with);
+      Config config;
+      CHECK(ucx::apply_cohort_defaults(config.config) == applied);
+    }
+    for (const char* without : {"tcp", "tcp,self", "^sm", "^shm", "^posix,sysv", "^all"}) {
+      CAPTURE(without);
+      const ScopedEnv tls("UCX_TLS", without);
+      Config config;
+      CHECK(ucx::apply_cohort_defaults(config.config).empty());
+    }
   }
 }
 

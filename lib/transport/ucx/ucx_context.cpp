@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cohort::transport::ucx {
@@ -26,7 +27,7 @@ struct ConfigHandle {
 struct CohortDefault {
   const char* name;
   const char* value;
-  std::array<const char*, 3> user_variables;
+  std::array<const char*, 4> user_variables;
 };
 
 // UCX's shared-memory transports (sysv, posix: the "MM" ones) carry an eager message in one
@@ -37,8 +38,33 @@ struct CohortDefault {
 // UCX 1.13 delivered a 64 KiB message as an empty one. Costs 64 elements per process and
 // transport (about 2 MiB each).
 constexpr CohortDefault kDefaults[] = {
-    {"MM_SEG_SIZE", "33K", {"UCX_MM_SEG_SIZE", "UCX_SYSV_SEG_SIZE", "UCX_POSIX_SEG_SIZE"}},
+    {"MM_SEG_SIZE",
+     "33K",
+     {"UCX_MM_SEG_SIZE", "UCX_SYSV_SEG_SIZE", "UCX_POSIX_SEG_SIZE", "UCX_XPMEM_SEG_SIZE"}},
 };
+
+/// Whether UCX_TLS (`tls`; null when unset) leaves a shared-memory transport of the "MM" family
+/// (posix, sysv) in use. UCX takes a setting through ucp_config_modify under any name and
+/// applies it to each transport it opens; one that no transport took makes the worker warn
+/// ("invalid configuration"), so the default is set only where it applies.
+bool mm_transports_in(const char* tls) {
+  if (tls == nullptr || *tls == '\0') return true;
+  std::string_view list(tls);
+  const bool excluding = list.front() == '^';
+  if (excluding) list.remove_prefix(1);
+  bool all = false, group = false, posix = false, sysv = false;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    const std::string_view name = list.substr(0, comma);
+    all = all || name == "all";
+    group = group || name == "sm" || name == "shm" || name == "mm";
+    posix = posix || name == "posix";
+    sysv = sysv || name == "sysv";
+    list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
+  }
+  if (excluding) return !(all || group || (posix && sysv));
+  return all || group || posix || sysv;
+}
 
 std::string make_description() {
   unsigned major = 0, minor = 0, release = 0;
@@ -52,6 +78,7 @@ std::string make_description() {
 
 std::vector<std::string> apply_cohort_defaults(ucp_config_t* config) {
   std::vector<std::string> applied;
+  if (!mm_transports_in(std::getenv("UCX_TLS"))) return applied;
   for (const CohortDefault& setting : kDefaults) {
     const auto set_by_user = [](const char* variable) { return std::getenv(variable) != nullptr; };
     if (std::any_of(setting.user_variables.begin(), setting.user_variables.end(), set_by_user))
@@ -86,7 +113,8 @@ std::shared_ptr<UcxContext> UcxContext::shared() {
   // rendezvous, 10-12 GB/s for 1-4 MiB) is what UCX picks by itself for endpoints without
   // peer-failure handling, and those are the ones same-host peers get (see ucx_transport.cpp).
   // Users tune UCX through its own UCX_* variables, which ucp_config_read picks up here and
-  // which win over cohort's few defaults.
+  // which win over cohort's few defaults. (A setting in UCX's configuration file, ucx.conf, is
+  // not seen by that check: cohort's default overrides it; set the variable instead.)
   ConfigHandle config;
   if (ucs_status_t status = ucp_config_read(nullptr, nullptr, &config.config); status != UCS_OK)
     throw ucx_error(status, "reading the UCX configuration (UCX_* variables)");

@@ -13,10 +13,12 @@
 namespace cohort::transport::ucx {
 
 /// Sets cohort's own defaults in a UCX configuration read from the environment, each unless
-/// the user set that variable (the shared-memory transports' element size, MM_SEG_SIZE, unless
-/// UCX_MM_SEG_SIZE, UCX_SYSV_SEG_SIZE or UCX_POSIX_SEG_SIZE is set: see the .cpp); returns the
-/// names it set. One this UCX does not take is skipped (logged). Every rank must run the same:
-/// shared-memory peers write into each other's FIFOs, whose element size this sets.
+/// the user set that variable: the shared-memory transports' element size, MM_SEG_SIZE, unless
+/// UCX_MM_SEG_SIZE, UCX_SYSV_SEG_SIZE, UCX_POSIX_SEG_SIZE or UCX_XPMEM_SEG_SIZE is set, and only
+/// where UCX_TLS leaves those transports in use (see the .cpp). Returns the names it set. UCX
+/// accepts any name here and checks it only when a worker is created (a name no transport takes
+/// draws its "invalid configuration" warning then). Every rank must run the same: shared-memory
+/// peers write into each other's FIFOs, whose element size this sets.
 std::vector<std::string> apply_cohort_defaults(ucp_config_t* config);
 
 class UcxContext {
