@@ -195,7 +195,8 @@ TEST_CASE("messages of 16 and 32 KiB leave before their receive exists (UCX eage
   CAPTURE(world_size);
   const ScopedEnv tls("UCX_TLS", std::nullopt), rndv("UCX_RNDV_THRESH", std::nullopt),
       mm("UCX_MM_SEG_SIZE", std::nullopt), sysv("UCX_SYSV_SEG_SIZE", std::nullopt),
-      posix("UCX_POSIX_SEG_SIZE", std::nullopt), err("COHORT_UCX_ERR_HANDLING", std::nullopt);
+      posix("UCX_POSIX_SEG_SIZE", std::nullopt), xpmem("UCX_XPMEM_SEG_SIZE", std::nullopt),
+      err("COHORT_UCX_ERR_HANDLING", std::nullopt);
   REQUIRE_NOTHROW(cohort::launch(
       world_size,
       [](const cohort::Environment& env) {

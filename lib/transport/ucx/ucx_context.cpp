@@ -4,8 +4,8 @@
 #include "transport/ucx/ucx_status.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -22,14 +22,6 @@ struct ConfigHandle {
   }
 };
 
-/// A UCX setting cohort chooses: the name ucp_config_modify takes, its value, and the
-/// environment variables that, when set, mean the user chose instead.
-struct CohortDefault {
-  const char* name;
-  const char* value;
-  std::array<const char*, 4> user_variables;
-};
-
 // UCX's shared-memory transports (sysv, posix: the "MM" ones) carry an eager message in one
 // element of the receiver's FIFO, SEG_SIZE bytes (8256 by default), and send anything larger by
 // rendezvous (a handshake, then a copy out of the sender's pages): a 2-rank sendrecv of 16 or
@@ -37,11 +29,11 @@ struct CohortDefault {
 // up to 32 KiB (README, "UCX's shared-memory element size"). Not larger: with elements of 66K,
 // UCX 1.13 delivered a 64 KiB message as an empty one. Costs 64 elements per process and
 // transport (about 2 MiB each).
-constexpr CohortDefault kDefaults[] = {
-    {"MM_SEG_SIZE",
-     "33K",
-     {"UCX_MM_SEG_SIZE", "UCX_SYSV_SEG_SIZE", "UCX_POSIX_SEG_SIZE", "UCX_XPMEM_SEG_SIZE"}},
-};
+constexpr const char* kElementSizeName = "MM_SEG_SIZE";
+constexpr const char* kElementSize = "33K";
+/// The variables through which a user sets that size; any of them set keeps the user's.
+constexpr const char* kElementSizeVariables[] = {"UCX_MM_SEG_SIZE", "UCX_SYSV_SEG_SIZE",
+                                                 "UCX_POSIX_SEG_SIZE", "UCX_XPMEM_SEG_SIZE"};
 
 /// Whether UCX_TLS (`tls`; null when unset) leaves a shared-memory transport of the "MM" family
 /// (posix, sysv) in use. UCX takes a setting through ucp_config_modify under any name and
@@ -77,21 +69,17 @@ std::string make_description() {
 }  // namespace
 
 std::vector<std::string> apply_cohort_defaults(ucp_config_t* config) {
-  std::vector<std::string> applied;
-  if (!mm_transports_in(std::getenv("UCX_TLS"))) return applied;
-  for (const CohortDefault& setting : kDefaults) {
-    const auto set_by_user = [](const char* variable) { return std::getenv(variable) != nullptr; };
-    if (std::any_of(setting.user_variables.begin(), setting.user_variables.end(), set_by_user))
-      continue;
-    if (const ucs_status_t status = ucp_config_modify(config, setting.name, setting.value);
-        status != UCS_OK) {
-      COHORT_LOG_DEBUG("UCX_{}={} not applied: {}", setting.name, setting.value,
-                       ucs_status_string(status));
-      continue;
-    }
-    applied.emplace_back(setting.name);
+  if (!mm_transports_in(std::getenv("UCX_TLS"))) return {};
+  const auto set_by_user = [](const char* variable) { return std::getenv(variable) != nullptr; };
+  if (std::any_of(std::begin(kElementSizeVariables), std::end(kElementSizeVariables), set_by_user))
+    return {};
+  if (const ucs_status_t status = ucp_config_modify(config, kElementSizeName, kElementSize);
+      status != UCS_OK) {
+    COHORT_LOG_DEBUG("UCX_{}={} not applied: {}", kElementSizeName, kElementSize,
+                     ucs_status_string(status));
+    return {};
   }
-  return applied;
+  return {kElementSizeName};
 }
 
 UcxContext::UcxContext(ucp_context_h context, std::string description)
