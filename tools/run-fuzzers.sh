@@ -5,6 +5,8 @@
 #
 #   tools/run-fuzzers.sh [build-dir]          (default build-fuzz)
 #   tools/run-fuzzers.sh build-fuzz -- --test-args=-max_total_time=600 -t 20   (a longer run)
+#   tools/run-fuzzers.sh build-san --setup    (only configure; CI builds and runs the unit suite
+#                                              in the same directory before fuzzing)
 #
 # Needs Debian's clang and libclang-rt-14-dev (libFuzzer and the sanitizer runtimes). Only the
 # harnesses and the static libraries they link are built: not libcohort.so, the tools, the bench
@@ -14,17 +16,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-build-fuzz}
 shift || true
+setup_only=false
+[ "${1:-}" = "--setup" ] && { setup_only=true; shift; }
 [ "${1:-}" = "--" ] && shift
 
 if [ ! -f "$dir/build.ninja" ]; then
-  # GPU, Python, bench and tools are not needed by any harness: leaving them out keeps the
-  # configuration independent of CUDA's and pybind11's support for clang. A unity build (a few
-  # files per translation unit) compiles in three quarters of the time.
-  CC=clang CXX=clang++ meson setup "$dir" --unity on -Dfuzz=true \
+  # GPU, Python, MPI and Gloo are not needed by any harness nor by the unit suite: leaving them
+  # out keeps the configuration independent of CUDA's and pybind11's support for clang. The bench
+  # and tools stay configured for their unit tests (nothing builds them unless asked). A unity
+  # build (a few files per translation unit) compiles in three quarters of the time. Warnings are
+  # errors, as in the main build: clang's differ from GCC's.
+  CC=clang CXX=clang++ meson setup "$dir" --unity on --werror -Dfuzz=true \
     -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fsanitize=fuzzer-no-link \
-    -Dbuildtype=debugoptimized -Dcuda=disabled -Dpython=disabled -Dbench=false -Dtools=false \
-    -Dmpi=disabled -Dgloo=disabled
+    -Dbuildtype=debugoptimized -Dcuda=disabled -Dpython=disabled -Dmpi=disabled -Dgloo=disabled
 fi
+$setup_only && exit 0
 mapfile -t targets < <(for source in test/fuzz/*_fuzzer.cpp; do
   name=$(basename "$source" .cpp)
   echo "test/fuzz/$name"

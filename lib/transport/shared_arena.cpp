@@ -494,7 +494,7 @@ void SharedArena::mark_disagreed(std::uint64_t why) noexcept {
   if (std::exchange(marked_, true)) return;  // the first mark says what happened
   // The line's announcement stays: it is what this rank announced for the last piece it passed
   // there, which peers still finishing that piece compare with theirs (check_announcement).
-  const auto mark = [this, why](std::atomic<std::uint64_t>& value, std::uint64_t first) {
+  const auto mark = [why](std::atomic<std::uint64_t>& value, std::uint64_t first) {
     line_of(value).disagreed_announcement.store(why, std::memory_order_relaxed);
     line_of(value).disagreed_from.store(first, std::memory_order_relaxed);
     value.store(kDisagreed, std::memory_order_release);

@@ -123,7 +123,10 @@ class LogNotes final : public spdlog::sinks::base_sink<std::mutex> {
   LogNotes(SyncPipe& pipe, std::string needle) : pipe_(pipe), needle_(std::move(needle)) {}
 
  protected:
-  void sink_it_(const spdlog::details::log_msg& msg) override {
+  // Called while the test holds every descriptor of the process: clang's UBSan checks a vptr by
+  // probing the object's memory through a pipe it cannot open then, and would report this object
+  // as not a LogNotes.
+  __attribute__((no_sanitize("vptr"))) void sink_it_(const spdlog::details::log_msg& msg) override {
     const std::string_view text(msg.payload.data(), msg.payload.size());
     if (text.find(needle_) != std::string_view::npos) pipe_.post();
   }

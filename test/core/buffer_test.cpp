@@ -141,8 +141,8 @@ TEST_CASE("view rejects bad arguments naming the value", "[buffer]") {
       "overflows");
   require_invalid(
       [&] {
-        Buffer::view(&x, {std::numeric_limits<std::int64_t>::max() / 4}, DType::Float64,
-                     Device::cpu());
+        Buffer::view(&x, std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::max() / 4},
+                     DType::Float64, Device::cpu());
       },
       "overflows");
   require_invalid(
@@ -153,10 +153,10 @@ TEST_CASE("view rejects bad arguments naming the value", "[buffer]") {
   require_invalid([&] { Buffer::view(&x, {1}, DType::Float32, Device::cpu(), {}, -8); }, "-8");
   require_invalid(
       [&] {
-        Buffer::view(&x, {1}, DType::Float32, Device{static_cast<DeviceType>(7), 0});
+        Buffer::view(&x, 1, DType::Float32, Device{static_cast<DeviceType>(7), 0});
       },
       "device type 7");
-  require_invalid([&] { Buffer::view(&x, {1}, DType::Float32, Device::cuda(-1)); }, "cuda:-1");
+  require_invalid([&] { Buffer::view(&x, 1, DType::Float32, Device::cuda(-1)); }, "cuda:-1");
   require_invalid([&] { Buffer::view(&x, std::numeric_limits<std::size_t>::max(), DType::UInt8); },
                   std::to_string(std::numeric_limits<std::size_t>::max()));
 }
@@ -377,7 +377,7 @@ TEST_CASE("pad rejects bad arguments naming the value", "[buffer]") {
   std::vector<float> v(6);
   Buffer strided = Buffer::view(v.data(), {3, 2}, DType::Float32, Device::cpu(), {1, 3});
   require_invalid([&] { strided.pad(0, 4); }, "strides [1, 3]");
-  Buffer gpu = Buffer::view(reinterpret_cast<void*>(0x1000), {2}, DType::Float32, Device::cuda(2));
+  Buffer gpu = Buffer::view(reinterpret_cast<void*>(0x1000), 2, DType::Float32, Device::cuda(2));
   require_invalid([&] { gpu.pad(0, 4); }, "cuda:2");
 }
 

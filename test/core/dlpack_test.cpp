@@ -415,7 +415,7 @@ TEST_CASE("export keeps strides, devices and every dtype", "[dlpack]") {
   CHECK(t->dl_tensor.strides[2] == 3);
   t->deleter(t);
 
-  Buffer gpu = Buffer::view(reinterpret_cast<void*>(std::uintptr_t{0xbeef00}), {8}, DType::Float16,
+  Buffer gpu = Buffer::view(reinterpret_cast<void*>(std::uintptr_t{0xbeef00}), 8, DType::Float16,
                             Device::cuda(5));
   DLManagedTensorVersioned* g = cohort::to_dlpack_versioned(gpu);
   CHECK(g->dl_tensor.device.device_type == kDLCUDA);

@@ -1,7 +1,8 @@
 // The scalar float formats against independent references: the compiler's _Float16 for half
-// (every bit pattern one way, millions of floats the other), a binary search over the monotonic
-// bf16 codes with the rounding decided in double arithmetic, and a brute-force nearest-even
-// search over all 256 codes for fp8. Plus load_as_double / store_from_double.
+// where it has one, else half's fields (every bit pattern one way, millions of floats the other),
+// a binary search over the monotonic bf16 codes with the rounding decided in double arithmetic,
+// and a brute-force nearest-even search over all 256 codes for fp8. Plus load_as_double /
+// store_from_double.
 
 #include "core/float_formats.hpp"
 
@@ -24,17 +25,6 @@ std::uint32_t bits_of(float f) {
   return std::bit_cast<std::uint32_t>(f);
 }
 
-// ---- half via the compiler (libgcc's soft-float conversions are correctly rounded) ----
-float half_reference_to_float(std::uint16_t h) {
-  return static_cast<float>(std::bit_cast<_Float16>(h));
-}
-std::uint16_t half_reference_from_float(float f) {
-  return std::bit_cast<std::uint16_t>(static_cast<_Float16>(f));
-}
-std::uint16_t half_reference_from_double(double d) {
-  return std::bit_cast<std::uint16_t>(static_cast<_Float16>(d));
-}
-
 // ---- bf16 decoded from its fields in double ----
 double bf16_reference_value(std::uint16_t b) {
   const int exponent = (b >> 7) & 0xff;
@@ -54,19 +44,22 @@ bool bf16_is_nan(std::uint16_t b) {
   return (b & 0x7f80) == 0x7f80 && (b & 0x7f) != 0;
 }
 
-// Nearest bf16 to `x`, ties to even. Positive codes 0x0000..0x7f80 increase with the value, so a
-// binary search finds the code below x; 0x7f80 (inf) stands for 2^128 when deciding the rounding,
-// which puts the overflow threshold at the midpoint between the largest finite value and 2^128.
-std::uint16_t bf16_reference_from_double(double x) {
+// Nearest 16-bit code to `x`, ties to even, for a format whose positive codes 0..inf_code
+// increase with the value (bf16, half): a binary search finds the code below x. inf_code stands
+// for 2^overflow_exponent (where the next binade would start) when deciding the rounding, which
+// puts the overflow threshold at the midpoint between the largest finite value and that power.
+template <typename Decode>
+std::uint16_t nearest_code_from_double(double x, std::uint32_t inf_code, int overflow_exponent,
+                                       std::uint16_t nan_code, Decode decode) {
   const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  if (std::isnan(x)) return 0x7fc0;
+  if (std::isnan(x)) return nan_code;
   const double magnitude = std::fabs(x);
-  auto value = [](std::uint32_t code) {
-    return code == 0x7f80 ? std::ldexp(1.0, 128)
-                          : bf16_reference_value(static_cast<std::uint16_t>(code));
+  const double overflow = std::ldexp(1.0, overflow_exponent);
+  auto value = [&](std::uint32_t code) {
+    return code == inf_code ? overflow : decode(static_cast<std::uint16_t>(code));
   };
-  if (magnitude >= std::ldexp(1.0, 128)) return sign | 0x7f80;
-  std::uint32_t lo = 0, hi = 0x7f80;  // value(lo) <= magnitude < value(hi)
+  if (magnitude >= overflow) return static_cast<std::uint16_t>(sign | inf_code);
+  std::uint32_t lo = 0, hi = inf_code;  // value(lo) <= magnitude < value(hi)
   while (hi - lo > 1) {
     const std::uint32_t mid = (lo + hi) / 2;
     (value(mid) <= magnitude ? lo : hi) = mid;
@@ -76,6 +69,50 @@ std::uint16_t bf16_reference_from_double(double x) {
   const std::uint32_t pick = below < above ? lo : above < below ? hi : (lo % 2 == 0 ? lo : hi);
   return static_cast<std::uint16_t>(sign | pick);
 }
+
+std::uint16_t bf16_reference_from_double(double x) {
+  return nearest_code_from_double(x, 0x7f80, 128, 0x7fc0, bf16_reference_value);
+}
+
+// ---- half ----
+#if defined(__FLT16_MAX__)
+// Through the compiler's _Float16 (GCC, and clang from 15 on x86): its soft-float conversions
+// are correctly rounded, and written by others than us.
+float half_reference_to_float(std::uint16_t h) {
+  return static_cast<float>(std::bit_cast<_Float16>(h));
+}
+std::uint16_t half_reference_from_float(float f) {
+  return std::bit_cast<std::uint16_t>(static_cast<_Float16>(f));
+}
+std::uint16_t half_reference_from_double(double d) {
+  return std::bit_cast<std::uint16_t>(static_cast<_Float16>(d));
+}
+#else
+// clang 14 (CI's sanitizer build) has no _Float16 on x86: decoded from its fields in double
+// and rounded by the search above, as bf16 is.
+double half_reference_value(std::uint16_t h) {
+  const int exponent = (h >> 10) & 0x1f;
+  const int mantissa = h & 0x3ff;
+  double magnitude;
+  if (exponent == 0x1f)
+    magnitude = mantissa == 0 ? std::numeric_limits<double>::infinity()
+                              : std::numeric_limits<double>::quiet_NaN();
+  else if (exponent == 0)
+    magnitude = std::ldexp(mantissa, -24);
+  else
+    magnitude = std::ldexp(1024 + mantissa, exponent - 25);
+  return (h & 0x8000) ? -magnitude : magnitude;
+}
+float half_reference_to_float(std::uint16_t h) {
+  return static_cast<float>(half_reference_value(h));
+}
+std::uint16_t half_reference_from_double(double d) {
+  return nearest_code_from_double(d, 0x7c00, 16, 0x7e00, half_reference_value);
+}
+std::uint16_t half_reference_from_float(float f) {
+  return half_reference_from_double(f);  // exact: a float is a double
+}
+#endif
 
 // ---- fp8 decoded from its fields, written independently of the code under test ----
 struct Fp8Spec {
