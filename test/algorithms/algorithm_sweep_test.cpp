@@ -96,10 +96,16 @@ TEST_CASE("the sweep over TCP only", "[.][sweep-ucx]") {
 TEST_CASE("the large count with every dtype and op, and more world sizes", "[.][sweep-slow]") {
   // 7 ranks are in the sweep above; here they cost a fifth of CI's longest test, and 3 and 5
   // already take every dtype and op through the odd-size paths.
+  //
+  // 6 and 8 ranks (an even size that is no power of two, and three rounds of halving) take the
+  // large count's subset: how an algorithm splits and schedules the vector depends on the world
+  // size, but how a dtype and op reduce does not, and 2-5 ranks take every dtype and op at the
+  // large count. With every combination, 6 and 8 were 71 of this test's 133 s in CI.
   const int world_size = GENERATE(2, 3, 4, 5, 6, 8);
   CAPTURE(world_size);
   SweepPlan plan;
   plan.counts = {2, 64, 4099};
-  plan.large_all = true;
+  plan.large_all = world_size <= 5;
+  plan.large_subset = !plan.large_all;
   launch_sweep(world_size, plan);
 }
