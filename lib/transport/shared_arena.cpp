@@ -443,6 +443,16 @@ void SharedArena::publish(Flag which, std::uint64_t generation) noexcept {
   value.store(generation, std::memory_order_release);
 }
 
+void SharedArena::note_consumed_by_all(std::uint64_t reached) noexcept {
+  std::uint64_t least = UINT64_MAX;
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    const std::uint64_t seen = flag(r, Flag::Consumed, 0).load(std::memory_order_acquire);
+    least = std::min(least, seen == kDisagreed ? reached : seen);
+  }
+  consumed_by_all_ = std::max(consumed_by_all_, least == UINT64_MAX ? reached : least);
+}
+
 void SharedArena::check_announcement(int r, Flag which, std::uint64_t generation,
                                      const std::string& what) {
   if (generation < op_first(which)) return;  // a previous op's piece

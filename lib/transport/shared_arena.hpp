@@ -205,9 +205,13 @@ class SharedArena {
   void wait_for_eager(int r, std::uint64_t eager, std::uint64_t generation, Deadline deadline,
                       const std::string& what);
   /// Waits until this rank may rewrite its eager line for `eager`: every peer announced
-  /// Consumed(eager - kEagerDepth). Usually already true (a flag check per peer).
+  /// Consumed(eager - kEagerDepth). Usually already true, and known without reading the peers'
+  /// Consumed lines: they are read only once the progress last seen there no longer covers
+  /// `eager` (each read takes a cache line from the peer's core, a large part of a tiny op).
   void wait_until_eager_free(std::uint64_t eager, Deadline deadline, const std::string& what) {
-    if (eager > kEagerDepth) wait_for_all(Flag::Consumed, eager - kEagerDepth, deadline, what);
+    if (eager <= kEagerDepth + consumed_by_all_) return;
+    wait_for_all(Flag::Consumed, eager - kEagerDepth, deadline, what);
+    note_consumed_by_all(eager - kEagerDepth);
   }
 
   std::string description() const;
@@ -223,6 +227,10 @@ class SharedArena {
   /// After rank r reached `generation` for `flag`: throws when it announced another op, or
   /// marked itself as having found a disagreement.
   void check_announcement(int r, Flag flag, std::uint64_t generation, const std::string& what);
+  /// After every peer announced Consumed(`reached`): records the least eager generation the
+  /// peers' Consumed lines show now (at least `reached`; a peer's disagreement mark counts as
+  /// `reached`, so the next wait reads that line again and reports it).
+  void note_consumed_by_all(std::uint64_t reached) noexcept;
   /// Sets every flag of this rank to kDisagreed so peers stop waiting on it.
   /// `why`: the announcement of the op the ranks disagree about, or kFailedOp.
   void mark_disagreed(std::uint64_t why) noexcept;
@@ -250,6 +258,8 @@ class SharedArena {
   bool measured_choice_;
   std::uint64_t generation_ = 0;
   std::uint64_t eager_generation_ = 0;
+  /// Every peer was seen done with every eager generation up to this one.
+  std::uint64_t consumed_by_all_ = 0;
   std::uint64_t announcement_ = 0;
   std::string (*describe_)(std::uint64_t) = nullptr;
   std::uint64_t op_first_generation_ = UINT64_MAX;  ///< no announcement checked before begin_op

@@ -2,7 +2,7 @@
 // writer (broadcast's root, reduce's non-roots) returns as soon as its bytes are in its line, up
 // to SharedArena::kEagerDepth ops ahead of the slowest reader. Real ranks, real store, real UCX:
 // - a root finishes 16 broadcasts before any other rank has started one (ordered through store
-//   keys, not sleeps), and the others then read all 16 in order;
+//   keys, not sleeps), and the others then read all 16 in order; the 17th waits for them;
 // - non-roots finish 16 reduces (and 16 gathers) before the root starts, and the root then gets
 //   all 16 results; gatherv with empty blocks is exact;
 // - long mixed sequences (rotating roots, every dtype size, eager and slot-sized vectors,
@@ -81,6 +81,41 @@ TEST_CASE("a root finishes kEagerDepth tiny broadcasts before any other rank sta
     } else {
       store->get_string("eager/root_done", 60s);
       for (int i = 0; i < kDepth; ++i) {
+        c->broadcast(b, root, shared_memory());
+        expect_values(
+            b, 0, b.count(), [&](std::size_t j) { return broadcast_value(i, root, j); },
+            "broadcast " + std::to_string(i));
+      }
+    }
+    c->barrier();
+  }));
+}
+
+TEST_CASE("a root kEagerDepth broadcasts ahead waits for the slowest reader's first read",
+          "[comm][multiproc][eager]") {
+  // The root runs 2 * kDepth broadcasts in a row; the others start only once it finished the
+  // first kDepth. Broadcast kDepth + i reuses broadcast i's line, so the root must wait until
+  // every reader took broadcast i (the writer's check of its readers' progress, which it caches).
+  // Had it not waited, the readers, still fetching the store key, would find later broadcasts'
+  // values in the lines of the first ones.
+  const int size = GENERATE(2, 3, 4);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
+    auto c = world(env);
+    const std::shared_ptr<Store> store = connect_store(env);
+    Buffer b = Buffer::allocate(6, DType::Float64);
+    c->barrier();
+    const int root = env.world_size - 1;
+    if (env.rank == root) {
+      for (int i = 0; i < 2 * kDepth; ++i) {
+        if (i == kDepth) store->set_string("eager/root_at_depth", "1");
+        for (std::size_t j = 0; j < b.count(); ++j) set(b, j, broadcast_value(i, root, j));
+        c->broadcast(b, root, shared_memory());
+      }
+    } else {
+      store->get_string("eager/root_at_depth", 60s);
+      for (int i = 0; i < 2 * kDepth; ++i) {
         c->broadcast(b, root, shared_memory());
         expect_values(
             b, 0, b.count(), [&](std::size_t j) { return broadcast_value(i, root, j); },
