@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer harnesses of test/fuzz with clang (ASan + UBSan, libraries instrumented for
-# coverage) in a build directory of their own, and runs each as a meson test of the 'fuzz' suite
-# for the bounded time test/fuzz/meson.build sets, starting from the checked-in seed corpus.
+# coverage) in a build directory of their own (CI builds and runs the unit suite there too), and
+# runs each as a meson test of the 'fuzz' suite for the bounded time test/fuzz/meson.build sets,
+# starting from the checked-in seed corpus.
 #
 #   tools/run-fuzzers.sh [build-dir]          (default build-fuzz)
 #   tools/run-fuzzers.sh build-fuzz -- --test-args=-max_total_time=600 -t 20   (a longer run)
@@ -14,8 +15,11 @@
 # <build-dir>/test/fuzz/artifacts/; turn it into a unit test beside the code it exercises.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=${1:-build-fuzz}
-shift || true
+dir=build-fuzz
+case "${1:-}" in
+  "" | --*) ;;
+  *) dir=$1; shift ;;
+esac
 setup_only=false
 [ "${1:-}" = "--setup" ] && { setup_only=true; shift; }
 [ "${1:-}" = "--" ] && shift

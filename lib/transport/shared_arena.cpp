@@ -450,7 +450,7 @@ void SharedArena::note_consumed_by_all(std::uint64_t reached) noexcept {
     const std::uint64_t seen = flag(r, Flag::Consumed, 0).load(std::memory_order_acquire);
     least = std::min(least, seen == kDisagreed ? reached : seen);
   }
-  consumed_by_all_ = std::max(consumed_by_all_, least == UINT64_MAX ? reached : least);
+  consumed_by_all_ = least;  // an arena has 2 ranks or more; least >= reached > the old value
 }
 
 void SharedArena::check_announcement(int r, Flag which, std::uint64_t generation,

@@ -228,8 +228,9 @@ class SharedArena {
   /// marked itself as having found a disagreement.
   void check_announcement(int r, Flag flag, std::uint64_t generation, const std::string& what);
   /// After every peer announced Consumed(`reached`): records the least eager generation the
-  /// peers' Consumed lines show now (at least `reached`; a peer's disagreement mark counts as
-  /// `reached`, so the next wait reads that line again and reports it).
+  /// peers' Consumed lines show now (at least `reached`). A peer's disagreement mark counts as
+  /// `reached`, not as the mark's value (above every generation), so the writer goes on
+  /// reading that peer's line.
   void note_consumed_by_all(std::uint64_t reached) noexcept;
   /// Sets every flag of this rank to kDisagreed so peers stop waiting on it.
   /// `why`: the announcement of the op the ranks disagree about, or kFailedOp.

@@ -195,7 +195,7 @@ TEST_CASE("the dispatched ISA is the best available and can be forced", "[reduce
   else if (__builtin_cpu_supports("avx2") && [] {
              // F16C is CPUID leaf 1, ECX bit 29 (clang before 15 has no "f16c" builtin name).
              unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-             return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+             return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
            }())
     CHECK(detected_isa() == Isa::Avx2);
 #else
