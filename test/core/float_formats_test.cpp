@@ -25,19 +25,26 @@ std::uint32_t bits_of(float f) {
   return std::bit_cast<std::uint32_t>(f);
 }
 
-// ---- bf16 decoded from its fields in double ----
-double bf16_reference_value(std::uint16_t b) {
-  const int exponent = (b >> 7) & 0xff;
-  const int mantissa = b & 0x7f;
+// ---- 16-bit IEEE-style codes (sign, exponent with bias 2^(e-1) - 1 and the all-ones exponent
+// for inf and NaN, mantissa) decoded from their fields in double: bf16 is 8 + 7, half 5 + 10 ----
+double ieee16_reference_value(std::uint16_t code, int exponent_bits, int mantissa_bits) {
+  const int all_ones = (1 << exponent_bits) - 1;
+  const int bias = all_ones / 2;
+  const int exponent = (code >> mantissa_bits) & all_ones;
+  const int mantissa = code & ((1 << mantissa_bits) - 1);
   double magnitude;
-  if (exponent == 0xff)
+  if (exponent == all_ones)
     magnitude = mantissa == 0 ? std::numeric_limits<double>::infinity()
                               : std::numeric_limits<double>::quiet_NaN();
   else if (exponent == 0)
-    magnitude = std::ldexp(mantissa, -133);
+    magnitude = std::ldexp(mantissa, 1 - bias - mantissa_bits);
   else
-    magnitude = std::ldexp(128 + mantissa, exponent - 134);
-  return (b & 0x8000) ? -magnitude : magnitude;
+    magnitude = std::ldexp((1 << mantissa_bits) + mantissa, exponent - bias - mantissa_bits);
+  return (code & 0x8000) ? -magnitude : magnitude;
+}
+
+double bf16_reference_value(std::uint16_t b) {
+  return ieee16_reference_value(b, 8, 7);
 }
 
 bool bf16_is_nan(std::uint16_t b) {
@@ -91,17 +98,7 @@ std::uint16_t half_reference_from_double(double d) {
 // clang 14 (CI's sanitizer build) has no _Float16 on x86: decoded from its fields in double
 // and rounded by the search above, as bf16 is.
 double half_reference_value(std::uint16_t h) {
-  const int exponent = (h >> 10) & 0x1f;
-  const int mantissa = h & 0x3ff;
-  double magnitude;
-  if (exponent == 0x1f)
-    magnitude = mantissa == 0 ? std::numeric_limits<double>::infinity()
-                              : std::numeric_limits<double>::quiet_NaN();
-  else if (exponent == 0)
-    magnitude = std::ldexp(mantissa, -24);
-  else
-    magnitude = std::ldexp(1024 + mantissa, exponent - 25);
-  return (h & 0x8000) ? -magnitude : magnitude;
+  return ieee16_reference_value(h, 5, 10);
 }
 float half_reference_to_float(std::uint16_t h) {
   return static_cast<float>(half_reference_value(h));
