@@ -49,6 +49,10 @@ struct alignas(128) FlagLine {
   std::atomic<std::uint64_t> disagreed_from{0};
   /// With value kDisagreed: the announcement of the op the rank failed in.
   std::atomic<std::uint64_t> disagreed_announcement{0};
+  /// Eager lines only: the generation of the op that wrote this eager piece, written before
+  /// `value`. With a matching announcement it shows a reader that the writer ran the same op at
+  /// the same place, without reading the writer's Arrived line (wait_for_eager).
+  std::atomic<std::uint64_t> op_generation{0};
 };
 static_assert(sizeof(FlagLine) == 128, "a flag line pair is two cache lines");
 static_assert(offsetof(FlagLine, inline_data) + SharedArena::kInlineBytes <= 64,
@@ -440,6 +444,9 @@ bool SharedArena::reached(int r, Flag which, std::uint64_t generation) const noe
 void SharedArena::publish(Flag which, std::uint64_t generation) noexcept {
   std::atomic<std::uint64_t>& value = flag(rank_, which, generation);
   write_announcement(line_of(value), announcement_, generation);
+  // An eager op takes no generation after begin_eager's, so generation_ is still the op's.
+  if (which == Flag::Eager)
+    line_of(value).op_generation.store(generation_, std::memory_order_relaxed);
   value.store(generation, std::memory_order_release);
 }
 
@@ -540,10 +547,43 @@ void SharedArena::wait_for_eager(int r, std::uint64_t eager, std::uint64_t gener
                                  Deadline deadline, const std::string& what) {
   if (!reached(r, Flag::Eager, eager))
     block_until(r, Flag::Eager, eager, deadline, what, generation);
+  // The usual case, settled from the eager line alone: r wrote this piece in the same op (same
+  // announcement) at the same generation. r rewrites the line only after this rank announces
+  // Consumed(eager), so what is read here is that piece's. Reading r's Arrived line as well
+  // would take it from r's core at every op, and r rewrites it at every op: a line written and
+  // read at every op by two cores is handed back and forth, which costs more than the op's own
+  // stores.
+  std::atomic<std::uint64_t>& value = flag(r, Flag::Eager, eager);
+  if (value.load(std::memory_order_acquire) == eager) {
+    const FlagLine& line = line_of(value);
+    if (line.op_generation.load(std::memory_order_relaxed) == generation &&
+        read_announcement(line, eager) == announcement_)
+      return;
+  }
   // Arrived(generation) first: it tells what r called at this op even once r has failed later
   // (the eager numbering does not: r may never have run an eager op).
   if (reached(r, Flag::Arrived, generation)) check_announcement(r, Flag::Arrived, generation, what);
   check_announcement(r, Flag::Eager, eager, what);
+  // Both said nothing, yet r wrote this piece at another generation: the same call, made after
+  // other ops than ours (r's Arrived line had already moved on to a later op, so it was no
+  // evidence). Taking the piece would hand this rank another op's values. A disagreement mark
+  // leaves the piece's announcement and generation in place, so a peer that wrote the piece and
+  // failed later is judged by them too.
+  const std::uint64_t seen = value.load(std::memory_order_acquire);
+  const FlagLine& line = line_of(value);
+  if (seen == eager || (seen == kDisagreed && read_announcement(line, eager).has_value())) {
+    const std::uint64_t theirs = line.op_generation.load(std::memory_order_relaxed);
+    if (theirs != generation) {
+      mark_disagreed(announcement_);
+      const std::string call = describe_ != nullptr ? describe_(announcement_) : "this op";
+      throw Error(ErrorCode::InvalidArgument,
+                  "ranks disagree: rank " + std::to_string(r) + " called " + call +
+                      " after other ops than rank " + std::to_string(rank_) +
+                      " did (shared-memory step " + std::to_string(theirs) + " against " +
+                      std::to_string(generation) + "): an earlier op differs between them",
+                  ErrorContext{.op = what, .peers = {r}});
+    }
+  }
 }
 
 void SharedArena::block_until(int r, Flag which, std::uint64_t generation, Deadline deadline,

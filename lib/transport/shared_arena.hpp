@@ -201,7 +201,10 @@ class SharedArena {
 
   /// Waits until rank `r` announced Eager(`eager`), for an eager op that took generation
   /// `generation`: while waiting it also looks at r's Arrived(generation), so a peer running
-  /// another op there fails this wait at once (InvalidArgument) instead of at the deadline.
+  /// another op there fails this wait at once (InvalidArgument) instead of at the deadline. The
+  /// piece carries the generation and announcement of the op that wrote it: when both match, r's
+  /// Arrived line is not read at all; a piece of the same call written at another generation (r
+  /// ran other ops before it) fails the wait too.
   void wait_for_eager(int r, std::uint64_t eager, std::uint64_t generation, Deadline deadline,
                       const std::string& what);
   /// Waits until this rank may rewrite its eager line for `eager`: every peer announced

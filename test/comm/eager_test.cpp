@@ -304,3 +304,47 @@ TEST_CASE("ranks disagreeing about whether a broadcast is eager fail naming both
       },
       60s));
 }
+
+TEST_CASE("a tiny broadcast that meets the root's same broadcast one op later fails naming both",
+          "[comm][multiproc][eager]") {
+  // The root first broadcasts 1000 floats (through a slot: a single-piece root waits for
+  // nobody) and then 4 floats (eager); the others call only the 4-float broadcast. Their eager
+  // line then holds a broadcast of 16 bytes, as they expect, but written one op later than
+  // theirs: a reader that trusted the line's announcement alone would take the second broadcast's
+  // values for the first's and return. The line also carries the op's generation, which differs:
+  // they fail naming the disagreement, and the 4000-byte broadcast when the root's announcement
+  // of it is still there to read (on 3 ranks the root may have moved on to its barrier).
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(
+      size,
+      [](const Environment& env) {
+        ::unsetenv("COHORT_DEBUG");
+        ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
+        auto c = world(env);
+        c->barrier();
+        CollectiveOptions options = shared_memory();
+        options.timeout =
+            120s;  // far beyond the test's own limit: failing at the deadline fails it
+        Buffer tiny = Buffer::allocate(4, DType::Float32);
+        if (env.rank != 0) {
+          expect_error([&] { c->broadcast(tiny, 0, options); }, ErrorCode::InvalidArgument,
+                       {"ranks disagree", "broadcast of 16 bytes"}, "non-root");
+        } else {
+          Buffer large = Buffer::allocate(1000, DType::Float32);
+          bool failed = false;
+          try {
+            c->broadcast(large, 0, options);
+            c->broadcast(tiny, 0, options);
+            c->barrier(options);
+          } catch (const Error& e) {
+            failed = true;
+            RANK_CHECK(
+                e.code() == ErrorCode::InvalidArgument || e.code() == ErrorCode::InvalidUsage,
+                "root: " << e.what());
+          }
+          RANK_CHECK(failed, "the root went on as if the ranks agreed");
+        }
+      },
+      60s));
+}
