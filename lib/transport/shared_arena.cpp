@@ -444,10 +444,14 @@ bool SharedArena::reached(int r, Flag which, std::uint64_t generation) const noe
 void SharedArena::publish(Flag which, std::uint64_t generation) noexcept {
   std::atomic<std::uint64_t>& value = flag(rank_, which, generation);
   write_announcement(line_of(value), announcement_, generation);
-  // An eager op takes no generation after begin_eager's, so generation_ is still the op's.
-  if (which == Flag::Eager)
-    line_of(value).op_generation.store(generation_, std::memory_order_relaxed);
   value.store(generation, std::memory_order_release);
+}
+
+void SharedArena::publish_eager(const EagerStep& step) noexcept {
+  std::atomic<std::uint64_t>& value = flag(rank_, Flag::Eager, step.eager);
+  write_announcement(line_of(value), announcement_, step.eager);
+  line_of(value).op_generation.store(step.generation, std::memory_order_relaxed);
+  value.store(step.eager, std::memory_order_release);
 }
 
 void SharedArena::note_consumed_by_all(std::uint64_t reached) noexcept {
@@ -565,10 +569,10 @@ void SharedArena::wait_for_eager(int r, std::uint64_t eager, std::uint64_t gener
   if (reached(r, Flag::Arrived, generation)) check_announcement(r, Flag::Arrived, generation, what);
   check_announcement(r, Flag::Eager, eager, what);
   // Both said nothing, yet r wrote this piece at another generation: the same call, made after
-  // other ops than ours (r's Arrived line had already moved on to a later op, so it was no
-  // evidence). Taking the piece would hand this rank another op's values. A disagreement mark
-  // leaves the piece's announcement and generation in place, so a peer that wrote the piece and
-  // failed later is judged by them too.
+  // other ops than ours (r's Arrived line for our generation was no evidence: r had moved on past
+  // it, or had not reached it yet). Taking the piece would hand this rank another op's values. A
+  // disagreement mark leaves the piece's announcement and generation in place, so a peer that wrote
+  // the piece and failed later is judged by them too.
   const std::uint64_t seen = value.load(std::memory_order_acquire);
   const FlagLine& line = line_of(value);
   if (seen == eager || (seen == kDisagreed && read_announcement(line, eager).has_value())) {

@@ -41,7 +41,10 @@
 // reader, as MPI's eager sends let a root run ahead. An eager op also takes a generation g and
 // announces Arrived(g) on entry (it reads and writes no slot of that numbering, so the rule above
 // still holds): a peer that runs another op at g then finds the disagreement in that flag's
-// announcement instead of waiting for the deadline.
+// announcement instead of waiting for the deadline. The eager line carries g and the op's
+// announcement too, so a reader whose own match them reads nothing else (the writer's Arrived
+// line changes at every op; reading it at every op would hand it between cores each time), and
+// a reader that finds the same call stamped with another g knows an earlier op differed.
 
 #include "transport/interruption.hpp"
 #include "transport/process_watch.hpp"
@@ -186,6 +189,9 @@ class SharedArena {
   /// Announces that this rank reached `generation` for `flag` (a release store: everything
   /// written to this rank's slots before it is visible to a peer that sees the flag).
   void publish(Flag flag, std::uint64_t generation) noexcept;
+  /// Announces Eager(step.eager): this rank's piece of that eager op is in its line, stamped with
+  /// the op's generation (step.generation), which readers compare with theirs (wait_for_eager).
+  void publish_eager(const EagerStep& step) noexcept;
 
   /// Waits until rank `r` announced `generation` for `flag`.
   void wait_for(int r, Flag flag, std::uint64_t generation, Deadline deadline,
@@ -202,9 +208,9 @@ class SharedArena {
   /// Waits until rank `r` announced Eager(`eager`), for an eager op that took generation
   /// `generation`: while waiting it also looks at r's Arrived(generation), so a peer running
   /// another op there fails this wait at once (InvalidArgument) instead of at the deadline. The
-  /// piece carries the generation and announcement of the op that wrote it: when both match, r's
-  /// Arrived line is not read at all; a piece of the same call written at another generation (r
-  /// ran other ops before it) fails the wait too.
+  /// piece carries the generation and announcement of the op that wrote it: when both match, the
+  /// wait reads r's Arrived line only while it has to wait for the piece; a piece of the same
+  /// call written at another generation (r ran other ops before it) fails the wait too.
   void wait_for_eager(int r, std::uint64_t eager, std::uint64_t generation, Deadline deadline,
                       const std::string& what);
   /// Waits until this rank may rewrite its eager line for `eager`: every peer announced

@@ -39,7 +39,7 @@ void run_eager(const OpContext& ctx, SharedArena& arena, const BroadcastArgs& ar
   if (ctx.rank == args.root) {
     arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
     copy_bytes(arena.eager_data(ctx.rank, e, bytes), root_data(args), bytes);
-    arena.publish(Flag::Eager, e);
+    arena.publish_eager(step);
     copy_root_input(args);
   } else {
     arena.wait_for_eager(args.root, e, g, ctx.deadline, ctx.what);

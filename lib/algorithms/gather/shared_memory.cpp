@@ -42,7 +42,7 @@ void run_eager(const OpContext& ctx, Arena& arena, const GatherArgs& args) {
     arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
     const std::size_t bytes = args.counts[static_cast<std::size_t>(ctx.rank)] * es;
     copy_bytes(arena.eager_data(ctx.rank, e, bytes), args.in, bytes);
-    arena.publish(Arena::Flag::Eager, e);
+    arena.publish_eager(step);
   } else {
     auto* out = static_cast<std::byte*>(args.out);
     for (int k = 1; k < ctx.size; ++k) {

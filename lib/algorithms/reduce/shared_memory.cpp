@@ -44,7 +44,7 @@ void run_eager(const OpContext& ctx, SharedArena& arena, const ReduceArgs& args,
   if (ctx.rank != args.root) {
     arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
     copy_bytes(arena.eager_data(ctx.rank, e, bytes), args.in, bytes);
-    arena.publish(Flag::Eager, e);
+    arena.publish_eager(step);
     arena.publish(Flag::Consumed, e);
     return;
   }

@@ -61,7 +61,7 @@ void run_eager(const OpContext& ctx, Arena& arena, const ScatterArgs& args, std:
       at += args.counts[r] * es;
     }
     COHORT_CHECK(at == packed);
-    arena.publish(Arena::Flag::Eager, e);
+    arena.publish_eager(step);
     own.copy_rest();  // while the others copy theirs out
   } else {
     arena.wait_for_eager(args.root, e, g, ctx.deadline, ctx.what);
