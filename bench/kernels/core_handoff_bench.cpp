@@ -18,11 +18,20 @@
 // the peer's cache) can beat the arena's two copies. README, "Performance", has the figures.
 // Two SMT siblings share their caches, so pick CPUs on separate cores (--cpus).
 //
+// Then the same two CPUs stream tiny messages, as a tiny broadcast's root and its reader do
+// through the arena's eager lines: 8-byte messages through 16 rotating cache lines, the reader
+// announcing its progress and the writer reading that only once its lines run out; and again
+// with one line more that the writer writes and the reader reads at every message. The first
+// figure is what a line's trip between the cores costs a stream (tiny rooted ops on 2 ranks
+// cost a few times it); the second shows what a line both cores touch at every step adds (it
+// moves back and forth instead of along). The host's figures moved by 4x within an hour on
+// 2026-11-28, so a tiny op's timing says little without them.
+//
 // Usage: cohort-handoff-bench [--mib N] [--repeats R] [--cpus A,B] [--quick]
 //   --mib      vector size in MiB (default 64)
 //   --repeats  timed runs per mode; the median is printed (default 7)
 //   --cpus     the two CPUs to pin the threads to (default: the first two it may run on)
-//   --quick    8 MiB and 2 runs, for a smoke test
+//   --quick    8 MiB and 2 runs, and fewer tiny messages, for a smoke test
 
 #include <algorithm>
 #include <atomic>
@@ -31,6 +40,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -143,6 +153,69 @@ void run_rank(Rank& mine, Rank& peer, int me, bool shared, std::size_t bytes) {
   }
 }
 
+/// Nanoseconds per message of `messages` 8-byte messages streamed from a thread on cpus[0] to
+/// one on cpus[1] through 16 rotating lines (see the header); with `line_both_touch`, the writer
+/// also stores each message's number into one more line, which the reader waits for too.
+double stream_ns(bool line_both_touch, std::uint64_t messages, const int (&cpus)[2]) {
+  constexpr std::uint64_t kLines = 16;  // SharedArena::kEagerDepth
+  // Each on a 128-byte pair of its own (the adjacent-line prefetch moves lines in pairs), and
+  // nothing else either thread touches while streaming shares one: the threads keep their own
+  // counters in locals and publish the checksum once, at the end.
+  struct alignas(128) Line {
+    std::atomic<std::uint64_t> value{0};
+    std::uint64_t payload = 0;
+  };
+  struct Stream {
+    Line lines[kLines];
+    Line consumed;
+    Line every_message;
+    Line checksum;
+  };
+  auto stream = std::make_unique<Stream>();
+  const auto start = std::chrono::steady_clock::now();
+  std::thread writer([&stream, line_both_touch, messages, cpu = cpus[0]] {
+    pin_to(cpu);
+    Stream& st = *stream;
+    std::uint64_t consumed_seen = 0;
+    for (std::uint64_t m = 1; m <= messages; ++m) {
+      if (m > kLines + consumed_seen) {
+        while ((consumed_seen = st.consumed.value.load(std::memory_order_acquire)) + kLines < m) {
+        }
+      }
+      if (line_both_touch) st.every_message.value.store(m, std::memory_order_release);
+      Line& line = st.lines[m % kLines];
+      line.payload = m;
+      line.value.store(m, std::memory_order_release);
+    }
+  });
+  std::thread reader([&stream, line_both_touch, messages, cpu = cpus[1]] {
+    pin_to(cpu);
+    Stream& st = *stream;
+    std::uint64_t sum = 0;
+    for (std::uint64_t m = 1; m <= messages; ++m) {
+      const Line& line = st.lines[m % kLines];
+      while (line.value.load(std::memory_order_acquire) != m) {
+      }
+      if (line_both_touch) {
+        while (st.every_message.value.load(std::memory_order_acquire) < m) {
+        }
+      }
+      sum += line.payload;
+      st.consumed.value.store(m, std::memory_order_release);
+    }
+    st.checksum.payload = sum;
+  });
+  writer.join();
+  reader.join();
+  const double elapsed =
+      std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+  if (stream->checksum.payload != messages * (messages + 1) / 2) {
+    std::fprintf(stderr, "cohort-handoff-bench: the reader lost a message\n");
+    std::exit(1);
+  }
+  return elapsed / static_cast<double>(messages);
+}
+
 /// Median seconds of `repeats` allreduces of `bytes` on two threads pinned to `cpus`.
 double median_seconds(bool shared, std::size_t bytes, int repeats, const int (&cpus)[2]) {
   Rank ranks[2]{Rank(bytes), Rank(bytes)};
@@ -176,9 +249,11 @@ int main(int argc, char** argv) {
   std::size_t mib = 64;
   int repeats = 7;
   int cpus[2] = {-1, -1};
+  bool quick = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--quick") {
+      quick = true;
       mib = 8;
       repeats = 2;
     } else if (arg == "--mib" && i + 1 < argc) {
@@ -224,5 +299,12 @@ int main(int argc, char** argv) {
                 static_cast<double>(bytes) / s / 1e9);
   }
   std::printf("shared / private: %.2f\n", times[0] / times[1]);
+  const std::uint64_t messages = quick ? 200'000 : 5'000'000;
+  const double rotating = stream_ns(false, messages, cpus);
+  const double both_touch = stream_ns(true, messages, cpus);
+  std::printf(
+      "tiny messages through 16 rotating lines: %.1f ns each; with a line both touch at "
+      "every message: %.1f ns\n",
+      rotating, both_touch);
   return 0;
 }
