@@ -32,7 +32,8 @@ if [ ! -f "$dir/build.ninja" ]; then
   # errors, as in the main build: clang's differ from GCC's. Unoptimised: CI's targets built in
   # 271 s instead of 424 at -O2 (2026-11-28, 2 cores); the unit suite then ran in 34 s instead of
   # about 18, and a harness ran 2-3x fewer inputs in its bounded time (3 thousand to 210 thousand).
-  # For a long local run, optimise first: meson configure build-fuzz -Doptimization=2.
+  # For a long local run, optimise first: meson configure <build-dir> -Doptimization=2. (These
+  # settings apply when the directory is first configured; one configured earlier keeps its own.)
   CC=clang CXX=clang++ meson setup "$dir" --unity on --werror -Dfuzz=true \
     -Db_sanitize=address,undefined -Db_lundef=false -Dcpp_args=-fsanitize=fuzzer-no-link \
     -Dbuildtype=debug -Dcuda=disabled -Dpython=disabled -Dmpi=disabled -Dgloo=disabled
