@@ -116,7 +116,15 @@ GatherArgs gather_args(const Group& g, const Buffer& in, const Buffer& out,
   Layout layout = layout_for(op, counts, in.count(), g, in.dtype());
   const auto me = static_cast<std::size_t>(g.rank);
   if (counts) check_count(op, "input", in, layout.counts[me], fmt::format("counts[{}]", me));
-  GatherArgs args{in.data(), nullptr, {}, {}, layout.total, in.dtype(), root, counts.has_value()};
+  // Member by member (every one is set by the end): brace-initialised, the aggregate was zeroed
+  // whole first (a `rep stos` of its 216 bytes, in-place RankSizes included) at every call.
+  GatherArgs args;
+  args.in = in.data();
+  args.out = nullptr;
+  args.total = layout.total;
+  args.dtype = in.dtype();
+  args.root = root;
+  args.variable = counts.has_value();
   if (g.rank == root) {
     check_output(op, "output", out);
     check_same_dtype(op, in, out);
@@ -145,8 +153,13 @@ ScatterArgs scatter_args(const Group& g, const Buffer& in, const Buffer& out,
   Layout layout = layout_for(op, counts, out.count(), g, out.dtype());
   const auto me = static_cast<std::size_t>(g.rank);
   if (counts) check_count(op, "output", out, layout.counts[me], fmt::format("counts[{}]", me));
-  ScatterArgs args{nullptr,      out.data(),  {},   {},
-                   layout.total, out.dtype(), root, counts.has_value()};
+  ScatterArgs args;  // member by member, as gather_args says why
+  args.in = nullptr;
+  args.out = out.data();
+  args.total = layout.total;
+  args.dtype = out.dtype();
+  args.root = root;
+  args.variable = counts.has_value();
   if (g.rank == root) {
     check_input(op, "input", in);
     check_same_dtype(op, in, out);
