@@ -210,7 +210,7 @@ double stream_ns(bool line_both_touch, std::uint64_t messages, const int (&cpus)
   const double elapsed =
       std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
   if (stream->checksum.payload != messages * (messages + 1) / 2) {
-    std::fprintf(stderr, "cohort-handoff-bench: the reader lost a message\n");
+    std::fprintf(stderr, "cohort-handoff-bench: the reader read a stale payload\n");
     std::exit(1);
   }
   return elapsed / static_cast<double>(messages);
@@ -304,7 +304,7 @@ int main(int argc, char** argv) {
   const double both_touch = stream_ns(true, messages, cpus);
   std::printf(
       "tiny messages through 16 rotating lines: %.1f ns each; with a line both touch at "
-      "every message: %.1f ns\n",
+      "every message: %.1f ns (one run each)\n",
       rotating, both_touch);
   return 0;
 }

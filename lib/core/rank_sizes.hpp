@@ -19,9 +19,11 @@ class RankSizes {
  public:
   static constexpr std::size_t kInline = 8;
 
-  // User-provided, not defaulted: value-initialising an Args struct that holds RankSizes (as
-  // `GatherArgs{...}` does) would otherwise zero the in-place array first, a `rep stos` of
-  // 200-odd bytes per op, which a profile of 2-rank tiny gathers found among the hottest spots.
+  // User-provided, not defaulted, so that default-initialising an Args struct that holds
+  // RankSizes leaves the in-place array alone. Brace-initialising one (`GatherArgs{...}`) still
+  // had GCC 12 zero it whole, a `rep stos` of 200-odd bytes per op that profiles of tiny gathers
+  // and scatters found among the hottest spots, so the per-op paths assign members instead
+  // (comm/validated_args.cpp).
   RankSizes() noexcept {}  // NOLINT(modernize-use-equals-default)
   /// `n` copies of `value`.
   RankSizes(std::size_t n, std::size_t value) { assign(n, value); }

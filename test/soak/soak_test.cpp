@@ -108,6 +108,7 @@ TEST_CASE("soak: a rank SIGKILLed at a random op; survivors fail cleanly, nothin
   REQUIRE(job.survivors_left_after.has_value());
   std::cout << "survivors left " << job.survivors_left_after->count() << " ms after the victim died"
             << std::endl;
-  CHECK(*job.survivors_left_after < kTimeout + 10s);
+  // Leaving together took about 50 ms here; a survivor that waited out two deadlines fails this.
+  CHECK(*job.survivors_left_after < kTimeout + 4s);
   require_nothing_left(job);
 }
