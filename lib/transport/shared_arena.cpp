@@ -499,16 +499,18 @@ void SharedArena::check_announcement(int r, Flag which, std::uint64_t generation
                     " failed in a collective through this communicator's shared memory (its own "
                     "error says why)",
                 ErrorContext{.op = what, .peers = {r}});
-  const auto text = [this](std::uint64_t a) {
-    return describe_ != nullptr ? describe_(a) : std::to_string(a);
-  };
   const std::string detail =
-      peer_failed ? "rank " + std::to_string(r) +
-                        " found that the ranks disagree about this op (it called " + text(theirs) +
-                        "; rank " + std::to_string(rank_) + " called " + text(announcement_) + ")"
-                  : "ranks disagree: rank " + std::to_string(r) + " called " + text(theirs) +
-                        ", rank " + std::to_string(rank_) + " called " + text(announcement_);
+      peer_failed
+          ? "rank " + std::to_string(r) +
+                " found that the ranks disagree about this op (it called " + describe_call(theirs) +
+                "; rank " + std::to_string(rank_) + " called " + describe_call(announcement_) + ")"
+          : "ranks disagree: rank " + std::to_string(r) + " called " + describe_call(theirs) +
+                ", rank " + std::to_string(rank_) + " called " + describe_call(announcement_);
   throw Error(ErrorCode::InvalidArgument, detail, ErrorContext{.op = what, .peers = {r}});
+}
+
+std::string SharedArena::describe_call(std::uint64_t announcement) const {
+  return describe_ != nullptr ? describe_(announcement) : std::to_string(announcement);
 }
 
 void SharedArena::mark_disagreed(std::uint64_t why) noexcept {
@@ -558,8 +560,8 @@ void SharedArena::wait_for_eager(int r, std::uint64_t eager, std::uint64_t gener
   // read at every op by two cores is handed back and forth, which costs more than the op's own
   // stores.
   std::atomic<std::uint64_t>& value = flag(r, Flag::Eager, eager);
+  const FlagLine& line = line_of(value);
   if (value.load(std::memory_order_acquire) == eager) {
-    const FlagLine& line = line_of(value);
     if (line.op_generation.load(std::memory_order_relaxed) == generation &&
         read_announcement(line, eager) == announcement_)
       return;
@@ -574,17 +576,16 @@ void SharedArena::wait_for_eager(int r, std::uint64_t eager, std::uint64_t gener
   // disagreement mark leaves the piece's announcement and generation in place, so a peer that wrote
   // the piece and failed later is judged by them too.
   const std::uint64_t seen = value.load(std::memory_order_acquire);
-  const FlagLine& line = line_of(value);
   if (seen == eager || (seen == kDisagreed && read_announcement(line, eager).has_value())) {
     const std::uint64_t theirs = line.op_generation.load(std::memory_order_relaxed);
     if (theirs != generation) {
       mark_disagreed(announcement_);
-      const std::string call = describe_ != nullptr ? describe_(announcement_) : "this op";
       throw Error(ErrorCode::InvalidArgument,
-                  "ranks disagree: rank " + std::to_string(r) + " called " + call +
-                      " after other ops than rank " + std::to_string(rank_) +
-                      " did (shared-memory step " + std::to_string(theirs) + " against " +
-                      std::to_string(generation) + "): an earlier op differs between them",
+                  "ranks disagree: rank " + std::to_string(r) + " called " +
+                      describe_call(announcement_) + " after other ops than rank " +
+                      std::to_string(rank_) + " did (shared-memory step " + std::to_string(theirs) +
+                      " against " + std::to_string(generation) +
+                      "): an earlier op differs between them",
                   ErrorContext{.op = what, .peers = {r}});
     }
   }

@@ -241,6 +241,8 @@ class SharedArena {
   /// `reached`, not as the mark's value (above every generation), so the writer goes on
   /// reading that peer's line.
   void note_consumed_by_all(std::uint64_t reached) noexcept;
+  /// What the op with `announcement` was ("broadcast of 16 bytes (float, root 0)"), for errors.
+  std::string describe_call(std::uint64_t announcement) const;
   /// Sets every flag of this rank to kDisagreed so peers stop waiting on it.
   /// `why`: the announcement of the op the ranks disagree about, or kFailedOp.
   void mark_disagreed(std::uint64_t why) noexcept;
