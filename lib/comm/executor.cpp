@@ -70,42 +70,50 @@ Work Executor::submit(OpInfo info, OpBody body) {
   return Work(enqueue_locked(std::move(info), std::move(body), std::nullopt));
 }
 
-void Executor::run_p2p(OpInfo info, PointToPoint p2p) {
+void Executor::run_p2p(std::chrono::milliseconds timeout, const PointToPoint& p2p) {
   if (try_claim_fast()) {
     FastDriveGuard guard(*this);
-    execute_p2p_blocking(info, next_p2p_seq_.fetch_add(1, std::memory_order_relaxed), p2p);
+    execute_p2p_blocking(timeout, next_p2p_seq_.fetch_add(1, std::memory_order_relaxed), p2p);
     return;
   }
   std::unique_lock lock(mutex_);
-  throw_if_poisoned_locked(info.kind);
+  throw_if_poisoned_locked(p2p.is_send ? Collective::Send : Collective::Recv);
   close_fast_path_locked();
   if (drive_free_locked() && queue_.empty()) {
     busy_ = true;
     const std::uint32_t seq = next_p2p_seq_.fetch_add(1, std::memory_order_relaxed);
     lock.unlock();
     DriveGuard guard(*this);
-    execute_p2p_blocking(info, seq, p2p);
+    execute_p2p_blocking(timeout, seq, p2p);
     return;
   }
-  auto work = enqueue_locked(std::move(info), nullptr, std::move(p2p));
+  auto work = enqueue_locked(p2p_info(timeout, p2p), nullptr, p2p);
   lock.unlock();
   Work(std::move(work)).wait();
 }
 
-Work Executor::submit_p2p(OpInfo info, PointToPoint p2p) {
+Work Executor::submit_p2p(std::chrono::milliseconds timeout, PointToPoint p2p) {
   // Posting never blocks, so the caller's thread posts whenever nothing is ahead. The first
   // send/receive takes the locked path below, which starts the progress thread.
   if (thread_started_.load(std::memory_order_acquire) && try_claim_fast()) {
     FastDriveGuard guard(*this);
-    auto work = new_work(label_p2p(p2p, next_p2p_seq_.fetch_add(1, std::memory_order_relaxed)));
-    post_transfer(std::move(p2p), info.timeout, work);
-    return Work(std::move(work));
+    const auto label = label_p2p(p2p, next_p2p_seq_.fetch_add(1, std::memory_order_relaxed));
+    // The state is ready before the transfer is posted (holding it must not fail then), but
+    // a send done at post shares detail::finished_work(), and this one waits for the next.
+    if (spare_work_) {
+      spare_work_->relabel(label);
+    } else {
+      spare_work_ = new_work(label);
+    }
+    if (post_transfer(std::move(p2p), timeout, spare_work_) == InFlightTransfers::Posted::Finished)
+      return Work(detail::finished_work());
+    return Work(std::exchange(spare_work_, nullptr));
   }
   std::unique_lock lock(mutex_);
-  throw_if_poisoned_locked(info.kind);
+  throw_if_poisoned_locked(p2p.is_send ? Collective::Send : Collective::Recv);
   close_fast_path_locked();
   if (!drive_free_locked() || !queue_.empty())
-    return Work(enqueue_locked(std::move(info), nullptr, std::move(p2p)));
+    return Work(enqueue_locked(p2p_info(timeout, p2p), nullptr, std::move(p2p)));
   // Nothing ahead and nobody driving: post from this thread (posting never blocks), so neither
   // this call nor its completion waits for the progress thread to wake up.
   busy_ = true;
@@ -115,7 +123,7 @@ Work Executor::submit_p2p(OpInfo info, PointToPoint p2p) {
   // owner computes or sleeps in Work::wait.
   start_thread_locked();
   lock.unlock();
-  QueuedOp op{std::move(info), seq, nullptr, std::move(p2p), work};
+  QueuedOp op{p2p_info(timeout, p2p), seq, nullptr, std::move(p2p), work};
   {
     DriveGuard guard(*this);
     execute_queued(op);
@@ -371,13 +379,15 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
   recorder_.done_by_driver(seq, ran_, FlightRecorder::coarse_now());
 }
 
-void Executor::execute_p2p_blocking(const OpInfo& info, std::uint32_t seq,
+void Executor::execute_p2p_blocking(std::chrono::milliseconds timeout, std::uint32_t seq,
                                     const PointToPoint& p2p) {
-  const std::string what = detail::describe(label_p2p(p2p, seq));
+  // Named in full only when it fails (fail() puts that name over the transport's): formatting
+  // "send #3 to rank 1 (tag 7)" at every call cost as much as a small send itself.
+  static const std::string kSend = "send", kRecv = "recv";
   try {
-    in_flight_.run_blocking(p2p, coarse_deadline(info.timeout), what);
+    in_flight_.run_blocking(p2p, coarse_deadline(timeout), p2p.is_send ? kSend : kRecv);
   } catch (const Error& e) {
-    fail(what, e);
+    fail(detail::describe(label_p2p(p2p, seq)), e);
   }
 }
 
@@ -389,7 +399,9 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
     }
     if (op.p2p) {
       // Post now (keeping order with every other op) and complete in the background.
-      post_transfer(std::move(*op.p2p), op.info.timeout, op.work);
+      if (post_transfer(std::move(*op.p2p), op.info.timeout, op.work) ==
+          InFlightTransfers::Posted::Finished)
+        op.work->complete(nullptr);
       return;
     }
     execute(op.info, op.seq, BodyRef(op.body));
@@ -399,17 +411,19 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
   }
 }
 
-void Executor::post_transfer(PointToPoint&& p2p, std::chrono::milliseconds timeout,
-                             const std::shared_ptr<detail::WorkState>& work) noexcept {
+InFlightTransfers::Posted Executor::post_transfer(
+    PointToPoint&& p2p, std::chrono::milliseconds timeout,
+    const std::shared_ptr<detail::WorkState>& work) noexcept {
   try {
     try {
-      in_flight_.post(std::move(p2p), timeout, work);
+      return in_flight_.post(std::move(p2p), timeout, work);
     } catch (const Error& e) {
       fail(work->what(), e);
     }
   } catch (...) {
     work->complete(std::current_exception());
   }
+  return InFlightTransfers::Posted::Held;  // failed: `work` says so
 }
 
 bool Executor::poll_pending() noexcept {

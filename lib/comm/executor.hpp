@@ -102,8 +102,12 @@ class Executor {
   void run(OpInfo info, F&& body);
   /// Queues `body` as the next op; the Work completes when it ran.
   Work submit(OpInfo info, OpBody body);
-  void run_p2p(OpInfo info, PointToPoint p2p);
-  Work submit_p2p(OpInfo info, PointToPoint p2p);
+  /// A send or receive (`p2p.is_send`) on host memory, already validated, with its deadline
+  /// `timeout` from posting: run to completion (rethrowing its error), or queued behind what is
+  /// ahead and reported through the Work. They take no OpInfo: building and copying one was a
+  /// tenth of a small send's cost, and only a queued transfer needs it.
+  void run_p2p(std::chrono::milliseconds timeout, const PointToPoint& p2p);
+  Work submit_p2p(std::chrono::milliseconds timeout, PointToPoint p2p);
 
   /// An op the GPU backend runs on a stream (device buffers) rather than this executor: takes
   /// its number (with the collectives, or with the sends/receives for Send and Recv) and records
@@ -210,11 +214,19 @@ class Executor {
   std::string describe(const OpInfo& info, std::uint32_t seq) const;
   static detail::PointToPointLabel label_p2p(const PointToPoint& p2p, std::uint32_t seq);
   void execute(const OpInfo& info, std::uint32_t seq, BodyRef body);
-  void execute_p2p_blocking(const OpInfo& info, std::uint32_t seq, const PointToPoint& p2p);
+  void execute_p2p_blocking(std::chrono::milliseconds timeout, std::uint32_t seq,
+                            const PointToPoint& p2p);
+  /// The OpInfo a queued send/receive carries.
+  static OpInfo p2p_info(std::chrono::milliseconds timeout, const PointToPoint& p2p) {
+    return OpInfo{
+        p2p.is_send ? Collective::Send : Collective::Recv, Algorithm::Auto, timeout, {}, {}};
+  }
   void execute_queued(QueuedOp& op) noexcept;
   /// Posts a send/receive into in_flight_ (or fails `work`, poisoning on a transport error).
-  void post_transfer(PointToPoint&& p2p, std::chrono::milliseconds timeout,
-                     const std::shared_ptr<detail::WorkState>& work) noexcept;
+  /// Finished: done at post, and `work` untouched (the caller finishes it or hands out
+  /// detail::finished_work()); Held: `work` reports the outcome (a failure already).
+  InFlightTransfers::Posted post_transfer(PointToPoint&& p2p, std::chrono::milliseconds timeout,
+                                          const std::shared_ptr<detail::WorkState>& work) noexcept;
   /// Polls the in-flight sends/receives once; a failed one poisons. True if any finished.
   bool poll_pending() noexcept;
   /// Poisons with `error` carrying the op's context, and throws it.
@@ -258,10 +270,13 @@ class Executor {
   algorithms::ScratchPool scratch_;
   algorithms::SelectionMemo choices_;
   InFlightTransfers in_flight_;
+  /// The state the next fast send/receive will report through, made before it is posted; a
+  /// send done at post leaves it here for the one after (see submit_p2p).
+  std::shared_ptr<detail::WorkState> spare_work_;
 
   // State machine. The fields from here to poisoned_ are guarded by mutex_ unless atomic;
-  // in_flight_, scratch_, choices_ and what_ above belong to whichever thread holds busy_ or
-  // fast_active_.
+  // in_flight_, spare_work_, scratch_, choices_ and what_ above belong to whichever thread
+  // holds busy_ or fast_active_.
   // - fast_open_: the fast path may be taken. true only while nothing is queued or driving
   //   (busy_) and the executor is not poisoned; sends/receives in flight do not close it. Stored
   //   under mutex_: false by every path that queues, claims busy_ or poisons

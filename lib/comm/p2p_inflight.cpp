@@ -32,8 +32,9 @@ transport::Request InFlightTransfers::post_request(const PointToPoint& p2p) {
   return transport_.post_recv(p2p.peer, p2p.data, p2p.bytes, tag);
 }
 
-void InFlightTransfers::post(PointToPoint&& p2p, std::chrono::milliseconds timeout,
-                             std::shared_ptr<detail::WorkState> work) {
+InFlightTransfers::Posted InFlightTransfers::post(PointToPoint&& p2p,
+                                                  std::chrono::milliseconds timeout,
+                                                  const std::shared_ptr<detail::WorkState>& work) {
   // Room first: once the request is posted, holding it must not fail, or its buffer could go
   // away under the transport.
   if (transfers_.size() == transfers_.capacity())
@@ -41,13 +42,13 @@ void InFlightTransfers::post(PointToPoint&& p2p, std::chrono::milliseconds timeo
   const transport::Request request = post_request(p2p);
   if (request.is_completed()) {  // a small send that left at once: nothing to hold
     p2p.owner.reset();
-    work->complete(nullptr);
-    return;
+    return Posted::Finished;
   }
   // The deadline from the coarse clock plus a tick (never early, at most a tick late), checked
   // against the coarse clock in poll(): a precise read was a sixth of a small send's cost.
   transfers_.push_back(Transfer{request, coarse_deadline(timeout), timeout, p2p.peer, p2p.user_tag,
-                                false, std::move(work), std::move(p2p.owner)});
+                                false, work, std::move(p2p.owner)});
+  return Posted::Held;
 }
 
 InFlightTransfers::PollResult InFlightTransfers::poll() noexcept {
@@ -59,40 +60,46 @@ InFlightTransfers::PollResult InFlightTransfers::poll() noexcept {
       ++i;
       continue;
     }
-    std::optional<Error> failure;
+    bool done = false;
     try {
-      if (transport_.test(t.request)) {
-        // Drop the buffer owners before waking the Work's waiters: a finished Work means the
-        // transfer no longer holds the buffers.
-        auto work = std::move(t.work);
-        transfers_.erase(transfers_.begin() + static_cast<std::ptrdiff_t>(i));
-        work->complete(nullptr);
-        ++result.completed;
-        continue;
-      }
-      if (now >= t.deadline) {
-        failure = Error(ErrorCode::Timeout,
-                        fmt::format("timed out after {} ms; peers not heard from: {} (tag {})",
-                                    t.timeout.count(), t.peer, t.user_tag),
-                        ErrorContext{});
-      }
+      done = transport_.test(t.request);
     } catch (const Error& e) {
-      failure = e;
+      report_failure(t, e, result);
+      return result;
     } catch (const std::exception& e) {
-      failure = Error(ErrorCode::Internal, e.what());
+      report_failure(t, Error(ErrorCode::Internal, e.what()), result);
+      return result;
     }
-    if (failure) {
-      t.failed = true;
-      // Named as the transfer it was (the transport knew only its request). Allocation is the
-      // only thing that can throw here, and noexcept then ends the process.
-      result.failure = TransferFailure{
-          t.work->what(),
-          failure->with_context(ErrorContext{.op = t.work->what(), .peers = {t.peer}})};
+    if (done) {
+      // Drop the buffer owners before waking the Work's waiters: a finished Work means the
+      // transfer no longer holds the buffers.
+      auto work = std::move(t.work);
+      transfers_.erase(transfers_.begin() + static_cast<std::ptrdiff_t>(i));
+      work->complete(nullptr);
+      ++result.completed;
+      continue;
+    }
+    if (now >= t.deadline) {
+      report_failure(t,
+                     Error(ErrorCode::Timeout,
+                           fmt::format("timed out after {} ms; peers not heard from: {} (tag {})",
+                                       t.timeout.count(), t.peer, t.user_tag),
+                           ErrorContext{}),
+                     result);
       return result;
     }
     ++i;
   }
   return result;
+}
+
+void InFlightTransfers::report_failure(Transfer& t, const Error& error, PollResult& result) {
+  t.failed = true;
+  // Named as the transfer it was (the transport knew only its request). Allocation is the only
+  // thing that can throw here, and the poll's noexcept then ends the process.
+  const std::string what = t.work->what();
+  result.failure = std::make_unique<TransferFailure>(
+      TransferFailure{what, error.with_context(ErrorContext{.op = what, .peers = {t.peer}})});
 }
 
 void InFlightTransfers::cancel_all(

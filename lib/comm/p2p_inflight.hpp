@@ -63,16 +63,24 @@ class InFlightTransfers {
   InFlightTransfers(const InFlightTransfers&) = delete;
   InFlightTransfers& operator=(const InFlightTransfers&) = delete;
 
+  enum class Posted {
+    Held,      ///< in flight: `work` reports its outcome
+    Finished,  ///< done at post; nothing held, and `work` was not touched
+  };
   /// Posts `p2p` (never blocks) and holds it, with its buffer's owner, until it completes or
   /// `timeout` from now passes; `work` (named by its `what`) reports the outcome. A send that
-  /// left at once (Request::completed()) is not held: its Work succeeds before this returns. If
-  /// posting throws, nothing is held and `work` is left untouched.
-  void post(PointToPoint&& p2p, std::chrono::milliseconds timeout,
-            std::shared_ptr<detail::WorkState> work);
+  /// left at once (Request::completed()) is not held: its buffer's owner is dropped and
+  /// Finished returned, and the caller finishes `work` (or hands out detail::finished_work()
+  /// instead, and keeps `work` for a later transfer). If posting throws, nothing is held and
+  /// `work` is left untouched.
+  Posted post(PointToPoint&& p2p, std::chrono::milliseconds timeout,
+              const std::shared_ptr<detail::WorkState>& work);
 
   struct PollResult {
-    std::size_t completed = 0;               ///< transfers that finished successfully
-    std::optional<TransferFailure> failure;  ///< set: the poll stopped at this transfer
+    std::size_t completed = 0;  ///< transfers that finished successfully
+    /// Set: the poll stopped at this transfer. A pointer, not an optional: GCC zeroed the
+    /// optional's whole storage (an Error) at every poll.
+    std::unique_ptr<TransferFailure> failure;
   };
   /// Tests each held transfer once, in posting order. A completed one is released (its buffer
   /// owners dropped) and then its Work finishes; later transfers may complete before earlier
@@ -107,6 +115,9 @@ class InFlightTransfers {
   };
 
   transport::Request post_request(const PointToPoint& p2p);
+  /// Marks `t` failed with `error` and reports it in `result` (the poll stops there). Out of the
+  /// poll's loop, so the loop builds no Error unless one happens.
+  [[gnu::cold]] static void report_failure(Transfer& t, const Error& error, PollResult& result);
 
   transport::Transport& transport_;
   const std::uint32_t tag_id_;

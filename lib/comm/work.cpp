@@ -35,6 +35,19 @@ void WorkState::complete(std::exception_ptr failure) noexcept {
   finished_cv.notify_all();
 }
 
+const std::shared_ptr<WorkState>& finished_work() noexcept {
+  struct Finished : WorkState {
+    Finished() : WorkState(PointToPointLabel{true, 0, 0, 0}) {
+      finished.store(true, std::memory_order_relaxed);
+    }
+  };
+  static Finished state;
+  // Owns nothing (the aliasing constructor with an empty owner): copying and dropping it touch
+  // no reference count, and the state lives as long as the process.
+  static const std::shared_ptr<WorkState> finished(std::shared_ptr<void>(), &state);
+  return finished;
+}
+
 }  // namespace detail
 
 namespace {

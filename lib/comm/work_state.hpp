@@ -62,6 +62,10 @@ struct WorkState {
   /// Marks the op finished, with `failure` null on success, and wakes every waiter. Called once.
   void complete(std::exception_ptr failure) noexcept;
 
+  /// Names another send/receive: only while no Work holds this state yet (an executor keeps one
+  /// such spare state for the next transfer; see Executor::submit_p2p).
+  void relabel(const PointToPointLabel& p2p) noexcept { label_ = p2p; }
+
   /// "allreduce #17", "recv #4 from rank 0 (tag 7)": for error and timeout messages.
   std::string what() const {
     if (const auto* text = std::get_if<std::string>(&label_)) return *text;
@@ -85,7 +89,14 @@ struct WorkState {
   std::shared_ptr<DeviceSync> device;
 
  private:
-  const std::variant<std::string, PointToPointLabel> label_;
+  std::variant<std::string, PointToPointLabel> label_;  ///< set before any Work holds it
 };
+
+/// One state, finished with success, that every send done at post shares (a small message
+/// written into a peer's fastbox): such a send needs no state of its own, and allocating,
+/// labelling and freeing one was about a tenth of a small send/recv's time. A static that the
+/// pointer does not own, so Works holding it count no references; it lives as long as the
+/// process.
+const std::shared_ptr<WorkState>& finished_work() noexcept;
 
 }  // namespace cohort::detail

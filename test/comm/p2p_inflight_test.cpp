@@ -210,7 +210,7 @@ TEST_CASE("in-flight: a receive nobody matches times out at its deadline, naming
     // A poll that ended before start + timeout also began before the deadline: too early.
     if (r.failure && Clock::now() < start + kTimeout) failed_early = true;
     completed += r.completed;
-    failure = r.failure;
+    if (r.failure) failure = *r.failure;
   }
   CHECK_FALSE(failed_early);
   CHECK(completed == 0);
@@ -385,9 +385,7 @@ TEST_CASE("in-flight, in the executor: a failed receive poisons, failing the oth
   cohort::comm::Executor executor(t, nullptr, nullptr, 0, 1, 0, kTagId);
   const std::int32_t out = 3;
   std::int32_t in = 0;
-  cohort::comm::OpInfo long_wait, short_wait;
-  long_wait.timeout = 10s;
-  short_wait.timeout = 50ms;
+  const std::chrono::milliseconds long_wait = 10s, short_wait = 50ms;
   // A send and a receive on different tags: neither ever matches.
   const cohort::Work send = executor.submit_p2p(
       long_wait, transfer(true, 2, const_cast<std::int32_t*>(&out), sizeof out, nullptr));

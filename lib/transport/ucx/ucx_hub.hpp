@@ -186,8 +186,11 @@ class UcxHub {
   void check_peer(int peer, const char* what) const;
   // The members below are called with mutex_ held.
   void check_liveness() noexcept;
-  /// Progresses the worker; wakes sleeping threads when something happened.
+  /// Progresses the worker and the rings; wakes sleeping threads when something happened.
   void progress_locked() noexcept;
+  /// After a progress step that `moved` something: counts it (progress_epoch_) and wakes the
+  /// threads asleep in block_until, whose requests may be among those it completed.
+  void note_progress(bool moved) noexcept;
   /// Polls one pending request: true when complete (throws on its failure, after releasing it;
   /// the message lists what is still pending among `all`).
   bool poll_request(const Request& request, Pending& pending, const std::string& what,
