@@ -287,6 +287,9 @@ class UcxHub {
   /// Counts worker progress that did something (guarded), so a thread about to sleep can tell
   /// whether another thread completed its requests since it last looked.
   std::uint64_t progress_epoch_ = 0;
+  /// Tests of a fastbox request that looked at the rings alone (see test()); guarded.
+  std::uint32_t ring_only_rounds_ = 0;
+  static constexpr std::uint32_t kRingRoundsPerFullRound = 8;
   int sleepers_ = 0;                  // guarded: threads blocked in block_until
   int wake_fd_ = -1;                  // eventfd written when progress happens while someone sleeps
   Fastbox inbox_;                     ///< this process's inbox; empty: no fastboxes
