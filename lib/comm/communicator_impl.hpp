@@ -75,7 +75,8 @@ struct Communicator::Impl {
   template <class Args>
   comm::OpInfo info(const CollectiveOptions& options, const Args& args) const {
     const Collective kind = algorithms::collective_of(args);
-    comm::check_timeout(collective_name(kind), options.timeout);
+    // Named only when there is a timeout to check: the name lookup showed in tiny ops.
+    if (options.timeout) comm::check_timeout(collective_name(kind), options.timeout);
     algorithms::check_forced_algorithm(kind, options.algorithm);
     comm::OpInfo result{kind, options.algorithm, options.timeout.value_or(default_timeout),
                         std::nullopt, comm::shape_of(args)};
