@@ -52,9 +52,14 @@ std::size_t layout_into(std::string_view op, std::optional<std::span<const std::
   if (__builtin_mul_overflow(count, ranks, &total) ||
       __builtin_mul_overflow(total, dtype_size(dtype), &bytes)) [[unlikely]]
     uniform_layout(op, count, g.size, dtype);  // throws, naming the product that overflowed
-  counts_out.assign(ranks, count);
-  displs_out.resize(ranks);
-  for (std::size_t r = 0; r < ranks; ++r) displs_out[r] = r * count;
+  counts_out.resize_for_overwrite(ranks);
+  displs_out.resize_for_overwrite(ranks);
+  std::size_t* const c = counts_out.data();
+  std::size_t* const d = displs_out.data();
+  for (std::size_t r = 0; r < ranks; ++r) {
+    c[r] = count;
+    d[r] = r * count;
+  }
   return total;
 }
 

@@ -79,6 +79,11 @@ class RankSizes {
     if (n > size_) std::fill(data() + size_, data() + n, std::size_t{0});
     size_ = n;
   }
+  /// `n` entries left for the caller to write (those beyond the old size hold garbage).
+  void resize_for_overwrite(std::size_t n) {
+    reserve(n);
+    size_ = n;
+  }
   void push_back(std::size_t value) {
     if (size_ == capacity_) reserve(capacity_ * 2);
     data()[size_++] = value;
