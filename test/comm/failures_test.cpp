@@ -161,6 +161,25 @@ void check_validation(Communicator& c) {
         c.allgather(Buffer::view(&byte, huge, DType::UInt8), Buffer::view(&byte, 1, DType::UInt8));
       },
       E, {"allgather", "overflows"}, "count x size overflow");
+  if (n >= 3) {
+    // 2^61 - 1 floats from each of 3 or 4 ranks (the largest float Buffer there is, below 2^63
+    // bytes): the element total fits, its bytes do not. Gather and scatter check both products
+    // before touching either buffer.
+    const std::size_t eighth = (std::size_t{1} << 61) - 1;
+    float one = 0;
+    expect_error(
+        [&] {
+          c.gather(Buffer::view(&one, eighth, DType::Float32),
+                   Buffer::view(&one, 1, DType::Float32), 0);
+        },
+        E, {"gather", "total bytes", "overflows"}, "gather bytes overflow");
+    expect_error(
+        [&] {
+          c.scatter(Buffer::view(&one, 1, DType::Float32),
+                    Buffer::view(&one, eighth, DType::Float32), 0);
+        },
+        E, {"scatter", "total bytes", "overflows"}, "scatter bytes overflow");
+  }
   expect_error(
       [&] {
         c.alltoall(Buffer::allocate(un + 1, DType::Int32), Buffer::allocate(un + 1, DType::Int32));
