@@ -59,17 +59,15 @@ void check_reduce_op(std::string_view op, ReduceOp reduce_op, DType dtype) {
   }
 }
 
-void check_peer(std::string_view op, int peer, int rank, int size) {
+void refuse_peer(std::string_view op, int peer, int /*rank*/, int size) {
   if (peer < 0 || peer >= size) {
     fail(fmt::format("{}: peer {} is out of range for a communicator of size {}", op, peer, size));
   }
-  if (peer == rank) {
-    fail(fmt::format("{}: peer {} is this rank; point-to-point needs another rank", op, peer));
-  }
+  fail(fmt::format("{}: peer {} is this rank; point-to-point needs another rank", op, peer));
 }
 
-void check_tag(std::string_view op, int tag) {
-  if (tag < 0) fail(fmt::format("{}: tag {} is negative (tags must be >= 0)", op, tag));
+void refuse_tag(std::string_view op, int tag) {
+  fail(fmt::format("{}: tag {} is negative (tags must be >= 0)", op, tag));
 }
 
 std::size_t checked_multiply(std::string_view op, std::string_view what, std::size_t a,

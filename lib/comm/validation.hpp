@@ -61,9 +61,17 @@ inline void check_root(std::string_view op, int root, int size) {
     refuse_root(op, root, size);
 }
 void check_reduce_op(std::string_view op, ReduceOp reduce_op, DType dtype);
+[[noreturn]] void refuse_peer(std::string_view op, int peer, int rank, int size);
+[[noreturn]] void refuse_tag(std::string_view op, int tag);
 /// Point-to-point peer: in [0, size) and not this rank.
-void check_peer(std::string_view op, int peer, int rank, int size);
-void check_tag(std::string_view op, int tag);
+inline void check_peer(std::string_view op, int peer, int rank, int size) {
+  if (peer < 0 || peer >= size || peer == rank) [[unlikely]]
+    refuse_peer(op, peer, rank, size);
+}
+inline void check_tag(std::string_view op, int tag) {
+  if (tag < 0) [[unlikely]]
+    refuse_tag(op, tag);
+}
 inline void check_timeout(std::string_view op, std::optional<std::chrono::milliseconds> timeout) {
   if (timeout && timeout->count() <= 0) [[unlikely]]
     refuse_timeout(op, *timeout);

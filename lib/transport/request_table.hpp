@@ -18,7 +18,11 @@ template <typename Entry>
 class RequestTable {
  public:
   /// Stores `entry` and returns its handle.
-  Request insert(Entry entry) {
+  Request insert(Entry entry) { return emplace(std::move(entry)); }
+  /// Builds an entry from `args` in its slot and returns its handle: no temporary entry to move
+  /// (a transport's entry is a few hundred bytes, and a small receive posts one).
+  template <typename... Args>
+  Request emplace(Args&&... args) {
     std::uint32_t slot;
     if (!free_.empty()) {
       slot = free_.back();
@@ -29,7 +33,7 @@ class RequestTable {
       slots_.emplace_back();
     }
     Slot& s = slots_[slot];
-    s.entry.emplace(std::move(entry));
+    s.entry.emplace(std::forward<Args>(args)...);
     ++live_;
     return Request{slot, s.generation};
   }

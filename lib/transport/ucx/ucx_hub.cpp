@@ -143,11 +143,10 @@ void UcxHub::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) noexcep
   COHORT_LOG_WARN("lost connection to world rank {}: {}", peer.rank, peer.failure);
 }
 
-void UcxHub::check_peer(int peer, const char* what) const {
-  if (peer < 0 || peer >= size_)
-    throw Error(ErrorCode::InvalidArgument, std::string(what) + ": peer rank " +
-                                                std::to_string(peer) + " is out of range [0, " +
-                                                std::to_string(size_) + ")");
+void UcxHub::refuse_peer(int peer, const char* what) const {
+  throw Error(ErrorCode::InvalidArgument, std::string(what) + ": peer rank " +
+                                              std::to_string(peer) + " is out of range [0, " +
+                                              std::to_string(size_) + ")");
 }
 
 void UcxHub::check_liveness() noexcept {

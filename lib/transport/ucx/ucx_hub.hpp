@@ -183,7 +183,11 @@ class UcxHub {
   /// Exchanges an empty message with every peer (see the .cpp for why).
   void handshake(std::chrono::milliseconds timeout);
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) noexcept;
-  void check_peer(int peer, const char* what) const;
+  void check_peer(int peer, const char* what) const {
+    if (peer < 0 || peer >= size_) [[unlikely]]
+      refuse_peer(peer, what);
+  }
+  [[noreturn]] void refuse_peer(int peer, const char* what) const;
   // The members below are called with mutex_ held.
   void check_liveness() noexcept;
   /// Progresses the worker and the rings; wakes sleeping threads when something happened.

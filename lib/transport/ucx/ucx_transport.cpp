@@ -24,12 +24,10 @@ UcxTransport::~UcxTransport() {
   if (tag_.held()) hub_->forget_tag_id(tag_.id());
 }
 
-int UcxTransport::world_rank(int peer, const char* what) const {
-  if (peer < 0 || peer >= size())
-    throw Error(ErrorCode::InvalidArgument, std::string(what) + ": peer rank " +
-                                                std::to_string(peer) + " is out of range [0, " +
-                                                std::to_string(size()) + ")");
-  return world_ranks_[static_cast<std::size_t>(peer)];
+void UcxTransport::refuse_peer(int peer, const char* what) const {
+  throw Error(ErrorCode::InvalidArgument, std::string(what) + ": peer rank " +
+                                              std::to_string(peer) + " is out of range [0, " +
+                                              std::to_string(size()) + ")");
 }
 
 Request UcxTransport::post_send(int peer, const void* data, std::size_t bytes, Tag tag) {

@@ -40,7 +40,13 @@ class UcxTransport final : public Transport {
   std::shared_ptr<TagIdPool> tag_ids() const override { return hub_->tag_ids(); }
 
  private:
-  int world_rank(int peer, const char* what) const;
+  /// The hub's rank for this view's `peer`; InvalidArgument naming `what` when out of range.
+  int world_rank(int peer, const char* what) const {
+    if (peer < 0 || peer >= size()) [[unlikely]]
+      refuse_peer(peer, what);
+    return world_ranks_[static_cast<std::size_t>(peer)];
+  }
+  [[noreturn]] void refuse_peer(int peer, const char* what) const;
 
   std::shared_ptr<UcxHub> hub_;
   std::vector<int> world_ranks_;
