@@ -140,77 +140,77 @@ Work Communicator::reduce_async(const Buffer& in, const Buffer& out, ReduceOp op
 // ---- allgather / gather / scatter (uniform and v) -------------------------------------------
 
 void Communicator::allgather(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
-  impl_->run(o, comm::allgather_args(impl_->group(), in, out, std::nullopt),
+  impl_->run(o, comm::allgather_args(impl_->group(), in, out, nullptr),
              where(*impl_, Collective::Allgather, in, out, -1));
 }
 
 Work Communicator::allgather_async(const Buffer& in, const Buffer& out,
                                    const CollectiveOptions& o) {
-  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, std::nullopt),
-                       owners(in, out), where(*impl_, Collective::Allgather, in, out, -1));
+  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, nullptr), owners(in, out),
+                       where(*impl_, Collective::Allgather, in, out, -1));
 }
 
 void Communicator::allgatherv(const Buffer& in, const Buffer& out,
                               std::span<const std::size_t> counts, const CollectiveOptions& o) {
-  impl_->run(o, comm::allgather_args(impl_->group(), in, out, counts),
+  impl_->run(o, comm::allgather_args(impl_->group(), in, out, &counts),
              where(*impl_, Collective::Allgather, in, out, -1));
 }
 
 Work Communicator::allgatherv_async(const Buffer& in, const Buffer& out,
                                     std::span<const std::size_t> counts,
                                     const CollectiveOptions& o) {
-  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, counts), owners(in, out),
+  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, &counts), owners(in, out),
                        where(*impl_, Collective::Allgather, in, out, -1));
 }
 
 void Communicator::gather(const Buffer& in, const Buffer& out, int root,
                           const CollectiveOptions& o) {
-  impl_->run(o, comm::gather_args(impl_->group(), in, out, std::nullopt, root),
+  impl_->run(o, comm::gather_args(impl_->group(), in, out, nullptr, root),
              where(*impl_, Collective::Gather, in, out, root));
 }
 
 Work Communicator::gather_async(const Buffer& in, const Buffer& out, int root,
                                 const CollectiveOptions& o) {
-  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, std::nullopt, root),
+  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, nullptr, root),
                        owners(in, out), where(*impl_, Collective::Gather, in, out, root));
 }
 
 void Communicator::gatherv(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,
                            int root, const CollectiveOptions& o) {
-  impl_->run(o, comm::gather_args(impl_->group(), in, out, counts, root),
+  impl_->run(o, comm::gather_args(impl_->group(), in, out, &counts, root),
              where(*impl_, Collective::Gather, in, out, root));
 }
 
 Work Communicator::gatherv_async(const Buffer& in, const Buffer& out,
                                  std::span<const std::size_t> counts, int root,
                                  const CollectiveOptions& o) {
-  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, counts, root), owners(in, out),
-                       where(*impl_, Collective::Gather, in, out, root));
+  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, &counts, root),
+                       owners(in, out), where(*impl_, Collective::Gather, in, out, root));
 }
 
 void Communicator::scatter(const Buffer& in, const Buffer& out, int root,
                            const CollectiveOptions& o) {
-  impl_->run(o, comm::scatter_args(impl_->group(), in, out, std::nullopt, root),
+  impl_->run(o, comm::scatter_args(impl_->group(), in, out, nullptr, root),
              where(*impl_, Collective::Scatter, in, out, root));
 }
 
 Work Communicator::scatter_async(const Buffer& in, const Buffer& out, int root,
                                  const CollectiveOptions& o) {
-  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, std::nullopt, root),
+  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, nullptr, root),
                        owners(in, out), where(*impl_, Collective::Scatter, in, out, root));
 }
 
 void Communicator::scatterv(const Buffer& in, const Buffer& out,
                             std::span<const std::size_t> counts, int root,
                             const CollectiveOptions& o) {
-  impl_->run(o, comm::scatter_args(impl_->group(), in, out, counts, root),
+  impl_->run(o, comm::scatter_args(impl_->group(), in, out, &counts, root),
              where(*impl_, Collective::Scatter, in, out, root));
 }
 
 Work Communicator::scatterv_async(const Buffer& in, const Buffer& out,
                                   std::span<const std::size_t> counts, int root,
                                   const CollectiveOptions& o) {
-  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, counts, root),
+  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, &counts, root),
                        owners(in, out), where(*impl_, Collective::Scatter, in, out, root));
 }
 
@@ -229,26 +229,26 @@ Work Communicator::reduce_scatter_async(const Buffer& in, const Buffer& out, Red
 }
 
 void Communicator::alltoall(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
-  impl_->run(o, comm::alltoall_args(impl_->group(), in, out, std::nullopt, std::nullopt),
+  impl_->run(o, comm::alltoall_args(impl_->group(), in, out, nullptr, nullptr),
              where(*impl_, Collective::Alltoall, in, out, -1));
 }
 
 Work Communicator::alltoall_async(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
-  return impl_->submit(o, comm::alltoall_args(impl_->group(), in, out, std::nullopt, std::nullopt),
+  return impl_->submit(o, comm::alltoall_args(impl_->group(), in, out, nullptr, nullptr),
                        owners(in, out), where(*impl_, Collective::Alltoall, in, out, -1));
 }
 
 void Communicator::alltoallv(const Buffer& in, std::span<const std::size_t> send_counts,
                              const Buffer& out, std::span<const std::size_t> recv_counts,
                              const CollectiveOptions& o) {
-  impl_->run(o, comm::alltoall_args(impl_->group(), in, out, send_counts, recv_counts),
+  impl_->run(o, comm::alltoall_args(impl_->group(), in, out, &send_counts, &recv_counts),
              where(*impl_, Collective::Alltoall, in, out, -1));
 }
 
 Work Communicator::alltoallv_async(const Buffer& in, std::span<const std::size_t> send_counts,
                                    const Buffer& out, std::span<const std::size_t> recv_counts,
                                    const CollectiveOptions& o) {
-  return impl_->submit(o, comm::alltoall_args(impl_->group(), in, out, send_counts, recv_counts),
+  return impl_->submit(o, comm::alltoall_args(impl_->group(), in, out, &send_counts, &recv_counts),
                        owners(in, out), where(*impl_, Collective::Alltoall, in, out, -1));
 }
 

@@ -35,10 +35,10 @@ std::string_view name_of(Collective kind) {
 }
 
 /// A gather-like op's layout written straight into its Args' `counts` and `displs`, returning
-/// the total: the optional counts span of a v-collective, or `count` from every rank. The
+/// the total: the counts span of a v-collective (when not null), or `count` from every rank. The
 /// uniform case checks its products inline and fills in place: building a Layout and moving
 /// it in, with two out-of-line overflow checks, was a fifth of a tiny gather's bookkeeping.
-std::size_t layout_into(std::string_view op, std::optional<std::span<const std::size_t>> counts,
+std::size_t layout_into(std::string_view op, const std::span<const std::size_t>* counts,
                         std::size_t count, const Group& g, DType dtype, RankSizes& counts_out,
                         RankSizes& displs_out) {
   if (counts) {
@@ -107,7 +107,7 @@ ReduceArgs reduce_args(const Group& g, const Buffer& in, const Buffer& out, Redu
 }
 
 AllgatherArgs allgather_args(const Group& g, const Buffer& in, const Buffer& out,
-                             std::optional<std::span<const std::size_t>> counts) {
+                             const std::span<const std::size_t>* counts) {
   const std::string_view op = counts ? "allgatherv" : "allgather";  // as gather_args says why
   check_input(op, "input", in);
   check_output(op, "output", out);
@@ -128,12 +128,12 @@ AllgatherArgs allgather_args(const Group& g, const Buffer& in, const Buffer& out
   args.in = in.data();
   args.out = out.data();
   args.dtype = in.dtype();
-  args.variable = counts.has_value();
+  args.variable = counts != nullptr;
   return args;
 }
 
 GatherArgs gather_args(const Group& g, const Buffer& in, const Buffer& out,
-                       std::optional<std::span<const std::size_t>> counts, int root) {
+                       const std::span<const std::size_t>* counts, int root) {
   // Literals, not collective_name(): the lookup showed in tiny gathers' profiles.
   const std::string_view op = counts ? "gatherv" : "gather";
   check_root(op, root, g.size);
@@ -148,7 +148,7 @@ GatherArgs gather_args(const Group& g, const Buffer& in, const Buffer& out,
   args.out = nullptr;
   args.dtype = in.dtype();
   args.root = root;
-  args.variable = counts.has_value();
+  args.variable = counts != nullptr;
   if (g.rank == root) {
     check_output(op, "output", out);
     check_same_dtype(op, in, out);
@@ -167,7 +167,7 @@ GatherArgs gather_args(const Group& g, const Buffer& in, const Buffer& out,
 }
 
 ScatterArgs scatter_args(const Group& g, const Buffer& in, const Buffer& out,
-                         std::optional<std::span<const std::size_t>> counts, int root) {
+                         const std::span<const std::size_t>* counts, int root) {
   const std::string_view op = counts ? "scatterv" : "scatter";  // as gather_args says why
   check_root(op, root, g.size);
   check_output(op, "output", out);
@@ -179,7 +179,7 @@ ScatterArgs scatter_args(const Group& g, const Buffer& in, const Buffer& out,
   args.out = out.data();
   args.dtype = out.dtype();
   args.root = root;
-  args.variable = counts.has_value();
+  args.variable = counts != nullptr;
   if (g.rank == root) {
     check_input(op, "input", in);
     check_same_dtype(op, in, out);
@@ -218,9 +218,9 @@ ReduceScatterArgs reduce_scatter_args(const Group& g, const Buffer& in, const Bu
 }
 
 AlltoallArgs alltoall_args(const Group& g, const Buffer& in, const Buffer& out,
-                           std::optional<std::span<const std::size_t>> send_counts,
-                           std::optional<std::span<const std::size_t>> recv_counts) {
-  const bool variable = send_counts.has_value();
+                           const std::span<const std::size_t>* send_counts,
+                           const std::span<const std::size_t>* recv_counts) {
+  const bool variable = send_counts != nullptr;
   const Collective kind = variable ? Collective::Alltoallv : Collective::Alltoall;
   const std::string_view op = name_of(kind);
   check_input(op, "input", in);
