@@ -3,8 +3,9 @@
 // ring's size limit (ring and UCX) keep their order per tag and their bytes; more messages than a
 // ring holds wait for room without losing order; sizes that disagree (on either side of the limit)
 // fail the receive and leave the pair working; a rank with COHORT_SHARED_MEMORY=off keeps its pairs
-// on UCX in both directions; a receive from a peer that dies fails naming it. Checks run inside the
-// ranks; a failed check throws, which fails the rank and so the launch.
+// on UCX in both directions; a receive from a peer that dies fails naming it, waited on or polled
+// by test(). Checks run inside the ranks; a failed check throws, which fails the rank and so the
+// launch.
 
 #include "core/tunables.hpp"
 #include "transport/fastbox.hpp"
@@ -439,6 +440,94 @@ TEST_CASE("fastbox: a receive from a peer that dies fails naming it", "[transpor
         try {
           t->wait(std::span<const Request>(&r, 1), after(20s), "recv #0 from rank 1");
           throw std::runtime_error("wait on a dead peer returned");
+        } catch (const cohort::Error& e) {
+          expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
+          expect(e.message().find("rank 1") != std::string::npos, e.what());
+        }
+        t->cancel_all();
+        t.reset();
+      },
+      bounded()));
+}
+
+// Transport::test() is how the communicator polls a send/recv in flight. While a fastbox receive
+// waits, test() looks at the rings every time but at UCX (its progress, its probe for a message
+// too large for the ring, a dead peer) only every few calls; these check that it still does.
+// Each poll loop is bounded in time: a test() that never reports fails the rank.
+namespace {
+void polled_until_done(Transport& t, const Request& r, std::chrono::seconds bound) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < until)
+    if (t.test(r)) return;
+  throw std::runtime_error("test() reported nothing within the bound");
+}
+}  // namespace
+
+TEST_CASE("fastbox: a receive polled by test() finds its ring message, and a size disagreement",
+          "[transport][multiproc]") {
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        setenv("UCX_RNDV_THRESH", "65536", 1);  // the large message below is eager: it is sent
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        const Tag ring = p2p_tag(5, 1), too_large = p2p_tag(5, 2);
+        if (env.rank == 0) {
+          store->get("polling", 30s);  // the receive below is posted and being polled
+          const auto small = payload(0, 1, 8, 60);
+          const Request s = t->post_send(1, small.data(), small.size(), ring);
+          t->wait(std::span<const Request>(&s, 1), after(30s), "the ring message");
+          const auto large = payload(0, 1, kInline + 100, 61);
+          const Request l = t->post_send(1, large.data(), large.size(), too_large);
+          t->wait(std::span<const Request>(&l, 1), after(30s), "the large message");
+          store->set_string("sent", "1");
+        } else {
+          std::vector<std::uint8_t> in(8, 0xEE);
+          const Request r = t->post_recv(0, in.data(), in.size(), ring);
+          expect(!t->test(r), "a receive nobody sent to yet completed");
+          store->set_string("polling", "1");
+          polled_until_done(*t, r, 20s);
+          expect_payload(in, 0, 1, 60, "ring message polled by test()");
+          store->get("sent", 30s);
+          // 8 bytes expected where kInline + 100 came through UCX: only UCX's probe tells.
+          const Request d = t->post_recv(0, in.data(), in.size(), too_large);
+          try {
+            polled_until_done(*t, d, 20s);
+            throw std::runtime_error("a receive met by a larger message completed");
+          } catch (const cohort::Error& e) {
+            expect(e.code() == cohort::ErrorCode::InvalidArgument, e.what());
+            expect(e.message().find("sizes disagree") != std::string::npos, e.what());
+            expect(e.message().find("message of " + std::to_string(kInline + 100) + " bytes") !=
+                       std::string::npos,
+                   e.what());
+          }
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: a receive polled by test() from a peer that dies fails naming it",
+          "[transport][multiproc]") {
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        if (env.rank == 1) {
+          cohort::test::run_in_child_that_dies([&] {
+            auto store = open_store(env);
+            auto t = connect(*store, env);
+            store->get("posted", 30s);
+          });
+          return;
+        }
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        std::uint64_t value = 0;
+        const Request r = t->post_recv(1, &value, sizeof value, p2p_tag(5, 3));
+        store->set_string("posted", "1");
+        try {
+          polled_until_done(*t, r, 20s);
+          throw std::runtime_error("a receive from a dead peer completed");
         } catch (const cohort::Error& e) {
           expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
           expect(e.message().find("rank 1") != std::string::npos, e.what());
