@@ -106,6 +106,18 @@ void all_pairs_mixed(Transport& t, int salt) {
   wait_all(t, sends, "sends");
 }
 
+// Polls `r` with test(), as the communicator polls a send/recv in flight, until it completes
+// (returns) or fails (throws); a test() that reports nothing within `bound` fails the rank. While
+// a fastbox receive waits, test() looks at the rings every time but at UCX (its progress, its
+// probe for a message too large for the ring, a dead peer) only every few calls: the tests that
+// poll check that it still does.
+void polled_until_done(Transport& t, const Request& r, std::chrono::seconds bound) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  while (std::chrono::steady_clock::now() < until)
+    if (t.test(r)) return;
+  throw std::runtime_error("test() reported nothing within the bound");
+}
+
 }  // namespace
 
 TEST_CASE("fastbox: every pair, sizes across the inline limit, two tags, in send order",
@@ -420,9 +432,11 @@ TEST_CASE("fastbox: a communicator's message counts go with its tag id, and only
 }
 
 TEST_CASE("fastbox: a receive from a peer that dies fails naming it", "[transport][multiproc]") {
+  const bool polled = GENERATE(false, true);  // waited on, or polled by test()
+  CAPTURE(polled);
   REQUIRE_NOTHROW(cohort::launch(
       2,
-      [](const cohort::Environment& env) {
+      [polled](const cohort::Environment& env) {
         if (env.rank == 1) {
           // Rank 1 joins from a child that dies (see run_in_child_that_dies).
           cohort::test::run_in_child_that_dies([&] {
@@ -438,8 +452,12 @@ TEST_CASE("fastbox: a receive from a peer that dies fails naming it", "[transpor
         const Request r = t->post_recv(1, &value, sizeof value, p2p_tag(4, 1));
         store->set_string("posted", "1");
         try {
-          t->wait(std::span<const Request>(&r, 1), after(20s), "recv #0 from rank 1");
-          throw std::runtime_error("wait on a dead peer returned");
+          if (polled) {
+            polled_until_done(*t, r, 20s);
+          } else {
+            t->wait(std::span<const Request>(&r, 1), after(20s), "recv #0 from rank 1");
+          }
+          throw std::runtime_error("a receive from a dead peer completed");
         } catch (const cohort::Error& e) {
           expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
           expect(e.message().find("rank 1") != std::string::npos, e.what());
@@ -449,19 +467,6 @@ TEST_CASE("fastbox: a receive from a peer that dies fails naming it", "[transpor
       },
       bounded()));
 }
-
-// Transport::test() is how the communicator polls a send/recv in flight. While a fastbox receive
-// waits, test() looks at the rings every time but at UCX (its progress, its probe for a message
-// too large for the ring, a dead peer) only every few calls; these check that it still does.
-// Each poll loop is bounded in time: a test() that never reports fails the rank.
-namespace {
-void polled_until_done(Transport& t, const Request& r, std::chrono::seconds bound) {
-  const auto until = std::chrono::steady_clock::now() + bound;
-  while (std::chrono::steady_clock::now() < until)
-    if (t.test(r)) return;
-  throw std::runtime_error("test() reported nothing within the bound");
-}
-}  // namespace
 
 TEST_CASE("fastbox: a receive polled by test() finds its ring message, and a size disagreement",
           "[transport][multiproc]") {
@@ -503,37 +508,6 @@ TEST_CASE("fastbox: a receive polled by test() finds its ring message, and a siz
           }
         }
         barrier(*store, "done", env.rank, env.world_size);
-      },
-      bounded()));
-}
-
-TEST_CASE("fastbox: a receive polled by test() from a peer that dies fails naming it",
-          "[transport][multiproc]") {
-  REQUIRE_NOTHROW(cohort::launch(
-      2,
-      [](const cohort::Environment& env) {
-        if (env.rank == 1) {
-          cohort::test::run_in_child_that_dies([&] {
-            auto store = open_store(env);
-            auto t = connect(*store, env);
-            store->get("posted", 30s);
-          });
-          return;
-        }
-        auto store = open_store(env);
-        auto t = connect(*store, env);
-        std::uint64_t value = 0;
-        const Request r = t->post_recv(1, &value, sizeof value, p2p_tag(5, 3));
-        store->set_string("posted", "1");
-        try {
-          polled_until_done(*t, r, 20s);
-          throw std::runtime_error("a receive from a dead peer completed");
-        } catch (const cohort::Error& e) {
-          expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
-          expect(e.message().find("rank 1") != std::string::npos, e.what());
-        }
-        t->cancel_all();
-        t.reset();
       },
       bounded()));
 }
