@@ -270,7 +270,8 @@ void Communicator::send(const Buffer& in, int peer, int tag, const CollectiveOpt
     p2p_on_device(*impl_, o, true, in, peer, tag, at, false);
     return;
   }
-  impl_->executor->run_p2p(p2p_timeout(*impl_, true, o), plan_p2p(*impl_, true, in, peer, tag));
+  const comm::PointToPoint p2p = plan_p2p(*impl_, true, in, peer, tag);  // checked first
+  impl_->executor->run_p2p(p2p_timeout(*impl_, true, o), p2p);
 }
 
 void Communicator::recv(const Buffer& out, int peer, int tag, const CollectiveOptions& o) {
@@ -278,14 +279,15 @@ void Communicator::recv(const Buffer& out, int peer, int tag, const CollectiveOp
     p2p_on_device(*impl_, o, false, out, peer, tag, at, false);
     return;
   }
-  impl_->executor->run_p2p(p2p_timeout(*impl_, false, o), plan_p2p(*impl_, false, out, peer, tag));
+  const comm::PointToPoint p2p = plan_p2p(*impl_, false, out, peer, tag);  // checked first
+  impl_->executor->run_p2p(p2p_timeout(*impl_, false, o), p2p);
 }
 
 Work Communicator::send_async(const Buffer& in, int peer, int tag, const CollectiveOptions& o) {
   if (const comm::Placement at = comm::placement_of(in); at.on_device())
     return p2p_on_device(*impl_, o, true, in, peer, tag, at, true);
-  const std::chrono::milliseconds timeout = p2p_timeout(*impl_, true, o);
   comm::PointToPoint p2p = plan_p2p(*impl_, true, in, peer, tag);
+  const std::chrono::milliseconds timeout = p2p_timeout(*impl_, true, o);
   p2p.owner = in.owner();
   return impl_->executor->submit_p2p(timeout, std::move(p2p));
 }
@@ -293,8 +295,8 @@ Work Communicator::send_async(const Buffer& in, int peer, int tag, const Collect
 Work Communicator::recv_async(const Buffer& out, int peer, int tag, const CollectiveOptions& o) {
   if (const comm::Placement at = comm::placement_of(out); at.on_device())
     return p2p_on_device(*impl_, o, false, out, peer, tag, at, true);
-  const std::chrono::milliseconds timeout = p2p_timeout(*impl_, false, o);
   comm::PointToPoint p2p = plan_p2p(*impl_, false, out, peer, tag);
+  const std::chrono::milliseconds timeout = p2p_timeout(*impl_, false, o);
   p2p.owner = out.owner();
   return impl_->executor->submit_p2p(timeout, std::move(p2p));
 }

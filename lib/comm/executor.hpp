@@ -225,8 +225,9 @@ class Executor {
   /// Posts a send/receive into in_flight_ (or fails `work`, poisoning on a transport error).
   /// Finished: done at post, and `work` untouched (the caller finishes it or hands out
   /// detail::finished_work()); Held: `work` reports the outcome (a failure already).
-  InFlightTransfers::Posted post_transfer(PointToPoint&& p2p, std::chrono::milliseconds timeout,
-                                          const std::shared_ptr<detail::WorkState>& work) noexcept;
+  [[nodiscard]] InFlightTransfers::Posted post_transfer(
+      PointToPoint&& p2p, std::chrono::milliseconds timeout,
+      const std::shared_ptr<detail::WorkState>& work) noexcept;
   /// Polls the in-flight sends/receives once; a failed one poisons. True if any finished.
   bool poll_pending() noexcept;
   /// Poisons with `error` carrying the op's context, and throws it.

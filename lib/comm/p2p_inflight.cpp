@@ -46,8 +46,8 @@ InFlightTransfers::Posted InFlightTransfers::post(PointToPoint&& p2p,
   }
   // The deadline from the coarse clock plus a tick (never early, at most a tick late), checked
   // against the coarse clock in poll(): a precise read was a sixth of a small send's cost.
-  transfers_.emplace_back(request, coarse_deadline(timeout), timeout, p2p.peer, p2p.user_tag, false,
-                          work, std::move(p2p.owner));
+  transfers_.push_back(Transfer{request, coarse_deadline(timeout), timeout, p2p.peer, p2p.user_tag,
+                                false, work, std::move(p2p.owner)});
   return Posted::Held;
 }
 

@@ -73,8 +73,8 @@ class InFlightTransfers {
   /// Finished returned, and the caller finishes `work` (or hands out detail::finished_work()
   /// instead, and keeps `work` for a later transfer). If posting throws, nothing is held and
   /// `work` is left untouched.
-  Posted post(PointToPoint&& p2p, std::chrono::milliseconds timeout,
-              const std::shared_ptr<detail::WorkState>& work);
+  [[nodiscard]] Posted post(PointToPoint&& p2p, std::chrono::milliseconds timeout,
+                            const std::shared_ptr<detail::WorkState>& work);
 
   struct PollResult {
     std::size_t completed = 0;  ///< transfers that finished successfully

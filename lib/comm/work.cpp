@@ -41,9 +41,10 @@ const std::shared_ptr<WorkState>& finished_work() noexcept {
       finished.store(true, std::memory_order_relaxed);
     }
   };
-  static Finished state;
+  // Never destroyed, so a Work still held while statics are torn down at exit stays valid.
+  static Finished& state = *new Finished;
   // Owns nothing (the aliasing constructor with an empty owner): copying and dropping it touch
-  // no reference count, and the state lives as long as the process.
+  // no reference count.
   static const std::shared_ptr<WorkState> finished(std::shared_ptr<void>(), &state);
   return finished;
 }

@@ -19,8 +19,9 @@ class RequestTable {
  public:
   /// Stores `entry` and returns its handle.
   Request insert(Entry entry) { return emplace(std::move(entry)); }
-  /// Builds an entry from `args` in its slot and returns its handle: no temporary entry to move
-  /// (a transport's entry is a few hundred bytes, and a small receive posts one).
+  /// Builds an entry from `args` in its slot and returns its handle: given an entry, moves it in
+  /// once (insert's by-value parameter is a second move; a transport's entry is a few hundred
+  /// bytes, and a small receive posts one).
   template <typename... Args>
   Request emplace(Args&&... args) {
     std::uint32_t slot;

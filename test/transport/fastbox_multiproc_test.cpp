@@ -189,6 +189,46 @@ TEST_CASE("fastbox: more messages than a ring holds, posted before any receive, 
       bounded()));
 }
 
+TEST_CASE(
+    "fastbox: a send too large for the ring, queued behind a full ring, completes when "
+    "polled by test()",
+    "[transport][multiproc]") {
+  // Its turn comes once the ring has room; it then goes to UCX (a rendezvous at this size),
+  // which completes only through this rank's worker progress, which test() must still make.
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::size_t kSmall = Fastbox::kDepth + 3;  // three wait for room
+        constexpr std::size_t kLarge = 300000;
+        const Tag tag = p2p_tag(2, 10);
+        if (env.rank == 0) {
+          std::vector<std::vector<std::uint8_t>> out;
+          std::vector<Request> sends;
+          out.reserve(kSmall + 1);
+          for (std::size_t k = 0; k <= kSmall; ++k) {
+            out.push_back(payload(0, 1, k < kSmall ? 8 : kLarge, static_cast<int>(k)));
+            sends.push_back(t->post_send(1, out.back().data(), out.back().size(), tag));
+          }
+          store->set_string("all posted", "1");  // rank 1 receives only now
+          polled_until_done(*t, sends.back(), 20s);
+          sends.pop_back();
+          wait_all(*t, sends, "the small sends");
+        } else {
+          store->get("all posted", 30s);
+          for (std::size_t k = 0; k <= kSmall; ++k) {
+            std::vector<std::uint8_t> in(k < kSmall ? 8 : kLarge, 0xEE);
+            const Request r = t->post_recv(0, in.data(), in.size(), tag);
+            t->wait(std::span<const Request>(&r, 1), after(30s), "receive " + std::to_string(k));
+            expect_payload(in, 0, 1, static_cast<int>(k), "message " + std::to_string(k));
+          }
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
 TEST_CASE("fastbox: sizes that disagree fail the receive naming the size; the pair still works",
           "[transport][multiproc]") {
   REQUIRE_NOTHROW(cohort::launch(
@@ -505,6 +545,59 @@ TEST_CASE("fastbox: a receive polled by test() finds its ring message, and a siz
             expect(e.message().find("message of " + std::to_string(kInline + 100) + " bytes") !=
                        std::string::npos,
                    e.what());
+          }
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: of two receives polled in turn by test(), each finds its own disagreement",
+          "[transport][multiproc]") {
+  // The every-few-tests look at UCX is counted per receive: counted for the hub, with two
+  // receives polled in turn it fell on the same one every time.
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        setenv("UCX_RNDV_THRESH", "65536", 1);  // the large messages below are eager: sent
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        const Tag first = p2p_tag(5, 4), second = p2p_tag(5, 5);
+        if (env.rank == 0) {
+          for (const Tag tag : {first, second}) {
+            store->get(tag == first ? "polling first" : "polling second", 30s);
+            const auto large = payload(0, 1, kInline + 100, 62);
+            const Request s = t->post_send(1, large.data(), large.size(), tag);
+            t->wait(std::span<const Request>(&s, 1), after(30s), "a large message");
+          }
+        } else {
+          std::uint64_t a = 0, b = 0;
+          const Request ra = t->post_recv(0, &a, sizeof a, first);
+          const Request rb = t->post_recv(0, &b, sizeof b, second);
+          // The first receive's message comes first; both are polled in turn until one fails,
+          // which must be the first. Then the second's message comes, and it is polled alone.
+          store->set_string("polling first", "1");
+          const auto until = std::chrono::steady_clock::now() + 20s;
+          bool failed = false;
+          while (!failed && std::chrono::steady_clock::now() < until) {
+            for (const Request* r : {&ra, &rb}) {
+              try {
+                expect(!t->test(*r), "a receive met by a larger message completed");
+              } catch (const cohort::Error& e) {
+                expect(r == &ra, std::string("the second receive failed first: ") + e.what());
+                expect(e.message().find("sizes disagree") != std::string::npos, e.what());
+                failed = true;
+                break;
+              }
+            }
+          }
+          expect(failed, "test() reported nothing within the bound");
+          store->set_string("polling second", "1");
+          try {
+            polled_until_done(*t, rb, 20s);
+            throw std::runtime_error("a receive met by a larger message completed");
+          } catch (const cohort::Error& e) {
+            expect(e.message().find("sizes disagree") != std::string::npos, e.what());
           }
         }
         barrier(*store, "done", env.rank, env.world_size);

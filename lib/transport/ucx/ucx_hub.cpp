@@ -457,17 +457,23 @@ bool UcxHub::test(const Request& request) {
                                              std::to_string(request.slot) + ", generation " +
                                              std::to_string(request.generation) + ")");
   static const std::string kWhat = "test";  // built once: this is every small receive's poll
-  // The rings first: when they settle a fastbox request (its message came, or its queued
+  // The rings first: when they complete a fastbox request (its message came, or its queued
   // message went in), this round skips the worker's progress and UCX's probe for a large
   // message, which together were most of a small receive's last round. While it still waits,
-  // only every kRingRoundsPerFullRound-th round makes them (and looks for a dead peer), so a
-  // message that lands in the ring meanwhile is seen sooner. UCX's own messages then wait a
-  // few rounds, well under a microsecond.
+  // only every kRingRoundsPerFullRound-th test of it makes them (and looks for a dead peer), so
+  // a message that lands in the ring meanwhile is seen sooner. UCX's own messages then wait a
+  // few rounds, well under a microsecond. A queued send too large for the ring is matched once
+  // its turn came and it went to UCX: that one needs the worker's progress, so only a test that
+  // finds the request complete returns early.
   if (pending->fastbox && !fastbox_peers_.empty()) {
-    if (!pending->fastbox->matched) note_progress(progress_fastboxes());
-    if (pending->fastbox->matched)
-      return poll_request(request, *pending, kWhat, std::span<const Request>(&request, 1));
-    if (++ring_only_rounds_ % kRingRoundsPerFullRound != 0) return false;
+    FastboxPart& part = *pending->fastbox;
+    if (!part.matched) note_progress(progress_fastboxes());
+    if (part.matched) {
+      if (poll_request(request, *pending, kWhat, std::span<const Request>(&request, 1)))
+        return true;
+    } else if (++part.ring_only_rounds % kRingRoundsPerFullRound != 0) {
+      return false;
+    }
   }
   progress_locked();
   if (coarse_now() - last_liveness_check_ >= kLivenessInterval) check_liveness();

@@ -163,6 +163,9 @@ class UcxHub {
     std::uint32_t large_before = 0;
     std::string
         disagreement;  ///< set: the message matched had another size ("a message of 4 bytes")
+    /// test() calls on it that looked at the rings alone (see test()). Per request: a count
+    /// shared by the hub let the full rounds fall on one of several waiting receives.
+    std::uint32_t ring_only_rounds = 0;
   };
   /// A point-to-point receive too large for the ring, from a peer with a ring to this rank.
   struct LargeRecv {
@@ -291,8 +294,8 @@ class UcxHub {
   /// Counts worker progress that did something (guarded), so a thread about to sleep can tell
   /// whether another thread completed its requests since it last looked.
   std::uint64_t progress_epoch_ = 0;
-  /// Tests of a fastbox request that looked at the rings alone (see test()); guarded.
-  std::uint32_t ring_only_rounds_ = 0;
+  /// While a fastbox request waits, test() makes UCX's progress and probe only every this many
+  /// tests of it (FastboxPart::ring_only_rounds counts them).
   static constexpr std::uint32_t kRingRoundsPerFullRound = 8;
   int sleepers_ = 0;                  // guarded: threads blocked in block_until
   int wake_fd_ = -1;                  // eventfd written when progress happens while someone sleeps

@@ -108,9 +108,10 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
 Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag tag,
                                   Origin origin) {
   const std::uint32_t large_before = count_of(peer.large_recvs, tag);
+  // Braced, not emplace's parentheses: clang before 16 cannot build an aggregate from them.
   const Request handle = requests_.emplace(
-      peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Recv, 0),
-      FastboxPart{.recv_data = data, .large_before = large_before});
+      Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Recv, 0),
+              FastboxPart{.recv_data = data, .large_before = large_before}});
   Pending& recv = *requests_.find(handle);
   // A message with this tag already taken from the ring is older than any still in it. (No
   // receive with this tag is queued then: it would have taken that message.)
