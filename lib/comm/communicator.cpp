@@ -35,13 +35,8 @@ comm::Placement where(const Communicator::Impl& impl, Collective kind, const Buf
   return comm::placement_of(kind, impl.rank, root, in, out);
 }
 
-comm::OpInfo p2p_info(const Communicator::Impl& impl, Collective kind, const CollectiveOptions& o) {
-  comm::check_timeout(collective_name(kind), o.timeout);
-  return {kind, Algorithm::Auto, o.timeout.value_or(impl.default_timeout), std::nullopt};
-}
-
-/// A host send/receive's deadline, checked (the name is a literal: looking it up per call
-/// showed in a small send's profile).
+/// A send/receive's deadline, checked (the name is a literal: looking it up per call showed in
+/// a small send's profile).
 std::chrono::milliseconds p2p_timeout(const Communicator::Impl& impl, bool is_send,
                                       const CollectiveOptions& o) {
   comm::check_timeout(is_send ? "send" : "recv", o.timeout);
@@ -56,8 +51,9 @@ Work p2p_on_device(Communicator::Impl& impl, const CollectiveOptions& o, bool is
   const gpu::DeviceBackend::Prepared prepared =
       impl.gpu->prepare(collective_name(kind), at.cuda_device, buffer.dtype(), std::nullopt);
   const gpu::DeviceSendRecv op{is_send, buffer.data(), buffer.count(), buffer.dtype(), peer};
+  const comm::OpInfo info{kind, Algorithm::Auto, p2p_timeout(impl, is_send, o), std::nullopt};
   return comm::run_device_op(
-      *impl.executor, *impl.gpu, p2p_info(impl, kind, o), prepared, o.stream, async,
+      *impl.executor, *impl.gpu, info, prepared, o.stream, async,
       [&op](const gpu::Launch& l) { gpu::enqueue(l, op); }, owners(buffer, Buffer()));
 }
 
