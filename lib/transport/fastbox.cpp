@@ -22,11 +22,30 @@ struct alignas(64) Fastbox::Header {
 struct alignas(64) FastboxSlot {
   std::atomic<std::uint64_t> stamp{0};  ///< message number + 1 once the slot holds it
   std::uint64_t tag = 0;
+  /// An Inline message's size; the other kinds set a mark bit instead and keep their size in
+  /// the body (a rendezvous message may exceed 32 bits), so an Inline slot spends nothing on it.
   std::uint32_t bytes = 0;
   std::uint32_t large_before = 0;  ///< Message::large_before
   std::byte data[Fastbox::kInlineBytes];
 };
 static_assert(sizeof(FastboxSlot) == Fastbox::kSlotBytes);
+
+namespace {
+
+constexpr std::uint32_t kRendezvousMark = 1u << 31;
+constexpr std::uint32_t kAckMark = 1u << 30;
+static_assert(Fastbox::kInlineBytes < kAckMark);
+
+/// A Rendezvous slot's body.
+struct RendezvousBody {
+  std::uint64_t bytes;
+  std::uint64_t address;
+  std::uint64_t cookie;
+};
+static_assert(sizeof(RendezvousBody) <= Fastbox::kInlineBytes &&
+              sizeof(Fastbox::Ack) <= Fastbox::kInlineBytes);
+
+}  // namespace
 
 struct alignas(64) Fastbox::Ring {
   /// Messages the receiver has taken. Alone on its line: the sender reads it only when the ring
@@ -115,19 +134,15 @@ void Fastbox::set_sleeping(bool sleeping) noexcept {
   }
 }
 
-Fastbox::Sender::Outcome Fastbox::Sender::try_send(const Message& message,
-                                                   const void* data) noexcept {
-  const std::uint64_t bytes = message.bytes;
-  COHORT_CHECK(bytes <= kInlineBytes);
+FastboxSlot* Fastbox::Sender::claim() noexcept {
   if (sent_ - consumed_seen_ >= kDepth) {
     consumed_seen_ = ring_->consumed.load(std::memory_order_acquire);
-    if (sent_ - consumed_seen_ >= kDepth) return Outcome::Full;
+    if (sent_ - consumed_seen_ >= kDepth) return nullptr;
   }
-  FastboxSlot& slot = ring_->slots[sent_ % kDepth];
-  slot.tag = message.tag;
-  slot.bytes = static_cast<std::uint32_t>(bytes);
-  slot.large_before = message.large_before;
-  if (bytes > 0) std::memcpy(slot.data, data, bytes);
+  return &ring_->slots[sent_ % kDepth];
+}
+
+Fastbox::Sender::Outcome Fastbox::Sender::publish(FastboxSlot& slot) noexcept {
   ++sent_;
   // Sequentially consistent, with the load after it: against the receiver's set_sleeping and
   // peek, either this sees the sleeper or the receiver sees the message (see the header).
@@ -136,13 +151,66 @@ Fastbox::Sender::Outcome Fastbox::Sender::try_send(const Message& message,
                                                                 : Outcome::Sent;
 }
 
+Fastbox::Sender::Outcome Fastbox::Sender::try_send(const Message& message,
+                                                   const void* data) noexcept {
+  const std::uint64_t bytes = message.bytes;
+  COHORT_CHECK(bytes <= kInlineBytes);
+  FastboxSlot* slot = claim();
+  if (slot == nullptr) return Outcome::Full;
+  slot->tag = message.tag;
+  slot->bytes = static_cast<std::uint32_t>(bytes);
+  slot->large_before = message.large_before;
+  if (bytes > 0) std::memcpy(slot->data, data, bytes);
+  return publish(*slot);
+}
+
+Fastbox::Sender::Outcome Fastbox::Sender::try_send_rendezvous(const Message& message,
+                                                              const Rendezvous& body) noexcept {
+  FastboxSlot* slot = claim();
+  if (slot == nullptr) return Outcome::Full;
+  slot->tag = message.tag;
+  slot->bytes = kRendezvousMark;
+  slot->large_before = message.large_before;
+  const RendezvousBody wire{message.bytes, body.address, body.cookie};
+  std::memcpy(slot->data, &wire, sizeof wire);
+  return publish(*slot);
+}
+
+Fastbox::Sender::Outcome Fastbox::Sender::try_send_ack(const Ack& body) noexcept {
+  FastboxSlot* slot = claim();
+  if (slot == nullptr) return Outcome::Full;
+  slot->tag = 0;
+  slot->bytes = kAckMark;
+  slot->large_before = 0;
+  std::memcpy(slot->data, &body, sizeof body);
+  return publish(*slot);
+}
+
 std::optional<Fastbox::Message> Fastbox::Receiver::peek() const noexcept {
   const FastboxSlot& slot = ring_->slots[received_ % kDepth];
   if (slot.stamp.load(std::memory_order_seq_cst) != received_ + 1) return std::nullopt;
-  return Message{slot.tag, slot.bytes, slot.large_before};
+  if (slot.bytes < kAckMark) [[likely]]
+    return Message{slot.tag, slot.bytes, slot.large_before, Kind::Inline};
+  if (slot.bytes == kAckMark) return Message{0, 0, 0, Kind::Ack};
+  RendezvousBody wire;
+  std::memcpy(&wire, slot.data, sizeof wire);
+  return Message{slot.tag, wire.bytes, slot.large_before, Kind::Rendezvous};
+}
+
+Fastbox::Rendezvous Fastbox::Receiver::rendezvous() const noexcept {
+  RendezvousBody wire;
+  std::memcpy(&wire, ring_->slots[received_ % kDepth].data, sizeof wire);
+  return Rendezvous{wire.address, wire.cookie};
+}
+
+Fastbox::Ack Fastbox::Receiver::ack() const noexcept {
+  Ack body;
+  std::memcpy(&body, ring_->slots[received_ % kDepth].data, sizeof body);
+  return body;
 }
 
 void Fastbox::Receiver::read(const Message& message, void* out) const noexcept {
+  COHORT_CHECK(message.kind == Kind::Inline);
   if (message.bytes == 0) return;
   std::memcpy(out, ring_->slots[received_ % kDepth].data, message.bytes);
 }

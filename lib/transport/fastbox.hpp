@@ -18,9 +18,15 @@
 // rewrites a slot only once `consumed` passed its previous message, so a ring holds at most
 // kDepth messages the receiver has not taken yet.
 //
-// A message carries its full tag, its size, and how many messages with its tag too large for
-// the ring its sender sent before it (through UCX). Only messages of at most kInlineBytes use a
-// ring; the owner (UcxHub) sends larger ones through UCX and keeps that count.
+// A message carries its full tag, its size, and how many messages with its tag its sender sent
+// before it through UCX (the owner, UcxHub, keeps that count). A slot holds one of three kinds:
+// - Inline: the message itself, at most kInlineBytes;
+// - Rendezvous: a large message's announcement: where its bytes lie in the sender's memory. The
+//   receiver copies them straight from there (process_vm_readv) into its receive's buffer, and
+//   answers with
+// - Ack: through the ring the other way, naming the send (its cookie), after which the sender
+//   may reuse its buffer.
+// The owner decides which messages go which way; the rings only carry them.
 //
 // Waking: a receiver about to sleep counts itself in its inbox header's `sleepers`; a sender
 // that finds it non-zero after stamping tells its owner (try_send's answer), which rings the
@@ -42,6 +48,8 @@
 
 namespace cohort::transport {
 
+struct FastboxSlot;
+
 class Fastbox {
   struct Header;
   struct Ring;
@@ -60,12 +68,24 @@ class Fastbox {
   /// README).
   static constexpr std::size_t kInlineBytes = kSlotBytes - 24;
 
+  enum class Kind : std::uint8_t { Inline, Rendezvous, Ack };
   struct Message {
     Tag tag = 0;
     std::uint64_t bytes = 0;
     /// Messages with this tag the sender sent to this receiver through UCX (too large for the
     /// ring) before this one; the owner's to keep and read (UcxHub matches sizes with it).
     std::uint32_t large_before = 0;
+    Kind kind = Kind::Inline;
+  };
+  /// A Rendezvous message's body.
+  struct Rendezvous {
+    std::uint64_t address = 0;  ///< where the message's bytes lie in the sender's memory
+    std::uint64_t cookie = 0;   ///< the sender's name for the send, returned in the Ack
+  };
+  /// An Ack message's body (its Message has no tag and no bytes).
+  struct Ack {
+    std::uint64_t cookie = 0;  ///< Rendezvous::cookie
+    std::int32_t error = 0;    ///< 0: the receiver is done with the sender's buffer; else errno
   };
 
   /// An empty fastbox: no segment.
@@ -104,10 +124,18 @@ class Fastbox {
     /// Copies the message (`message.bytes` <= kInlineBytes bytes at `data`) into the next slot
     /// and stamps it.
     Outcome try_send(const Message& message, const void* data) noexcept;
+    /// Announces a message of `message.bytes` (any size) that stays at `body.address` in this
+    /// process until the receiver's Ack.
+    Outcome try_send_rendezvous(const Message& message, const Rendezvous& body) noexcept;
+    Outcome try_send_ack(const Ack& body) noexcept;
     bool attached() const noexcept { return ring_ != nullptr; }
 
    private:
     friend class Fastbox;
+    /// The next slot, or nullptr when the ring is full.
+    FastboxSlot* claim() noexcept;
+    /// Stamps the slot claim() returned.
+    Outcome publish(FastboxSlot& slot) noexcept;
     Ring* ring_ = nullptr;
     Header* header_ = nullptr;
     std::uint64_t sent_ = 0;
@@ -119,8 +147,11 @@ class Fastbox {
     Receiver() = default;
     /// The oldest message not yet taken, if one arrived.
     std::optional<Message> peek() const noexcept;
-    /// Copies the bytes of the message peek() returned to `out`.
+    /// Copies the bytes of the Inline message peek() returned to `out`.
     void read(const Message& message, void* out) const noexcept;
+    /// The body of the Rendezvous or Ack message peek() returned.
+    Rendezvous rendezvous() const noexcept;
+    Ack ack() const noexcept;
     /// Lets the sender reuse the slot of the message peek() returned.
     void pop() noexcept;
     bool attached() const noexcept { return ring_ != nullptr; }

@@ -6,14 +6,13 @@
 #include "core/memory_fence.hpp"
 #include "core/tunables.hpp"
 #include "transport/host_identity.hpp"
+#include "transport/process_memory.hpp"
 #include "transport/shared_segment.hpp"
 
 #include <fmt/format.h>
 
 #include <sched.h>
 #include <sys/mman.h>
-#include <sys/random.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -184,13 +183,6 @@ void send_from_first(Transport& transport, void* data, std::size_t bytes, Tag ta
   wait_setup_round(transport, requests, deadline, what);
 }
 
-/// One process_vm_readv of `bytes` at `from` in `pid` into `into`: what it returns.
-ssize_t read_process(pid_t pid, void* into, const void* from, std::size_t bytes) noexcept {
-  iovec local{into, bytes};
-  iovec remote{const_cast<void*>(from), bytes};
-  return process_vm_readv(pid, &local, 1, &remote, 1, 0);
-}
-
 /// Whether this rank can copy straight out of every peer's memory (process_vm_readv, which the
 /// kernel allows only where ptrace would be: same user, no Yama or seccomp rule against it), and
 /// each peer's pid names that peer (not so across pid namespaces): reads every peer's probe, a
@@ -204,7 +196,7 @@ bool can_read_peers(std::span<const MapReport> reports, int rank) {
     const auto* at =
         reinterpret_cast<const void*>(static_cast<std::uintptr_t>(reports[r].probe_at));
     const bool self = pid == getpid();
-    const ssize_t got = self ? -1 : read_process(pid, &seen, at, sizeof seen);
+    const ssize_t got = self ? -1 : read_process_once(pid, &seen, at, sizeof seen);
     if (got != static_cast<ssize_t>(sizeof seen) || seen != reports[r].probe) {
       COHORT_LOG_INFO(
           "shared arena: cannot read rank {}'s memory directly ({}); this host's collectives "
@@ -214,17 +206,6 @@ bool can_read_peers(std::span<const MapReport> reports, int rank) {
     }
   }
   return true;
-}
-
-/// A value no other process is likely to hold at the probe's address.
-std::uint64_t random_probe() {
-  std::uint64_t value = 0;
-  if (getrandom(&value, sizeof value, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof value)) {
-    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    value = static_cast<std::uint64_t>(now) * 0x9e3779b97f4a7c15ULL ^
-            static_cast<std::uint64_t>(getpid());
-  }
-  return value | 1;  // never 0
 }
 
 /// The tag of set-up round `round` (0 .. kSetupSteps - 1): the caller's step
@@ -345,29 +326,19 @@ SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes, std:
 
 void SharedArena::read_from(int r, void* into, const void* source, std::size_t bytes,
                             const std::string& what) const {
-  auto* to = static_cast<std::byte*>(into);
-  const auto* from = static_cast<const std::byte*>(source);
-  // The kernel may copy less than asked (it stops at a page it cannot pin), so go on from there.
-  while (bytes > 0) {
-    const ssize_t got = read_process(watches_[static_cast<std::size_t>(r)].pid(), to, from, bytes);
-    if (got <= 0) {
-      const int error = got < 0 ? errno : EFAULT;
-      if (error == EINTR) continue;
-      if (error == ESRCH)
-        throw Error(ErrorCode::RemoteError,
-                    "rank " + std::to_string(r) +
-                        " failed (its process exited) while this rank copied from its memory",
-                    ErrorContext{.op = what, .peers = {r}});
-      throw Error(ErrorCode::SystemError,
-                  "copying " + std::to_string(bytes) + " bytes at " +
-                      fmt::format("{}", static_cast<const void*>(from)) + " from rank " +
-                      std::to_string(r) + "'s memory failed: " + std::strerror(error),
-                  ErrorContext{.op = what, .peers = {r}});
-    }
-    to += got;
-    from += got;
-    bytes -= static_cast<std::size_t>(got);
-  }
+  const int error =
+      read_process_memory(watches_[static_cast<std::size_t>(r)].pid(), into, source, bytes);
+  if (error == 0) return;
+  if (error == ESRCH)
+    throw Error(ErrorCode::RemoteError,
+                "rank " + std::to_string(r) +
+                    " failed (its process exited) while this rank copied from its memory",
+                ErrorContext{.op = what, .peers = {r}});
+  throw Error(ErrorCode::SystemError,
+              "copying " + std::to_string(bytes) + " bytes at " +
+                  fmt::format("{}", source) + " from rank " + std::to_string(r) +
+                  "'s memory failed: " + std::strerror(error),
+              ErrorContext{.op = what, .peers = {r}});
 }
 
 SharedArena::~SharedArena() {

@@ -9,10 +9,15 @@
 namespace cohort::transport::ucx {
 namespace {
 
-constexpr std::uint32_t kMagic = 0x43485542;  // "CHUB": cohort UCX address, version 2
+constexpr std::uint32_t kMagic = 0x43485543;  // "CHUC": cohort UCX address, version 3
 
 void put_u32(std::vector<std::uint8_t>& out, std::uint32_t value) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(value >> (8 * i)));
+}
+
+void put_u64(std::vector<std::uint8_t>& out, std::uint64_t value) {
+  put_u32(out, static_cast<std::uint32_t>(value));
+  put_u32(out, static_cast<std::uint32_t>(value >> 32));
 }
 
 std::uint32_t get_u32(const std::uint8_t* in) {
@@ -28,6 +33,8 @@ std::vector<std::uint8_t> encode_peer_address(const PeerAddress& address) {
   put_u32(out, kMagic);
   put_u32(out, address.pid);
   put_u32(out, static_cast<std::uint32_t>(address.fastbox_fd));
+  put_u64(out, address.probe_at);
+  put_u64(out, address.probe);
   put_u32(out, static_cast<std::uint32_t>(address.host_identity.size()));
   out.insert(out.end(), address.host_identity.begin(), address.host_identity.end());
   put_u32(out, static_cast<std::uint32_t>(address.worker_address.size()));
@@ -51,6 +58,12 @@ PeerAddress decode_peer_address(const std::vector<std::uint8_t>& bytes, int rank
   PeerAddress address;
   address.pid = read_u32();
   address.fastbox_fd = static_cast<std::int32_t>(read_u32());
+  const auto read_u64 = [&]() {
+    const std::uint64_t low = read_u32();
+    return low | std::uint64_t{read_u32()} << 32;
+  };
+  address.probe_at = read_u64();
+  address.probe = read_u64();
   const std::uint32_t identity_size = read_u32();
   if (bytes.size() - at < identity_size) throw bad("truncated host identity");
   address.host_identity.assign(bytes.begin() + static_cast<std::ptrdiff_t>(at),

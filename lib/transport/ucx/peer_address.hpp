@@ -17,6 +17,10 @@ struct PeerAddress {
   std::vector<std::uint8_t> worker_address;
   /// The descriptor of its fastbox inbox (transport/fastbox.hpp) in its process; -1: none.
   std::int32_t fastbox_fd = -1;
+  /// A random value at `probe_at` in its memory: a same-host peer that reads it there through
+  /// `pid` may copy large messages straight out of its memory (transport/process_memory.hpp).
+  std::uint64_t probe_at = 0;
+  std::uint64_t probe = 0;
 };
 
 std::vector<std::uint8_t> encode_peer_address(const PeerAddress& address);

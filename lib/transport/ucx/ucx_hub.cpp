@@ -7,6 +7,7 @@
 #include "core/coarse_clock.hpp"
 #include "core/log.hpp"
 #include "transport/host_identity.hpp"
+#include "transport/process_memory.hpp"
 #include "transport/ucx/ucx_status.hpp"
 
 #include <poll.h>
@@ -40,7 +41,8 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
       size_(size),
       err_handling_(tunables().ucx_err_handling),
       tag_ids_(std::make_shared<TagIdPool>()),
-      worker_(UcxContext::shared()) {
+      worker_(UcxContext::shared()),
+      probe_(random_probe()) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0)
     throw Error(ErrorCode::Internal, "creating the transport's wake-up eventfd failed (errno " +
@@ -57,8 +59,9 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     }
   } inbox_fd;
   store.set(address_key(key_prefix, rank),
-            encode_peer_address(
-                {static_cast<std::uint32_t>(getpid()), identity, worker_.address(), inbox_fd.fd}));
+            encode_peer_address({static_cast<std::uint32_t>(getpid()), identity,
+                                 worker_.address(), inbox_fd.fd,
+                                 reinterpret_cast<std::uintptr_t>(&probe_), probe_}));
 
   peers_.reserve(static_cast<std::size_t>(size));
   for (int p = 0; p < size; ++p) {
@@ -74,6 +77,16 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
                                 ucx_handles_failure ? &on_endpoint_error : nullptr, &peer);
     peer.pid = static_cast<pid_t>(address.pid);
     peer.fastbox_fd = address.fastbox_fd;
+    // Its hub is alive: it stays in its constructor until this rank's handshake message comes.
+    if (peer.same_host && p != rank && tunables().single_copy) {
+      std::uint64_t seen = 0;
+      peer.readable =
+          read_process_once(peer.pid, &seen,
+                            reinterpret_cast<const void*>(
+                                static_cast<std::uintptr_t>(address.probe_at)),
+                            sizeof seen) == static_cast<ssize_t>(sizeof seen) &&
+          seen == address.probe;
+    }
   }
   int local_ranks = 0;
   for (auto& peer : peers_)
@@ -257,6 +270,14 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
                     std::to_string(pending.origin.peer_label) +
                     " (the ranks were called with different arguments)" + pending_summary(all),
                 ErrorContext{.op = what, .peers = {pending.origin.peer_label}});
+  }
+  if (pending.fastbox && pending.fastbox->failure) [[unlikely]] {
+    // A rendezvous copy failed (this rank's read, or the receiver's, as its ack said).
+    const Error failure = *pending.fastbox->failure;
+    const int label = pending.origin.peer_label;
+    requests_.release(request);
+    throw Error(failure.code(), failure.detail() + pending_summary(all),
+                ErrorContext{.op = what, .peers = {label}});
   }
   if (status == UCS_INPROGRESS) {
     if (!peer.failed) return false;
@@ -514,7 +535,12 @@ void UcxHub::forget_tag_id(std::uint32_t id) noexcept {
   for (Peer* peer : fastbox_peers_) {
     std::erase_if(peer->large_sends, [&](const auto& count) { return of_id(count.first); });
     std::erase_if(peer->large_recvs, [&](const auto& count) { return of_id(count.first); });
-    std::erase_if(peer->unexpected, [&](const Unexpected& message) { return of_id(message.tag); });
+    std::erase_if(peer->unexpected, [&](const Unexpected& message) {
+      if (!of_id(message.tag)) return false;
+      // No receive will read it: its sender may have its buffer back.
+      if (message.rendezvous) acknowledge(*peer, message.rendezvous->cookie, 0);
+      return true;
+    });
   }
 }
 

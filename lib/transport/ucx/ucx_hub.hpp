@@ -33,6 +33,15 @@
 //   when it is smaller, the receive's own message is a large one sent earlier.
 //   The counts belong to a communicator's tag id and are forgotten with it (forget_tag_id), on
 //   every member before the id is reused (tag_ids.hpp).
+// Large point-to-point messages (above kRendezvousAbove) between same-host peers with rings
+// both ways, each able to read the other's memory, take the ring too, by rendezvous: the sender
+// puts the message's address in the ring (Fastbox::Kind::Rendezvous) and its send stays pending;
+// the receiver, once a receive matches it, copies the bytes straight out of the sender's memory
+// (process_vm_readv, one copy where UCX's eager path makes two and its rendezvous protocol takes
+// more round trips) and answers through its own ring (Kind::Ack), which completes the send. They
+// are ring messages like the small ones (matched in the same order, never counted as large), so
+// the size rules above hold for three classes: small, UCX's middle sizes, and rendezvous.
+// COHORT_SINGLE_COPY=off on either rank keeps a pair's large messages on UCX.
 // Collectives' messages (no p2p flag) always go through UCX. COHORT_SHARED_MEMORY=off on
 // either rank of a pair, or a segment that cannot be mapped, leaves that pair on UCX; both
 // ranks agree on it at construction.
@@ -57,6 +66,7 @@
 #include "transport/ucx/ucx_worker.hpp"
 #include "transport/wait_policy.hpp"
 
+#include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
 #include <algorithm>
@@ -121,7 +131,10 @@ class UcxHub {
     Tag tag = 0;
     std::uint64_t bytes = 0;
     std::uint32_t large_before = 0;  ///< Fastbox::Message::large_before
-    std::vector<std::byte> data;
+    std::vector<std::byte> data;     ///< an inline message's bytes
+    /// Set: a rendezvous message, whose bytes are still in the sender's memory (and whose
+    /// sender waits for an Ack).
+    std::optional<Fastbox::Rendezvous> rendezvous;
   };
   /// Per tag: how many point-to-point messages too large for the ring went to or came from a
   /// peer (see the top of this file). One entry per tag that carried such a message, kept until
@@ -139,9 +152,14 @@ class UcxHub {
     pid_t pid = 0;
     std::int32_t fastbox_fd = -1;      ///< its inbox's descriptor in its process; -1: none
     int local_index = -1;              ///< its place among this host's ranks, in world order
+    /// This process read its probe through its pid (and COHORT_SINGLE_COPY is not off here).
+    bool readable = false;
     Fastbox peer_inbox;                ///< its inbox, mapped here
     Fastbox::Sender to_peer;           ///< attached: p2p messages to it go through its inbox
     Fastbox::Receiver from_peer;       ///< attached: its p2p messages come through our inbox
+    /// Messages larger than kRendezvousAbove go through the rings by rendezvous, both ways.
+    bool rendezvous = false;
+    std::deque<Fastbox::Ack> queued_acks;  ///< acks waiting for room in its ring
     std::deque<Request> queued_sends;  ///< sends whose message waits for room, in order
     /// Receives a ring message may meet, in posting order: those waiting for their message
     /// through the ring, and (when it has a ring to this rank) point-to-point receives too large
@@ -166,6 +184,9 @@ class UcxHub {
     /// test() calls on it that looked at the rings alone (see test()). Per request: a count
     /// shared by the hub let the full rounds fall on one of several waiting receives.
     std::uint32_t ring_only_rounds = 0;
+    /// Set once matched: a rendezvous copy failed (the receiver's read, or as the sender's ack
+    /// reported it). poll_request throws it.
+    std::unique_ptr<Error> failure;
   };
   /// A point-to-point receive too large for the ring, from a peer with a ring to this rank.
   struct LargeRecv {
@@ -209,12 +230,25 @@ class UcxHub {
   /// After the handshake: maps same-host peers' inboxes and agrees with each peer on which
   /// directions use a fastbox (one more small exchange). Without the lock (constructor).
   void connect_fastboxes(std::chrono::milliseconds timeout);
+  /// Point-to-point messages larger than this go by rendezvous where the pair allows it: UCX
+  /// sends up to 32 KiB eagerly through shared memory (cohort sets UCX_MM_SEG_SIZE=33K), two
+  /// copies but no round trip, which was faster than a rendezvous at 32 KiB (6.0-6.4 against
+  /// 7.9-8.4 us per 2-rank exchange) and slower at 33 KiB, where UCX turns to its own
+  /// rendezvous (10.0-11.4 against 8.1-8.8; see README).
+  static constexpr std::size_t kRendezvousAbove = 32 * 1024;
+  static bool by_rendezvous(const Peer& peer, std::size_t bytes) noexcept {
+    return peer.rendezvous && bytes > kRendezvousAbove;
+  }
+  /// A point-to-point message of `bytes` goes through the rings with `peer` (when attached).
+  static bool ring_takes(const Peer& peer, std::size_t bytes) noexcept {
+    return bytes <= Fastbox::kInlineBytes || by_rendezvous(peer, bytes);
+  }
   bool fastbox_send_route(const Peer& peer, Tag tag, std::size_t bytes) const noexcept {
-    return (tag & kP2PFlag) != 0 && bytes <= Fastbox::kInlineBytes && peer.to_peer.attached() &&
+    return (tag & kP2PFlag) != 0 && ring_takes(peer, bytes) && peer.to_peer.attached() &&
            !peer.failed;
   }
   bool fastbox_recv_route(const Peer& peer, Tag tag, std::size_t bytes) const noexcept {
-    return (tag & kP2PFlag) != 0 && bytes <= Fastbox::kInlineBytes && peer.from_peer.attached();
+    return (tag & kP2PFlag) != 0 && ring_takes(peer, bytes) && peer.from_peer.attached();
   }
   /// The oldest message with `tag` taken from `peer`'s ring and waiting for its receive, or
   /// peer.unexpected.end().
@@ -239,7 +273,7 @@ class UcxHub {
   /// A point-to-point message too large for the ring between this rank and `peer`, counted by
   /// tag on both sides (`sending`: from this rank).
   static bool counted_large(const Peer& peer, Tag tag, std::size_t bytes, bool sending) noexcept {
-    return (tag & kP2PFlag) != 0 && bytes > Fastbox::kInlineBytes &&
+    return (tag & kP2PFlag) != 0 && !ring_takes(peer, bytes) &&
            (sending ? peer.to_peer.attached() : peer.from_peer.attached());
   }
   /// A p2p send too large for the ring while sends to `peer` wait for room in it: it queues
@@ -263,6 +297,19 @@ class UcxHub {
   std::optional<std::size_t> large_message_waiting(const Pending& recv) noexcept;
   /// Puts a message into the peer's ring; false when the ring is full.
   bool write_fastbox(Peer& peer, const Fastbox::Message& message, const void* data);
+  /// Announces rendezvous send `handle` (`send`) in the peer's ring; false when it is full.
+  bool write_rendezvous(Peer& peer, const Request& handle, const Pending& send);
+  /// Rings the doorbell when `outcome` says the receiver sleeps; false when the ring was full.
+  bool delivered(Peer& peer, Fastbox::Sender::Outcome outcome) noexcept;
+  /// Tells `peer` its rendezvous send `cookie` is done with (error: errno of a failed read, 0
+  /// otherwise), through the ring or, while that is full, queued.
+  void acknowledge(Peer& peer, std::uint64_t cookie, int error) noexcept;
+  /// Copies rendezvous message `message` from `peer`'s memory into fastbox receive `recv`,
+  /// which accepted it, and acknowledges it; a failed copy fails the receive.
+  void take_rendezvous(Peer& peer, Pending& recv, const Fastbox::Rendezvous& message) noexcept;
+  /// `peer`'s ack for one of this rank's rendezvous sends: completes (or fails) it, unless it
+  /// was cancelled meanwhile.
+  void complete_rendezvous_send(const Peer& peer, const Fastbox::Ack& ack) noexcept;
   /// Matches a ring message of `bytes`, stamped `large_before`, to fastbox receive `recv`; true
   /// when the caller copies the message's bytes to the receive's buffer, false after recording a
   /// size disagreement.
@@ -300,6 +347,9 @@ class UcxHub {
   int sleepers_ = 0;                  // guarded: threads blocked in block_until
   int wake_fd_ = -1;                  // eventfd written when progress happens while someone sleeps
   Fastbox inbox_;                     ///< this process's inbox; empty: no fastboxes
+  /// A random value same-host peers read through this process's pid before they copy from its
+  /// memory (PeerAddress::probe).
+  const std::uint64_t probe_;
   std::vector<Peer*> fastbox_peers_;  ///< peers with a ring in either direction
 };
 

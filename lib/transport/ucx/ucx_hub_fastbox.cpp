@@ -7,8 +7,11 @@
 #include <cohort/error.hpp>
 
 #include "core/log.hpp"
+#include "core/memory_fence.hpp"
+#include "transport/process_memory.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <span>
 
@@ -45,14 +48,16 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
 
   // Every peer sized its inbox before its handshake message, which this rank has received, so
   // each segment is complete when it is mapped here. What each side can do, told to the other:
-  // bit 0, it mapped the other's inbox (it can write there); bit 1, it reads its own inbox.
+  // bit 0, it mapped the other's inbox (it can write there); bit 1, it reads its own inbox;
+  // bit 2, it can read the other's memory (large messages may go by rendezvous).
   const int local_ranks = static_cast<int>(local.size()) + 1;
   std::vector<std::uint8_t> mine(local.size()), theirs(local.size());
   for (std::size_t i = 0; i < local.size(); ++i) {
     Peer& peer = *local[i];
     if (tunables().shared_memory && inbox_ && peer.fastbox_fd >= 0)
       peer.peer_inbox = Fastbox::map_peer_inbox(peer.pid, peer.fastbox_fd, local_ranks);
-    mine[i] = static_cast<std::uint8_t>((peer.peer_inbox ? 1 : 0) | (inbox_ ? 2 : 0));
+    mine[i] = static_cast<std::uint8_t>((peer.peer_inbox ? 1 : 0) | (inbox_ ? 2 : 0) |
+                                        (peer.readable ? 4 : 0));
   }
   constexpr Tag kAgreementTag = p2p_tag((1u << kCommBits) - 1, UINT32_MAX - 1);
   std::vector<Request> requests;
@@ -81,11 +86,14 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
     }
     if (from_peer) peer.from_peer = inbox_.receiver(peer.local_index);
     if (to_peer || from_peer) fastbox_peers_.push_back(&peer);
-    COHORT_LOG_DEBUG("fastbox with world rank {}: {}", peer.rank,
+    // Acks go back through the other ring, and each side reads the other's memory.
+    peer.rendezvous = to_peer && from_peer && (mine[i] & 4) != 0 && (theirs[i] & 4) != 0;
+    COHORT_LOG_DEBUG("fastbox with world rank {}: {}{}", peer.rank,
                      to_peer && from_peer ? "both ways"
                      : to_peer            ? "sending only"
                      : from_peer          ? "receiving only"
-                                          : "off (UCX)");
+                                          : "off (UCX)",
+                     peer.rendezvous ? ", large messages by rendezvous" : "");
   }
 }
 
@@ -98,10 +106,13 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
   if (peer.queued_sends.empty() && bytes <= Fastbox::kInlineBytes &&
       write_fastbox(peer, {tag, bytes, large_before}, data))
     return Request::completed();
-  const Request handle = requests_.insert(
+  const Request handle = requests_.emplace(
       Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Send, 0),
               FastboxPart{.send_data = data, .large_before = large_before}});
-  peer.queued_sends.push_back(handle);
+  // A rendezvous send is announced now if it can be, and completes with the receiver's ack.
+  if (!(peer.queued_sends.empty() && by_rendezvous(peer, bytes) &&
+        write_rendezvous(peer, handle, *requests_.find(handle))))
+    peer.queued_sends.push_back(handle);
   return handle;
 }
 
@@ -117,8 +128,16 @@ Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag
   // receive with this tag is queued then: it would have taken that message.)
   const auto taken = oldest_unexpected(peer, tag);
   if (taken != peer.unexpected.end()) {
-    if (accept(recv, taken->bytes, taken->large_before))
+    const bool take = accept(recv, taken->bytes, taken->large_before);
+    if (taken->rendezvous) {
+      if (take) {
+        take_rendezvous(peer, recv, *taken->rendezvous);
+      } else {
+        acknowledge(peer, taken->rendezvous->cookie, 0);  // the sizes disagree: this receive fails
+      }
+    } else if (take) {
       std::memcpy(data, taken->data.data(), bytes);
+    }
     peer.unexpected.erase(taken);
   } else {
     peer.posted_recvs.push_back(handle);
@@ -135,6 +154,7 @@ Request UcxHub::post_large_recv(Peer& peer, void* data, std::size_t bytes, Tag t
     const Request handle = requests_.insert(
         Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Recv, 0),
                 std::nullopt, LargeRecv{index, taken->bytes}});
+    if (taken->rendezvous) acknowledge(peer, taken->rendezvous->cookie, 0);
     peer.unexpected.erase(taken);
     return handle;
   }
@@ -156,12 +176,82 @@ std::optional<std::size_t> UcxHub::large_message_waiting(const Pending& recv) no
 }
 
 bool UcxHub::write_fastbox(Peer& peer, const Fastbox::Message& message, const void* data) {
-  switch (peer.to_peer.try_send(message, data)) {
+  return delivered(peer, peer.to_peer.try_send(message, data));
+}
+
+bool UcxHub::delivered(Peer& peer, Fastbox::Sender::Outcome outcome) noexcept {
+  switch (outcome) {
     case Fastbox::Sender::Outcome::Full: return false;
     case Fastbox::Sender::Outcome::SentToSleeper: ring_doorbell(peer); return true;
     case Fastbox::Sender::Outcome::Sent: return true;
   }
   return false;
+}
+
+namespace {
+
+std::uint64_t cookie_of(const Request& handle) noexcept {
+  return std::uint64_t{handle.slot} << 32 | handle.generation;
+}
+
+Request request_of(std::uint64_t cookie) noexcept {
+  return Request{static_cast<std::uint32_t>(cookie >> 32), static_cast<std::uint32_t>(cookie)};
+}
+
+}  // namespace
+
+bool UcxHub::write_rendezvous(Peer& peer, const Request& handle, const Pending& send) {
+  const Fastbox::Message message{send.tag, send.bytes, send.fastbox->large_before,
+                                 Fastbox::Kind::Rendezvous};
+  const Fastbox::Rendezvous body{reinterpret_cast<std::uintptr_t>(send.fastbox->send_data),
+                                 cookie_of(handle)};
+  return delivered(peer, peer.to_peer.try_send_rendezvous(message, body));
+}
+
+void UcxHub::acknowledge(Peer& peer, std::uint64_t cookie, int error) noexcept {
+  const Fastbox::Ack ack{cookie, error};
+  if (!peer.queued_acks.empty() || !delivered(peer, peer.to_peer.try_send_ack(ack)))
+    peer.queued_acks.push_back(ack);
+}
+
+void UcxHub::take_rendezvous(Peer& peer, Pending& recv,
+                             const Fastbox::Rendezvous& message) noexcept {
+  // The stamp's load ordered the sender's stores to its buffer before it; the kernel's copy
+  // comes after that load.
+  const int error = read_process_memory(
+      peer.pid, recv.fastbox->recv_data,
+      reinterpret_cast<const void*>(static_cast<std::uintptr_t>(message.address)), recv.bytes);
+  if (error != 0) {
+    try {
+      recv.fastbox->failure = std::make_unique<Error>(
+          error == ESRCH ? ErrorCode::RemoteError : ErrorCode::SystemError,
+          describe(recv) + ": copying the message out of rank " +
+              std::to_string(recv.origin.peer_label) + "'s memory failed (" +
+              std::strerror(error) + ")");
+    } catch (...) {
+      recv.request = UcxRequest::failed(UcxRequest::Kind::Recv, UCS_ERR_NO_MEMORY);
+    }
+  }
+  // After the copy: the sender may reuse its buffer once it sees this.
+  memory_fence(std::memory_order_seq_cst);
+  acknowledge(peer, message.cookie, error);
+}
+
+void UcxHub::complete_rendezvous_send(const Peer& peer, const Fastbox::Ack& ack) noexcept {
+  Pending* send = requests_.find(request_of(ack.cookie));
+  // Gone: its owner cancelled it (and its handle's generation moved on).
+  if (send == nullptr || !send->fastbox || send->peer != peer.rank) return;
+  send->fastbox->matched = true;
+  if (ack.error == 0) return;
+  try {
+    send->fastbox->failure = std::make_unique<Error>(
+        ErrorCode::RemoteError, describe(*send) + ": rank " +
+                                    std::to_string(send->origin.peer_label) +
+                                    " could not copy the message out of this process's memory (" +
+                                    std::strerror(ack.error) + ")");
+  } catch (...) {
+    send->request = UcxRequest::failed(UcxRequest::Kind::Send, UCS_ERR_NO_MEMORY);
+  }
 }
 
 bool UcxHub::accept(Pending& recv, std::uint64_t bytes, std::uint32_t large_before) {
@@ -188,6 +278,13 @@ bool UcxHub::progress_fastboxes() noexcept {
     if (peer->from_peer.attached()) {
       while (const auto message = peer->from_peer.peek()) {
         moved = true;
+        if (message->kind == Fastbox::Kind::Ack) {
+          complete_rendezvous_send(*peer, peer->from_peer.ack());
+          peer->from_peer.pop();
+          continue;
+        }
+        std::optional<Fastbox::Rendezvous> rendezvous;
+        if (message->kind == Fastbox::Kind::Rendezvous) rendezvous = peer->from_peer.rendezvous();
         // Its receive: the oldest with its tag, skipping the large receives whose messages were
         // sent before it (see ucx_hub.hpp).
         const auto waiting = std::find_if(
@@ -202,8 +299,15 @@ bool UcxHub::progress_fastboxes() noexcept {
             // Its receive, yet too large for the ring: the sizes disagree (poll_request says so).
             recv.large->ring_message = message->bytes;
             recv.request.cancel();
+            if (rendezvous) acknowledge(*peer, rendezvous->cookie, 0);
           } else if (accept(recv, message->bytes, message->large_before)) {
-            peer->from_peer.read(*message, recv.fastbox->recv_data);
+            if (rendezvous) {
+              take_rendezvous(*peer, recv, *rendezvous);
+            } else {
+              peer->from_peer.read(*message, recv.fastbox->recv_data);
+            }
+          } else if (rendezvous) {
+            acknowledge(*peer, rendezvous->cookie, 0);  // the sizes disagree: the receive fails
           }
           // Most often the oldest: popping it is a tenth of erase()'s cost on a deque.
           if (waiting == peer->posted_recvs.begin()) {
@@ -212,16 +316,31 @@ bool UcxHub::progress_fastboxes() noexcept {
             peer->posted_recvs.erase(waiting);
           }
         } else {
-          Unexpected early{message->tag, message->bytes, message->large_before, {}};
-          early.data.resize(message->bytes);
-          peer->from_peer.read(*message, early.data.data());
+          Unexpected early{message->tag, message->bytes, message->large_before, {}, rendezvous};
+          if (!rendezvous) {
+            early.data.resize(message->bytes);
+            peer->from_peer.read(*message, early.data.data());
+          }
           peer->unexpected.push_back(std::move(early));
         }
         peer->from_peer.pop();
       }
     }
+    while (!peer->queued_acks.empty() &&
+           delivered(*peer, peer->to_peer.try_send_ack(peer->queued_acks.front()))) {
+      peer->queued_acks.pop_front();
+      moved = true;
+    }
     while (!peer->queued_sends.empty()) {
-      Pending& send = *requests_.find(peer->queued_sends.front());
+      const Request handle = peer->queued_sends.front();
+      Pending& send = *requests_.find(handle);
+      if (by_rendezvous(*peer, send.bytes)) {
+        // Announced; it completes with the receiver's ack.
+        if (!write_rendezvous(*peer, handle, send)) break;
+        peer->queued_sends.pop_front();
+        moved = true;
+        continue;
+      }
       if (send.bytes > Fastbox::kInlineBytes) {
         // Its turn: every send before it is in the ring now (see behind_queued_fastbox_sends).
         send.request =

@@ -1,0 +1,29 @@
+#pragma once
+
+// Reading another process's memory (process_vm_readv): the single copy that the shared arena's
+// single-copy algorithms and the fastboxes' large messages use between ranks of one host. The
+// kernel allows it only where ptrace would be allowed (same user, no Yama or seccomp rule against
+// it), so users of it probe first: a peer publishes a random value and its address, and the
+// reader checks that it reads that value through the peer's pid (which also catches a pid that
+// names another process, as across pid namespaces).
+
+#include <cstddef>
+#include <cstdint>
+
+#include <sys/types.h>
+
+namespace cohort::transport {
+
+/// One process_vm_readv of `bytes` at `from` in process `pid` into `into`: what it returns (the
+/// bytes read, which may be fewer than asked, or -1 with errno set).
+ssize_t read_process_once(pid_t pid, void* into, const void* from, std::size_t bytes) noexcept;
+
+/// Reads all `bytes` at `from` in process `pid` into `into`, going on where the kernel stopped
+/// short (it stops at a page it cannot pin). 0 when done, else the errno that stopped it (EFAULT
+/// for a read that made no progress; ESRCH when the process is gone). Never throws.
+int read_process_memory(pid_t pid, void* into, const void* from, std::size_t bytes) noexcept;
+
+/// A random value, never 0, to publish as a probe (getrandom, else the clock and the pid).
+std::uint64_t random_probe() noexcept;
+
+}  // namespace cohort::transport
