@@ -4,8 +4,10 @@
 // ring holds wait for room without losing order; sizes that disagree (on either side of the limit)
 // fail the receive and leave the pair working; a rank with COHORT_SHARED_MEMORY=off keeps its pairs
 // on UCX in both directions; a receive from a peer that dies fails naming it, waited on or polled
-// by test(). Checks run inside the ranks; a failed check throws, which fails the rank and so the
-// launch.
+// by test(). Messages above 32 KiB go by rendezvous: the send stays pending until the receiver
+// copied it, size disagreements fail the receive and complete the send, a sender or receiver whose
+// peer dies fails naming it, and COHORT_SINGLE_COPY=off on one rank keeps its pairs on UCX. Checks
+// run inside the ranks; a failed check throws, which fails the rank and so the launch.
 
 #include "core/tunables.hpp"
 #include "transport/fastbox.hpp"
@@ -62,9 +64,12 @@ void wait_all(Transport& t, const std::vector<Request>& requests, const std::str
   t.wait(requests, after(30s), what);
 }
 
-/// Sizes on both sides of the ring's limit, and one large enough for UCX's rendezvous.
+/// Sizes on both sides of the ring's limit and of the rendezvous limit (UCX's eager 32 KiB, the
+/// ring's rendezvous above it).
 constexpr std::size_t kInline = Fastbox::kInlineBytes;
-const std::vector<std::size_t> kSizes = {0, 4, kInline, kInline + 1, 4096, 300000, 8, 1};
+constexpr std::size_t kEagerLimit = 32 * 1024;
+const std::vector<std::size_t> kSizes = {0,    4,           kInline,         kInline + 1, 4096,
+                                         300000, kEagerLimit, kEagerLimit + 1, 8,           1};
 
 /// Message k to a peer goes on user tag 5 (k even) or 6 (k odd).
 Tag tag_of(std::size_t k) {
@@ -379,7 +384,8 @@ TEST_CASE("fastbox: large and small messages on one tag meet receives posted bef
         auto store = open_store(env);
         auto t = connect(*store, env);
         const Tag tag = p2p_tag(6, 3);
-        const std::size_t sizes[] = {kInline + 1, 8, 300000, 0, kInline + 500, 4, kInline, 4096};
+        const std::size_t sizes[] = {kInline + 1, 8,       300000,      0,    kInline + 500,
+                                     4,           kInline, kEagerLimit, 40000, 4096};
         if (env.rank == 0) {
           store->get("posted", 30s);
           std::vector<std::vector<std::uint8_t>> out;
@@ -600,6 +606,200 @@ TEST_CASE("fastbox: of two receives polled in turn by test(), each finds its own
             expect(e.message().find("sizes disagree") != std::string::npos, e.what());
           }
         }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: a rendezvous send stays pending until its receiver copied the message",
+          "[transport][multiproc]") {
+  // UCX would send this size eagerly (UCX_RNDV_THRESH below) and complete the send without the
+  // receiver: only the ring's rendezvous keeps it pending.
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        setenv("UCX_RNDV_THRESH", "inf", 1);
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::size_t kBytes = 64 * 1024;
+        const Tag tag = p2p_tag(8, 1);
+        if (env.rank == 0) {
+          const auto data = payload(0, 1, kBytes, 80);
+          const Request s = t->post_send(1, data.data(), kBytes, tag);
+          // Rank 1 posts its receive only once these polls are over.
+          for (int poll = 0; poll < 1000; ++poll)
+            expect(!t->test(s), "a rendezvous send completed before its receive was posted");
+          store->set_string("polled", "1");
+          polled_until_done(*t, s, 20s);
+        } else {
+          store->get("polled", 30s);
+          std::vector<std::uint8_t> in(kBytes, 0xEE);
+          const Request r = t->post_recv(0, in.data(), kBytes, tag);
+          t->wait(std::span<const Request>(&r, 1), after(30s), "the rendezvous receive");
+          expect_payload(in, 0, 1, 80, "rendezvous message");
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE(
+    "fastbox: a rendezvous that disagrees on size fails the receive, completes the send, and "
+    "leaves the pair working",
+    "[transport][multiproc]") {
+  const bool receive_first = GENERATE(false, true);
+  CAPTURE(receive_first);
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [receive_first](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        // (sent, expected) across the three ways a message goes: rendezvous against UCX's
+        // middle sizes, against another rendezvous size, and against the ring's inline sizes.
+        constexpr std::size_t kSmallRendezvous = 64 * 1024, kLargeRendezvous = 128 * 1024;
+        const std::pair<std::size_t, std::size_t> cases[] = {
+            {kSmallRendezvous, 16 * 1024},        {16 * 1024, kSmallRendezvous},
+            {kSmallRendezvous, kLargeRendezvous}, {kLargeRendezvous, kSmallRendezvous},
+            {8, kSmallRendezvous},                {kSmallRendezvous, 8}};
+        for (std::size_t k = 0; k < std::size(cases); ++k) {
+          const auto [sent, expected] = cases[k];
+          const Tag tag = p2p_tag(9, static_cast<std::uint32_t>(k));
+          const std::string key = std::to_string(k);
+          if (env.rank == 0) {
+            const auto data = payload(0, 1, sent, 90);
+            if (receive_first) store->get("posted/" + key, 30s);
+            const Request s = t->post_send(1, data.data(), sent, tag);
+            store->set_string("sent/" + key, "1");
+            // Completes: the receiver acks a rendezvous it refuses.
+            t->wait(std::span<const Request>(&s, 1), after(20s), "a send the receiver refuses");
+          } else {
+            if (!receive_first) store->get("sent/" + key, 30s);  // the message is on its way
+            std::vector<std::uint8_t> in(expected);
+            const Request r = t->post_recv(0, in.data(), expected, tag);
+            if (receive_first) store->set_string("posted/" + key, "1");
+            try {
+              t->wait(std::span<const Request>(&r, 1), after(20s), "mismatch");
+              throw std::runtime_error("size mismatch " + std::to_string(sent) + " -> " +
+                                       std::to_string(expected) + " not reported");
+            } catch (const cohort::Error& e) {
+              expect(e.code() == cohort::ErrorCode::InvalidArgument, e.what());
+              expect(e.message().find("sizes disagree") != std::string::npos, e.what());
+              expect(e.message().find("message of " + std::to_string(sent) + " bytes") !=
+                         std::string::npos,
+                     e.what());
+              expect(e.message().find("rank 0") != std::string::npos, e.what());
+            }
+          }
+        }
+        // The pair still works, both ways, each way a message can go.
+        const std::size_t sizes[] = {kSmallRendezvous, 16 * 1024, 8, kLargeRendezvous};
+        const Tag tag = p2p_tag(9, 99);
+        for (std::size_t k = 0; k < std::size(sizes); ++k) {
+          const int from = static_cast<int>(k % 2);
+          if (env.rank == from) {
+            const auto data = payload(from, 1 - from, sizes[k], 95 + static_cast<int>(k));
+            const Request s = t->post_send(1 - from, data.data(), sizes[k], tag);
+            t->wait(std::span<const Request>(&s, 1), after(30s), "send after mismatches");
+          } else {
+            std::vector<std::uint8_t> in(sizes[k], 0xEE);
+            const Request r = t->post_recv(from, in.data(), sizes[k], tag);
+            t->wait(std::span<const Request>(&r, 1), after(30s), "receive after mismatches");
+            expect_payload(in, from, 1 - from, 95 + static_cast<int>(k), "after mismatches");
+          }
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: a rendezvous send to a peer that dies fails naming it",
+          "[transport][multiproc]") {
+  const bool polled = GENERATE(false, true);  // waited on, or polled by test()
+  CAPTURE(polled);
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [polled](const cohort::Environment& env) {
+        if (env.rank == 1) {
+          cohort::test::run_in_child_that_dies([&] {
+            auto store = open_store(env);
+            auto t = connect(*store, env);
+            store->get("posted", 30s);  // dies without receiving
+          });
+          return;
+        }
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        const auto data = payload(0, 1, 100000, 100);
+        const Request s = t->post_send(1, data.data(), data.size(), p2p_tag(10, 1));
+        store->set_string("posted", "1");
+        try {
+          if (polled) {
+            polled_until_done(*t, s, 20s);
+          } else {
+            t->wait(std::span<const Request>(&s, 1), after(20s), "send #0 to rank 1");
+          }
+          throw std::runtime_error("a rendezvous send to a dead peer completed");
+        } catch (const cohort::Error& e) {
+          expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
+          expect(e.message().find("rank 1") != std::string::npos, e.what());
+        }
+        t->cancel_all();
+        t.reset();
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: a rendezvous message whose sender died fails its receive, not fills it",
+          "[transport][multiproc]") {
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        constexpr std::size_t kBytes = 100000;
+        const Tag tag = p2p_tag(10, 2);
+        if (env.rank == 1) {
+          cohort::test::run_in_child_that_dies([&] {
+            auto store = open_store(env);
+            auto t = connect(*store, env);
+            const auto data = payload(1, 0, kBytes, 101);
+            (void)t->post_send(0, data.data(), kBytes, tag);  // announced, never taken
+            store->set_string("sent", "1");
+          });
+          // The child is reaped: its memory is gone before rank 0 receives.
+          open_store(env)->set_string("dead", "1");
+          return;
+        }
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        store->get("dead", 30s);
+        std::vector<std::uint8_t> in(kBytes, 0xEE);
+        const Request r = t->post_recv(1, in.data(), kBytes, tag);
+        try {
+          t->wait(std::span<const Request>(&r, 1), after(20s), "recv #0 from rank 1");
+          throw std::runtime_error("a receive from a dead sender's memory completed");
+        } catch (const cohort::Error& e) {
+          expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
+          expect(e.message().find("rank 1") != std::string::npos, e.what());
+        }
+        t->cancel_all();
+        t.reset();
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: a rank with COHORT_SINGLE_COPY=off keeps its pairs' large messages on UCX",
+          "[transport][multiproc]") {
+  // Pairs 0-2 use the rendezvous, pairs with rank 1 UCX; both sides of each pair must agree, or
+  // the large sizes of all_pairs_mixed would disagree.
+  REQUIRE_NOTHROW(cohort::launch(
+      3,
+      [](const cohort::Environment& env) {
+        if (env.rank == 1) {
+          setenv("COHORT_SINGLE_COPY", "off", 1);
+          cohort::reload_tunables();
+        }
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        all_pairs_mixed(*t, 4);
         barrier(*store, "done", env.rank, env.world_size);
       },
       bounded()));

@@ -1,7 +1,8 @@
 // The fastbox ring on its own, in one process (its inbox mapped a second time through
 // /proc/self, as a peer maps it): messages come out in order with their tag, size and bytes; a ring
 // holds exactly kDepth messages the receiver has not taken; slots are reused across many laps; a
-// sender learns when the receiver counted itself asleep.
+// sender learns when the receiver counted itself asleep; rendezvous announcements and acks keep
+// their kind and body among inline messages.
 
 #include "transport/fastbox.hpp"
 
@@ -99,6 +100,58 @@ TEST_CASE("fastbox: a ring holds kDepth untaken messages, and takes more as they
     receiver.pop();
   }
   CHECK_FALSE(receiver.peek().has_value());
+}
+
+TEST_CASE("fastbox: rendezvous announcements and acks come out as such among inline messages",
+          "[fastbox]") {
+  Pair pair = make_pair(2);
+  Fastbox::Sender sender = pair.mapped.sender(1);
+  Fastbox::Receiver receiver = pair.inbox.receiver(1);
+  using Kind = Fastbox::Kind;
+  // A size beyond 32 bits, and every byte of address and cookie distinct.
+  const std::uint64_t huge = (std::uint64_t{5} << 32) + 12345;
+  const std::uint64_t address = 0x1122334455667788ull, cookie = 0x99aabbccddeeff01ull;
+  // An inline message of the largest size a slot takes.
+  const auto largest = bytes_of(7, Fastbox::kInlineBytes);
+  // Three messages a lap: the slots go round the ring three times.
+  for (int lap = 0; lap < static_cast<int>(Fastbox::kDepth) + 2; ++lap) {
+    REQUIRE(sender.try_send_rendezvous({77, huge, 3, Kind::Rendezvous}, {address + lap, cookie}) ==
+            Fastbox::Sender::Outcome::Sent);
+    REQUIRE(sender.try_send({78, largest.size(), 4}, largest.data()) ==
+            Fastbox::Sender::Outcome::Sent);
+    REQUIRE(sender.try_send_ack({cookie + lap, -lap}) == Fastbox::Sender::Outcome::Sent);
+
+    auto message = receiver.peek();
+    REQUIRE(message.has_value());
+    CHECK(message->kind == Kind::Rendezvous);
+    CHECK(message->tag == 77);
+    CHECK(message->bytes == huge);
+    CHECK(message->large_before == 3);
+    const Fastbox::Rendezvous body = receiver.rendezvous();
+    CHECK(body.address == address + lap);
+    CHECK(body.cookie == cookie);
+    receiver.pop();
+
+    message = receiver.peek();
+    REQUIRE(message.has_value());
+    CHECK(message->kind == Kind::Inline);
+    CHECK(message->tag == 78);
+    CHECK(message->bytes == largest.size());
+    std::vector<std::byte> got(largest.size());
+    receiver.read(*message, got.data());
+    CHECK(got == largest);
+    receiver.pop();
+
+    message = receiver.peek();
+    REQUIRE(message.has_value());
+    CHECK(message->kind == Kind::Ack);
+    CHECK(message->bytes == 0);
+    const Fastbox::Ack ack = receiver.ack();
+    CHECK(ack.cookie == cookie + lap);
+    CHECK(ack.error == -lap);
+    receiver.pop();
+    CHECK_FALSE(receiver.peek().has_value());
+  }
 }
 
 TEST_CASE("fastbox: a sender is told when the receiver is asleep", "[fastbox]") {
