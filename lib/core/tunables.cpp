@@ -167,7 +167,7 @@ constexpr std::array kTunables{
                 false, &keep_trace_dir},
     TunableInfo{"COHORT_SINGLE_COPY", "enum auto|off", "auto",
                 "off on any rank: no single-copy algorithms (process_vm_readv between ranks of "
-                "a host)",
+                "a host), and that rank's send/recv above 32 KiB stay on UCX",
                 false, &parse_single_copy},
     TunableInfo{"COHORT_MEASURED_CHOICE", "enum auto|off", "auto",
                 "auto: large allreduces on one host time the arena and single copy and run the "
