@@ -15,11 +15,12 @@
 // Small point-to-point messages between same-host peers (user send/recv, the tags with the p2p
 // flag, of at most Fastbox::kInlineBytes) go through fastboxes (transport/fastbox.hpp) instead
 // of UCX: the message is copied into the receiver's ring and its send completes at once
-// (Request::completed(), unless the ring is full). Larger
-// ones go through UCX as before. Both sides pick the way by size alone, so a send and its
-// receive meet when they agree on the size; the receiver matches ring messages to receives per
-// tag, oldest first, as UCX does. When they disagree across the limit, the receive still fails
-// with "sizes disagree" naming the size, as a UCX receive would:
+// (Request::completed(), unless the ring is full). Middle sizes go through UCX, and the largest
+// by rendezvous through the rings (below). Both sides pick the way by size (and by what the pair
+// agreed at construction), so a send and its receive meet when they agree on the size; the
+// receiver matches ring messages to receives per tag, oldest first, as UCX does. When they
+// disagree across a limit, the receive still fails with "sizes disagree" naming the size, as a
+// UCX receive would ("large" below: sent through UCX):
 // - a small receive sees the large message waiting in UCX (ucp_tag_probe_nb) while nothing came
 //   through the ring for it;
 // - a large receive is told apart from a later one by counting. Per peer and tag, the sender
@@ -41,7 +42,11 @@
 // more round trips) and answers through its own ring (Kind::Ack), which completes the send. They
 // are ring messages like the small ones (matched in the same order, never counted as large), so
 // the size rules above hold for three classes: small, UCX's middle sizes, and rendezvous.
-// COHORT_SINGLE_COPY=off on either rank keeps a pair's large messages on UCX.
+// COHORT_SINGLE_COPY=off on either rank keeps a pair's large messages on UCX. The copy runs
+// inside a progress round, under the mutex: a thread of another communicator may wait for it as
+// long as a copy of that size takes. A receive whose ack finds the ring back full completes
+// only once the ack is in it, so a receiver that stops calling the transport leaves no sender
+// waiting.
 // Collectives' messages (no p2p flag) always go through UCX. COHORT_SHARED_MEMORY=off on
 // either rank of a pair, or a segment that cannot be mapped, leaves that pair on UCX; both
 // ranks agree on it at construction.
@@ -136,6 +141,11 @@ class UcxHub {
     /// sender waits for an Ack).
     std::optional<Fastbox::Rendezvous> rendezvous;
   };
+  /// An ack waiting for room, and the receive that copied its message (invalid: none waits).
+  struct QueuedAck {
+    Fastbox::Ack ack;
+    Request receive;
+  };
   /// Per tag: how many point-to-point messages too large for the ring went to or came from a
   /// peer (see the top of this file). One entry per tag that carried such a message, kept until
   /// its communicator's tag id is forgotten (the world's: for the life of the process), since a
@@ -159,7 +169,7 @@ class UcxHub {
     Fastbox::Receiver from_peer;       ///< attached: its p2p messages come through our inbox
     /// Messages larger than kRendezvousAbove go through the rings by rendezvous, both ways.
     bool rendezvous = false;
-    std::deque<Fastbox::Ack> queued_acks;  ///< acks waiting for room in its ring
+    std::deque<QueuedAck> queued_acks;  ///< acks waiting for room in its ring, in order
     std::deque<Request> queued_sends;  ///< sends whose message waits for room, in order
     /// Receives a ring message may meet, in posting order: those waiting for their message
     /// through the ring, and (when it has a ring to this rank) point-to-point receives too large
@@ -172,8 +182,11 @@ class UcxHub {
   /// The fastbox side of a send or receive that goes through one.
   struct FastboxPart {
     /// A receive's message arrived (or a disagreement was found); a send's message is in the
-    /// ring.
+    /// ring (a rendezvous send: the receiver acked it).
     bool matched = false;
+    /// A rendezvous receive copied its message, but its ack waits for room in the ring back
+    /// (Peer::queued_acks): it completes when the ack is written.
+    bool ack_queued = false;
     void* recv_data = nullptr;
     const void* send_data = nullptr;
     /// A send's stamp (Fastbox::Message::large_before); for a receive, the large receives with
@@ -302,11 +315,15 @@ class UcxHub {
   /// Rings the doorbell when `outcome` says the receiver sleeps; false when the ring was full.
   bool delivered(Peer& peer, Fastbox::Sender::Outcome outcome) noexcept;
   /// Tells `peer` its rendezvous send `cookie` is done with (error: errno of a failed read, 0
-  /// otherwise), through the ring or, while that is full, queued.
-  void acknowledge(Peer& peer, std::uint64_t cookie, int error) noexcept;
-  /// Copies rendezvous message `message` from `peer`'s memory into fastbox receive `recv`,
-  /// which accepted it, and acknowledges it; a failed copy fails the receive.
-  void take_rendezvous(Peer& peer, Pending& recv, const Fastbox::Rendezvous& message) noexcept;
+  /// otherwise), through the ring or, while that is full, queued; false when queued.
+  bool acknowledge(Peer& peer, std::uint64_t cookie, int error,
+                   const Request& receive = Request{}) noexcept;
+  /// Writes the peer's queued acks while its ring has room; true if any went.
+  bool flush_acks(Peer& peer) noexcept;
+  /// Copies rendezvous message `message` from `peer`'s memory into fastbox receive `handle`
+  /// (`recv`), which accepted it, and acknowledges it; a failed copy fails the receive.
+  void take_rendezvous(Peer& peer, const Request& handle, Pending& recv,
+                       const Fastbox::Rendezvous& message) noexcept;
   /// `peer`'s ack for one of this rank's rendezvous sends: completes (or fails) it, unless it
   /// was cancelled meanwhile.
   void complete_rendezvous_send(const Peer& peer, const Fastbox::Ack& ack) noexcept;

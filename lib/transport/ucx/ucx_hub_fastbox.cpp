@@ -1,5 +1,5 @@
 // UcxHub's fastboxes: small point-to-point messages between same-host peers through shared
-// memory (see ucx_hub.hpp and transport/fastbox.hpp). Everything here runs under the hub's
+// memory, and large ones by rendezvous (see ucx_hub.hpp and transport/fastbox.hpp). Everything here runs under the hub's
 // mutex, except connect_fastboxes (constructor).
 
 #include "transport/ucx/ucx_hub.hpp"
@@ -131,7 +131,7 @@ Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag
     const bool take = accept(recv, taken->bytes, taken->large_before);
     if (taken->rendezvous) {
       if (take) {
-        take_rendezvous(peer, recv, *taken->rendezvous);
+        take_rendezvous(peer, handle, recv, *taken->rendezvous);
       } else {
         acknowledge(peer, taken->rendezvous->cookie, 0);  // the sizes disagree: this receive fails
       }
@@ -208,19 +208,36 @@ bool UcxHub::write_rendezvous(Peer& peer, const Request& handle, const Pending& 
   return delivered(peer, peer.to_peer.try_send_rendezvous(message, body));
 }
 
-void UcxHub::acknowledge(Peer& peer, std::uint64_t cookie, int error) noexcept {
+bool UcxHub::acknowledge(Peer& peer, std::uint64_t cookie, int error,
+                         const Request& receive) noexcept {
   const Fastbox::Ack ack{cookie, error};
-  if (!peer.queued_acks.empty() || !delivered(peer, peer.to_peer.try_send_ack(ack)))
-    peer.queued_acks.push_back(ack);
+  if (peer.queued_acks.empty() && delivered(peer, peer.to_peer.try_send_ack(ack))) return true;
+  peer.queued_acks.push_back(QueuedAck{ack, receive});
+  return false;
 }
 
-void UcxHub::take_rendezvous(Peer& peer, Pending& recv,
+bool UcxHub::flush_acks(Peer& peer) noexcept {
+  bool moved = false;
+  while (!peer.queued_acks.empty() &&
+         delivered(peer, peer.to_peer.try_send_ack(peer.queued_acks.front().ack))) {
+    if (Pending* recv = requests_.find(peer.queued_acks.front().receive); recv && recv->fastbox)
+      recv->fastbox->ack_queued = false;
+    peer.queued_acks.pop_front();
+    moved = true;
+  }
+  return moved;
+}
+
+void UcxHub::take_rendezvous(Peer& peer, const Request& handle, Pending& recv,
                              const Fastbox::Rendezvous& message) noexcept {
   // The stamp's load ordered the sender's stores to its buffer before it; the kernel's copy
   // comes after that load.
-  const int error = read_process_memory(
+  int error = read_process_memory(
       peer.pid, recv.fastbox->recv_data,
       reinterpret_cast<const void*>(static_cast<std::uintptr_t>(message.address)), recv.bytes);
+  // A sender that died before the copy may have left its pid to another process, whose memory
+  // the copy read: only a sender still alive after it vouches for the bytes.
+  if (error == 0 && peer.watch.watching() && !peer.watch.alive()) error = ESRCH;
   if (error != 0) {
     try {
       recv.fastbox->failure = std::make_unique<Error>(
@@ -234,7 +251,7 @@ void UcxHub::take_rendezvous(Peer& peer, Pending& recv,
   }
   // After the copy: the sender may reuse its buffer once it sees this.
   memory_fence(std::memory_order_seq_cst);
-  acknowledge(peer, message.cookie, error);
+  if (!acknowledge(peer, message.cookie, error, handle)) recv.fastbox->ack_queued = true;
 }
 
 void UcxHub::complete_rendezvous_send(const Peer& peer, const Fastbox::Ack& ack) noexcept {
@@ -302,7 +319,7 @@ bool UcxHub::progress_fastboxes() noexcept {
             if (rendezvous) acknowledge(*peer, rendezvous->cookie, 0);
           } else if (accept(recv, message->bytes, message->large_before)) {
             if (rendezvous) {
-              take_rendezvous(*peer, recv, *rendezvous);
+              take_rendezvous(*peer, *waiting, recv, *rendezvous);
             } else {
               peer->from_peer.read(*message, recv.fastbox->recv_data);
             }
@@ -326,11 +343,7 @@ bool UcxHub::progress_fastboxes() noexcept {
         peer->from_peer.pop();
       }
     }
-    while (!peer->queued_acks.empty() &&
-           delivered(*peer, peer->to_peer.try_send_ack(peer->queued_acks.front()))) {
-      peer->queued_acks.pop_front();
-      moved = true;
-    }
+    if (!peer->queued_acks.empty() && flush_acks(*peer)) moved = true;
     while (!peer->queued_sends.empty()) {
       const Request handle = peer->queued_sends.front();
       Pending& send = *requests_.find(handle);
