@@ -335,9 +335,8 @@ void SharedArena::read_from(int r, void* into, const void* source, std::size_t b
                     " failed (its process exited) while this rank copied from its memory",
                 ErrorContext{.op = what, .peers = {r}});
   throw Error(ErrorCode::SystemError,
-              "copying " + std::to_string(bytes) + " bytes at " +
-                  fmt::format("{}", source) + " from rank " + std::to_string(r) +
-                  "'s memory failed: " + std::strerror(error),
+              "copying " + std::to_string(bytes) + " bytes at " + fmt::format("{}", source) +
+                  " from rank " + std::to_string(r) + "'s memory failed: " + std::strerror(error),
               ErrorContext{.op = what, .peers = {r}});
 }
 

@@ -69,7 +69,7 @@ void wait_all(Transport& t, const std::vector<Request>& requests, const std::str
 /// ring's rendezvous above it).
 constexpr std::size_t kInline = Fastbox::kInlineBytes;
 constexpr std::size_t kEagerLimit = 32 * 1024;
-const std::vector<std::size_t> kSizes = {0,    4,           kInline,         kInline + 1, 4096,
+const std::vector<std::size_t> kSizes = {0,      4,           kInline,         kInline + 1, 8192,
                                          300000, kEagerLimit, kEagerLimit + 1, 8,           1};
 
 /// Message k to a peer goes on user tag 5 (k even) or 6 (k odd).
@@ -299,7 +299,7 @@ TEST_CASE("fastbox: sizes that disagree fail the receive naming the size; the pa
         // taken from it already when the receive is posted: the next test has each for sure).
         const std::pair<std::size_t, std::size_t> cases[] = {
             {16, 8},          {8, 16},        {kInline + 1000, 500}, {kInline + 1, kInline},
-            {8, kInline + 1}, {kInline, 4096}};
+            {8, kInline + 1}, {kInline, 8192}};
         for (std::size_t k = 0; k < std::size(cases); ++k) {
           const auto [sent, expected] = cases[k];
           const Tag tag = p2p_tag(3, static_cast<std::uint32_t>(k));
@@ -411,8 +411,8 @@ TEST_CASE("fastbox: large and small messages on one tag meet receives posted bef
         auto store = open_store(env);
         auto t = connect(*store, env);
         const Tag tag = p2p_tag(6, 3);
-        const std::size_t sizes[] = {kInline + 1, 8,       300000,      0,    kInline + 500,
-                                     4,           kInline, kEagerLimit, 40000, 4096};
+        const std::size_t sizes[] = {kInline + 1, 8,       300000,      0,     kInline + 500,
+                                     4,           kInline, kEagerLimit, 40000, 8192};
         if (env.rank == 0) {
           store->get("posted", 30s);
           std::vector<std::vector<std::uint8_t>> out;
@@ -689,10 +689,12 @@ TEST_CASE(
         // (sent, expected) across the three ways a message goes: rendezvous against UCX's
         // middle sizes, against another rendezvous size, and against the ring's inline sizes.
         constexpr std::size_t kSmallRendezvous = 64 * 1024, kLargeRendezvous = 128 * 1024;
-        const std::pair<std::size_t, std::size_t> cases[] = {
-            {kSmallRendezvous, 16 * 1024},        {16 * 1024, kSmallRendezvous},
-            {kSmallRendezvous, kLargeRendezvous}, {kLargeRendezvous, kSmallRendezvous},
-            {8, kSmallRendezvous},                {kSmallRendezvous, 8}};
+        const std::pair<std::size_t, std::size_t> cases[] = {{kSmallRendezvous, 16 * 1024},
+                                                             {16 * 1024, kSmallRendezvous},
+                                                             {kSmallRendezvous, kLargeRendezvous},
+                                                             {kLargeRendezvous, kSmallRendezvous},
+                                                             {8, kSmallRendezvous},
+                                                             {kSmallRendezvous, 8}};
         for (std::size_t k = 0; k < std::size(cases); ++k) {
           const auto [sent, expected] = cases[k];
           const Tag tag = p2p_tag(9, static_cast<std::uint32_t>(k));
@@ -701,9 +703,9 @@ TEST_CASE(
             const auto data = payload(0, 1, sent, 90);
             if (receive_first) store->get("posted/" + key, 30s);
             const std::uint32_t mark = 0xC0FFEE;
-            const Request sends[] = {
-                t->post_send(1, data.data(), sent, tag),
-                marker ? t->post_send(1, &mark, sizeof mark, p2p_tag(9, 50)) : Request::completed()};
+            const Request sends[] = {t->post_send(1, data.data(), sent, tag),
+                                     marker ? t->post_send(1, &mark, sizeof mark, p2p_tag(9, 50))
+                                            : Request::completed()};
             store->set_string("sent/" + key, "1");
             // Completes: the receiver acks a rendezvous it refuses.
             t->wait(sends, after(20s), "a send the receiver refuses");

@@ -59,9 +59,8 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     }
   } inbox_fd;
   store.set(address_key(key_prefix, rank),
-            encode_peer_address({static_cast<std::uint32_t>(getpid()), identity,
-                                 worker_.address(), inbox_fd.fd,
-                                 reinterpret_cast<std::uintptr_t>(&probe_), probe_}));
+            encode_peer_address({static_cast<std::uint32_t>(getpid()), identity, worker_.address(),
+                                 inbox_fd.fd, reinterpret_cast<std::uintptr_t>(&probe_), probe_}));
 
   peers_.reserve(static_cast<std::size_t>(size));
   for (int p = 0; p < size; ++p) {
@@ -81,10 +80,10 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     if (peer.same_host && p != rank && tunables().single_copy) {
       std::uint64_t seen = 0;
       peer.readable =
-          read_process_once(peer.pid, &seen,
-                            reinterpret_cast<const void*>(
-                                static_cast<std::uintptr_t>(address.probe_at)),
-                            sizeof seen) == static_cast<ssize_t>(sizeof seen) &&
+          read_process_once(
+              peer.pid, &seen,
+              reinterpret_cast<const void*>(static_cast<std::uintptr_t>(address.probe_at)),
+              sizeof seen) == static_cast<ssize_t>(sizeof seen) &&
           seen == address.probe;
     }
   }

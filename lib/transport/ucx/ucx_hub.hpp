@@ -160,17 +160,17 @@ class UcxHub {
     UcxEndpoint endpoint;
     // Fastboxes (same-host peers only; see the top of this file).
     pid_t pid = 0;
-    std::int32_t fastbox_fd = -1;      ///< its inbox's descriptor in its process; -1: none
-    int local_index = -1;              ///< its place among this host's ranks, in world order
+    std::int32_t fastbox_fd = -1;  ///< its inbox's descriptor in its process; -1: none
+    int local_index = -1;          ///< its place among this host's ranks, in world order
     /// This process read its probe through its pid (and COHORT_SINGLE_COPY is not off here).
     bool readable = false;
-    Fastbox peer_inbox;                ///< its inbox, mapped here
-    Fastbox::Sender to_peer;           ///< attached: p2p messages to it go through its inbox
-    Fastbox::Receiver from_peer;       ///< attached: its p2p messages come through our inbox
+    Fastbox peer_inbox;           ///< its inbox, mapped here
+    Fastbox::Sender to_peer;      ///< attached: p2p messages to it go through its inbox
+    Fastbox::Receiver from_peer;  ///< attached: its p2p messages come through our inbox
     /// Messages larger than kRendezvousAbove go through the rings by rendezvous, both ways.
     bool rendezvous = false;
     std::deque<QueuedAck> queued_acks;  ///< acks waiting for room in its ring, in order
-    std::deque<Request> queued_sends;  ///< sends whose message waits for room, in order
+    std::deque<Request> queued_sends;   ///< sends whose message waits for room, in order
     /// Receives a ring message may meet, in posting order: those waiting for their message
     /// through the ring, and (when it has a ring to this rank) point-to-point receives too large
     /// for it, until they complete.
@@ -361,9 +361,9 @@ class UcxHub {
   /// While a fastbox request waits, test() makes UCX's progress and probe only every this many
   /// tests of it (FastboxPart::ring_only_rounds counts them).
   static constexpr std::uint32_t kRingRoundsPerFullRound = 8;
-  int sleepers_ = 0;                  // guarded: threads blocked in block_until
-  int wake_fd_ = -1;                  // eventfd written when progress happens while someone sleeps
-  Fastbox inbox_;                     ///< this process's inbox; empty: no fastboxes
+  int sleepers_ = 0;  // guarded: threads blocked in block_until
+  int wake_fd_ = -1;  // eventfd written when progress happens while someone sleeps
+  Fastbox inbox_;     ///< this process's inbox; empty: no fastboxes
   /// A random value same-host peers read through this process's pid before they copy from its
   /// memory (PeerAddress::probe).
   const std::uint64_t probe_;

@@ -1,6 +1,6 @@
 // UcxHub's fastboxes: small point-to-point messages between same-host peers through shared
-// memory, and large ones by rendezvous (see ucx_hub.hpp and transport/fastbox.hpp). Everything here runs under the hub's
-// mutex, except connect_fastboxes (constructor).
+// memory, and large ones by rendezvous (see ucx_hub.hpp and transport/fastbox.hpp). Everything here
+// runs under the hub's mutex, except connect_fastboxes (constructor).
 
 #include "transport/ucx/ucx_hub.hpp"
 
@@ -240,11 +240,11 @@ void UcxHub::take_rendezvous(Peer& peer, const Request& handle, Pending& recv,
   if (error == 0 && peer.watch.watching() && !peer.watch.alive()) error = ESRCH;
   if (error != 0) {
     try {
-      recv.fastbox->failure = std::make_unique<Error>(
-          error == ESRCH ? ErrorCode::RemoteError : ErrorCode::SystemError,
-          describe(recv) + ": copying the message out of rank " +
-              std::to_string(recv.origin.peer_label) + "'s memory failed (" +
-              std::strerror(error) + ")");
+      recv.fastbox->failure =
+          std::make_unique<Error>(error == ESRCH ? ErrorCode::RemoteError : ErrorCode::SystemError,
+                                  describe(recv) + ": copying the message out of rank " +
+                                      std::to_string(recv.origin.peer_label) +
+                                      "'s memory failed (" + std::strerror(error) + ")");
     } catch (...) {
       recv.request = UcxRequest::failed(UcxRequest::Kind::Recv, UCS_ERR_NO_MEMORY);
     }
