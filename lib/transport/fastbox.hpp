@@ -59,13 +59,12 @@ class Fastbox {
   /// them. UCX's shared-memory FIFO holds 64 as well, so a program that relied on that much
   /// buffering still runs.
   static constexpr std::uint64_t kDepth = 64;
-  /// A slot: its stamp and header, then up to kInlineBytes of message, in 17 cache lines. With
-  /// 1 KiB slots the largest message was 1000 bytes, and a 1 KiB one took UCX's path (2.11 us
-  /// per 2-rank exchange against 1.26 us at 256 B through the ring).
-  static constexpr std::size_t kSlotBytes = 1024 + 64;
-  /// The largest message a ring carries (the slot less its stamp and header): 1064 bytes.
-  /// Messages spread over several slots ran slower than UCX's shared-memory path at 4-8 KiB (see
-  /// README).
+  /// A slot: its stamp and header, then up to kInlineBytes of message, in 65 cache lines. Only
+  /// the lines a message fills are touched, so a small message costs what it did in the 1 KiB
+  /// slots before; with those, 2 and 4 KiB messages took UCX's path (see README). Messages
+  /// spread over several slots ran slower than UCX's shared-memory path at 4-8 KiB.
+  static constexpr std::size_t kSlotBytes = 4096 + 64;
+  /// The largest message a ring carries (the slot less its stamp and header): 4136 bytes.
   static constexpr std::size_t kInlineBytes = kSlotBytes - 24;
 
   enum class Kind : std::uint8_t { Inline, Rendezvous, Ack };
