@@ -29,6 +29,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -65,12 +66,22 @@ void wait_all(Transport& t, const std::vector<Request>& requests, const std::str
   t.wait(requests, after(30s), what);
 }
 
-/// Sizes on both sides of the ring's limit and of the rendezvous limit (UCX's eager 32 KiB, the
-/// ring's rendezvous above it).
+/// Sizes on both sides of the ring's limit and of the rendezvous limits (UCX's eager 32 KiB, the
+/// ring's rendezvous above it; above 4 MiB where ranks outnumber hardware threads).
 constexpr std::size_t kInline = Fastbox::kInlineBytes;
 constexpr std::size_t kEagerLimit = 32 * 1024;
-const std::vector<std::size_t> kSizes = {0,      4,           kInline,         kInline + 1, 8192,
-                                         300000, kEagerLimit, kEagerLimit + 1, 8,           1};
+constexpr std::size_t kOversubscribedLimit = 4 * 1024 * 1024;
+const std::vector<std::size_t> kSizes = {0,
+                                         4,
+                                         kInline,
+                                         kInline + 1,
+                                         8192,
+                                         300000,
+                                         kEagerLimit,
+                                         kEagerLimit + 1,
+                                         kOversubscribedLimit + 1,
+                                         8,
+                                         1};
 
 /// Message k to a peer goes on user tag 5 (k even) or 6 (k odd).
 Tag tag_of(std::size_t k) {
@@ -124,9 +135,14 @@ void polled_until_done(Transport& t, const Request& r, std::chrono::seconds boun
   throw std::runtime_error("test() reported nothing within the bound");
 }
 
-/// Whether pairs of ranks here can read each other's memory, so that large messages go by
-/// rendezvous; says so when they cannot, as the tests of the rendezvous itself then skip.
+/// Whether 2 ranks here send messages above 32 KiB by rendezvous: they can read each other's
+/// memory, and each has a hardware thread (else the limit is 4 MiB). Says so when not, as the
+/// 2-rank tests of the rendezvous itself then skip.
 bool rendezvous_runs_here() {
+  if (std::thread::hardware_concurrency() < 2) {
+    WARN("one hardware thread: 2 ranks send only messages above 4 MiB by rendezvous");
+    return false;
+  }
   if (cohort::test::siblings_can_read_each_other()) return true;
   WARN("this machine does not let ranks read each other's memory: large messages stay on UCX");
   return false;

@@ -34,7 +34,8 @@
 //   when it is smaller, the receive's own message is a large one sent earlier.
 //   The counts belong to a communicator's tag id and are forgotten with it (forget_tag_id), on
 //   every member before the id is reused (tag_ids.hpp).
-// Large point-to-point messages (above kRendezvousAbove) between same-host peers with rings
+// Large point-to-point messages (above kRendezvousAbove, or above 4 MiB on a host with more
+// ranks than hardware threads) between same-host peers with rings
 // both ways, each able to read the other's memory, take the ring too, by rendezvous: the sender
 // puts the message's address in the ring (Fastbox::Kind::Rendezvous) and its send stays pending;
 // the receiver, once a receive matches it, copies the bytes straight out of the sender's memory
@@ -167,8 +168,9 @@ class UcxHub {
     Fastbox peer_inbox;           ///< its inbox, mapped here
     Fastbox::Sender to_peer;      ///< attached: p2p messages to it go through its inbox
     Fastbox::Receiver from_peer;  ///< attached: its p2p messages come through our inbox
-    /// Messages larger than kRendezvousAbove go through the rings by rendezvous, both ways.
-    bool rendezvous = false;
+    /// Messages larger than this go through the rings by rendezvous, both ways (the larger of
+    /// the two ranks' rendezvous_limit(), agreed at construction); kNoRendezvous: none.
+    std::uint64_t rendezvous_above = kNoRendezvous;
     std::deque<QueuedAck> queued_acks;  ///< acks waiting for room in its ring, in order
     std::deque<Request> queued_sends;   ///< sends whose message waits for room, in order
     /// Receives a ring message may meet, in posting order: those waiting for their message
@@ -243,14 +245,24 @@ class UcxHub {
   /// After the handshake: maps same-host peers' inboxes and agrees with each peer on which
   /// directions use a fastbox (one more small exchange). Without the lock (constructor).
   void connect_fastboxes(std::chrono::milliseconds timeout);
-  /// Point-to-point messages larger than this go by rendezvous where the pair allows it: UCX
-  /// sends up to 32 KiB eagerly through shared memory (cohort sets UCX_MM_SEG_SIZE=33K), two
-  /// copies but no round trip, which was faster than a rendezvous at 32 KiB (6.0-6.4 against
-  /// 7.9-8.4 us per 2-rank exchange) and slower at 33 KiB, where UCX turns to its own
-  /// rendezvous (10.0-11.4 against 8.1-8.8; see README).
-  static constexpr std::size_t kRendezvousAbove = 32 * 1024;
+  static constexpr std::uint64_t kNoRendezvous = UINT64_MAX;
+  /// Point-to-point messages larger than this go by rendezvous where the pair allows it, when
+  /// every rank of the host has a hardware thread: UCX sends up to 32 KiB eagerly through shared
+  /// memory (cohort sets UCX_MM_SEG_SIZE=33K), two copies but no round trip, which was faster
+  /// than a rendezvous at 32 KiB (6.0-6.4 against 7.9-8.4 us per 2-rank exchange) and slower at
+  /// 33 KiB, where UCX turns to its own rendezvous (10.0-11.4 against 8.1-8.8; see README).
+  static constexpr std::uint64_t kRendezvousAbove = 32 * 1024;
+  /// The same where the host's ranks outnumber its hardware threads. There the scheduler decides
+  /// most of a large exchange's time: 3 ranks on 2 cores ran at 0.76-0.80 of UCX's speed at
+  /// 64 KiB in two sets of launches, and anywhere from 0.61 to 1.34 of it from 512 KiB to 8 MiB
+  /// (see README), so only messages above 4 MiB take the rendezvous there.
+  static constexpr std::uint64_t kRendezvousAboveOversubscribed = 4 * 1024 * 1024;
+  /// What this rank proposes to its peers (the pair takes the larger of the two proposals).
+  std::uint64_t rendezvous_limit() const noexcept {
+    return policy_.yield_while_spinning ? kRendezvousAboveOversubscribed : kRendezvousAbove;
+  }
   static bool by_rendezvous(const Peer& peer, std::size_t bytes) noexcept {
-    return peer.rendezvous && bytes > kRendezvousAbove;
+    return bytes > peer.rendezvous_above;
   }
   /// A point-to-point message of `bytes` goes through the rings with `peer` (when attached).
   static bool ring_takes(const Peer& peer, std::size_t bytes) noexcept {

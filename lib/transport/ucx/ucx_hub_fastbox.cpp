@@ -51,20 +51,27 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
   // bit 0, it mapped the other's inbox (it can write there); bit 1, it reads its own inbox;
   // bit 2, it can read the other's memory (large messages may go by rendezvous).
   const int local_ranks = static_cast<int>(local.size()) + 1;
-  std::vector<std::uint8_t> mine(local.size()), theirs(local.size());
+  struct Agreement {
+    std::uint64_t flags = 0;
+    std::uint64_t rendezvous_above = kNoRendezvous;  ///< this rank's rendezvous_limit()
+  };
+  std::vector<Agreement> mine(local.size()), theirs(local.size());
   for (std::size_t i = 0; i < local.size(); ++i) {
     Peer& peer = *local[i];
     if (tunables().shared_memory && inbox_ && peer.fastbox_fd >= 0)
       peer.peer_inbox = Fastbox::map_peer_inbox(peer.pid, peer.fastbox_fd, local_ranks);
-    mine[i] = static_cast<std::uint8_t>((peer.peer_inbox ? 1 : 0) | (inbox_ ? 2 : 0) |
-                                        (peer.readable ? 4 : 0));
+    mine[i] = {static_cast<std::uint64_t>((peer.peer_inbox ? 1 : 0) | (inbox_ ? 2 : 0) |
+                                          (peer.readable ? 4 : 0)),
+               rendezvous_limit()};
   }
   constexpr Tag kAgreementTag = p2p_tag((1u << kCommBits) - 1, UINT32_MAX - 1);
   std::vector<Request> requests;
   for (std::size_t i = 0; i < local.size(); ++i)
-    requests.push_back(post_recv(local[i]->rank, &theirs[i], 1, kAgreementTag, Origin{this, 0}));
+    requests.push_back(
+        post_recv(local[i]->rank, &theirs[i], sizeof(Agreement), kAgreementTag, Origin{this, 0}));
   for (std::size_t i = 0; i < local.size(); ++i)
-    requests.push_back(post_send(local[i]->rank, &mine[i], 1, kAgreementTag, Origin{this, 0}));
+    requests.push_back(
+        post_send(local[i]->rank, &mine[i], sizeof(Agreement), kAgreementTag, Origin{this, 0}));
   try {
     wait(requests, std::chrono::steady_clock::now() + timeout,
          "connecting the transport (fastboxes)");
@@ -77,8 +84,9 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
   std::lock_guard lock(mutex_);
   for (std::size_t i = 0; i < local.size(); ++i) {
     Peer& peer = *local[i];
-    const bool to_peer = (mine[i] & 1) != 0 && (theirs[i] & 2) != 0;
-    const bool from_peer = (theirs[i] & 1) != 0 && (mine[i] & 2) != 0;
+    const std::uint64_t my_flags = mine[i].flags, their_flags = theirs[i].flags;
+    const bool to_peer = (my_flags & 1) != 0 && (their_flags & 2) != 0;
+    const bool from_peer = (their_flags & 1) != 0 && (my_flags & 2) != 0;
     if (to_peer) {
       peer.to_peer = peer.peer_inbox.sender(my_index);
     } else {
@@ -87,13 +95,16 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
     if (from_peer) peer.from_peer = inbox_.receiver(peer.local_index);
     if (to_peer || from_peer) fastbox_peers_.push_back(&peer);
     // Acks go back through the other ring, and each side reads the other's memory.
-    peer.rendezvous = to_peer && from_peer && (mine[i] & 4) != 0 && (theirs[i] & 4) != 0;
-    COHORT_LOG_DEBUG("fastbox with world rank {}: {}{}", peer.rank,
-                     to_peer && from_peer ? "both ways"
-                     : to_peer            ? "sending only"
-                     : from_peer          ? "receiving only"
-                                          : "off (UCX)",
-                     peer.rendezvous ? ", large messages by rendezvous" : "");
+    // The larger threshold of the two, so both ranks of the pair use the same one.
+    if (to_peer && from_peer && (my_flags & 4) != 0 && (their_flags & 4) != 0)
+      peer.rendezvous_above = std::max(mine[i].rendezvous_above, theirs[i].rendezvous_above);
+    COHORT_LOG_DEBUG(
+        "fastbox with world rank {}: {}{}", peer.rank,
+        to_peer && from_peer ? "both ways"
+        : to_peer            ? "sending only"
+        : from_peer          ? "receiving only"
+                             : "off (UCX)",
+        peer.rendezvous_above != kNoRendezvous ? ", large messages by rendezvous" : "");
   }
 }
 
