@@ -4,10 +4,12 @@
 // ring holds wait for room without losing order; sizes that disagree (on either side of the limit)
 // fail the receive and leave the pair working; a rank with COHORT_SHARED_MEMORY=off keeps its pairs
 // on UCX in both directions; a receive from a peer that dies fails naming it, waited on or polled
-// by test(). Messages above 32 KiB go by rendezvous: the send stays pending until the receiver
-// copied it, size disagreements fail the receive and complete the send, a sender or receiver whose
-// peer dies fails naming it, and COHORT_SINGLE_COPY=off on one rank keeps its pairs on UCX. Checks
-// run inside the ranks; a failed check throws, which fails the rank and so the launch.
+// by test(). Messages above 32 KiB (4 MiB where ranks outnumber hardware threads) go by
+// rendezvous: the send stays pending until the receiver copied it, size disagreements fail the
+// receive and complete the send, a receive ends only once its ack is in the ring back, a sender
+// or receiver whose peer dies fails naming it, and COHORT_SINGLE_COPY=off on one rank keeps its
+// pairs on UCX. Checks run inside the ranks; a failed check throws, which fails the rank and so
+// the launch.
 
 #include "core/tunables.hpp"
 #include "transport/fastbox.hpp"
@@ -71,17 +73,11 @@ void wait_all(Transport& t, const std::vector<Request>& requests, const std::str
 constexpr std::size_t kInline = Fastbox::kInlineBytes;
 constexpr std::size_t kEagerLimit = 32 * 1024;
 constexpr std::size_t kOversubscribedLimit = 4 * 1024 * 1024;
-const std::vector<std::size_t> kSizes = {0,
-                                         4,
-                                         kInline,
-                                         kInline + 1,
-                                         8192,
-                                         300000,
-                                         kEagerLimit,
-                                         kEagerLimit + 1,
-                                         kOversubscribedLimit + 1,
-                                         8,
-                                         1};
+// clang-format off
+const std::vector<std::size_t> kSizes = {0, 4, kInline, kInline + 1, 8192, 300000, kEagerLimit,
+                                         kEagerLimit + 1, kOversubscribedLimit,
+                                         kOversubscribedLimit + 1, 8, 1};
+// clang-format on
 
 /// Message k to a peer goes on user tag 5 (k even) or 6 (k odd).
 Tag tag_of(std::size_t k) {
@@ -841,15 +837,18 @@ TEST_CASE("fastbox: a rank with COHORT_SINGLE_COPY=off keeps its pairs' large me
       bounded()));
 }
 
-TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full completes with it",
+TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full ends with it",
           "[transport][multiproc]") {
   // Rank 1 fills its ring to rank 0 with small sends rank 0 does not take yet, then receives
-  // rank 0's rendezvous message: the copy is made, but the ack must wait for room, and so does
-  // the receive, or rank 0's send would wait for a receiver that may never call again.
+  // rank 0's rendezvous message: the copy is made (or the message refused for its size), but
+  // the ack must wait for room, and so does the receive, or rank 0's send would wait for a
+  // receiver that may never call again.
   if (!rendezvous_runs_here()) return;
+  const bool refuse = GENERATE(false, true);
+  CAPTURE(refuse);
   REQUIRE_NOTHROW(cohort::launch(
       2,
-      [](const cohort::Environment& env) {
+      [refuse](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
         constexpr std::size_t kBytes = 64 * 1024;
@@ -874,13 +873,18 @@ TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full comp
             const Request s = t->post_send(0, &values[k], sizeof values[k], small);
             expect(s.is_completed(), "a small send into a ring with room completes at once");
           }
-          std::vector<std::uint8_t> in(kBytes, 0xEE);
-          const Request r = t->post_recv(0, in.data(), kBytes, large);
+          const std::size_t expected = refuse ? 2 * kBytes : kBytes;
+          std::vector<std::uint8_t> in(expected, 0xEE);
+          const Request r = t->post_recv(0, in.data(), expected, large);
           for (int poll = 0; poll < 1000; ++poll)
-            expect(!t->test(r), "the receive completed while its ack could not be written");
-          expect_payload(in, 0, 1, 110, "copied before the ack");
+            expect(!t->test(r), "the receive ended while its ack could not be written");
+          if (!refuse) expect_payload(in, 0, 1, 110, "copied before the ack");
           store->set_string("full", "1");
-          polled_until_done(*t, r, 20s);
+          if (refuse) {
+            expect_sizes_disagree(*t, r, kBytes, expected);
+          } else {
+            polled_until_done(*t, r, 20s);
+          }
         }
         barrier(*store, "done", env.rank, env.world_size);
       },

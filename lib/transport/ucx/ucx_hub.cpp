@@ -113,16 +113,25 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
 UcxHub::~UcxHub() {
   // Every view cancelled its own requests when it went; what is left is the handshake's, if any.
   std::lock_guard lock(mutex_);
-  // Senders waiting for this rank's answer to an announcement get it: the ones taken from the
-  // rings and never received, and acks still waiting for room (for a bounded time).
-  for (Peer* peer : fastbox_peers_)
-    for (const Unexpected& message : peer->unexpected)
-      if (message.rendezvous) acknowledge(*peer, message.rendezvous->cookie, 0);
-  const auto acks_until = std::chrono::steady_clock::now() + kCancelTimeout;
-  for (Peer* peer : fastbox_peers_)
-    while (!peer->queued_acks.empty() && !peer->failed &&
-           std::chrono::steady_clock::now() < acks_until)
-      flush_acks(*peer);
+  // Senders waiting for this rank's answer to an announcement get it: the ones in the rings or
+  // taken from them and never received, and acks still waiting for room (for a bounded time,
+  // yielding to the peers that must make it).
+  if (!fastbox_peers_.empty()) {
+    progress_fastboxes();
+    for (Peer* peer : fastbox_peers_)
+      for (const Unexpected& message : peer->unexpected)
+        if (message.rendezvous) acknowledge(*peer, message.rendezvous->cookie, 0);
+    const auto acks_until = std::chrono::steady_clock::now() + kCancelTimeout;
+    for (;;) {
+      bool waiting = false;
+      for (Peer* peer : fastbox_peers_) {
+        flush_acks(*peer);
+        waiting = waiting || (!peer->queued_acks.empty() && !peer->failed);
+      }
+      if (!waiting || std::chrono::steady_clock::now() >= acks_until) break;
+      sched_yield();
+    }
+  }
   requests_.for_each([](const Request&, Pending& pending) { pending.request.cancel(); });
   requests_.clear();
   // Flush endpoints to live peers (so eager data buffered in a TCP socket still leaves), release
@@ -242,6 +251,11 @@ std::string UcxHub::pending_summary(std::span<const Request> requests) {
 bool UcxHub::poll_request(const Request& request, Pending& pending, const std::string& what,
                           std::span<const Request> all) {
   Peer& peer = *peers_[static_cast<std::size_t>(pending.peer)];
+  // A receive that took a rendezvous message (copied, refused or failed) waits for its ack to
+  // reach the ring back, unless the sender is gone: so a receiver that stops calling the
+  // transport leaves no sender waiting.
+  if (pending.fastbox && pending.fastbox->ack_queued && !peer.failed) [[unlikely]]
+    return false;
   // A fastbox receive whose message has not come, a send waiting for room in the ring, or a
   // rendezvous send waiting for its ack, is in progress like a UCX request; once matched, its
   // request is UcxRequest::completed.
@@ -260,10 +274,7 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
       waiting_in_fastbox = false;
     }
   }
-  // A copied rendezvous receive waits for its ack to reach the ring, unless the sender is gone.
-  const bool ack_waits = pending.fastbox && pending.fastbox->ack_queued && !peer.failed;
-  const ucs_status_t status =
-      waiting_in_fastbox || ack_waits ? UCS_INPROGRESS : pending.request.poll();
+  const ucs_status_t status = waiting_in_fastbox ? UCS_INPROGRESS : pending.request.poll();
   // A large receive leaves the ring's queue when it is done (a ring message that turned out to
   // be its own took it out already).
   if (pending.large && status != UCS_INPROGRESS && !pending.large->ring_message)
@@ -545,7 +556,7 @@ void UcxHub::cancel_owned(const void* owner) noexcept {
 void UcxHub::forget_tag_id(std::uint32_t id) noexcept {
   std::lock_guard lock(mutex_);
   // Messages already in the rings are taken first, so their announcements are answered below.
-  if (!fastbox_peers_.empty()) progress_fastboxes();
+  if (!fastbox_peers_.empty()) note_progress(progress_fastboxes());
   const auto of_id = [id](Tag tag) { return tag_comm(tag) == id; };
   for (Peer* peer : fastbox_peers_) {
     std::erase_if(peer->large_sends, [&](const auto& count) { return of_id(count.first); });

@@ -45,9 +45,9 @@
 // the size rules above hold for three classes: small, UCX's middle sizes, and rendezvous.
 // COHORT_SINGLE_COPY=off on either rank keeps a pair's large messages on UCX. The copy runs
 // inside a progress round, under the mutex: a thread of another communicator may wait for it as
-// long as a copy of that size takes. A receive whose ack finds the ring back full completes
-// only once the ack is in it, so a receiver that stops calling the transport leaves no sender
-// waiting.
+// long as a copy of that size takes. A receive whose ack finds the ring back full ends only
+// once the ack is in it, so a receiver that stops calling the transport leaves no sender
+// waiting (a UCX-sized receive that meets an announcement is the exception: it fails at once).
 // Collectives' messages (no p2p flag) always go through UCX. COHORT_SHARED_MEMORY=off on
 // either rank of a pair, or a segment that cannot be mapped, leaves that pair on UCX; both
 // ranks agree on it at construction.
@@ -186,8 +186,8 @@ class UcxHub {
     /// A receive's message arrived (or a disagreement was found); a send's message is in the
     /// ring (a rendezvous send: the receiver acked it).
     bool matched = false;
-    /// A rendezvous receive copied its message, but its ack waits for room in the ring back
-    /// (Peer::queued_acks): it completes when the ack is written.
+    /// A receive took a rendezvous message (copied, refused for its size, or failed), but its
+    /// ack waits for room in the ring back (Peer::queued_acks): it ends when the ack is written.
     bool ack_queued = false;
     void* recv_data = nullptr;
     const void* send_data = nullptr;

@@ -143,8 +143,8 @@ Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag
     if (taken->rendezvous) {
       if (take) {
         take_rendezvous(peer, handle, recv, *taken->rendezvous);
-      } else {
-        acknowledge(peer, taken->rendezvous->cookie, 0);  // the sizes disagree: this receive fails
+      } else if (!acknowledge(peer, taken->rendezvous->cookie, 0, handle)) {
+        recv.fastbox->ack_queued = true;  // the sizes disagree: this receive fails, after the ack
       }
     } else if (take) {
       std::memcpy(data, taken->data.data(), bytes);
@@ -334,8 +334,8 @@ bool UcxHub::progress_fastboxes() noexcept {
             } else {
               peer->from_peer.read(*message, recv.fastbox->recv_data);
             }
-          } else if (rendezvous) {
-            acknowledge(*peer, rendezvous->cookie, 0);  // the sizes disagree: the receive fails
+          } else if (rendezvous && !acknowledge(*peer, rendezvous->cookie, 0, *waiting)) {
+            recv.fastbox->ack_queued = true;  // the sizes disagree: it fails after the ack
           }
           // Most often the oldest: popping it is a tenth of erase()'s cost on a deque.
           if (waiting == peer->posted_recvs.begin()) {
