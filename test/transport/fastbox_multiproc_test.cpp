@@ -144,6 +144,23 @@ bool rendezvous_runs_here() {
   return false;
 }
 
+/// Waits on (or, `polled`, polls with test()) request `r` to rank 1, which died: it must fail
+/// with RemoteError naming rank 1, not complete (`what` says what completing would mean).
+void expect_dead_peer_named(Transport& t, const Request& r, bool polled, const std::string& what) {
+  try {
+    if (polled) {
+      polled_until_done(t, r, 20s);
+    } else {
+      t.wait(std::span<const Request>(&r, 1), after(20s), "an op with rank 1");
+    }
+  } catch (const cohort::Error& e) {
+    expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
+    expect(e.message().find("rank 1") != std::string::npos, e.what());
+    return;
+  }
+  throw std::runtime_error(what + " completed");
+}
+
 /// Waits on receive `r` of `expected` bytes from rank 0, which sent `sent`: it must fail with
 /// "sizes disagree" naming the size sent and the rank.
 void expect_sizes_disagree(Transport& t, const Request& r, std::size_t sent, std::size_t expected) {
@@ -536,17 +553,7 @@ TEST_CASE("fastbox: a receive from a peer that dies fails naming it", "[transpor
         std::uint64_t value = 0;
         const Request r = t->post_recv(1, &value, sizeof value, p2p_tag(4, 1));
         store->set_string("posted", "1");
-        try {
-          if (polled) {
-            polled_until_done(*t, r, 20s);
-          } else {
-            t->wait(std::span<const Request>(&r, 1), after(20s), "recv #0 from rank 1");
-          }
-          throw std::runtime_error("a receive from a dead peer completed");
-        } catch (const cohort::Error& e) {
-          expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
-          expect(e.message().find("rank 1") != std::string::npos, e.what());
-        }
+        expect_dead_peer_named(*t, r, polled, "a receive from a dead peer");
         t->cancel_all();
         t.reset();
       },
@@ -764,17 +771,7 @@ TEST_CASE("fastbox: a rendezvous send to a peer that dies fails naming it",
         const auto data = payload(0, 1, 100000, 100);
         const Request s = t->post_send(1, data.data(), data.size(), p2p_tag(10, 1));
         store->set_string("posted", "1");
-        try {
-          if (polled) {
-            polled_until_done(*t, s, 20s);
-          } else {
-            t->wait(std::span<const Request>(&s, 1), after(20s), "send #0 to rank 1");
-          }
-          throw std::runtime_error("a rendezvous send to a dead peer completed");
-        } catch (const cohort::Error& e) {
-          expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
-          expect(e.message().find("rank 1") != std::string::npos, e.what());
-        }
+        expect_dead_peer_named(*t, s, polled, "a rendezvous send to a dead peer");
         t->cancel_all();
         t.reset();
       },
@@ -805,13 +802,7 @@ TEST_CASE("fastbox: a rendezvous message whose sender died fails its receive, no
         store->get("dead", 30s);
         std::vector<std::uint8_t> in(kBytes, 0xEE);
         const Request r = t->post_recv(1, in.data(), kBytes, tag);
-        try {
-          t->wait(std::span<const Request>(&r, 1), after(20s), "recv #0 from rank 1");
-          throw std::runtime_error("a receive from a dead sender's memory completed");
-        } catch (const cohort::Error& e) {
-          expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
-          expect(e.message().find("rank 1") != std::string::npos, e.what());
-        }
+        expect_dead_peer_named(*t, r, false, "a receive from a dead sender's memory");
         t->cancel_all();
         t.reset();
       },
