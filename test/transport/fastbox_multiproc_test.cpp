@@ -215,13 +215,20 @@ TEST_CASE("fastbox: every pair, sizes across the inline limit, two tags, in send
       bounded()));
 }
 
-TEST_CASE("fastbox: a rank with COHORT_SHARED_MEMORY=off keeps its pairs on UCX both ways",
-          "[transport][multiproc]") {
+TEST_CASE(
+    "fastbox: a rank with COHORT_SHARED_MEMORY=off or COHORT_SINGLE_COPY=off keeps its "
+    "pairs on UCX both ways (all messages, or the large ones)",
+    "[transport][multiproc]") {
+  // With COHORT_SINGLE_COPY=off, pairs 0-2 use the rendezvous and pairs with rank 1 UCX; both
+  // sides of each pair must agree, or the large sizes of all_pairs_mixed would disagree.
+  const std::string variable =
+      GENERATE(as<std::string>{}, "COHORT_SHARED_MEMORY", "COHORT_SINGLE_COPY");
+  CAPTURE(variable);
   REQUIRE_NOTHROW(cohort::launch(
       3,
-      [](const cohort::Environment& env) {
+      [&variable](const cohort::Environment& env) {
         if (env.rank == 1) {
-          setenv("COHORT_SHARED_MEMORY", "off", 1);
+          setenv(variable.c_str(), "off", 1);
           cohort::reload_tunables();  // below init(), nothing else re-reads it
         }
         auto store = open_store(env);
@@ -805,25 +812,6 @@ TEST_CASE("fastbox: a rendezvous message whose sender died fails its receive, no
         expect_dead_peer_named(*t, r, false, "a receive from a dead sender's memory");
         t->cancel_all();
         t.reset();
-      },
-      bounded()));
-}
-
-TEST_CASE("fastbox: a rank with COHORT_SINGLE_COPY=off keeps its pairs' large messages on UCX",
-          "[transport][multiproc]") {
-  // Pairs 0-2 use the rendezvous, pairs with rank 1 UCX; both sides of each pair must agree, or
-  // the large sizes of all_pairs_mixed would disagree.
-  REQUIRE_NOTHROW(cohort::launch(
-      3,
-      [](const cohort::Environment& env) {
-        if (env.rank == 1) {
-          setenv("COHORT_SINGLE_COPY", "off", 1);
-          cohort::reload_tunables();
-        }
-        auto store = open_store(env);
-        auto t = connect(*store, env);
-        all_pairs_mixed(*t, 4);
-        barrier(*store, "done", env.rank, env.world_size);
       },
       bounded()));
 }
