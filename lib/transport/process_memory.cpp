@@ -32,6 +32,14 @@ int read_process_memory(pid_t pid, void* into, const void* from, std::size_t byt
   return 0;
 }
 
+int check_probe(pid_t pid, std::uint64_t at, std::uint64_t expected) noexcept {
+  std::uint64_t seen = 0;
+  const ssize_t got = read_process_once(
+      pid, &seen, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(at)), sizeof seen);
+  if (got < 0) return errno;
+  return got == static_cast<ssize_t>(sizeof seen) && seen == expected ? 0 : -1;
+}
+
 std::uint64_t random_probe() noexcept {
   std::uint64_t value = 0;
   if (getrandom(&value, sizeof value, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof value)) {

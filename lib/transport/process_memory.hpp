@@ -23,6 +23,10 @@ ssize_t read_process_once(pid_t pid, void* into, const void* from, std::size_t b
 /// for a read that made no progress; ESRCH when the process is gone). Never throws.
 int read_process_memory(pid_t pid, void* into, const void* from, std::size_t bytes) noexcept;
 
+/// Reads the probe process `pid` published: 0 when it holds `expected` at `at`; the errno of a
+/// failed read; -1 when the read found another value (the pid names another process).
+int check_probe(pid_t pid, std::uint64_t at, std::uint64_t expected) noexcept;
+
 /// A random value, never 0, to publish as a probe (getrandom, else the clock and the pid).
 std::uint64_t random_probe() noexcept;
 

@@ -192,16 +192,13 @@ bool can_read_peers(std::span<const MapReport> reports, int rank) {
   for (std::size_t r = 0; r < reports.size(); ++r) {
     if (static_cast<int>(r) == rank) continue;
     const auto pid = static_cast<pid_t>(reports[r].pid);
-    std::uint64_t seen = 0;
-    const auto* at =
-        reinterpret_cast<const void*>(static_cast<std::uintptr_t>(reports[r].probe_at));
-    const bool self = pid == getpid();
-    const ssize_t got = self ? -1 : read_process_once(pid, &seen, at, sizeof seen);
-    if (got != static_cast<ssize_t>(sizeof seen) || seen != reports[r].probe) {
+    const int failure =
+        pid == getpid() ? -1 : check_probe(pid, reports[r].probe_at, reports[r].probe);
+    if (failure != 0) {
       COHORT_LOG_INFO(
           "shared arena: cannot read rank {}'s memory directly ({}); this host's collectives "
           "copy through the arena (COHORT_SINGLE_COPY)",
-          r, got < 0 && !self ? std::strerror(errno) : "its pid names another process");
+          r, failure > 0 ? std::strerror(failure) : "its pid names another process");
       return false;
     }
   }

@@ -77,15 +77,8 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     peer.pid = static_cast<pid_t>(address.pid);
     peer.fastbox_fd = address.fastbox_fd;
     // Its hub is alive: it stays in its constructor until this rank's handshake message comes.
-    if (peer.same_host && p != rank && tunables().single_copy) {
-      std::uint64_t seen = 0;
-      peer.readable =
-          read_process_once(
-              peer.pid, &seen,
-              reinterpret_cast<const void*>(static_cast<std::uintptr_t>(address.probe_at)),
-              sizeof seen) == static_cast<ssize_t>(sizeof seen) &&
-          seen == address.probe;
-    }
+    peer.readable = peer.same_host && p != rank && tunables().single_copy &&
+                    check_probe(peer.pid, address.probe_at, address.probe) == 0;
   }
   int local_ranks = 0;
   for (auto& peer : peers_)
@@ -118,9 +111,7 @@ UcxHub::~UcxHub() {
   // yielding to the peers that must make it).
   if (!fastbox_peers_.empty()) {
     progress_fastboxes();
-    for (Peer* peer : fastbox_peers_)
-      for (const Unexpected& message : peer->unexpected)
-        if (message.rendezvous) acknowledge(*peer, message.rendezvous->cookie, 0);
+    for (Peer* peer : fastbox_peers_) drop_unexpected(*peer, [](Tag) { return true; });
     const auto acks_until = std::chrono::steady_clock::now() + kCancelTimeout;
     for (;;) {
       bool waiting = false;
@@ -561,12 +552,7 @@ void UcxHub::forget_tag_id(std::uint32_t id) noexcept {
   for (Peer* peer : fastbox_peers_) {
     std::erase_if(peer->large_sends, [&](const auto& count) { return of_id(count.first); });
     std::erase_if(peer->large_recvs, [&](const auto& count) { return of_id(count.first); });
-    std::erase_if(peer->unexpected, [&](const Unexpected& message) {
-      if (!of_id(message.tag)) return false;
-      // No receive will read it: its sender may have its buffer back.
-      if (message.rendezvous) acknowledge(*peer, message.rendezvous->cookie, 0);
-      return true;
-    });
+    drop_unexpected(*peer, of_id);
   }
 }
 

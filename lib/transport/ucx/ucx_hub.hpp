@@ -332,6 +332,22 @@ class UcxHub {
                    const Request& receive = Request{}) noexcept;
   /// Writes the peer's queued acks while its ring has room; true if any went.
   bool flush_acks(Peer& peer) noexcept;
+  /// Rendezvous message `message`, matched to fastbox receive `handle` (`recv`): copied when
+  /// `accepted`, else refused (the sizes disagree); acknowledged either way, and the receive
+  /// ends once the ack is written.
+  void settle_rendezvous(Peer& peer, const Request& handle, Pending& recv, bool accepted,
+                         const Fastbox::Rendezvous& message) noexcept;
+  /// Forgets `peer`'s messages taken from its ring whose tag satisfies `dropped`, answering the
+  /// rendezvous announcements among them (no receive will read them: their senders may have
+  /// their buffers back).
+  template <class Dropped>
+  void drop_unexpected(Peer& peer, Dropped&& dropped) noexcept {
+    std::erase_if(peer.unexpected, [&](const Unexpected& message) {
+      if (!dropped(message.tag)) return false;
+      if (message.rendezvous) acknowledge(peer, message.rendezvous->cookie, 0);
+      return true;
+    });
+  }
   /// Copies rendezvous message `message` from `peer`'s memory into fastbox receive `handle`
   /// (`recv`), which accepted it, and acknowledges it; a failed copy fails the receive.
   void take_rendezvous(Peer& peer, const Request& handle, Pending& recv,

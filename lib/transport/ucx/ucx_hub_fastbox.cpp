@@ -141,11 +141,7 @@ Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag
   if (taken != peer.unexpected.end()) {
     const bool take = accept(recv, taken->bytes, taken->large_before);
     if (taken->rendezvous) {
-      if (take) {
-        take_rendezvous(peer, handle, recv, *taken->rendezvous);
-      } else if (!acknowledge(peer, taken->rendezvous->cookie, 0, handle)) {
-        recv.fastbox->ack_queued = true;  // the sizes disagree: this receive fails, after the ack
-      }
+      settle_rendezvous(peer, handle, recv, take, *taken->rendezvous);
     } else if (take) {
       std::memcpy(data, taken->data.data(), bytes);
     }
@@ -239,6 +235,15 @@ bool UcxHub::flush_acks(Peer& peer) noexcept {
   return moved;
 }
 
+void UcxHub::settle_rendezvous(Peer& peer, const Request& handle, Pending& recv, bool accepted,
+                               const Fastbox::Rendezvous& message) noexcept {
+  if (accepted) {
+    take_rendezvous(peer, handle, recv, message);
+  } else if (!acknowledge(peer, message.cookie, 0, handle)) {
+    recv.fastbox->ack_queued = true;
+  }
+}
+
 void UcxHub::take_rendezvous(Peer& peer, const Request& handle, Pending& recv,
                              const Fastbox::Rendezvous& message) noexcept {
   // The stamp's load ordered the sender's stores to its buffer before it; the kernel's copy
@@ -328,14 +333,11 @@ bool UcxHub::progress_fastboxes() noexcept {
             recv.large->ring_message = message->bytes;
             recv.request.cancel();
             if (rendezvous) acknowledge(*peer, rendezvous->cookie, 0);
+          } else if (rendezvous) {
+            settle_rendezvous(*peer, *waiting, recv,
+                              accept(recv, message->bytes, message->large_before), *rendezvous);
           } else if (accept(recv, message->bytes, message->large_before)) {
-            if (rendezvous) {
-              take_rendezvous(*peer, *waiting, recv, *rendezvous);
-            } else {
-              peer->from_peer.read(*message, recv.fastbox->recv_data);
-            }
-          } else if (rendezvous && !acknowledge(*peer, rendezvous->cookie, 0, *waiting)) {
-            recv.fastbox->ack_queued = true;  // the sizes disagree: it fails after the ack
+            peer->from_peer.read(*message, recv.fastbox->recv_data);
           }
           // Most often the oldest: popping it is a tenth of erase()'s cost on a deque.
           if (waiting == peer->posted_recvs.begin()) {
