@@ -22,8 +22,9 @@
 // before it through UCX (the owner, UcxHub, keeps that count). A slot holds one of three kinds:
 // - Inline: the message itself, at most kInlineBytes;
 // - Rendezvous: a large message's announcement: where its bytes lie in the sender's memory. The
-//   receiver copies them straight from there (process_vm_readv) into its receive's buffer, and
-//   answers with
+//   receiver copies them straight from there (process_vm_readv) into its receive's buffer,
+//   checks the send's seal after the copy (a send cancelled meanwhile fails the receive; see
+//   send_seal.hpp), and answers with
 // - Ack: through the ring the other way, naming the send (its cookie), after which the sender
 //   may reuse its buffer.
 // The owner decides which messages go which way; the rings only carry them.
@@ -80,6 +81,10 @@ class Fastbox {
   struct Rendezvous {
     std::uint64_t address = 0;  ///< where the message's bytes lie in the sender's memory
     std::uint64_t cookie = 0;   ///< the sender's name for the send, returned in the Ack
+    /// Where the send's seal lies in the sender's memory, and the value it holds while the
+    /// buffer is the sender's to give (see send_seal.hpp).
+    std::uint64_t seal_at = 0;
+    std::uint64_t seal = 0;
   };
   /// An Ack message's body (its Message has no tag and no bytes).
   struct Ack {

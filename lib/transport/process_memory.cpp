@@ -4,6 +4,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 
@@ -30,6 +31,33 @@ int read_process_memory(pid_t pid, void* into, const void* from, std::size_t byt
     bytes -= static_cast<std::size_t>(got);
   }
   return 0;
+}
+
+int read_sealed_process_memory(pid_t pid, void* into, const void* from, std::size_t bytes,
+                               std::uint64_t seal_at, std::uint64_t seal) noexcept {
+  const auto* seal_word = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(seal_at));
+  std::uint64_t seen = 0;
+  std::size_t done = 0;
+#if defined(__x86_64__) || defined(__i386__)
+  // The kernel reads the remote iovecs in array order (process_vm_readv(2)), and x86 keeps loads
+  // in order, so the seal's load follows every byte's. Elsewhere loads may pass one another, and
+  // the seal is read in a second call after a fence.
+  iovec local[2] = {{into, bytes}, {&seen, sizeof seen}};
+  iovec remote[2] = {{const_cast<void*>(from), bytes}, {const_cast<void*>(seal_word), sizeof seen}};
+  const ssize_t got = process_vm_readv(pid, local, 2, remote, 2, 0);
+  if (got < 0 && errno != EINTR) return errno;
+  if (got == static_cast<ssize_t>(bytes + sizeof seen)) return seen == seal ? 0 : ECANCELED;
+  done = got > 0 ? static_cast<std::size_t>(got) : 0;
+#endif
+  if (done < bytes) {
+    const int error = read_process_memory(pid, static_cast<std::byte*>(into) + done,
+                                          static_cast<const std::byte*>(from) + done, bytes - done);
+    if (error != 0) return error;
+  }
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (const int error = read_process_memory(pid, &seen, seal_word, sizeof seen); error != 0)
+    return error;
+  return seen == seal ? 0 : ECANCELED;
 }
 
 int check_probe(pid_t pid, std::uint64_t at, std::uint64_t expected) noexcept {

@@ -23,6 +23,15 @@ ssize_t read_process_once(pid_t pid, void* into, const void* from, std::size_t b
 /// for a read that made no progress; ESRCH when the process is gone). Never throws.
 int read_process_memory(pid_t pid, void* into, const void* from, std::size_t bytes) noexcept;
 
+/// read_process_memory, then the 8-byte word at `seal_at` in the same process, which must hold
+/// `seal` (see send_seal.hpp): 0 when both reads succeeded and the word held it, ECANCELED when
+/// it held another value (the sender withdrew the buffer, perhaps during the copy, and the bytes
+/// read may be the caller's later ones), else the errno that stopped a read. The word is read
+/// after the last byte, in one system call where the kernel reads the whole of both. Never
+/// throws.
+int read_sealed_process_memory(pid_t pid, void* into, const void* from, std::size_t bytes,
+                               std::uint64_t seal_at, std::uint64_t seal) noexcept;
+
 /// Reads the probe process `pid` published: 0 when it holds `expected` at `at`; the errno of a
 /// failed read; -1 when the read found another value (the pid names another process).
 int check_probe(pid_t pid, std::uint64_t at, std::uint64_t expected) noexcept;

@@ -869,3 +869,51 @@ TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full ends
       },
       bounded()));
 }
+
+TEST_CASE("fastbox: a rendezvous send cancelled before its receive fails that receive",
+          "[transport][multiproc]") {
+  // Rank 0's communicator (a view) is cancelled while its large send's announcement waits in
+  // rank 1's ring; rank 0 then writes other bytes into the buffer, which is the user's again. A
+  // receive posted after must fail naming the cancelled send, not deliver those bytes.
+  if (!rendezvous_runs_here()) return;
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::size_t kBytes = 64 * 1024;
+        constexpr std::uint32_t kViewId = 12;
+        const Tag tag = p2p_tag(kViewId, 1);
+        const int members[] = {0, 1};
+        auto view = t->derive(members, env.rank, TagIdClaim(t->tag_ids(), kViewId));
+        if (env.rank == 0) {
+          auto data = payload(0, 1, kBytes, 120);
+          const Request s = view->post_send(1, data.data(), kBytes, tag);
+          expect(!view->test(s), "a rendezvous send completed before its receive was posted");
+          view->cancel_all();
+          data = payload(0, 1, kBytes, 121);  // the buffer is the caller's again
+          store->set_string("cancelled", "1");
+        } else {
+          store->get("cancelled", 30s);
+          std::vector<std::uint8_t> in(kBytes, 0xEE);
+          const Request r = view->post_recv(0, in.data(), kBytes, tag);
+          try {
+            view->wait(std::span<const Request>(&r, 1), after(20s), "the cancelled send's receive");
+            throw std::runtime_error(
+                "a receive of a cancelled rendezvous send completed (byte 0 is " +
+                std::to_string(in[0]) + ")");
+          } catch (const cohort::Error& e) {
+            expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
+            expect(e.message().find("cancelled") != std::string::npos, e.what());
+            expect(e.message().find("rank 0") != std::string::npos, e.what());
+          }
+        }
+        view.reset();
+        barrier(*store, "view gone", env.rank, env.world_size);
+        // The pair goes on working, by rendezvous and otherwise.
+        const std::size_t sizes[] = {kBytes, 8, kBytes, 16 * 1024};
+        pair_still_works(*t, sizes, p2p_tag(0, 12), 122);
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}

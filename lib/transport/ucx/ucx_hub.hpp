@@ -64,6 +64,7 @@
 #include "transport/interruption.hpp"
 #include "transport/process_watch.hpp"
 #include "transport/request_table.hpp"
+#include "transport/send_seal.hpp"
 #include "transport/tag_ids.hpp"
 #include "transport/transport.hpp"
 #include "transport/ucx/peer_address.hpp"
@@ -202,6 +203,8 @@ class UcxHub {
     /// Set once matched: a rendezvous copy failed (the receiver's read, or as the sender's ack
     /// reported it). poll_request throws it.
     std::unique_ptr<Error> failure;
+    /// A rendezvous send's seal, broken when the send is released (completed or cancelled).
+    SendSeal seal;
   };
   /// A point-to-point receive too large for the ring, from a peer with a ring to this rank.
   struct LargeRecv {

@@ -117,9 +117,12 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
   if (peer.queued_sends.empty() && bytes <= Fastbox::kInlineBytes &&
       write_fastbox(peer, {tag, bytes, large_before}, data))
     return Request::completed();
+  // A rendezvous send is sealed now (progress, which may announce it later, cannot throw).
   const Request handle = requests_.emplace(
       Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Send, 0),
-              FastboxPart{.send_data = data, .large_before = large_before}});
+              FastboxPart{.send_data = data,
+                          .large_before = large_before,
+                          .seal = by_rendezvous(peer, bytes) ? SendSeal::make() : SendSeal()}});
   // A rendezvous send is announced now if it can be, and completes with the receiver's ack.
   if (!(peer.queued_sends.empty() && by_rendezvous(peer, bytes) &&
         write_rendezvous(peer, handle, *requests_.find(handle))))
@@ -211,7 +214,8 @@ bool UcxHub::write_rendezvous(Peer& peer, const Request& handle, const Pending& 
   const Fastbox::Message message{send.tag, send.bytes, send.fastbox->large_before,
                                  Fastbox::Kind::Rendezvous};
   const Fastbox::Rendezvous body{reinterpret_cast<std::uintptr_t>(send.fastbox->send_data),
-                                 cookie_of(handle)};
+                                 cookie_of(handle), send.fastbox->seal.address(),
+                                 send.fastbox->seal.value()};
   return delivered(peer, peer.to_peer.try_send_rendezvous(message, body));
 }
 
@@ -247,20 +251,27 @@ void UcxHub::settle_rendezvous(Peer& peer, const Request& handle, Pending& recv,
 void UcxHub::take_rendezvous(Peer& peer, const Request& handle, Pending& recv,
                              const Fastbox::Rendezvous& message) noexcept {
   // The stamp's load ordered the sender's stores to its buffer before it; the kernel's copy
-  // comes after that load.
-  int error = read_process_memory(
+  // comes after that load. The seal, read after the copy, says whether the send still stood.
+  int error = read_sealed_process_memory(
       peer.pid, recv.fastbox->recv_data,
-      reinterpret_cast<const void*>(static_cast<std::uintptr_t>(message.address)), recv.bytes);
+      reinterpret_cast<const void*>(static_cast<std::uintptr_t>(message.address)), recv.bytes,
+      message.seal_at, message.seal);
   // A sender that died before the copy may have left its pid to another process, whose memory
   // the copy read: only a sender still alive after it vouches for the bytes.
   if (error == 0 && peer.watch.watching() && !peer.watch.alive()) error = ESRCH;
   if (error != 0) {
     try {
+      const std::string sender = "rank " + std::to_string(recv.origin.peer_label);
       recv.fastbox->failure =
-          std::make_unique<Error>(error == ESRCH ? ErrorCode::RemoteError : ErrorCode::SystemError,
-                                  describe(recv) + ": copying the message out of rank " +
-                                      std::to_string(recv.origin.peer_label) +
-                                      "'s memory failed (" + std::strerror(error) + ")");
+          error == ECANCELED
+              ? std::make_unique<Error>(ErrorCode::RemoteError,
+                                        describe(recv) + ": " + sender +
+                                            " cancelled the send (its communicator was destroyed "
+                                            "or aborted) before this receive copied it")
+              : std::make_unique<Error>(
+                    error == ESRCH ? ErrorCode::RemoteError : ErrorCode::SystemError,
+                    describe(recv) + ": copying the message out of " + sender +
+                        "'s memory failed (" + std::strerror(error) + ")");
     } catch (...) {
       recv.request = UcxRequest::failed(UcxRequest::Kind::Recv, UCS_ERR_NO_MEMORY);
     }

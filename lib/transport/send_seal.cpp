@@ -1,0 +1,92 @@
+#include "transport/send_seal.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+namespace cohort::transport {
+
+namespace {
+
+/// Seal words, handed out and taken back. Never destroyed (a send may be released during static
+/// destruction) and its words never freed (see send_seal.hpp).
+class SealPool {
+ public:
+  std::atomic<std::uint64_t>* take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) grow();
+    std::atomic<std::uint64_t>* word = free_.back();
+    free_.pop_back();
+    return word;
+  }
+
+  /// Never throws: free_ has room for every word ever made.
+  void give_back(std::atomic<std::uint64_t>* word) noexcept {
+    std::lock_guard lock(mutex_);
+    free_.push_back(word);
+  }
+
+  std::uint64_t next_value() noexcept { return next_value_.fetch_add(1, std::memory_order_relaxed); }
+
+ private:
+  static constexpr std::size_t kWordsPerChunk = 512;
+
+  void grow() {
+    free_.reserve(made_ + kWordsPerChunk);
+    // Leaked on purpose: the words outlive every announcement that may name them.
+    auto* chunk = new std::atomic<std::uint64_t>[kWordsPerChunk];
+    for (std::size_t i = 0; i < kWordsPerChunk; ++i) {
+      chunk[i].store(0, std::memory_order_relaxed);
+      free_.push_back(&chunk[i]);
+    }
+    made_ += kWordsPerChunk;
+  }
+
+  std::mutex mutex_;
+  std::vector<std::atomic<std::uint64_t>*> free_;
+  std::size_t made_ = 0;
+  std::atomic<std::uint64_t> next_value_{1};  // 0 is a broken seal
+};
+
+SealPool& pool() {
+  static SealPool* const instance = new SealPool;
+  return *instance;
+}
+
+}  // namespace
+
+SendSeal SendSeal::make() {
+  SendSeal seal;
+  seal.word_ = pool().take();
+  seal.value_ = pool().next_value();
+  // Relaxed: the announcement that names the word is published with a release store after this.
+  seal.word_->store(seal.value_, std::memory_order_relaxed);
+  return seal;
+}
+
+SendSeal& SendSeal::operator=(SendSeal&& other) noexcept {
+  if (this != &other) {
+    release();
+    word_ = other.word_;
+    value_ = other.value_;
+    other.word_ = nullptr;
+  }
+  return *this;
+}
+
+std::uint64_t SendSeal::address() const noexcept {
+  return reinterpret_cast<std::uintptr_t>(word_);
+}
+
+void SendSeal::release() noexcept {
+  if (word_ == nullptr) return;
+  word_->store(0, std::memory_order_relaxed);
+  // The caller's next stores into the buffer must not be seen before the 0: a receiver that
+  // read the value after its copy then read the buffer before them.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  pool().give_back(word_);
+  word_ = nullptr;
+}
+
+}  // namespace cohort::transport

@@ -1,0 +1,109 @@
+// A send's seal (transport/send_seal.hpp) and the sealed read (transport/process_memory.hpp),
+// within one process (process_vm_readv on its own pid): a read whose seal still stands returns
+// the bytes; one whose seal was broken, or reused by a later send, fails with ECANCELED; seal
+// values never repeat, and a moved seal stays sealed until its last owner goes.
+
+#include "transport/process_memory.hpp"
+#include "transport/send_seal.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <set>
+#include <vector>
+
+namespace {
+
+using cohort::transport::read_sealed_process_memory;
+using cohort::transport::SendSeal;
+
+/// Whether this process may read its own memory through process_vm_readv (a seccomp policy
+/// may forbid the call).
+bool can_read_self() {
+  std::uint64_t value = 42, seen = 0;
+  return cohort::transport::read_process_once(getpid(), &seen, &value, sizeof value) ==
+             static_cast<ssize_t>(sizeof value) &&
+         seen == 42;
+}
+
+int sealed_read(std::vector<std::uint8_t>& into, const std::vector<std::uint8_t>& from,
+                std::uint64_t seal_at, std::uint64_t seal) {
+  return read_sealed_process_memory(getpid(), into.data(), from.data(), from.size(), seal_at,
+                                    seal);
+}
+
+}  // namespace
+
+TEST_CASE("send seal: a sealed read returns the bytes while the seal stands, ECANCELED after",
+          "[send_seal]") {
+  if (!can_read_self()) {
+    WARN("process_vm_readv on this process is not allowed here");
+    return;
+  }
+  std::vector<std::uint8_t> buffer(100000);
+  for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<std::uint8_t>(i * 7);
+  std::vector<std::uint8_t> into(buffer.size(), 0xEE);
+
+  auto seal = SendSeal::make();
+  REQUIRE(seal);
+  const std::uint64_t at = seal.address(), value = seal.value();
+  REQUIRE(value != 0);
+  CHECK(sealed_read(into, buffer, at, value) == 0);
+  CHECK(into == buffer);
+
+  CHECK(sealed_read(into, buffer, at, value + 1) == ECANCELED);  // another send's value
+
+  seal = SendSeal();  // broken: the send was released
+  CHECK(sealed_read(into, buffer, at, value) == ECANCELED);
+
+  // The word goes to a later send, with a value of its own: the old announcement stays stale.
+  std::vector<SendSeal> later;
+  for (int i = 0; i < 2000; ++i) later.push_back(SendSeal::make());
+  CHECK(sealed_read(into, buffer, at, value) == ECANCELED);
+  for (const SendSeal& s : later) {
+    REQUIRE(s.value() != value);
+    if (s.address() == at) CHECK(sealed_read(into, buffer, at, s.value()) == 0);
+  }
+}
+
+TEST_CASE("send seal: values never repeat; a moved seal holds until its last owner breaks it",
+          "[send_seal]") {
+  std::set<std::uint64_t> values;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<SendSeal> seals;
+    for (int i = 0; i < 700; ++i) {  // more than one chunk of words
+      seals.push_back(SendSeal::make());
+      REQUIRE(values.insert(seals.back().value()).second);
+    }
+  }
+
+  SendSeal first = SendSeal::make();
+  const auto* word = reinterpret_cast<const std::atomic<std::uint64_t>*>(first.address());
+  const std::uint64_t value = first.value();
+  SendSeal second = std::move(first);
+  CHECK_FALSE(first);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
+  CHECK(word->load() == value);
+  first = SendSeal();  // releasing the moved-from one breaks nothing
+  CHECK(word->load() == value);
+  second = SendSeal();
+  CHECK(word->load() == 0);
+}
+
+TEST_CASE("send seal: a read of memory that is not there fails with its errno, not ECANCELED",
+          "[send_seal]") {
+  if (!can_read_self()) {
+    WARN("process_vm_readv on this process is not allowed here");
+    return;
+  }
+  auto seal = SendSeal::make();
+  std::vector<std::uint8_t> into(64);
+  CHECK(read_sealed_process_memory(getpid(), into.data(), nullptr, into.size(), seal.address(),
+                                   seal.value()) == EFAULT);
+  std::vector<std::uint8_t> buffer(64, 1);
+  CHECK(read_sealed_process_memory(getpid(), into.data(), buffer.data(), buffer.size(), 8,
+                                   seal.value()) == EFAULT);
+}
