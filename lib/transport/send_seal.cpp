@@ -27,7 +27,9 @@ class SealPool {
     free_.push_back(word);
   }
 
-  std::uint64_t next_value() noexcept { return next_value_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t next_value() noexcept {
+    return next_value_.fetch_add(1, std::memory_order_relaxed);
+  }
 
  private:
   static constexpr std::size_t kWordsPerChunk = 512;

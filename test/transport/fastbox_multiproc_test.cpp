@@ -7,9 +7,10 @@
 // by test(). Messages above 32 KiB (4 MiB where ranks outnumber hardware threads) go by
 // rendezvous: the send stays pending until the receiver copied it, size disagreements fail the
 // receive and complete the send, a receive ends only once its ack is in the ring back, a sender
-// or receiver whose peer dies fails naming it, and COHORT_SINGLE_COPY=off on one rank keeps its
-// pairs on UCX. Checks run inside the ranks; a failed check throws, which fails the rank and so
-// the launch.
+// or receiver whose peer dies fails naming it, a receive of a send cancelled before its copy
+// fails instead of delivering the buffer's later bytes, and COHORT_SINGLE_COPY=off on one rank
+// keeps its pairs on UCX. Checks run inside the ranks; a failed check throws, which fails the rank
+// and so the launch.
 
 #include "core/tunables.hpp"
 #include "transport/fastbox.hpp"
@@ -819,15 +820,19 @@ TEST_CASE("fastbox: a rendezvous message whose sender died fails its receive, no
 TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full ends with it",
           "[transport][multiproc]") {
   // Rank 1 fills its ring to rank 0 with small sends rank 0 does not take yet, then receives
-  // rank 0's rendezvous message: the copy is made (or the message refused for its size), but
-  // the ack must wait for room, and so does the receive, or rank 0's send would wait for a
-  // receiver that may never call again.
+  // rank 0's rendezvous message: the copy is made (or the message refused for its size, by a
+  // receive of another rendezvous size or of UCX's middle sizes), but the ack must wait for
+  // room, and so does the receive, or rank 0's send would wait for a receiver that may never
+  // call again.
   if (!rendezvous_runs_here()) return;
-  const bool refuse = GENERATE(false, true);
-  CAPTURE(refuse);
+  enum class Receive { Copies, RefusesRendezvousSize, RefusesUcxSize };
+  const Receive mode =
+      GENERATE(Receive::Copies, Receive::RefusesRendezvousSize, Receive::RefusesUcxSize);
+  const bool refuse = mode != Receive::Copies;
+  CAPTURE(static_cast<int>(mode));
   REQUIRE_NOTHROW(cohort::launch(
       2,
-      [refuse](const cohort::Environment& env) {
+      [mode, refuse](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
         constexpr std::size_t kBytes = 64 * 1024;
@@ -852,7 +857,9 @@ TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full ends
             const Request s = t->post_send(0, &values[k], sizeof values[k], small);
             expect(s.is_completed(), "a small send into a ring with room completes at once");
           }
-          const std::size_t expected = refuse ? 2 * kBytes : kBytes;
+          const std::size_t expected = mode == Receive::Copies                  ? kBytes
+                                       : mode == Receive::RefusesRendezvousSize ? 2 * kBytes
+                                                                                : 16 * 1024;
           std::vector<std::uint8_t> in(expected, 0xEE);
           const Request r = t->post_recv(0, in.data(), expected, large);
           for (int poll = 0; poll < 1000; ++poll)

@@ -3,8 +3,8 @@
 // the bytes; one whose seal was broken, or reused by a later send, fails with ECANCELED; seal
 // values never repeat, and a moved seal stays sealed until its last owner goes.
 
-#include "transport/process_memory.hpp"
 #include "transport/send_seal.hpp"
+#include "transport/process_memory.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -32,8 +32,7 @@ bool can_read_self() {
 
 int sealed_read(std::vector<std::uint8_t>& into, const std::vector<std::uint8_t>& from,
                 std::uint64_t seal_at, std::uint64_t seal) {
-  return read_sealed_process_memory(getpid(), into.data(), from.data(), from.size(), seal_at,
-                                    seal);
+  return read_sealed_process_memory(getpid(), into.data(), from.data(), from.size(), seal_at, seal);
 }
 
 }  // namespace

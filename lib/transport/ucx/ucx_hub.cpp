@@ -245,7 +245,7 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
   // A receive that took a rendezvous message (copied, refused or failed) waits for its ack to
   // reach the ring back, unless the sender is gone: so a receiver that stops calling the
   // transport leaves no sender waiting.
-  if (pending.fastbox && pending.fastbox->ack_queued && !peer.failed) [[unlikely]]
+  if (pending.ack_queued && !peer.failed) [[unlikely]]
     return false;
   // A fastbox receive whose message has not come, a send waiting for room in the ring, or a
   // rendezvous send waiting for its ack, is in progress like a UCX request; once matched, its

@@ -187,9 +187,6 @@ class UcxHub {
     /// A receive's message arrived (or a disagreement was found); a send's message is in the
     /// ring (a rendezvous send: the receiver acked it).
     bool matched = false;
-    /// A receive took a rendezvous message (copied, refused for its size, or failed), but its
-    /// ack waits for room in the ring back (Peer::queued_acks): it ends when the ack is written.
-    bool ack_queued = false;
     void* recv_data = nullptr;
     const void* send_data = nullptr;
     /// A send's stamp (Fastbox::Message::large_before); for a receive, the large receives with
@@ -220,6 +217,10 @@ class UcxHub {
     UcxRequest request;  ///< for fastbox messages, UcxRequest::completed once matched
     std::optional<FastboxPart> fastbox;
     std::optional<LargeRecv> large;
+    /// A receive took a rendezvous message (copied it, or refused it for its size, or failed),
+    /// but its ack waits for room in the ring back (Peer::queued_acks): it ends when the ack
+    /// is written. A receive too large for the ring that met one (sizes disagree) too.
+    bool ack_queued = false;
   };
 
   /// Exchanges an empty message with every peer (see the .cpp for why).

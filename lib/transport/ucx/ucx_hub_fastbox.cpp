@@ -164,7 +164,8 @@ Request UcxHub::post_large_recv(Peer& peer, void* data, std::size_t bytes, Tag t
     const Request handle = requests_.insert(
         Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Recv, 0),
                 std::nullopt, LargeRecv{index, taken->bytes}});
-    if (taken->rendezvous) acknowledge(peer, taken->rendezvous->cookie, 0);
+    if (taken->rendezvous && !acknowledge(peer, taken->rendezvous->cookie, 0, handle))
+      requests_.find(handle)->ack_queued = true;
     peer.unexpected.erase(taken);
     return handle;
   }
@@ -231,8 +232,8 @@ bool UcxHub::flush_acks(Peer& peer) noexcept {
   bool moved = false;
   while (!peer.queued_acks.empty() &&
          delivered(peer, peer.to_peer.try_send_ack(peer.queued_acks.front().ack))) {
-    if (Pending* recv = requests_.find(peer.queued_acks.front().receive); recv && recv->fastbox)
-      recv->fastbox->ack_queued = false;
+    if (Pending* recv = requests_.find(peer.queued_acks.front().receive); recv != nullptr)
+      recv->ack_queued = false;
     peer.queued_acks.pop_front();
     moved = true;
   }
@@ -244,7 +245,7 @@ void UcxHub::settle_rendezvous(Peer& peer, const Request& handle, Pending& recv,
   if (accepted) {
     take_rendezvous(peer, handle, recv, message);
   } else if (!acknowledge(peer, message.cookie, 0, handle)) {
-    recv.fastbox->ack_queued = true;
+    recv.ack_queued = true;
   }
 }
 
@@ -278,7 +279,7 @@ void UcxHub::take_rendezvous(Peer& peer, const Request& handle, Pending& recv,
   }
   // After the copy: the sender may reuse its buffer once it sees this.
   memory_fence(std::memory_order_seq_cst);
-  if (!acknowledge(peer, message.cookie, error, handle)) recv.fastbox->ack_queued = true;
+  if (!acknowledge(peer, message.cookie, error, handle)) recv.ack_queued = true;
 }
 
 void UcxHub::complete_rendezvous_send(const Peer& peer, const Fastbox::Ack& ack) noexcept {
@@ -343,7 +344,8 @@ bool UcxHub::progress_fastboxes() noexcept {
             // Its receive, yet too large for the ring: the sizes disagree (poll_request says so).
             recv.large->ring_message = message->bytes;
             recv.request.cancel();
-            if (rendezvous) acknowledge(*peer, rendezvous->cookie, 0);
+            if (rendezvous && !acknowledge(*peer, rendezvous->cookie, 0, *waiting))
+              recv.ack_queued = true;
           } else if (rendezvous) {
             settle_rendezvous(*peer, *waiting, recv,
                               accept(recv, message->bytes, message->large_before), *rendezvous);
