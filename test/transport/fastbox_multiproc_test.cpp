@@ -9,7 +9,9 @@
 // receive and complete the send, a receive ends only once its ack is in the ring back, a sender
 // or receiver whose peer dies fails naming it, a receive of a send cancelled before its copy
 // fails instead of delivering the buffer's later bytes, and COHORT_SINGLE_COPY=off on one rank
-// keeps its pairs on UCX. Checks run inside the ranks; a failed check throws, which fails the rank
+// keeps its pairs on UCX. A copy held up in the kernel (the sender's pages registered missing
+// with a userfaultfd) holds up no other thread's exchanges, and cancelling its receive waits
+// for it. Checks run inside the ranks; a failed check throws, which fails the rank
 // and so the launch.
 
 #include "core/tunables.hpp"
@@ -25,10 +27,18 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -920,6 +930,213 @@ TEST_CASE("fastbox: a rendezvous send cancelled before its receive fails that re
         // The pair goes on working, by rendezvous and otherwise.
         const std::size_t sizes[] = {kBytes, 8, kBytes, 16 * 1024};
         pair_still_works(*t, sizes, p2p_tag(0, 12), 122);
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+namespace {
+
+/// A userfaultfd that also catches the kernel's own accesses (another process's
+/// process_vm_readv of the registered pages), or -1 where this process may not make one.
+int kernel_userfaultfd() {
+  const int fd = static_cast<int>(syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
+  if (fd < 0) return -1;
+  uffdio_api api{};
+  api.api = UFFD_API;
+  if (ioctl(fd, UFFDIO_API, &api) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// Whether this process may stage a held-up copy (says so when not, as the tests then skip).
+bool held_up_copies_run_here() {
+  const int probe = kernel_userfaultfd();
+  if (probe >= 0) {
+    close(probe);
+    return true;
+  }
+  WARN("userfaultfd is not available to this process: a held-up copy cannot be staged");
+  return false;
+}
+
+/// A send buffer whose first half holds `content`'s first half and whose second half is pages
+/// not there yet, registered with a userfaultfd: a peer's process_vm_readv of them stops in the
+/// kernel until supply() puts `content`'s second half there.
+class HeldUpBuffer {
+ public:
+  static constexpr std::size_t kPage = 4096;
+
+  explicit HeldUpBuffer(const std::vector<std::uint8_t>& content)
+      : content_(content), uffd_(kernel_userfaultfd()) {
+    expect(content.size() % (2 * kPage) == 0, "a held-up buffer is whole pages");
+    expect(uffd_ >= 0, "userfaultfd in the rank");
+    mapped_ =
+        mmap(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    expect(mapped_ != MAP_FAILED, "mmap");
+    std::memcpy(mapped_, content.data(), half());
+    range_ = {reinterpret_cast<std::uintptr_t>(mapped_) + half(), half()};
+    uffdio_register reg{};
+    reg.range = range_;
+    reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+    expect(ioctl(uffd_, UFFDIO_REGISTER, &reg) == 0, "registering the missing pages");
+  }
+  HeldUpBuffer(const HeldUpBuffer&) = delete;
+  HeldUpBuffer& operator=(const HeldUpBuffer&) = delete;
+  ~HeldUpBuffer() {
+    close(uffd_);
+    munmap(mapped_, content_.size());
+  }
+
+  const void* data() const { return mapped_; }
+  /// Returns once a reader stopped at the missing pages (fails the rank after 20 s).
+  void wait_for_reader() {
+    pollfd fault{uffd_, POLLIN, 0};
+    expect(poll(&fault, 1, 20000) == 1, "the peer's copy never reached the missing pages");
+  }
+  /// Puts the second half in (from page-aligned staging), which wakes the reader.
+  void supply() {
+    void* staged = nullptr;
+    expect(posix_memalign(&staged, kPage, half()) == 0, "staging pages");
+    std::memcpy(staged, content_.data() + half(), half());
+    uffdio_copy copy{};
+    copy.dst = range_.start;
+    copy.src = reinterpret_cast<std::uintptr_t>(staged);
+    copy.len = half();
+    const int result = ioctl(uffd_, UFFDIO_COPY, &copy);
+    free(staged);
+    expect(result == 0, "supplying the missing pages");
+  }
+
+ private:
+  std::size_t half() const { return content_.size() / 2; }
+
+  const std::vector<std::uint8_t>& content_;
+  int uffd_;
+  void* mapped_ = nullptr;
+  uffdio_range range_{};
+};
+
+}  // namespace
+
+TEST_CASE("fastbox: a rendezvous copy held up in the kernel holds up no other thread's exchanges",
+          "[transport][multiproc]") {
+  // Rank 1's copy of rank 0's message (process_vm_readv) stops in the kernel at the buffer's
+  // missing pages until rank 0 supplies them, which it does only after rank 1's main thread made
+  // a round of small exchanges with it, while a second thread of rank 1 is inside that copy. A
+  // copy made under the transport's lock would stop those exchanges (and rank 0's deadline would
+  // fail them).
+  if (!rendezvous_runs_here() || !held_up_copies_run_here()) return;
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::size_t kBytes = 64 * HeldUpBuffer::kPage;
+        constexpr int kExchanges = 20;
+        const Tag large = p2p_tag(13, 1), small = p2p_tag(0, 13);
+        const int members[] = {0, 1};
+        auto view = t->derive(members, env.rank, TagIdClaim(t->tag_ids(), 13));
+        const auto content = payload(0, 1, kBytes, 130);
+        const auto exchange_small = [&](int k) {
+          const std::uint64_t out = 1000 * static_cast<std::uint64_t>(env.rank) + k;
+          std::uint64_t in = 0;
+          const int peer = 1 - env.rank;
+          const Request both[] = {t->post_recv(peer, &in, sizeof in, small),
+                                  t->post_send(peer, &out, sizeof out, small)};
+          t->wait(both, after(10s), "a small exchange while a copy is held up");
+          expect(in == 1000 * static_cast<std::uint64_t>(peer) + k, "small exchange value");
+        };
+        if (env.rank == 0) {
+          HeldUpBuffer buffer(content);
+          const Request s = view->post_send(1, buffer.data(), kBytes, large);
+          buffer.wait_for_reader();
+          store->set_string("copy held", "1");
+          for (int k = 0; k < kExchanges; ++k) exchange_small(k);
+          buffer.supply();
+          view->wait(std::span<const Request>(&s, 1), after(30s), "the held-up send");
+        } else {
+          std::vector<std::uint8_t> in(kBytes, 0xEE);
+          std::exception_ptr copy_failure;
+          // Joined when the scope ends, so a failed check below fails the rank, not terminate().
+          std::jthread copier([&] {
+            try {
+              const Request r = view->post_recv(0, in.data(), kBytes, large);
+              view->wait(std::span<const Request>(&r, 1), after(60s), "the held-up receive");
+            } catch (...) {
+              copy_failure = std::current_exception();
+            }
+          });
+          store->get("copy held", 30s);
+          for (int k = 0; k < kExchanges; ++k) exchange_small(k);
+          copier.join();
+          if (copy_failure) std::rethrow_exception(copy_failure);
+          expect_payload(in, 0, 1, 130, "the held-up message");
+        }
+        view.reset();
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: cancelling a receive whose copy another thread makes waits for the copy",
+          "[transport][multiproc]") {
+  // Rank 1 posts a large receive on a view; a second thread, waiting on the world for a small
+  // message, makes its copy (the next thread out of the transport's lock does), which stops in
+  // the kernel at rank 0's missing pages. Rank 1's main thread then cancels the view: that may
+  // release the receive (and hand its buffer back) only once the copy is over, so the buffer
+  // holds the whole message when cancel_all returns. Rank 0 supplies the pages once the
+  // cancellation began.
+  if (!rendezvous_runs_here() || !held_up_copies_run_here()) return;
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::size_t kBytes = 64 * HeldUpBuffer::kPage;
+        const Tag large = p2p_tag(14, 1), small = p2p_tag(0, 14);
+        const int members[] = {0, 1};
+        auto view = t->derive(members, env.rank, TagIdClaim(t->tag_ids(), 14));
+        const auto content = payload(0, 1, kBytes, 140);
+        const std::uint64_t kSmallValue = 0x5A5A;
+        if (env.rank == 0) {
+          HeldUpBuffer buffer(content);
+          const Request s = view->post_send(1, buffer.data(), kBytes, large);
+          store->set_string("announced", "1");
+          buffer.wait_for_reader();
+          store->set_string("copy held", "1");
+          store->get("cancelling", 30s);
+          buffer.supply();
+          const Request m = t->post_send(1, &kSmallValue, sizeof kSmallValue, small);
+          t->wait(std::span<const Request>(&m, 1), after(30s), "the small message");
+          // The copy was whole: the receiver acked it before its receive went.
+          view->wait(std::span<const Request>(&s, 1), after(30s), "the held-up send");
+        } else {
+          store->get("announced", 30s);
+          std::vector<std::uint8_t> in(kBytes, 0xEE);
+          (void)view->post_recv(0, in.data(), kBytes, large);
+          std::exception_ptr waiter_failure;
+          std::uint64_t value = 0;
+          // Joined when the scope ends, so a failed check below fails the rank, not terminate().
+          std::jthread waiter([&] {
+            try {
+              const Request r = t->post_recv(0, &value, sizeof value, small);
+              t->wait(std::span<const Request>(&r, 1), after(60s), "the small message");
+            } catch (...) {
+              waiter_failure = std::current_exception();
+            }
+          });
+          store->get("copy held", 30s);
+          store->set_string("cancelling", "1");
+          view->cancel_all();
+          expect_payload(in, 0, 1, 140, "the receive's buffer when cancel_all returned");
+          waiter.join();
+          if (waiter_failure) std::rethrow_exception(waiter_failure);
+          expect(value == kSmallValue, "the small message's value");
+        }
+        view.reset();
         barrier(*store, "done", env.rank, env.world_size);
       },
       bounded()));

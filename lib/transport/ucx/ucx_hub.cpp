@@ -112,6 +112,8 @@ UcxHub::~UcxHub() {
   if (!fastbox_peers_.empty()) {
     progress_fastboxes();
     for (Peer* peer : fastbox_peers_) drop_unexpected(*peer, [](Tag) { return true; });
+    // Receives matched but not copied yet go with the rest (no other thread uses the hub now).
+    withdraw_ready_copies([](const Pending&) { return true; });
     const auto acks_until = std::chrono::steady_clock::now() + kCancelTimeout;
     for (;;) {
       bool waiting = false;
@@ -204,6 +206,7 @@ Request UcxHub::post_recv(int peer, void* data, std::size_t bytes, Tag tag, Orig
   if (!data && bytes)
     throw Error(ErrorCode::InvalidArgument,
                 "post_recv: null buffer for " + std::to_string(bytes) + " bytes");
+  const ReadyCopiesAfterUnlock copies(*this);  // its message's, if announced already
   std::lock_guard lock(mutex_);
   Peer& source = *peers_[static_cast<std::size_t>(peer)];
   if (fastbox_recv_route(source, tag, bytes))
@@ -242,10 +245,11 @@ std::string UcxHub::pending_summary(std::span<const Request> requests) {
 bool UcxHub::poll_request(const Request& request, Pending& pending, const std::string& what,
                           std::span<const Request> all) {
   Peer& peer = *peers_[static_cast<std::size_t>(pending.peer)];
-  // A receive that took a rendezvous message (copied, refused or failed) waits for its ack to
-  // reach the ring back, unless the sender is gone: so a receiver that stops calling the
+  // A receive whose rendezvous copy is still to be made, or runs in another thread, is in
+  // progress. One that took a rendezvous message (copied, refused or failed) waits for its ack
+  // to reach the ring back, unless the sender is gone: so a receiver that stops calling the
   // transport leaves no sender waiting.
-  if (pending.ack_queued && !peer.failed) [[unlikely]]
+  if (pending.copy != Copy::None || (pending.ack_queued && !peer.failed)) [[unlikely]]
     return false;
   // A fastbox receive whose message has not come, a send waiting for room in the ring, or a
   // rendezvous send waiting for its ack, is in progress like a UCX request; once matched, its
@@ -373,11 +377,13 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
   const auto yield_until = start + kYieldPhase;
   for (std::uint32_t round = 1;; ++round) {
     std::uint64_t epoch = 0;
+    bool all_done = true;
     {
+      // Copies the round accepted, this wait's or others', are made right after it.
+      const ReadyCopiesAfterUnlock copies(*this);
       // One round under the lock: the requests of other communicators (and threads) advance too.
       std::lock_guard lock(mutex_);
       progress_locked();
-      bool all_done = true;
       for (std::size_t i = 0; i < requests.size(); ++i) {
         if (is_done(i)) continue;
         if (poll_request(requests[i], *requests_.find(requests[i]), what, requests)) {
@@ -386,9 +392,9 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
           all_done = false;
         }
       }
-      if (all_done) return;
       epoch = progress_epoch_;
     }
+    if (all_done) return;
     // After the round, so an op whose messages all arrived completes rather than fails.
     if (interruption != nullptr && interruption->raised()) interruption->throw_error(what);
     // Reading the clock costs about as much as a progress call; spin a few rounds between reads.
@@ -396,6 +402,7 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
     if (round % kRoundsPerClockRead != 0) continue;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
+      const ReadyCopiesAfterUnlock copies(*this);
       std::lock_guard lock(mutex_);
       check_liveness();
       // A peer found dead just now explains the silence better than the timeout does.
@@ -486,6 +493,7 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
 
 bool UcxHub::test(const Request& request) {
   if (request.is_completed()) return true;
+  const ReadyCopiesAfterUnlock copies(*this);
   std::lock_guard lock(mutex_);
   Pending* pending = requests_.find(request);
   if (!pending)
@@ -517,8 +525,23 @@ bool UcxHub::test(const Request& request) {
 }
 
 void UcxHub::cancel_owned(const void* owner) noexcept {
-  std::lock_guard lock(mutex_);
+  const ReadyCopiesAfterUnlock copies(*this);  // other communicators' receives may match
+  std::unique_lock lock(mutex_);
   forget_fastbox_requests(owner);
+  const auto owned = [owner](const Pending& pending) { return pending.origin.owner == owner; };
+  // A copy another thread makes now writes into the receive's buffer until it ends: the
+  // receive is released only after (a copy ends on its own; it waits for nothing).
+  for (;;) {
+    bool running = false;
+    requests_.for_each([&](const Request&, Pending& pending) {
+      running = running || (owned(pending) && pending.copy == Copy::Running);
+    });
+    if (!running) break;
+    lock.unlock();
+    sched_yield();
+    lock.lock();
+  }
+  withdraw_ready_copies(owned);
   requests_.for_each([owner](const Request&, Pending& pending) {
     if (pending.origin.owner == owner) pending.request.cancel();
   });
@@ -545,6 +568,7 @@ void UcxHub::cancel_owned(const void* owner) noexcept {
 }
 
 void UcxHub::forget_tag_id(std::uint32_t id) noexcept {
+  const ReadyCopiesAfterUnlock copies(*this);  // other communicators' receives may match
   std::lock_guard lock(mutex_);
   // Messages already in the rings are taken first, so their announcements are answered below.
   if (!fastbox_peers_.empty()) note_progress(progress_fastboxes());

@@ -44,10 +44,11 @@
 // are ring messages like the small ones (matched in the same order, never counted as large), so
 // the size rules above hold for three classes: small, UCX's middle sizes, and rendezvous.
 // COHORT_SINGLE_COPY=off on either rank keeps a pair's large messages on UCX. The copy runs
-// inside a progress round, under the mutex: a thread of another communicator may wait for it as
-// long as a copy of that size takes. A receive whose ack finds the ring back full ends only
-// once the ack is in it, so a receiver that stops calling the transport leaves no sender
-// waiting (a UCX-sized receive that meets an announcement is the exception: it fails at once).
+// without the mutex, made by the thread whose round matched the announcement as it leaves the
+// lock (run_ready_copies), so other threads' ops go on meanwhile; the sender's seal, read after
+// the bytes, tells a copy of a send cancelled meanwhile (send_seal.hpp). A receive whose ack
+// finds the ring back full ends only once the ack is in it, so a receiver that stops calling
+// the transport leaves no sender waiting (a UCX-sized receive that meets an announcement too).
 // Collectives' messages (no p2p flag) always go through UCX. COHORT_SHARED_MEMORY=off on
 // either rank of a pair, or a segment that cannot be mapped, leaves that pair on UCX; both
 // ranks agree on it at construction.
@@ -77,6 +78,7 @@
 #include <cohort/store.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -202,6 +204,15 @@ class UcxHub {
     std::unique_ptr<Error> failure;
     /// A rendezvous send's seal, broken when the send is released (completed or cancelled).
     SendSeal seal;
+    /// A receive's rendezvous message, accepted and waiting for its copy (Pending::copy).
+    Fastbox::Rendezvous to_copy;
+  };
+  /// Where a fastbox receive's rendezvous copy stands. It is made outside the hub's lock (see
+  /// run_ready_copies), so a large copy holds up no other thread's sends, receives and progress.
+  enum class Copy : std::uint8_t {
+    None,
+    Ready,   ///< accepted, in ready_copies_: the next thread out of the lock makes it
+    Running  ///< a thread copies it now, without the lock; nothing may release the receive
   };
   /// A point-to-point receive too large for the ring, from a peer with a ring to this rank.
   struct LargeRecv {
@@ -221,6 +232,7 @@ class UcxHub {
     /// but its ack waits for room in the ring back (Peer::queued_acks): it ends when the ack
     /// is written. A receive too large for the ring that met one (sizes disagree) too.
     bool ack_queued = false;
+    Copy copy = Copy::None;  ///< a receive's rendezvous copy; in progress until None
   };
 
   /// Exchanges an empty message with every peer (see the .cpp for why).
@@ -352,10 +364,46 @@ class UcxHub {
       return true;
     });
   }
-  /// Copies rendezvous message `message` from `peer`'s memory into fastbox receive `handle`
-  /// (`recv`), which accepted it, and acknowledges it; a failed copy fails the receive.
-  void take_rendezvous(Peer& peer, const Request& handle, Pending& recv,
-                       const Fastbox::Rendezvous& message) noexcept;
+  /// After rendezvous message `message` was copied into fastbox receive `handle` (`recv`) with
+  /// result `error` (an errno, 0 when whole and sealed): fails the receive on an error and
+  /// acknowledges the message.
+  void finish_rendezvous(Peer& peer, const Request& handle, Pending& recv,
+                         const Fastbox::Rendezvous& message, int error) noexcept;
+  /// Makes the copies in ready_copies_, each without the lock, one after another, then wakes
+  /// the threads waiting for them. Every call that may have matched a rendezvous message (post,
+  /// test, a wait's round, cancellation, forget_tag_id) calls this after it lets go of the lock,
+  /// so no accepted copy is left without a thread to make it. Takes the lock itself. Never
+  /// throws.
+  void run_ready_copies() noexcept;
+  /// run_ready_copies() if a copy may be ready: the hint is exact for copies this thread made
+  /// ready (its own store), and cheap to read in every wait round.
+  void run_ready_copies_if_any() noexcept {
+    if (ready_copies_hint_.load(std::memory_order_relaxed)) run_ready_copies();
+  }
+  /// Declared before a lock on mutex_ in a scope: runs the ready copies once the lock is let
+  /// go, whether the scope ends normally or by an exception.
+  class ReadyCopiesAfterUnlock {
+   public:
+    explicit ReadyCopiesAfterUnlock(UcxHub& hub) noexcept : hub_(hub) {}
+    ReadyCopiesAfterUnlock(const ReadyCopiesAfterUnlock&) = delete;
+    ReadyCopiesAfterUnlock& operator=(const ReadyCopiesAfterUnlock&) = delete;
+    ~ReadyCopiesAfterUnlock() { hub_.run_ready_copies_if_any(); }
+
+   private:
+    UcxHub& hub_;
+  };
+  /// Withdraws the ready copies of the receives `withdrawn(pending)` selects (a cancelled
+  /// communicator's, or all at teardown): each is acknowledged with ECANCELED, so its sender's
+  /// send fails instead of waiting, and its receive may be released.
+  template <class Withdrawn>
+  void withdraw_ready_copies(Withdrawn&& withdrawn) noexcept {
+    requests_.for_each([&](const Request&, Pending& pending) {
+      if (pending.copy != Copy::Ready || !withdrawn(pending)) return;
+      pending.copy = Copy::None;
+      acknowledge(*peers_[static_cast<std::size_t>(pending.peer)], pending.fastbox->to_copy.cookie,
+                  ECANCELED);
+    });
+  }
   /// `peer`'s ack for one of this rank's rendezvous sends: completes (or fails) it, unless it
   /// was cancelled meanwhile.
   void complete_rendezvous_send(const Peer& peer, const Fastbox::Ack& ack) noexcept;
@@ -386,6 +434,10 @@ class UcxHub {
   UcxWorker worker_;
   std::vector<std::unique_ptr<Peer>> peers_;
   RequestTable<Pending> requests_;
+  /// Fastbox receives whose rendezvous copy is Ready (guarded; stale handles are skipped).
+  std::deque<Request> ready_copies_;
+  /// !ready_copies_.empty(), readable without the lock (run_ready_copies_if_any).
+  std::atomic<bool> ready_copies_hint_{false};
   std::chrono::steady_clock::time_point last_liveness_check_{};
   /// Counts worker progress that did something (guarded), so a thread about to sleep can tell
   /// whether another thread completed its requests since it last looked.

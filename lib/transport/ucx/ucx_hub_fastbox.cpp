@@ -243,20 +243,46 @@ bool UcxHub::flush_acks(Peer& peer) noexcept {
 void UcxHub::settle_rendezvous(Peer& peer, const Request& handle, Pending& recv, bool accepted,
                                const Fastbox::Rendezvous& message) noexcept {
   if (accepted) {
-    take_rendezvous(peer, handle, recv, message);
+    // Copied by the next thread out of the lock (run_ready_copies).
+    recv.fastbox->to_copy = message;
+    recv.copy = Copy::Ready;
+    ready_copies_.push_back(handle);
+    ready_copies_hint_.store(true, std::memory_order_relaxed);
   } else if (!acknowledge(peer, message.cookie, 0, handle)) {
     recv.ack_queued = true;
   }
 }
 
-void UcxHub::take_rendezvous(Peer& peer, const Request& handle, Pending& recv,
-                             const Fastbox::Rendezvous& message) noexcept {
-  // The stamp's load ordered the sender's stores to its buffer before it; the kernel's copy
-  // comes after that load. The seal, read after the copy, says whether the send still stood.
-  int error = read_sealed_process_memory(
-      peer.pid, recv.fastbox->recv_data,
-      reinterpret_cast<const void*>(static_cast<std::uintptr_t>(message.address)), recv.bytes,
-      message.seal_at, message.seal);
+void UcxHub::run_ready_copies() noexcept {
+  std::unique_lock lock(mutex_);
+  while (!ready_copies_.empty()) {
+    const Request handle = ready_copies_.front();
+    ready_copies_.pop_front();
+    Pending* recv = requests_.find(handle);
+    if (recv == nullptr || recv->copy != Copy::Ready) continue;  // withdrawn meanwhile
+    recv->copy = Copy::Running;
+    Peer& peer = *peers_[static_cast<std::size_t>(recv->peer)];
+    const Fastbox::Rendezvous message = recv->fastbox->to_copy;
+    void* const into = recv->fastbox->recv_data;
+    const std::size_t bytes = recv->bytes;
+    lock.unlock();
+    // The stamp's load (under the lock, before this) ordered the sender's stores to its buffer
+    // before it. The seal, read after the copy, says whether the send still stood.
+    const int error = read_sealed_process_memory(
+        peer.pid, into, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(message.address)),
+        bytes, message.seal_at, message.seal);
+    lock.lock();
+    // Still there: nothing releases a receive whose copy runs (cancel_owned waits for it).
+    recv = requests_.find(handle);
+    recv->copy = Copy::None;
+    finish_rendezvous(peer, handle, *recv, message, error);
+    note_progress(true);
+  }
+  ready_copies_hint_.store(false, std::memory_order_relaxed);
+}
+
+void UcxHub::finish_rendezvous(Peer& peer, const Request& handle, Pending& recv,
+                               const Fastbox::Rendezvous& message, int error) noexcept {
   // A sender that died before the copy may have left its pid to another process, whose memory
   // the copy read: only a sender still alive after it vouches for the bytes.
   if (error == 0 && peer.watch.watching() && !peer.watch.alive()) error = ESRCH;
@@ -289,11 +315,15 @@ void UcxHub::complete_rendezvous_send(const Peer& peer, const Fastbox::Ack& ack)
   send->fastbox->matched = true;
   if (ack.error == 0) return;
   try {
+    const std::string receiver = "rank " + std::to_string(send->origin.peer_label);
     send->fastbox->failure = std::make_unique<Error>(
-        ErrorCode::RemoteError, describe(*send) + ": rank " +
-                                    std::to_string(send->origin.peer_label) +
-                                    " could not copy the message out of this process's memory (" +
-                                    std::strerror(ack.error) + ")");
+        ErrorCode::RemoteError,
+        describe(*send) + ": " +
+            (ack.error == ECANCELED
+                 ? receiver + " cancelled its receive (its communicator was destroyed or "
+                              "aborted) before copying the message"
+                 : receiver + " could not copy the message out of this process's memory (" +
+                       std::strerror(ack.error) + ")"));
   } catch (...) {
     send->request = UcxRequest::failed(UcxRequest::Kind::Send, UCS_ERR_NO_MEMORY);
   }
