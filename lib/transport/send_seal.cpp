@@ -61,17 +61,15 @@ SealPool& pool() {
 SendSeal SendSeal::make() {
   SendSeal seal;
   seal.word_ = pool().take();
-  seal.value_ = pool().next_value();
   // Relaxed: the announcement that names the word is published with a release store after this.
-  seal.word_->store(seal.value_, std::memory_order_relaxed);
+  seal.word_->store(pool().next_value(), std::memory_order_relaxed);
   return seal;
 }
 
 SendSeal& SendSeal::operator=(SendSeal&& other) noexcept {
   if (this != &other) {
-    release();
+    if (word_ != nullptr) release();
     word_ = other.word_;
-    value_ = other.value_;
     other.word_ = nullptr;
   }
   return *this;
@@ -82,7 +80,6 @@ std::uint64_t SendSeal::address() const noexcept {
 }
 
 void SendSeal::release() noexcept {
-  if (word_ == nullptr) return;
   word_->store(0, std::memory_order_relaxed);
   // The caller's next stores into the buffer must not be seen before the 0: a receiver that
   // read the value after its copy then read the buffer before them.

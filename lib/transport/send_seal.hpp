@@ -23,27 +23,28 @@ class SendSeal {
   /// Seals a word with a value never used before in this process. Throws std::bad_alloc.
   static SendSeal make();
 
-  SendSeal(SendSeal&& other) noexcept : word_(other.word_), value_(other.value_) {
-    other.word_ = nullptr;
-  }
+  SendSeal(SendSeal&& other) noexcept : word_(other.word_) { other.word_ = nullptr; }
   SendSeal& operator=(SendSeal&& other) noexcept;
   SendSeal(const SendSeal&) = delete;
   SendSeal& operator=(const SendSeal&) = delete;
   /// Breaks the seal: stores 0, fenced so that no later store of this thread (the caller
   /// reusing the buffer) can be seen before it. Never throws.
-  ~SendSeal() { release(); }
+  ~SendSeal() {
+    if (word_ != nullptr) release();
+  }
 
   explicit operator bool() const noexcept { return word_ != nullptr; }
   /// Where the word lies in this process, to announce.
   std::uint64_t address() const noexcept;
-  /// The value it holds while sealed.
-  std::uint64_t value() const noexcept { return value_; }
+  /// The value it holds while sealed (only this seal writes the word until it is broken).
+  std::uint64_t value() const noexcept { return word_->load(std::memory_order_relaxed); }
 
  private:
   void release() noexcept;
 
+  /// The only member: a fastbox receive's request entry carries an empty seal, so it stays one
+  /// pointer to build and move.
   std::atomic<std::uint64_t>* word_ = nullptr;
-  std::uint64_t value_ = 0;
 };
 
 }  // namespace cohort::transport

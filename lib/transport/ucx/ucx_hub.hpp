@@ -204,8 +204,6 @@ class UcxHub {
     std::unique_ptr<Error> failure;
     /// A rendezvous send's seal, broken when the send is released (completed or cancelled).
     SendSeal seal;
-    /// A receive's rendezvous message, accepted and waiting for its copy (Pending::copy).
-    Fastbox::Rendezvous to_copy;
   };
   /// Where a fastbox receive's rendezvous copy stands. It is made outside the hub's lock (see
   /// run_ready_copies), so a large copy holds up no other thread's sends, receives and progress.
@@ -397,11 +395,13 @@ class UcxHub {
   /// send fails instead of waiting, and its receive may be released.
   template <class Withdrawn>
   void withdraw_ready_copies(Withdrawn&& withdrawn) noexcept {
-    requests_.for_each([&](const Request&, Pending& pending) {
-      if (pending.copy != Copy::Ready || !withdrawn(pending)) return;
-      pending.copy = Copy::None;
-      acknowledge(*peers_[static_cast<std::size_t>(pending.peer)], pending.fastbox->to_copy.cookie,
+    std::erase_if(ready_copies_, [&](const ReadyCopy& ready) {
+      Pending* pending = requests_.find(ready.receive);
+      if (pending == nullptr || pending->copy != Copy::Ready || !withdrawn(*pending)) return false;
+      pending->copy = Copy::None;
+      acknowledge(*peers_[static_cast<std::size_t>(pending->peer)], ready.message.cookie,
                   ECANCELED);
+      return true;
     });
   }
   /// `peer`'s ack for one of this rank's rendezvous sends: completes (or fails) it, unless it
@@ -434,8 +434,14 @@ class UcxHub {
   UcxWorker worker_;
   std::vector<std::unique_ptr<Peer>> peers_;
   RequestTable<Pending> requests_;
-  /// Fastbox receives whose rendezvous copy is Ready (guarded; stale handles are skipped).
-  std::deque<Request> ready_copies_;
+  /// A fastbox receive whose rendezvous copy is Ready, and the message it copies. Kept here, not
+  /// in Pending: every small receive would carry (and build) it.
+  struct ReadyCopy {
+    Request receive;
+    Fastbox::Rendezvous message;
+  };
+  /// In the order they became ready (guarded; stale handles are skipped).
+  std::deque<ReadyCopy> ready_copies_;
   /// !ready_copies_.empty(), readable without the lock (run_ready_copies_if_any).
   std::atomic<bool> ready_copies_hint_{false};
   std::chrono::steady_clock::time_point last_liveness_check_{};

@@ -244,9 +244,8 @@ void UcxHub::settle_rendezvous(Peer& peer, const Request& handle, Pending& recv,
                                const Fastbox::Rendezvous& message) noexcept {
   if (accepted) {
     // Copied by the next thread out of the lock (run_ready_copies).
-    recv.fastbox->to_copy = message;
+    ready_copies_.push_back(ReadyCopy{handle, message});
     recv.copy = Copy::Ready;
-    ready_copies_.push_back(handle);
     ready_copies_hint_.store(true, std::memory_order_relaxed);
   } else if (!acknowledge(peer, message.cookie, 0, handle)) {
     recv.ack_queued = true;
@@ -256,13 +255,12 @@ void UcxHub::settle_rendezvous(Peer& peer, const Request& handle, Pending& recv,
 void UcxHub::run_ready_copies() noexcept {
   std::unique_lock lock(mutex_);
   while (!ready_copies_.empty()) {
-    const Request handle = ready_copies_.front();
+    const auto [handle, message] = ready_copies_.front();
     ready_copies_.pop_front();
     Pending* recv = requests_.find(handle);
     if (recv == nullptr || recv->copy != Copy::Ready) continue;  // withdrawn meanwhile
     recv->copy = Copy::Running;
     Peer& peer = *peers_[static_cast<std::size_t>(recv->peer)];
-    const Fastbox::Rendezvous message = recv->fastbox->to_copy;
     void* const into = recv->fastbox->recv_data;
     const std::size_t bytes = recv->bytes;
     lock.unlock();
