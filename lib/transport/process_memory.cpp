@@ -38,6 +38,16 @@ int read_sealed_process_memory(pid_t pid, void* into, const void* from, std::siz
   const auto* seal_word = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(seal_at));
   std::uint64_t seen = 0;
   std::size_t done = 0;
+  // A read that failed may have met a buffer freed after its send was withdrawn: the seal says
+  // which, so the receive names the cancelled send rather than a bad address.
+  const auto withdrawn_or = [&](int error) {
+    std::uint64_t now = 0;
+    return read_process_once(pid, &now, seal_word, sizeof now) ==
+                       static_cast<ssize_t>(sizeof now) &&
+                   now != seal
+               ? ECANCELED
+               : error;
+  };
 #if defined(__x86_64__) || defined(__i386__)
   // The kernel reads the remote iovecs in array order (process_vm_readv(2)), and x86 keeps loads
   // in order, so the seal's load follows every byte's. Elsewhere loads may pass one another, and
@@ -45,14 +55,14 @@ int read_sealed_process_memory(pid_t pid, void* into, const void* from, std::siz
   iovec local[2] = {{into, bytes}, {&seen, sizeof seen}};
   iovec remote[2] = {{const_cast<void*>(from), bytes}, {const_cast<void*>(seal_word), sizeof seen}};
   const ssize_t got = process_vm_readv(pid, local, 2, remote, 2, 0);
-  if (got < 0 && errno != EINTR) return errno;
+  if (got < 0 && errno != EINTR) return withdrawn_or(errno);
   if (got == static_cast<ssize_t>(bytes + sizeof seen)) return seen == seal ? 0 : ECANCELED;
   done = got > 0 ? static_cast<std::size_t>(got) : 0;
 #endif
   if (done < bytes) {
     const int error = read_process_memory(pid, static_cast<std::byte*>(into) + done,
                                           static_cast<const std::byte*>(from) + done, bytes - done);
-    if (error != 0) return error;
+    if (error != 0) return withdrawn_or(error);
   }
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (const int error = read_process_memory(pid, &seen, seal_word, sizeof seen); error != 0)

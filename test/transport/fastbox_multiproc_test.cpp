@@ -33,8 +33,11 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -908,7 +911,9 @@ TEST_CASE("fastbox: a rendezvous send cancelled before its receive fails that re
           const Request s = view->post_send(1, data.data(), kBytes, tag);
           expect(!view->test(s), "a rendezvous send completed before its receive was posted");
           view->cancel_all();
-          data = payload(0, 1, kBytes, 121);  // the buffer is the caller's again
+          // The buffer is the caller's again: it writes other bytes there.
+          const auto other = payload(0, 1, kBytes, 121);
+          std::copy(other.begin(), other.end(), data.begin());
           store->set_string("cancelled", "1");
         } else {
           store->get("cancelled", 30s);
@@ -951,15 +956,49 @@ int kernel_userfaultfd() {
   return fd;
 }
 
+/// Whether a child's process_vm_readv of this process's pages registered missing with a
+/// userfaultfd waits for them (rather than failing at once, as a kernel that does not hand
+/// remote faults to userfaultfd would do).
+bool remote_reads_wait_for_missing_pages(int uffd) {
+  constexpr std::size_t kPage = 4096;
+  void* page = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return false;
+  uffdio_register reg{};
+  reg.range = {reinterpret_cast<std::uintptr_t>(page), kPage};
+  reg.mode = UFFDIO_REGISTER_MODE_MISSING;
+  bool waits = false;
+  if (ioctl(uffd, UFFDIO_REGISTER, &reg) == 0) {
+    const pid_t parent = getpid();
+    const pid_t child = fork();
+    if (child == 0) {
+      std::uint8_t into[kPage];
+      iovec local{into, kPage}, remote{page, kPage};
+      _exit(process_vm_readv(parent, &local, 1, &remote, 1, 0) == kPage ? 0 : 1);
+    }
+    pollfd fault{uffd, POLLIN, 0};
+    waits = child > 0 && poll(&fault, 1, 5000) == 1;
+    uffdio_zeropage zero{};
+    zero.range = reg.range;
+    ioctl(uffd, UFFDIO_ZEROPAGE, &zero);  // wakes the child, if it waits
+    int status = 0;
+    if (child > 0) waitpid(child, &status, 0);
+    waits = waits && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  munmap(page, kPage);
+  return waits;
+}
+
 /// Whether this process may stage a held-up copy (says so when not, as the tests then skip).
 bool held_up_copies_run_here() {
-  const int probe = kernel_userfaultfd();
-  if (probe >= 0) {
-    close(probe);
-    return true;
+  const int uffd = kernel_userfaultfd();
+  if (uffd < 0) {
+    WARN("userfaultfd is not available to this process: a held-up copy cannot be staged");
+    return false;
   }
-  WARN("userfaultfd is not available to this process: a held-up copy cannot be staged");
-  return false;
+  const bool waits = remote_reads_wait_for_missing_pages(uffd);
+  close(uffd);
+  if (!waits) WARN("another process's read of missing pages does not wait for a userfaultfd here");
+  return waits;
 }
 
 /// A send buffer whose first half holds `content`'s first half and whose second half is pages
@@ -1087,8 +1126,11 @@ TEST_CASE("fastbox: cancelling a receive whose copy another thread makes waits f
   // message, makes its copy (the next thread out of the transport's lock does), which stops in
   // the kernel at rank 0's missing pages. Rank 1's main thread then cancels the view: that may
   // release the receive (and hand its buffer back) only once the copy is over, so the buffer
-  // holds the whole message when cancel_all returns. Rank 0 supplies the pages once the
-  // cancellation began.
+  // holds the whole message when cancel_all returns. Rank 0 supplies the pages once told the
+  // cancellation begins: a store round trip later, which in practice finds cancel_all waiting
+  // (it reaches its wait in microseconds), but nothing orders the two. The test is sure to pass
+  // when cancellation waits; without the wait it failed in every run tried (the buffer was
+  // incomplete, or the copying thread found its receive released and the rank crashed).
   if (!rendezvous_runs_here() || !held_up_copies_run_here()) return;
   REQUIRE_NOTHROW(cohort::launch(
       2,

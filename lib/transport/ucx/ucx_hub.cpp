@@ -261,6 +261,8 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
     // (it would be in the ring before anything sent after it reaches UCX).
     if (const auto large = large_message_waiting(pending)) {
       progress_fastboxes();
+      // Its own announcement may have come: the copy, not the poll below, ends the receive.
+      if (pending.copy != Copy::None) return false;
       if (!pending.fastbox->matched) {
         std::erase(peer.posted_recvs, request);
         pending.fastbox->matched = true;
@@ -541,6 +543,8 @@ void UcxHub::cancel_owned(const void* owner) noexcept {
     sched_yield();
     lock.lock();
   }
+  // Again: the owner's thread may have posted while the lock was let go.
+  forget_fastbox_requests(owner);
   withdraw_ready_copies(owned);
   requests_.for_each([owner](const Request&, Pending& pending) {
     if (pending.origin.owner == owner) pending.request.cancel();

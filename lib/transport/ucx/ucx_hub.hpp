@@ -346,9 +346,9 @@ class UcxHub {
                    const Request& receive = Request{}) noexcept;
   /// Writes the peer's queued acks while its ring has room; true if any went.
   bool flush_acks(Peer& peer) noexcept;
-  /// Rendezvous message `message`, matched to fastbox receive `handle` (`recv`): copied when
-  /// `accepted`, else refused (the sizes disagree); acknowledged either way, and the receive
-  /// ends once the ack is written.
+  /// Rendezvous message `message`, matched to fastbox receive `handle` (`recv`): when
+  /// `accepted`, made Ready (the copy and the ack follow in run_ready_copies), else refused (the
+  /// sizes disagree) and acknowledged; the receive ends once its ack is written.
   void settle_rendezvous(Peer& peer, const Request& handle, Pending& recv, bool accepted,
                          const Fastbox::Rendezvous& message) noexcept;
   /// Forgets `peer`'s messages taken from its ring whose tag satisfies `dropped`, answering the
@@ -408,8 +408,8 @@ class UcxHub {
   /// was cancelled meanwhile.
   void complete_rendezvous_send(const Peer& peer, const Fastbox::Ack& ack) noexcept;
   /// Matches a ring message of `bytes`, stamped `large_before`, to fastbox receive `recv`; true
-  /// when the caller copies the message's bytes to the receive's buffer, false after recording a
-  /// size disagreement.
+  /// when the message's bytes go to the receive's buffer (the caller copies an inline message,
+  /// or makes a rendezvous copy Ready), false after recording a size disagreement.
   bool accept(Pending& recv, std::uint64_t bytes, std::uint32_t large_before);
   /// Takes every message waiting in each peer's ring and writes queued sends that now fit;
   /// true if anything moved.
