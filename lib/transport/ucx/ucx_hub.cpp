@@ -374,6 +374,17 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
   };
   for (std::size_t i = 0; i < requests.size(); ++i)
     if (requests[i].is_completed()) mark_done(i);
+  // Checked at entry, but another thread may cancel the owner's requests meanwhile (against
+  // the contract that one thread drives a view): an error then, not a null dereference.
+  const auto still_there = [&](const Request& request) -> Pending& {
+    Pending* pending = requests_.find(request);
+    if (pending == nullptr) [[unlikely]]
+      throw Error(ErrorCode::InvalidUsage,
+                  "wait(): a request it waits on was released meanwhile (cancelled from "
+                  "another thread?)",
+                  ErrorContext{.op = what});
+    return *pending;
+  };
   const auto start = std::chrono::steady_clock::now();
   const auto spin_until = start + policy_.spin;
   const auto yield_until = start + kYieldPhase;
@@ -388,7 +399,7 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
       progress_locked();
       for (std::size_t i = 0; i < requests.size(); ++i) {
         if (is_done(i)) continue;
-        if (poll_request(requests[i], *requests_.find(requests[i]), what, requests)) {
+        if (poll_request(requests[i], still_there(requests[i]), what, requests)) {
           mark_done(i);
         } else {
           all_done = false;
@@ -409,7 +420,7 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
       check_liveness();
       // A peer found dead just now explains the silence better than the timeout does.
       for (std::size_t i = 0; i < requests.size(); ++i)
-        if (!is_done(i)) poll_request(requests[i], *requests_.find(requests[i]), what, requests);
+        if (!is_done(i)) poll_request(requests[i], still_there(requests[i]), what, requests);
       throw Error(ErrorCode::Timeout, "deadline passed" + pending_summary(requests),
                   ErrorContext{.op = what});
     }
