@@ -43,7 +43,10 @@ TEST_CASE("send seal: a sealed read returns the bytes while the seal stands, ECA
     WARN("process_vm_readv on this process is not allowed here");
     return;
   }
-  std::vector<std::uint8_t> buffer(100000);
+  // Both ways of reading: with the seal in the same system call, and (above 1 MiB) after it.
+  const std::size_t bytes = GENERATE(std::size_t{100000}, std::size_t{3 << 20} + 5);
+  CAPTURE(bytes);
+  std::vector<std::uint8_t> buffer(bytes);
   for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<std::uint8_t>(i * 7);
   std::vector<std::uint8_t> into(buffer.size(), 0xEE);
 
