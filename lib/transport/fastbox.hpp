@@ -67,6 +67,9 @@ class Fastbox {
   static constexpr std::size_t kSlotBytes = 4096 + 64;
   /// The largest message a ring carries (the slot less its stamp and header): 4136 bytes.
   static constexpr std::size_t kInlineBytes = kSlotBytes - 24;
+  /// Seal words after the rings (send_seal.hpp's SealTable): written by the segment's owner,
+  /// read by the peers that map it, so a receiver checks a rendezvous send's seal with a load.
+  static constexpr std::size_t kSealWords = 1024;
 
   enum class Kind : std::uint8_t { Inline, Rendezvous, Ack };
   struct Message {
@@ -112,6 +115,8 @@ class Fastbox {
   Fastbox& operator=(const Fastbox&) = delete;
 
   explicit operator bool() const noexcept { return base_ != nullptr; }
+  /// The segment's kSealWords seal words.
+  std::atomic<std::uint64_t>* seal_words() const noexcept;
   /// The segment's descriptor in this process (inboxes only; -1 otherwise).
   int fd() const noexcept { return fd_; }
 

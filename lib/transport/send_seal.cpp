@@ -1,9 +1,8 @@
 #include "transport/send_seal.hpp"
 
+#include "core/check.hpp"
+
 #include <cstddef>
-#include <memory>
-#include <mutex>
-#include <vector>
 
 namespace cohort::transport {
 
@@ -27,10 +26,6 @@ class SealPool {
     free_.push_back(word);
   }
 
-  std::uint64_t next_value() noexcept {
-    return next_value_.fetch_add(1, std::memory_order_relaxed);
-  }
-
  private:
   static constexpr std::size_t kWordsPerChunk = 512;
 
@@ -48,12 +43,17 @@ class SealPool {
   std::mutex mutex_;
   std::vector<std::atomic<std::uint64_t>*> free_;
   std::size_t made_ = 0;
-  std::atomic<std::uint64_t> next_value_{1};  // 0 is a broken seal
 };
 
 SealPool& pool() {
   static SealPool* const instance = new SealPool;
   return *instance;
+}
+
+/// Values for seals of either kind; 0 is a broken seal.
+std::uint64_t next_value() noexcept {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -62,7 +62,7 @@ SendSeal SendSeal::make() {
   SendSeal seal;
   seal.word_ = pool().take();
   // Relaxed: the announcement that names the word is published with a release store after this.
-  seal.word_->store(pool().next_value(), std::memory_order_relaxed);
+  seal.word_->store(next_value(), std::memory_order_relaxed);
   return seal;
 }
 
@@ -70,12 +70,14 @@ SendSeal& SendSeal::operator=(SendSeal&& other) noexcept {
   if (this != &other) {
     if (word_ != nullptr) release();
     word_ = other.word_;
+    table_ = other.table_;
     other.word_ = nullptr;
   }
   return *this;
 }
 
-std::uint64_t SendSeal::address() const noexcept {
+std::uint64_t SendSeal::location() const noexcept {
+  if (table_ != nullptr) return kInTable | static_cast<std::uint64_t>(word_ - table_->words_);
   return reinterpret_cast<std::uintptr_t>(word_);
 }
 
@@ -84,8 +86,46 @@ void SendSeal::release() noexcept {
   // The caller's next stores into the buffer must not be seen before the 0: a receiver that
   // read the value after its copy then read the buffer before them.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  pool().give_back(word_);
+  if (table_ != nullptr) {
+    table_->give_back(word_);
+  } else {
+    pool().give_back(word_);
+  }
   word_ = nullptr;
+}
+
+void SealTable::attach(std::atomic<std::uint64_t>* words, std::size_t count) {
+  COHORT_CHECK(count < (std::size_t{1} << 32));
+  std::lock_guard lock(mutex_);
+  COHORT_CHECK(words_ == nullptr);
+  free_.reserve(count);
+  for (std::size_t i = count; i > 0; --i) free_.push_back(static_cast<std::uint32_t>(i - 1));
+  words_ = words;
+}
+
+SendSeal SealTable::make() {
+  {
+    std::lock_guard lock(mutex_);
+    if (!free_.empty()) {
+      SendSeal seal;
+      seal.word_ = &words_[free_.back()];
+      seal.table_ = this;
+      free_.pop_back();
+      seal.word_->store(next_value(), std::memory_order_relaxed);
+      return seal;
+    }
+  }
+  return SendSeal::make();
+}
+
+std::size_t SealTable::free_words() const {
+  std::lock_guard lock(mutex_);
+  return free_.size();
+}
+
+void SealTable::give_back(std::atomic<std::uint64_t>* word) noexcept {
+  std::lock_guard lock(mutex_);
+  free_.push_back(static_cast<std::uint32_t>(word - words_));
 }
 
 }  // namespace cohort::transport

@@ -7,44 +7,83 @@
 // made before the buffer went back to the caller, so it holds the sender's bytes; else the send
 // was withdrawn and the receive fails.
 //
-// The words come from a process-wide pool and are never freed, so an announced address always
-// names a seal word: a stale one holds 0 or a later send's value, never the announced one
-// (values count up, process-wide, and never repeat).
+// Words come from a SealTable in memory the receivers map (the sender's fastbox segment), which
+// they read with a plain load, or, once its words are all taken, from a process-wide pool, which
+// they read through process_vm_readv. Neither is ever freed while a receiver may read it (the
+// pool never; a table's segment stays mapped in every reader), so an announced seal always names
+// a seal word: a stale one holds 0 or a later send's value, never the announced one (values
+// count up, process-wide, and never repeat).
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
 namespace cohort::transport {
 
+class SealTable;
+
 class SendSeal {
  public:
+  /// An announced seal location with this bit set names word (location & ~kInTable) of the
+  /// sender's table; without it, an address in the sender (user-space addresses never have it).
+  static constexpr std::uint64_t kInTable = std::uint64_t{1} << 63;
+
   /// No seal (a send that is not a rendezvous).
   SendSeal() noexcept = default;
-  /// Seals a word with a value never used before in this process. Throws std::bad_alloc.
+  /// Seals a word of the process-wide pool with a value never used before in this process.
+  /// Throws std::bad_alloc.
   static SendSeal make();
 
-  SendSeal(SendSeal&& other) noexcept : word_(other.word_) { other.word_ = nullptr; }
+  SendSeal(SendSeal&& other) noexcept : word_(other.word_), table_(other.table_) {
+    other.word_ = nullptr;
+  }
   SendSeal& operator=(SendSeal&& other) noexcept;
   SendSeal(const SendSeal&) = delete;
   SendSeal& operator=(const SendSeal&) = delete;
   /// Breaks the seal: stores 0, fenced so that no later store of this thread (the caller
-  /// reusing the buffer) can be seen before it. Never throws.
+  /// reusing the buffer) can be seen before it, and returns the word. Never throws.
   ~SendSeal() {
     if (word_ != nullptr) release();
   }
 
   explicit operator bool() const noexcept { return word_ != nullptr; }
-  /// Where the word lies in this process, to announce.
-  std::uint64_t address() const noexcept;
+  /// Where to announce it: kInTable | index for a table's word, else its address here.
+  std::uint64_t location() const noexcept;
   /// The value it holds while sealed (only this seal writes the word until it is broken).
   std::uint64_t value() const noexcept { return word_->load(std::memory_order_relaxed); }
 
  private:
+  friend class SealTable;
   void release() noexcept;
 
-  /// The only member: a fastbox receive's request entry carries an empty seal, so it stays one
-  /// pointer to build and move.
   std::atomic<std::uint64_t>* word_ = nullptr;
+  SealTable* table_ = nullptr;  ///< the word's table; nullptr for a pool word
+};
+
+/// Seal words in shared memory, handed out by index. Thread-safe. Must outlive its seals.
+class SealTable {
+ public:
+  SealTable() = default;
+  SealTable(const SealTable&) = delete;
+  SealTable& operator=(const SealTable&) = delete;
+
+  /// Hands out the `count` words at `words` (zero, and mapped by the readers) from now on.
+  void attach(std::atomic<std::uint64_t>* words, std::size_t count);
+  /// A seal on a free word of the table, else (none free, or none attached) on a pool word.
+  /// Throws std::bad_alloc.
+  SendSeal make();
+  /// Words free now (tests).
+  std::size_t free_words() const;
+
+ private:
+  friend class SendSeal;
+  void give_back(std::atomic<std::uint64_t>* word) noexcept;
+
+  mutable std::mutex mutex_;
+  std::atomic<std::uint64_t>* words_ = nullptr;
+  std::vector<std::uint32_t> free_;  ///< reserved for every word: give_back never allocates
 };
 
 }  // namespace cohort::transport

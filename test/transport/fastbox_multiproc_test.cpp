@@ -1183,3 +1183,42 @@ TEST_CASE("fastbox: cancelling a receive whose copy another thread makes waits f
       },
       bounded()));
 }
+
+TEST_CASE("fastbox: more rendezvous sends in flight than the seal table holds all arrive",
+          "[transport][multiproc]") {
+  // A sender's seals come from its fastbox segment (read by the receiver with a load) until
+  // those run out, then from its heap (read through process_vm_readv): with more sends posted
+  // before any receive than the table has words, the receiver checks seals of both kinds.
+  if (!rendezvous_runs_here()) return;
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::size_t kSends = Fastbox::kSealWords + 40, kBytes = kEagerLimit + 8;
+        const Tag tag = p2p_tag(15, 1);
+        if (env.rank == 0) {
+          std::vector<std::vector<std::uint8_t>> out;
+          std::vector<Request> sends;
+          out.reserve(kSends);
+          for (std::size_t k = 0; k < kSends; ++k) {
+            out.push_back(payload(0, 1, kBytes, static_cast<int>(k)));
+            sends.push_back(t->post_send(1, out.back().data(), kBytes, tag));
+          }
+          store->set_string("posted", "1");
+          wait_all(*t, sends, "sends");
+        } else {
+          store->get("posted", 30s);
+          std::vector<std::vector<std::uint8_t>> in(kSends,
+                                                    std::vector<std::uint8_t>(kBytes, 0xEE));
+          std::vector<Request> recvs;
+          for (std::size_t k = 0; k < kSends; ++k)
+            recvs.push_back(t->post_recv(0, in[k].data(), kBytes, tag));
+          wait_all(*t, recvs, "receives");
+          for (std::size_t k = 0; k < kSends; ++k)
+            expect_payload(in[k], 0, 1, static_cast<int>(k), "message " + std::to_string(k));
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}

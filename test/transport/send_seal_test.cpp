@@ -52,7 +52,7 @@ TEST_CASE("send seal: a sealed read returns the bytes while the seal stands, ECA
 
   auto seal = SendSeal::make();
   REQUIRE(seal);
-  const std::uint64_t at = seal.address(), value = seal.value();
+  const std::uint64_t at = seal.location(), value = seal.value();
   REQUIRE(value != 0);
   CHECK(sealed_read(into, buffer, at, value) == 0);
   CHECK(into == buffer);
@@ -68,7 +68,7 @@ TEST_CASE("send seal: a sealed read returns the bytes while the seal stands, ECA
   CHECK(sealed_read(into, buffer, at, value) == ECANCELED);
   for (const SendSeal& s : later) {
     REQUIRE(s.value() != value);
-    if (s.address() == at) CHECK(sealed_read(into, buffer, at, s.value()) == 0);
+    if (s.location() == at) CHECK(sealed_read(into, buffer, at, s.value()) == 0);
   }
 }
 
@@ -84,7 +84,7 @@ TEST_CASE("send seal: values never repeat; a moved seal holds until its last own
   }
 
   SendSeal first = SendSeal::make();
-  const auto* word = reinterpret_cast<const std::atomic<std::uint64_t>*>(first.address());
+  const auto* word = reinterpret_cast<const std::atomic<std::uint64_t>*>(first.location());
   const std::uint64_t value = first.value();
   SendSeal second = std::move(first);
   CHECK_FALSE(first);  // NOLINT(bugprone-use-after-move): moved-from is empty by contract
@@ -105,14 +105,51 @@ TEST_CASE(
   }
   auto seal = SendSeal::make();
   std::vector<std::uint8_t> into(64);
-  CHECK(read_sealed_process_memory(getpid(), into.data(), nullptr, into.size(), seal.address(),
+  CHECK(read_sealed_process_memory(getpid(), into.data(), nullptr, into.size(), seal.location(),
                                    seal.value()) == EFAULT);
   std::vector<std::uint8_t> buffer(64, 1);
   CHECK(read_sealed_process_memory(getpid(), into.data(), buffer.data(), buffer.size(), 8,
                                    seal.value()) == EFAULT);
   // Unless the seal was broken: then the buffer may have gone with its withdrawn send.
-  const std::uint64_t at = seal.address(), value = seal.value();
+  const std::uint64_t at = seal.location(), value = seal.value();
   seal = SendSeal();
   CHECK(read_sealed_process_memory(getpid(), into.data(), nullptr, into.size(), at, value) ==
         ECANCELED);
+}
+
+TEST_CASE("send seal: a table hands out its words by index, then falls back to the pool",
+          "[send_seal]") {
+  std::atomic<std::uint64_t> words[4] = {};
+  cohort::transport::SealTable table;
+  // Not attached yet: pool words.
+  SendSeal early = table.make();
+  CHECK((early.location() & SendSeal::kInTable) == 0);
+  table.attach(words, 4);
+  REQUIRE(table.free_words() == 4);
+  std::vector<SendSeal> seals;
+  std::set<std::uint64_t> indices;
+  for (int i = 0; i < 4; ++i) {
+    seals.push_back(table.make());
+    const std::uint64_t location = seals.back().location();
+    REQUIRE((location & SendSeal::kInTable) != 0);
+    const std::uint64_t index = location & ~SendSeal::kInTable;
+    REQUIRE(index < 4);
+    CHECK(indices.insert(index).second);
+    CHECK(words[index].load() == seals.back().value());
+    CHECK(seals.back().value() != early.value());
+  }
+  CHECK(table.free_words() == 0);
+  SendSeal spill = table.make();  // the table is full
+  CHECK((spill.location() & SendSeal::kInTable) == 0);
+  const std::uint64_t index = seals[2].location() & ~SendSeal::kInTable;
+  seals[2] = SendSeal();  // broken and given back
+  CHECK(words[index].load() == 0);
+  CHECK(table.free_words() == 1);
+  SendSeal again = table.make();
+  CHECK(again.location() == (SendSeal::kInTable | index));
+  CHECK(words[index].load() == again.value());
+  seals.clear();
+  again = SendSeal();
+  CHECK(table.free_words() == 4);
+  for (const auto& word : words) CHECK(word.load() == 0);
 }

@@ -362,6 +362,11 @@ class UcxHub {
       return true;
     });
   }
+  /// Copies rendezvous message `message` from `peer`'s memory into `into` (`bytes`) and checks
+  /// its seal after: 0, ECANCELED (the send was withdrawn), or the errno of a failed read.
+  /// Without the lock: touches nothing of the hub's but `peer`'s fixed fields.
+  static int copy_rendezvous(const Peer& peer, void* into, std::size_t bytes,
+                             const Fastbox::Rendezvous& message) noexcept;
   /// After rendezvous message `message` was copied into fastbox receive `handle` (`recv`) with
   /// result `error` (an errno, 0 when whole and sealed): fails the receive on an error and
   /// acknowledges the message.
@@ -454,6 +459,8 @@ class UcxHub {
   int sleepers_ = 0;  // guarded: threads blocked in block_until
   int wake_fd_ = -1;  // eventfd written when progress happens while someone sleeps
   Fastbox inbox_;     ///< this process's inbox; empty: no fastboxes
+  /// Seals for this rank's rendezvous sends, in inbox_ (declared after it: destroyed first).
+  SealTable seals_;
   /// A random value same-host peers read through this process's pid before they copy from its
   /// memory (PeerAddress::probe).
   const std::uint64_t probe_;

@@ -107,6 +107,9 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
                              : "off (UCX)",
         peer.rendezvous_above != kNoRendezvous ? ", large messages by rendezvous" : "");
   }
+  // This rank's rendezvous sends take their seals from its inbox, which every peer that reads
+  // its memory maps (those pairs have rings both ways).
+  if (inbox_) seals_.attach(inbox_.seal_words(), Fastbox::kSealWords);
 }
 
 Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t bytes, Tag tag,
@@ -123,7 +126,7 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
       Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Send, 0),
               FastboxPart{.send_data = data,
                           .large_before = large_before,
-                          .seal = by_rendezvous(peer, bytes) ? SendSeal::make() : SendSeal()}});
+                          .seal = by_rendezvous(peer, bytes) ? seals_.make() : SendSeal()}});
   // A rendezvous send is announced now if it can be, and completes with the receiver's ack.
   if (!(peer.queued_sends.empty() && by_rendezvous(peer, bytes) &&
         write_rendezvous(peer, handle, *requests_.find(handle))))
@@ -216,7 +219,7 @@ bool UcxHub::write_rendezvous(Peer& peer, const Request& handle, const Pending& 
   const Fastbox::Message message{send.tag, send.bytes, send.fastbox->large_before,
                                  Fastbox::Kind::Rendezvous};
   const Fastbox::Rendezvous body{reinterpret_cast<std::uintptr_t>(send.fastbox->send_data),
-                                 cookie_of(handle), send.fastbox->seal.address(),
+                                 cookie_of(handle), send.fastbox->seal.location(),
                                  send.fastbox->seal.value()};
   return delivered(peer, peer.to_peer.try_send_rendezvous(message, body));
 }
@@ -265,11 +268,7 @@ void UcxHub::run_ready_copies() noexcept {
     void* const into = recv->fastbox->recv_data;
     const std::size_t bytes = recv->bytes;
     lock.unlock();
-    // The stamp's load (under the lock, before this) ordered the sender's stores to its buffer
-    // before it. The seal, read after the copy, says whether the send still stood.
-    const int error = read_sealed_process_memory(
-        peer.pid, into, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(message.address)),
-        bytes, message.seal_at, message.seal);
+    const int error = copy_rendezvous(peer, into, bytes, message);
     lock.lock();
     // Still there: nothing releases a receive whose copy runs (cancel_owned waits for it).
     recv = requests_.find(handle);
@@ -278,6 +277,25 @@ void UcxHub::run_ready_copies() noexcept {
     note_progress(true);
   }
   ready_copies_hint_.store(false, std::memory_order_relaxed);
+}
+
+int UcxHub::copy_rendezvous(const Peer& peer, void* into, std::size_t bytes,
+                            const Fastbox::Rendezvous& message) noexcept {
+  // The stamp's load (under the lock, before this) ordered the sender's stores to its buffer
+  // before it. The seal, read after the copy, says whether the send still stood.
+  const auto* from = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(message.address));
+  if ((message.seal_at & SendSeal::kInTable) == 0)
+    return read_sealed_process_memory(peer.pid, into, from, bytes, message.seal_at, message.seal);
+  // A seal in the sender's inbox, which this rank maps (the pair has rings both ways): one
+  // system call for the bytes, a load for the seal. The kernel's loads of the bytes come first
+  // in this thread's order; the fence keeps the seal's load after them on any architecture.
+  const std::uint64_t index = message.seal_at & ~SendSeal::kInTable;
+  if (index >= Fastbox::kSealWords || !peer.peer_inbox) return EPROTO;
+  const int error = read_process_memory(peer.pid, into, from, bytes);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const std::uint64_t seal = peer.peer_inbox.seal_words()[index].load(std::memory_order_relaxed);
+  // A read that failed may have met a buffer freed after its send was withdrawn.
+  return seal != message.seal ? ECANCELED : error;
 }
 
 void UcxHub::finish_rendezvous(Peer& peer, const Request& handle, Pending& recv,
