@@ -16,7 +16,8 @@
 // one line with the receiver's `consumed` count, then kDepth slots of kSlotBytes. Message n
 // (0, 1, ...) of a ring goes into slot n % kDepth and is stamped n + 1 once written; the sender
 // rewrites a slot only once `consumed` passed its previous message, so a ring holds at most
-// kDepth messages the receiver has not taken yet.
+// kDepth messages the receiver has not taken yet. After the rings, kSealWords seal words of the
+// owner's rendezvous sends (send_seal.hpp), which the peers read.
 //
 // A message carries its full tag, its size, and how many messages with its tag its sender sent
 // before it through UCX (the owner, UcxHub, keeps that count). A slot holds one of three kinds:
@@ -84,8 +85,9 @@ class Fastbox {
   struct Rendezvous {
     std::uint64_t address = 0;  ///< where the message's bytes lie in the sender's memory
     std::uint64_t cookie = 0;   ///< the sender's name for the send, returned in the Ack
-    /// Where the send's seal lies in the sender's memory, and the value it holds while the
-    /// buffer is the sender's to give (see send_seal.hpp).
+    /// Where the send's seal lies (a word of the sender's inbox, or an address in its heap:
+    /// SendSeal::location), and the value it holds while the buffer is the sender's to give
+    /// (see send_seal.hpp).
     std::uint64_t seal_at = 0;
     std::uint64_t seal = 0;
   };

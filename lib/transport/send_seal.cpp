@@ -77,7 +77,8 @@ SendSeal& SendSeal::operator=(SendSeal&& other) noexcept {
 }
 
 std::uint64_t SendSeal::location() const noexcept {
-  if (table_ != nullptr) return kInTable | static_cast<std::uint64_t>(word_ - table_->words_);
+  if (table_ != nullptr)
+    return static_cast<std::uint64_t>(word_ - table_->words_) << kIndexShift | kInTable;
   return reinterpret_cast<std::uintptr_t>(word_);
 }
 

@@ -26,9 +26,15 @@ class SealTable;
 
 class SendSeal {
  public:
-  /// An announced seal location with this bit set names word (location & ~kInTable) of the
-  /// sender's table; without it, an address in the sender (user-space addresses never have it).
-  static constexpr std::uint64_t kInTable = std::uint64_t{1} << 63;
+  /// An announced seal location with this bit set names word (location >> kIndexShift) of the
+  /// sender's table; without it, the address of a pool word in the sender (pool words are
+  /// 8-byte aligned, so their low bits are clear whatever the top bits hold).
+  static constexpr std::uint64_t kInTable = 1;
+  static constexpr int kIndexShift = 3;
+  /// The table index a location with kInTable names.
+  static constexpr std::uint64_t table_index(std::uint64_t location) noexcept {
+    return location >> kIndexShift;
+  }
 
   /// No seal (a send that is not a rendezvous).
   SendSeal() noexcept = default;
@@ -49,7 +55,8 @@ class SendSeal {
   }
 
   explicit operator bool() const noexcept { return word_ != nullptr; }
-  /// Where to announce it: kInTable | index for a table's word, else its address here.
+  /// Where to announce it: index << kIndexShift | kInTable for a table's word, else its address
+  /// here.
   std::uint64_t location() const noexcept;
   /// The value it holds while sealed (only this seal writes the word until it is broken).
   std::uint64_t value() const noexcept { return word_->load(std::memory_order_relaxed); }
@@ -58,6 +65,8 @@ class SendSeal {
   friend class SealTable;
   void release() noexcept;
 
+  // Two pointers: a fastbox receive's request entry carries an empty seal too, so it stays
+  // small (the send's table is needed to give the word back).
   std::atomic<std::uint64_t>* word_ = nullptr;
   SealTable* table_ = nullptr;  ///< the word's table; nullptr for a pool word
 };

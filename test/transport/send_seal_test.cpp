@@ -132,7 +132,7 @@ TEST_CASE("send seal: a table hands out its words by index, then falls back to t
     seals.push_back(table.make());
     const std::uint64_t location = seals.back().location();
     REQUIRE((location & SendSeal::kInTable) != 0);
-    const std::uint64_t index = location & ~SendSeal::kInTable;
+    const std::uint64_t index = SendSeal::table_index(location);
     REQUIRE(index < 4);
     CHECK(indices.insert(index).second);
     CHECK(words[index].load() == seals.back().value());
@@ -141,12 +141,12 @@ TEST_CASE("send seal: a table hands out its words by index, then falls back to t
   CHECK(table.free_words() == 0);
   SendSeal spill = table.make();  // the table is full
   CHECK((spill.location() & SendSeal::kInTable) == 0);
-  const std::uint64_t index = seals[2].location() & ~SendSeal::kInTable;
+  const std::uint64_t index = SendSeal::table_index(seals[2].location());
   seals[2] = SendSeal();  // broken and given back
   CHECK(words[index].load() == 0);
   CHECK(table.free_words() == 1);
   SendSeal again = table.make();
-  CHECK(again.location() == (SendSeal::kInTable | index));
+  CHECK(again.location() == (index << SendSeal::kIndexShift | SendSeal::kInTable));
   CHECK(words[index].load() == again.value());
   seals.clear();
   again = SendSeal();

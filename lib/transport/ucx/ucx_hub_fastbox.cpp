@@ -50,7 +50,10 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
   // Every peer sized its inbox before its handshake message, which this rank has received, so
   // each segment is complete when it is mapped here. What each side can do, told to the other:
   // bit 0, it mapped the other's inbox (it can write there); bit 1, it reads its own inbox;
-  // bit 2, it can read the other's memory (large messages may go by rendezvous).
+  // bit 2, it can read the other's memory (large messages may go by rendezvous); bit 3, it
+  // watches the other through a pidfd, so the other's seals may live in its inbox (a seal read
+  // there outlives the sender, and only a pidfd tells a dead sender from a process that took
+  // its pid; a seal in the sender's heap, read through the pid, tells that by itself).
   const int local_ranks = static_cast<int>(local.size()) + 1;
   struct Agreement {
     std::uint64_t flags = 0;
@@ -62,7 +65,7 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
     if (tunables().shared_memory && inbox_ && peer.fastbox_fd >= 0)
       peer.peer_inbox = Fastbox::map_peer_inbox(peer.pid, peer.fastbox_fd, local_ranks);
     mine[i] = {static_cast<std::uint64_t>((peer.peer_inbox ? 1 : 0) | (inbox_ ? 2 : 0) |
-                                          (peer.readable ? 4 : 0)),
+                                          (peer.readable ? 4 : 0) | (peer.watch.fd() >= 0 ? 8 : 0)),
                rendezvous_limit()};
   }
   constexpr Tag kAgreementTag = p2p_tag((1u << kCommBits) - 1, UINT32_MAX - 1);
@@ -99,6 +102,7 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
     // The larger threshold of the two, so both ranks of the pair use the same one.
     if (to_peer && from_peer && (my_flags & 4) != 0 && (their_flags & 4) != 0)
       peer.rendezvous_above = std::max(mine[i].rendezvous_above, theirs[i].rendezvous_above);
+    peer.table_seals = (their_flags & 8) != 0;
     COHORT_LOG_DEBUG(
         "fastbox with world rank {}: {}{}", peer.rank,
         to_peer && from_peer ? "both ways"
@@ -126,7 +130,9 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
       Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Send, 0),
               FastboxPart{.send_data = data,
                           .large_before = large_before,
-                          .seal = by_rendezvous(peer, bytes) ? seals_.make() : SendSeal()}});
+                          .seal = !by_rendezvous(peer, bytes) ? SendSeal()
+                                  : peer.table_seals          ? seals_.make()
+                                                              : SendSeal::make()}});
   // A rendezvous send is announced now if it can be, and completes with the receiver's ack.
   if (!(peer.queued_sends.empty() && by_rendezvous(peer, bytes) &&
         write_rendezvous(peer, handle, *requests_.find(handle))))
@@ -289,7 +295,7 @@ int UcxHub::copy_rendezvous(const Peer& peer, void* into, std::size_t bytes,
   // A seal in the sender's inbox, which this rank maps (the pair has rings both ways): one
   // system call for the bytes, a load for the seal. The kernel's loads of the bytes come first
   // in this thread's order; the fence keeps the seal's load after them on any architecture.
-  const std::uint64_t index = message.seal_at & ~SendSeal::kInTable;
+  const std::uint64_t index = SendSeal::table_index(message.seal_at);
   if (index >= Fastbox::kSealWords || !peer.peer_inbox) return EPROTO;
   const int error = read_process_memory(peer.pid, into, from, bytes);
   std::atomic_thread_fence(std::memory_order_seq_cst);
