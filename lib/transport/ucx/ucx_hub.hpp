@@ -344,8 +344,9 @@ class UcxHub {
   /// Rings the doorbell when `outcome` says the receiver sleeps; false when the ring was full.
   bool delivered(Peer& peer, Fastbox::Sender::Outcome outcome) noexcept;
   /// Tells `peer` its rendezvous send `cookie` is done with (error: errno of a failed read, 0
-  /// otherwise), through the ring or, while that is full, queued; false when queued.
-  bool acknowledge(Peer& peer, std::uint64_t cookie, int error,
+  /// otherwise), through the ring or, while that is full, queued; when queued, the receive
+  /// `receive` (if any) is held in progress until the ack is written (Pending::ack_queued).
+  void acknowledge(Peer& peer, std::uint64_t cookie, int error,
                    const Request& receive = Request{}) noexcept;
   /// Writes the peer's queued acks while its ring has room; true if any went.
   bool flush_acks(Peer& peer) noexcept;

@@ -174,8 +174,7 @@ Request UcxHub::post_large_recv(Peer& peer, void* data, std::size_t bytes, Tag t
     const Request handle = requests_.insert(
         Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Recv, 0),
                 std::nullopt, LargeRecv{index, taken->bytes}});
-    if (taken->rendezvous && !acknowledge(peer, taken->rendezvous->cookie, 0, handle))
-      requests_.find(handle)->ack_queued = true;
+    if (taken->rendezvous) acknowledge(peer, taken->rendezvous->cookie, 0, handle);
     peer.unexpected.erase(taken);
     return handle;
   }
@@ -230,12 +229,13 @@ bool UcxHub::write_rendezvous(Peer& peer, const Request& handle, const Pending& 
   return delivered(peer, peer.to_peer.try_send_rendezvous(message, body));
 }
 
-bool UcxHub::acknowledge(Peer& peer, std::uint64_t cookie, int error,
+void UcxHub::acknowledge(Peer& peer, std::uint64_t cookie, int error,
                          const Request& receive) noexcept {
   const Fastbox::Ack ack{cookie, error};
-  if (peer.queued_acks.empty() && delivered(peer, peer.to_peer.try_send_ack(ack))) return true;
+  if (peer.queued_acks.empty() && delivered(peer, peer.to_peer.try_send_ack(ack))) return;
   peer.queued_acks.push_back(QueuedAck{ack, receive});
-  return false;
+  // Its receive ends only once the ack is written (flush_acks clears this).
+  if (Pending* recv = requests_.find(receive); recv != nullptr) recv->ack_queued = true;
 }
 
 bool UcxHub::flush_acks(Peer& peer) noexcept {
@@ -257,8 +257,8 @@ void UcxHub::settle_rendezvous(Peer& peer, const Request& handle, Pending& recv,
     ready_copies_.push_back(ReadyCopy{handle, message});
     recv.copy = Copy::Ready;
     ready_copies_hint_.store(true, std::memory_order_relaxed);
-  } else if (!acknowledge(peer, message.cookie, 0, handle)) {
-    recv.ack_queued = true;
+  } else {
+    acknowledge(peer, message.cookie, 0, handle);
   }
 }
 
@@ -328,7 +328,7 @@ void UcxHub::finish_rendezvous(Peer& peer, const Request& handle, Pending& recv,
   }
   // After the copy: the sender may reuse its buffer once it sees this.
   memory_fence(std::memory_order_seq_cst);
-  if (!acknowledge(peer, message.cookie, error, handle)) recv.ack_queued = true;
+  acknowledge(peer, message.cookie, error, handle);
 }
 
 void UcxHub::complete_rendezvous_send(const Peer& peer, const Fastbox::Ack& ack) noexcept {
@@ -397,8 +397,7 @@ bool UcxHub::progress_fastboxes() noexcept {
             // Its receive, yet too large for the ring: the sizes disagree (poll_request says so).
             recv.large->ring_message = message->bytes;
             recv.request.cancel();
-            if (rendezvous && !acknowledge(*peer, rendezvous->cookie, 0, *waiting))
-              recv.ack_queued = true;
+            if (rendezvous) acknowledge(*peer, rendezvous->cookie, 0, *waiting);
           } else if (rendezvous) {
             settle_rendezvous(*peer, *waiting, recv,
                               accept(recv, message->bytes, message->large_before), *rendezvous);
