@@ -5,6 +5,13 @@
 /// a Work. Arguments are validated before any byte moves; what must agree across ranks (count,
 /// dtype, op, root) is verified by exchanging a fingerprint when COHORT_DEBUG=detail.
 ///
+/// A collective that moves nothing (every count 0, which every rank can tell from the counts it
+/// must pass alike; not alltoallv, whose counts differ per rank, nor barrier) returns on each rank
+/// at once, after its arguments are checked, as MPI's and NCCL's zero-count calls do: it takes
+/// no sequence number, leaves no flight record, waits for no peer and is not ordered behind
+/// earlier *_async ops (its Work is complete when returned). On a poisoned communicator it fails
+/// like any op. Under COHORT_DEBUG=detail, and on device buffers, it runs as any other op.
+///
 /// A timeout or a dead peer fails the op with an Error naming the op, its sequence number and the
 /// peers not heard from; the communicator is then poisoned and later ops fail fast with that cause.
 ///
@@ -111,11 +118,11 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   std::optional<Error> error() const;
 
   /// Writes this rank's flight record of this communicator as JSON and returns the file's path:
-  /// its last COHORT_TRACE_BUFFER (default 2000) collectives, each with its sequence number,
-  /// collective, dtype, count, reduce op, root, algorithm, state (queued, started, done, failed),
-  /// timestamps and, for a failed one, the peers it still waited for; plus the failure that
-  /// poisoned the communicator, if any. `path` empty: "<COHORT_TRACE_DIR, else the temp
-  /// dir>/cohort-trace.<job id, else pid>.comm<id>.rank<rank>.json" (the directory is created
+  /// its last COHORT_TRACE_BUFFER (default 2000) collectives (not those that move nothing), each
+  /// with its sequence number, collective, dtype, count, reduce op, root, algorithm, state (queued,
+  /// started, done, failed), timestamps and, for a failed one, the peers it still waited for; plus
+  /// the failure that poisoned the communicator, if any. `path` empty: "<COHORT_TRACE_DIR, else the
+  /// temp dir>/cohort-trace.<job id, else pid>.comm<id>.rank<rank>.json" (the directory is created
   /// when missing); otherwise exactly `path`. The file appears whole (written aside, then
   /// renamed). `cohort-trace` merges the ranks' files into a verdict.
   ///

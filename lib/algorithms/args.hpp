@@ -176,4 +176,36 @@ inline Collective collective_of(const BarrierArgs&) {
   return Collective::Barrier;
 }
 
+/// True when the op moves no element on any rank, which every rank can tell from its own
+/// arguments (the counts every rank must pass alike): such an op may be skipped without a
+/// message. Not for alltoallv, whose counts differ per rank (a rank with nothing to send or
+/// receive cannot know that the others have nothing either), nor barrier.
+inline bool moves_nothing(const AllreduceArgs& a) {
+  return a.count == 0;
+}
+inline bool moves_nothing(const BroadcastArgs& a) {
+  return a.count == 0;
+}
+inline bool moves_nothing(const ReduceArgs& a) {
+  return a.count == 0;
+}
+inline bool moves_nothing(const AllgatherArgs& a) {
+  return a.total == 0;
+}
+inline bool moves_nothing(const GatherArgs& a) {
+  return a.total == 0;
+}
+inline bool moves_nothing(const ScatterArgs& a) {
+  return a.total == 0;
+}
+inline bool moves_nothing(const ReduceScatterArgs& a) {
+  return a.count == 0;
+}
+inline bool moves_nothing(const AlltoallArgs& a) {
+  return a.uniform && a.send_total == 0;
+}
+inline bool moves_nothing(const BarrierArgs&) {
+  return false;
+}
+
 }  // namespace cohort::algorithms

@@ -179,6 +179,11 @@ void Executor::throw_if_poisoned_locked(Collective kind) const {
   if (poisoned_) throw poisoned_error(collective_name(kind));
 }
 
+void Executor::check_usable_locked_path(Collective kind) const {
+  std::lock_guard lock(mutex_);
+  throw_if_poisoned_locked(kind);
+}
+
 Error Executor::poisoned_error(std::string_view what) const {
   return Error(
       ErrorCode::InvalidUsage,

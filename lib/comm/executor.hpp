@@ -109,6 +109,15 @@ class Executor {
   void run_p2p(std::chrono::milliseconds timeout, const PointToPoint& p2p);
   Work submit_p2p(std::chrono::milliseconds timeout, PointToPoint p2p);
 
+  /// For a collective that moves nothing on any rank (algorithms::moves_nothing), which the
+  /// communicator skips: no number, no flight record, not ordered behind anything, since it has
+  /// nothing to order. Throws the poisoned error as any op would on an unusable communicator;
+  /// otherwise returns at once. Any thread.
+  void check_usable(Collective kind) const {
+    // Open means nothing queued or running and not poisoned: the one load a skipped op pays.
+    if (fast_open_.load(std::memory_order_seq_cst)) return;
+    check_usable_locked_path(kind);
+  }
   /// An op the GPU backend runs on a stream (device buffers) rather than this executor: takes
   /// its number (with the collectives, or with the sends/receives for Send and Recv) and records
   /// it as started. Throws the poisoned error when the communicator is unusable. Device ops are
@@ -183,6 +192,7 @@ class Executor {
   };
 
   void throw_if_poisoned_locked(Collective kind) const;
+  void check_usable_locked_path(Collective kind) const;
   /// Claims the drive for a fast-path op: true if this thread now holds fast_active_ with the
   /// fast path open (end it with a FastDriveGuard), false if it must take the locked path.
   bool try_claim_fast() noexcept {

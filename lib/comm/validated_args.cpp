@@ -30,19 +30,15 @@ const std::byte* at(const void* base, std::size_t elements, DType dtype) {
                           op, rule));
 }
 
-std::string_view name_of(Collective kind) {
-  return collective_name(kind);
-}
-
 /// A gather-like op's layout written straight into its Args' `counts` and `displs`, returning
 /// the total: the counts span of a v-collective (when not null), or `count` from every rank. The
 /// uniform case checks its products inline and fills in place: building a Layout and moving
 /// it in, with two out-of-line overflow checks, was a fifth of a tiny gather's bookkeeping.
 std::size_t layout_into(std::string_view op, const std::span<const std::size_t>* counts,
                         std::size_t count, const Group& g, DType dtype, RankSizes& counts_out,
-                        RankSizes& displs_out) {
+                        RankSizes& displs_out, std::string_view counts_name = "counts") {
   if (counts) {
-    Layout layout = counts_layout(op, "counts", *counts, g.size, dtype);
+    Layout layout = counts_layout(op, counts_name, *counts, g.size, dtype);
     counts_out = std::move(layout.counts);
     displs_out = std::move(layout.displs);
     return layout.total;
@@ -221,39 +217,41 @@ AlltoallArgs alltoall_args(const Group& g, const Buffer& in, const Buffer& out,
                            const std::span<const std::size_t>* send_counts,
                            const std::span<const std::size_t>* recv_counts) {
   const bool variable = send_counts != nullptr;
-  const Collective kind = variable ? Collective::Alltoallv : Collective::Alltoall;
-  const std::string_view op = name_of(kind);
+  const std::string_view op = variable ? "alltoallv" : "alltoall";  // as gather_args says why
   check_input(op, "input", in);
   check_output(op, "output", out);
   check_same_dtype(op, in, out);
-  Layout send;
-  Layout recv;
+  AlltoallArgs args;  // member by member, as gather_args says why
   if (variable) {
-    send = counts_layout(op, "send_counts", *send_counts, g.size, in.dtype());
-    recv = counts_layout(op, "recv_counts", *recv_counts, g.size, in.dtype());
-    check_count(op, "input", in, send.total, "the sum of send_counts");
-    check_count(op, "output", out, recv.total, "the sum of recv_counts");
+    args.send_total = layout_into(op, send_counts, 0, g, in.dtype(), args.send_counts,
+                                  args.send_displs, "send_counts");
+    args.recv_total = layout_into(op, recv_counts, 0, g, in.dtype(), args.recv_counts,
+                                  args.recv_displs, "recv_counts");
+    check_count(op, "input", in, args.send_total, "the sum of send_counts");
+    check_count(op, "output", out, args.recv_total, "the sum of recv_counts");
   } else {
     check_count(op, "output", out, in.count(), "the input's count");
-    if (in.count() % static_cast<std::size_t>(g.size) != 0) {
+    const auto ranks = static_cast<std::size_t>(g.size);
+    if (in.count() % ranks != 0) [[unlikely]] {
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("alltoall: input count {} is not divisible by the communicator "
                               "size {}",
                               in.count(), g.size));
     }
-    send = uniform_layout(op, in.count() / static_cast<std::size_t>(g.size), g.size, in.dtype());
-    recv = send;
+    // Filled straight into the Args (two Layouts built, copied and moved in were most of a
+    // tiny alltoall's bookkeeping).
+    args.send_total = layout_into(op, nullptr, in.count() / ranks, g, in.dtype(), args.send_counts,
+                                  args.send_displs);
+    args.recv_counts = args.send_counts;
+    args.recv_displs = args.send_displs;
+    args.recv_total = args.send_total;
   }
-  return {in.data(),
-          out.data(),
-          std::move(send.counts),
-          std::move(send.displs),
-          std::move(recv.counts),
-          std::move(recv.displs),
-          send.total,
-          recv.total,
-          in.dtype(),
-          !variable};
+  args.in = in.data();
+  args.out = out.data();
+  args.dtype = in.dtype();
+  args.uniform = !variable;
+  args.own_block_in_place = false;
+  return args;
 }
 
 }  // namespace cohort::comm

@@ -5,14 +5,19 @@
 
 #include "rank_checks.hpp"
 #include "support/scoped_env.hpp"
+#include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -324,6 +329,57 @@ void check_alltoall(Communicator& c) {
   }
 }
 
+/// Every collective whose counts leave nothing to move, each blocking and async, in and out of
+/// place where both exist: `none` is a 0-element view, `counts` all zeros (one per rank).
+void call_every_empty_collective(Communicator& c, const Buffer& none,
+                                 std::span<const std::size_t> counts) {
+  const int root = c.size() - 1;
+  const std::vector<Work> works = {
+      c.allreduce_async(none, none, ReduceOp::Sum),
+      c.broadcast_async(none, none, root),
+      c.reduce_async(none, none, ReduceOp::Max, root),
+      c.allgather_async(none, none),
+      c.allgatherv_async(none, none, counts),
+      c.gather_async(none, none, root),
+      c.gatherv_async(none, none, counts, root),
+      c.scatter_async(none, none, root),
+      c.scatterv_async(none, none, counts, root),
+      c.reduce_scatter_async(none, none, ReduceOp::Sum),
+      c.alltoall_async(none, none),
+  };
+  for (const Work& w : works) {
+    RANK_CHECK(w.valid() && w.test(), "an async collective that moves nothing is not done");
+    w.wait();
+  }
+  const Buffer elsewhere = Buffer::allocate(0, none.dtype());
+  c.allreduce(none, elsewhere, ReduceOp::Sum);
+  c.allreduce(none, ReduceOp::Prod);
+  c.broadcast(none, elsewhere, root);
+  c.broadcast(none, root);
+  c.reduce(none, elsewhere, ReduceOp::Sum, root);
+  c.allgather(none, elsewhere);
+  c.allgatherv(none, none, counts);
+  c.gather(none, elsewhere, root);
+  c.gatherv(none, none, counts, root);
+  c.scatter(none, elsewhere, root);
+  c.scatterv(none, none, counts, root);
+  c.reduce_scatter(none, elsewhere, ReduceOp::Min);
+  c.alltoall(none, elsewhere);
+  c.alltoall(none, none);
+}
+
+/// The sequence numbers of the collectives in this rank's flight record, oldest first.
+std::vector<std::uint32_t> recorded_numbers(const Communicator& c) {
+  const TempDir dir("cohort-empty-collectives");
+  const std::string path = (dir.path() / "record.json").string();
+  c.dump_trace(path);
+  std::ifstream in(path);
+  const nlohmann::json record = nlohmann::json::parse(in);
+  std::vector<std::uint32_t> numbers;
+  for (const auto& op : record.at("ops")) numbers.push_back(op.at("seq").get<std::uint32_t>());
+  return numbers;
+}
+
 }  // namespace
 
 TEST_CASE("every collective, in-place and out-of-place, on 1-5 ranks", "[comm][multiproc]") {
@@ -434,5 +490,71 @@ TEST_CASE("Avg on f16, bf16 and fp8 does not overflow when the mean is represent
       c->reduce_scatter(rs_in, rs_out, ReduceOp::Avg);
       check(rs_out, k, count, "reduce_scatter");
     }
+  }));
+}
+
+TEST_CASE("collectives that move nothing take no number, leave no record and need no peer",
+          "[comm][multiproc]") {
+  // As MPI's and NCCL's zero-count calls: such an op returns on each rank by itself. Between two
+  // allreduces that move data, the second must still be collective #1 on every rank, and the
+  // record must hold those two alone.
+  const int size = GENERATE(1, 3, 4);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    ::unsetenv("COHORT_DEBUG");
+    auto c = world(env);
+    Buffer data = Buffer::allocate(8, DType::Float32);
+    const Buffer none = data.slice(0, 0);
+    const std::vector<std::size_t> zeros(static_cast<std::size_t>(c->size()), 0);
+    for (std::size_t i = 0; i < 8; ++i) set(data, i, 1);
+    c->allreduce(data, ReduceOp::Sum);
+    call_every_empty_collective(*c, none, zeros);
+    c->allreduce(data, ReduceOp::Sum);
+    expect_values(
+        data, 0, 8, [&](std::size_t) { return c->size() * c->size(); }, "allreduce after");
+    const std::vector<std::uint32_t> numbers = recorded_numbers(*c);
+    RANK_CHECK(numbers == std::vector<std::uint32_t>({0, 1}),
+               "recorded " << numbers.size() << " collectives, the last #"
+                           << (numbers.empty() ? -1 : static_cast<long>(numbers.back())));
+    // Arguments are still checked before the op is skipped: a forced algorithm of another
+    // collective, a read-only output, a counts span of the wrong length.
+    CollectiveOptions tree;
+    tree.algorithm = Algorithm::Tree;
+    expect_error([&] { c->allreduce(none, ReduceOp::Sum, tree); }, ErrorCode::InvalidArgument,
+                 {"allreduce", "tree"}, "forced algorithm of another collective");
+    expect_error([&] { c->allgatherv(none, none, std::span(zeros).first(zeros.size() - 1)); },
+                 ErrorCode::InvalidArgument, {"allgatherv", "counts"}, "short counts");
+    // Only rank 0 calls these: they must return without waiting for anyone (each has a short
+    // deadline, so a wait would fail here by timeout rather than hang).
+    CollectiveOptions soon;
+    soon.timeout = std::chrono::milliseconds(2000);
+    if (c->rank() == 0) {
+      c->allreduce(none, ReduceOp::Sum, soon);
+      c->alltoall(none, data.slice(0, 0), soon);
+      c->gather(none, none, c->size() - 1, soon);
+    }
+    c->barrier();
+    // A poisoned communicator refuses them as it refuses every op.
+    c->abort("the test aborts");
+    expect_error([&] { c->allreduce(none, ReduceOp::Sum); }, ErrorCode::InvalidUsage,
+                 {"unusable", "the test aborts"}, "empty allreduce after abort");
+    expect_error([&] { c->scatter_async(none, none, 0).wait(); }, ErrorCode::InvalidUsage,
+                 {"unusable"}, "empty scatter_async after abort");
+  }));
+}
+
+TEST_CASE("under COHORT_DEBUG=detail a rank with nothing to move still meets the others",
+          "[comm][multiproc]") {
+  // The fingerprint exchange is what finds a count of 0 against another rank's 4: debug mode
+  // must not skip the empty op, or rank 2 would return and the others would time out instead.
+  REQUIRE_NOTHROW(run_ranks(3, [](const Environment& env) {
+    ::setenv("COHORT_DEBUG", "detail", 1);
+    auto c = world(env);
+    Buffer b = Buffer::allocate(env.rank == 2 ? 0 : 4, DType::Int32);
+    CollectiveOptions soon;
+    soon.timeout = std::chrono::milliseconds(20000);
+    expect_error([&] { c->allreduce(b, ReduceOp::Sum, soon); }, ErrorCode::InvalidArgument,
+                 {"allreduce #0", "rank 0 has count=4", "rank 2 has count=0"}, "count mismatch");
+    c->barrier();
   }));
 }
