@@ -43,6 +43,7 @@ struct RendezvousBody {
   std::uint64_t cookie;
   std::uint64_t seal_at;
   std::uint64_t seal;
+  std::uint64_t tail;
 };
 static_assert(sizeof(RendezvousBody) <= Fastbox::kInlineBytes &&
               sizeof(Fastbox::Ack) <= Fastbox::kInlineBytes);
@@ -181,7 +182,8 @@ Fastbox::Sender::Outcome Fastbox::Sender::try_send_rendezvous(const Message& mes
   slot->tag = message.tag;
   slot->bytes = kRendezvousMark;
   slot->large_before = message.large_before;
-  const RendezvousBody wire{message.bytes, body.address, body.cookie, body.seal_at, body.seal};
+  const RendezvousBody wire{message.bytes, body.address, body.cookie,
+                            body.seal_at,  body.seal,    body.tail};
   std::memcpy(slot->data, &wire, sizeof wire);
   return publish(*slot);
 }
@@ -210,7 +212,7 @@ std::optional<Fastbox::Message> Fastbox::Receiver::peek() const noexcept {
 Fastbox::Rendezvous Fastbox::Receiver::rendezvous() const noexcept {
   RendezvousBody wire;
   std::memcpy(&wire, ring_->slots[received_ % kDepth].data, sizeof wire);
-  return Rendezvous{wire.address, wire.cookie, wire.seal_at, wire.seal};
+  return Rendezvous{wire.address, wire.cookie, wire.seal_at, wire.seal, wire.tail};
 }
 
 Fastbox::Ack Fastbox::Receiver::ack() const noexcept {

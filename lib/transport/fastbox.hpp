@@ -17,7 +17,7 @@
 // (0, 1, ...) of a ring goes into slot n % kDepth and is stamped n + 1 once written; the sender
 // rewrites a slot only once `consumed` passed its previous message, so a ring holds at most
 // kDepth messages the receiver has not taken yet. After the rings, kSealWords seal words of the
-// owner's rendezvous sends (send_seal.hpp), which the peers read.
+// owner's rendezvous sends (send_seal.hpp), which the peers read through the owner's pid.
 //
 // A message carries its full tag, its size, and how many messages with its tag its sender sent
 // before it through UCX (the owner, UcxHub, keeps that count). A slot holds one of three kinds:
@@ -69,7 +69,7 @@ class Fastbox {
   /// The largest message a ring carries (the slot less its stamp and header): 4136 bytes.
   static constexpr std::size_t kInlineBytes = kSlotBytes - 24;
   /// Seal words after the rings (send_seal.hpp's SealTable): written by the segment's owner,
-  /// read by the peers that map it, so a receiver checks a rendezvous send's seal with a load.
+  /// read by its receivers through its pid, in their copy's system call.
   static constexpr std::size_t kSealWords = 1024;
 
   enum class Kind : std::uint8_t { Inline, Rendezvous, Ack };
@@ -85,11 +85,14 @@ class Fastbox {
   struct Rendezvous {
     std::uint64_t address = 0;  ///< where the message's bytes lie in the sender's memory
     std::uint64_t cookie = 0;   ///< the sender's name for the send, returned in the Ack
-    /// Where the send's seal lies (a word of the sender's inbox, or an address in its heap:
+    /// Where the send's seal lies (its address in the sender, a word of its inbox or of its heap:
     /// SendSeal::location), and the value it holds while the buffer is the sender's to give
     /// (see send_seal.hpp).
     std::uint64_t seal_at = 0;
     std::uint64_t seal = 0;
+    /// The message's last 8 bytes (all of them when shorter): the receiver's single read puts
+    /// the seal there, then these back (process_memory.hpp's read_sealed_process_memory).
+    std::uint64_t tail = 0;
   };
   /// An Ack message's body (its Message has no tag and no bytes).
   struct Ack {

@@ -1,6 +1,7 @@
 #include "transport/send_seal.hpp"
 
 #include "core/check.hpp"
+#include "transport/process_memory.hpp"
 
 #include <cstddef>
 
@@ -50,10 +51,13 @@ SealPool& pool() {
   return *instance;
 }
 
-/// Values for seals of either kind; 0 is a broken seal.
+/// Values for seals of either kind; 0 is a broken seal. They start at a random value, so that
+/// another process is not found holding one where a dead sender's seal was (send_seal.hpp).
 std::uint64_t next_value() noexcept {
-  static std::atomic<std::uint64_t> next{1};
-  return next.fetch_add(1, std::memory_order_relaxed);
+  static std::atomic<std::uint64_t> next{random_probe()};
+  std::uint64_t value = next.fetch_add(1, std::memory_order_relaxed);
+  while (value == 0) value = next.fetch_add(1, std::memory_order_relaxed);  // after 2^64 sends
+  return value;
 }
 
 }  // namespace
@@ -74,12 +78,6 @@ SendSeal& SendSeal::operator=(SendSeal&& other) noexcept {
     other.word_ = nullptr;
   }
   return *this;
-}
-
-std::uint64_t SendSeal::location() const noexcept {
-  if (table_ != nullptr)
-    return static_cast<std::uint64_t>(word_ - table_->words_) << kIndexShift | kInTable;
-  return reinterpret_cast<std::uintptr_t>(word_);
 }
 
 void SendSeal::release() noexcept {

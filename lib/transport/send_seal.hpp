@@ -7,12 +7,15 @@
 // made before the buffer went back to the caller, so it holds the sender's bytes; else the send
 // was withdrawn and the receive fails.
 //
-// Words come from a SealTable in memory the receivers map (the sender's fastbox segment), which
-// they read with a plain load, or, once its words are all taken, from a process-wide pool, which
-// they read through process_vm_readv. Neither is ever freed while a receiver may read it (the
-// pool never; a table's segment stays mapped in every reader), so an announced seal always names
-// a seal word: a stale one holds 0 or a later send's value, never the announced one (values
-// count up, process-wide, and never repeat).
+// Words come from a SealTable (the sender's fastbox segment) or, once its words are all taken,
+// from a process-wide pool. Receivers read either kind through process_vm_readv at its address in
+// the sender, in the copy's own system call (process_memory.hpp). A pool word is never freed; a
+// table's word goes with the sender's transport, after its sends were released. So an announced
+// seal names a word that holds 0 or a later send's value, or no longer exists (the read fails),
+// never the announced value once its send is gone (values count up, process-wide, from a random
+// start, and never repeat). The random start also makes the
+// read an identity check: a process that took a dead sender's pid does not hold the announced
+// value at the announced address, so the receive fails instead of taking its bytes.
 
 #include <atomic>
 #include <cstddef>
@@ -26,16 +29,6 @@ class SealTable;
 
 class SendSeal {
  public:
-  /// An announced seal location with this bit set names word (location >> kIndexShift) of the
-  /// sender's table; without it, the address of a pool word in the sender (pool words are
-  /// 8-byte aligned, so their low bits are clear whatever the top bits hold).
-  static constexpr std::uint64_t kInTable = 1;
-  static constexpr int kIndexShift = 3;
-  /// The table index a location with kInTable names.
-  static constexpr std::uint64_t table_index(std::uint64_t location) noexcept {
-    return location >> kIndexShift;
-  }
-
   /// No seal (a send that is not a rendezvous).
   SendSeal() noexcept = default;
   /// Seals a word of the process-wide pool with a value never used before in this process.
@@ -55,9 +48,8 @@ class SendSeal {
   }
 
   explicit operator bool() const noexcept { return word_ != nullptr; }
-  /// Where to announce it: index << kIndexShift | kInTable for a table's word, else its address
-  /// here.
-  std::uint64_t location() const noexcept;
+  /// Where to announce it: the word's address in this process, whichever kind it is.
+  std::uint64_t location() const noexcept { return reinterpret_cast<std::uintptr_t>(word_); }
   /// The value it holds while sealed (only this seal writes the word until it is broken).
   std::uint64_t value() const noexcept { return word_->load(std::memory_order_relaxed); }
 

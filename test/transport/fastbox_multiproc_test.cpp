@@ -1001,9 +1001,10 @@ bool held_up_copies_run_here() {
   return waits;
 }
 
-/// A send buffer whose first half holds `content`'s first half and whose second half is pages
+/// A send buffer whose first half and last page hold `content`'s, and whose pages between are
 /// not there yet, registered with a userfaultfd: a peer's process_vm_readv of them stops in the
-/// kernel until supply() puts `content`'s second half there.
+/// kernel until supply() puts `content`'s there. (The last page is there from the start: the
+/// sender itself reads the message's last 8 bytes when it announces it.)
 class HeldUpBuffer {
  public:
   static constexpr std::size_t kPage = 4096;
@@ -1016,7 +1017,9 @@ class HeldUpBuffer {
         mmap(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     expect(mapped_ != MAP_FAILED, "mmap");
     std::memcpy(mapped_, content.data(), half());
-    range_ = {reinterpret_cast<std::uintptr_t>(mapped_) + half(), half()};
+    const std::size_t last = content.size() - kPage;
+    std::memcpy(static_cast<std::uint8_t*>(mapped_) + last, content.data() + last, kPage);
+    range_ = {reinterpret_cast<std::uintptr_t>(mapped_) + half(), held()};
     uffdio_register reg{};
     reg.range = range_;
     reg.mode = UFFDIO_REGISTER_MODE_MISSING;
@@ -1035,15 +1038,15 @@ class HeldUpBuffer {
     pollfd fault{uffd_, POLLIN, 0};
     expect(poll(&fault, 1, 20000) == 1, "the peer's copy never reached the missing pages");
   }
-  /// Puts the second half in (from page-aligned staging), which wakes the reader.
+  /// Puts the missing pages in (from page-aligned staging), which wakes the reader.
   void supply() {
     void* staged = nullptr;
-    expect(posix_memalign(&staged, kPage, half()) == 0, "staging pages");
-    std::memcpy(staged, content_.data() + half(), half());
+    expect(posix_memalign(&staged, kPage, held()) == 0, "staging pages");
+    std::memcpy(staged, content_.data() + half(), held());
     uffdio_copy copy{};
     copy.dst = range_.start;
     copy.src = reinterpret_cast<std::uintptr_t>(staged);
-    copy.len = half();
+    copy.len = held();
     const int result = ioctl(uffd_, UFFDIO_COPY, &copy);
     free(staged);
     expect(result == 0, "supplying the missing pages");
@@ -1051,6 +1054,7 @@ class HeldUpBuffer {
 
  private:
   std::size_t half() const { return content_.size() / 2; }
+  std::size_t held() const { return half() - kPage; }  ///< the missing pages' bytes
 
   const std::vector<std::uint8_t>& content_;
   int uffd_;

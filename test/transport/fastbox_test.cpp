@@ -108,16 +108,17 @@ TEST_CASE("fastbox: rendezvous announcements and acks come out as such among inl
   Fastbox::Sender sender = pair.mapped.sender(1);
   Fastbox::Receiver receiver = pair.inbox.receiver(1);
   using Kind = Fastbox::Kind;
-  // A size beyond 32 bits, and every byte of address, cookie and seal distinct.
+  // A size beyond 32 bits, and every byte of address, cookie, seal and tail distinct.
   const std::uint64_t huge = (std::uint64_t{5} << 32) + 12345;
   const std::uint64_t address = 0x1122334455667788ull, cookie = 0x99aabbccddeeff01ull;
   const std::uint64_t seal_at = 0x0213243546576879ull, seal = 0x8a9bacbdcedfe0f1ull;
+  const std::uint64_t tail = 0x1c2d3e4f50617283ull;
   // An inline message of the largest size a slot takes.
   const auto largest = bytes_of(7, Fastbox::kInlineBytes);
   // Three messages a lap: the slots go round the ring three times.
   for (int lap = 0; lap < static_cast<int>(Fastbox::kDepth) + 2; ++lap) {
     REQUIRE(sender.try_send_rendezvous({77, huge, 3, Kind::Rendezvous},
-                                       {address + lap, cookie, seal_at, seal + lap}) ==
+                                       {address + lap, cookie, seal_at, seal + lap, tail - lap}) ==
             Fastbox::Sender::Outcome::Sent);
     REQUIRE(sender.try_send({78, largest.size(), 4}, largest.data()) ==
             Fastbox::Sender::Outcome::Sent);
@@ -134,6 +135,7 @@ TEST_CASE("fastbox: rendezvous announcements and acks come out as such among inl
     CHECK(body.cookie == cookie);
     CHECK(body.seal_at == seal_at);
     CHECK(body.seal == seal + lap);
+    CHECK(body.tail == tail - static_cast<std::uint64_t>(lap));
     receiver.pop();
 
     message = receiver.peek();

@@ -10,9 +10,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <set>
 #include <vector>
 
@@ -30,9 +32,18 @@ bool can_read_self() {
          seen == 42;
 }
 
+/// The last 8 bytes of `from`, as a sender announces them.
+std::uint64_t tail_of(const std::vector<std::uint8_t>& from) {
+  std::uint64_t tail = 0;
+  const std::size_t n = std::min<std::size_t>(from.size(), sizeof tail);
+  std::memcpy(&tail, from.data() + from.size() - n, n);
+  return tail;
+}
+
 int sealed_read(std::vector<std::uint8_t>& into, const std::vector<std::uint8_t>& from,
                 std::uint64_t seal_at, std::uint64_t seal) {
-  return read_sealed_process_memory(getpid(), into.data(), from.data(), from.size(), seal_at, seal);
+  return read_sealed_process_memory(getpid(), into.data(), from.data(), from.size(), seal_at, seal,
+                                    tail_of(from));
 }
 
 }  // namespace
@@ -43,8 +54,10 @@ TEST_CASE("send seal: a sealed read returns the bytes while the seal stands, ECA
     WARN("process_vm_readv on this process is not allowed here");
     return;
   }
-  // Both ways of reading: with the seal in the same system call, and (above 1 MiB) after it.
-  const std::size_t bytes = GENERATE(std::size_t{100000}, std::size_t{3 << 20} + 5);
+  // Sizes around the tail the seal is read into (shorter than it: the seal in a call of its own),
+  // one large.
+  const std::size_t bytes = GENERATE(std::size_t{5}, std::size_t{8}, std::size_t{9},
+                                     std::size_t{100000}, std::size_t{3 << 20} + 5);
   CAPTURE(bytes);
   std::vector<std::uint8_t> buffer(bytes);
   for (std::size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<std::uint8_t>(i * 7);
@@ -55,7 +68,7 @@ TEST_CASE("send seal: a sealed read returns the bytes while the seal stands, ECA
   const std::uint64_t at = seal.location(), value = seal.value();
   REQUIRE(value != 0);
   CHECK(sealed_read(into, buffer, at, value) == 0);
-  CHECK(into == buffer);
+  CHECK(into == buffer);  // the seal, read into the last 8 bytes' place, is not left there
 
   CHECK(sealed_read(into, buffer, at, value + 1) == ECANCELED);  // another send's value
 
@@ -106,47 +119,52 @@ TEST_CASE(
   auto seal = SendSeal::make();
   std::vector<std::uint8_t> into(64);
   CHECK(read_sealed_process_memory(getpid(), into.data(), nullptr, into.size(), seal.location(),
-                                   seal.value()) == EFAULT);
+                                   seal.value(), 0) == EFAULT);
   std::vector<std::uint8_t> buffer(64, 1);
   CHECK(read_sealed_process_memory(getpid(), into.data(), buffer.data(), buffer.size(), 8,
-                                   seal.value()) == EFAULT);
+                                   seal.value(), 0) == EFAULT);
   // Unless the seal was broken: then the buffer may have gone with its withdrawn send.
   const std::uint64_t at = seal.location(), value = seal.value();
   seal = SendSeal();
-  CHECK(read_sealed_process_memory(getpid(), into.data(), nullptr, into.size(), at, value) ==
+  CHECK(read_sealed_process_memory(getpid(), into.data(), nullptr, into.size(), at, value, 0) ==
         ECANCELED);
 }
 
-TEST_CASE("send seal: a table hands out its words by index, then falls back to the pool",
-          "[send_seal]") {
+TEST_CASE("send seal: a table hands out its words, then falls back to the pool", "[send_seal]") {
   std::atomic<std::uint64_t> words[4] = {};
+  const auto in_table = [&](std::uint64_t location) {
+    const auto* word = reinterpret_cast<const std::atomic<std::uint64_t>*>(location);
+    return word >= &words[0] && word < &words[0] + 4;
+  };
+  const auto index_of = [&](std::uint64_t location) {
+    return static_cast<std::size_t>(reinterpret_cast<const std::atomic<std::uint64_t>*>(location) -
+                                    &words[0]);
+  };
   cohort::transport::SealTable table;
   // Not attached yet: pool words.
   SendSeal early = table.make();
-  CHECK((early.location() & SendSeal::kInTable) == 0);
+  CHECK_FALSE(in_table(early.location()));
   table.attach(words, 4);
   REQUIRE(table.free_words() == 4);
   std::vector<SendSeal> seals;
-  std::set<std::uint64_t> indices;
+  std::set<std::size_t> indices;
   for (int i = 0; i < 4; ++i) {
     seals.push_back(table.make());
     const std::uint64_t location = seals.back().location();
-    REQUIRE((location & SendSeal::kInTable) != 0);
-    const std::uint64_t index = SendSeal::table_index(location);
-    REQUIRE(index < 4);
-    CHECK(indices.insert(index).second);
-    CHECK(words[index].load() == seals.back().value());
+    REQUIRE(in_table(location));  // announced as the word's address, as a pool word is
+    CHECK(indices.insert(index_of(location)).second);
+    CHECK(words[index_of(location)].load() == seals.back().value());
     CHECK(seals.back().value() != early.value());
   }
   CHECK(table.free_words() == 0);
   SendSeal spill = table.make();  // the table is full
-  CHECK((spill.location() & SendSeal::kInTable) == 0);
-  const std::uint64_t index = SendSeal::table_index(seals[2].location());
+  CHECK_FALSE(in_table(spill.location()));
+  const std::size_t index = index_of(seals[2].location());
   seals[2] = SendSeal();  // broken and given back
   CHECK(words[index].load() == 0);
   CHECK(table.free_words() == 1);
   SendSeal again = table.make();
-  CHECK(again.location() == (index << SendSeal::kIndexShift | SendSeal::kInTable));
+  CHECK(again.location() == reinterpret_cast<std::uintptr_t>(&words[index]));
   CHECK(words[index].load() == again.value());
   seals.clear();
   again = SendSeal();

@@ -168,9 +168,6 @@ class UcxHub {
     int local_index = -1;          ///< its place among this host's ranks, in world order
     /// This process read its probe through its pid (and COHORT_SINGLE_COPY is not off here).
     bool readable = false;
-    /// It watches this process through a pidfd: seals of sends to it may be in this rank's
-    /// inbox (SealTable), else they are in the heap (agreed at construction).
-    bool table_seals = false;
     Fastbox peer_inbox;           ///< its inbox, mapped here
     Fastbox::Sender to_peer;      ///< attached: p2p messages to it go through its inbox
     Fastbox::Receiver from_peer;  ///< attached: its p2p messages come through our inbox

@@ -50,10 +50,7 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
   // Every peer sized its inbox before its handshake message, which this rank has received, so
   // each segment is complete when it is mapped here. What each side can do, told to the other:
   // bit 0, it mapped the other's inbox (it can write there); bit 1, it reads its own inbox;
-  // bit 2, it can read the other's memory (large messages may go by rendezvous); bit 3, it
-  // watches the other through a pidfd, so the other's seals may live in its inbox (a seal read
-  // there outlives the sender, and only a pidfd tells a dead sender from a process that took
-  // its pid; a seal in the sender's heap, read through the pid, tells that by itself).
+  // bit 2, it can read the other's memory (large messages may go by rendezvous).
   const int local_ranks = static_cast<int>(local.size()) + 1;
   struct Agreement {
     std::uint64_t flags = 0;
@@ -65,7 +62,7 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
     if (tunables().shared_memory && inbox_ && peer.fastbox_fd >= 0)
       peer.peer_inbox = Fastbox::map_peer_inbox(peer.pid, peer.fastbox_fd, local_ranks);
     mine[i] = {static_cast<std::uint64_t>((peer.peer_inbox ? 1 : 0) | (inbox_ ? 2 : 0) |
-                                          (peer.readable ? 4 : 0) | (peer.watch.fd() >= 0 ? 8 : 0)),
+                                          (peer.readable ? 4 : 0)),
                rendezvous_limit()};
   }
   constexpr Tag kAgreementTag = p2p_tag((1u << kCommBits) - 1, UINT32_MAX - 1);
@@ -102,7 +99,6 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
     // The larger threshold of the two, so both ranks of the pair use the same one.
     if (to_peer && from_peer && (my_flags & 4) != 0 && (their_flags & 4) != 0)
       peer.rendezvous_above = std::max(mine[i].rendezvous_above, theirs[i].rendezvous_above);
-    peer.table_seals = (their_flags & 8) != 0;
     COHORT_LOG_DEBUG(
         "fastbox with world rank {}: {}{}", peer.rank,
         to_peer && from_peer ? "both ways"
@@ -111,8 +107,7 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
                              : "off (UCX)",
         peer.rendezvous_above != kNoRendezvous ? ", large messages by rendezvous" : "");
   }
-  // This rank's rendezvous sends take their seals from its inbox, which every peer that reads
-  // its memory maps (those pairs have rings both ways).
+  // This rank's rendezvous sends take their seals from its inbox first (send_seal.hpp).
   if (inbox_) seals_.attach(inbox_.seal_words(), Fastbox::kSealWords);
 }
 
@@ -130,9 +125,7 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
       Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Send, 0),
               FastboxPart{.send_data = data,
                           .large_before = large_before,
-                          .seal = !by_rendezvous(peer, bytes) ? SendSeal()
-                                  : peer.table_seals          ? seals_.make()
-                                                              : SendSeal::make()}});
+                          .seal = by_rendezvous(peer, bytes) ? seals_.make() : SendSeal()}});
   // A rendezvous send is announced now if it can be, and completes with the receiver's ack.
   if (!(peer.queued_sends.empty() && by_rendezvous(peer, bytes) &&
         write_rendezvous(peer, handle, *requests_.find(handle))))
@@ -223,9 +216,16 @@ Request request_of(std::uint64_t cookie) noexcept {
 bool UcxHub::write_rendezvous(Peer& peer, const Request& handle, const Pending& send) {
   const Fastbox::Message message{send.tag, send.bytes, send.fastbox->large_before,
                                  Fastbox::Kind::Rendezvous};
+  // The last 8 bytes travel with the announcement: the receiver reads the seal into their place
+  // (read_sealed_process_memory).
+  std::uint64_t tail = 0;
+  const std::size_t tail_bytes = std::min(send.bytes, sizeof tail);
+  std::memcpy(&tail,
+              static_cast<const std::byte*>(send.fastbox->send_data) + send.bytes - tail_bytes,
+              tail_bytes);
   const Fastbox::Rendezvous body{reinterpret_cast<std::uintptr_t>(send.fastbox->send_data),
                                  cookie_of(handle), send.fastbox->seal.location(),
-                                 send.fastbox->seal.value()};
+                                 send.fastbox->seal.value(), tail};
   return delivered(peer, peer.to_peer.try_send_rendezvous(message, body));
 }
 
@@ -288,27 +288,17 @@ void UcxHub::run_ready_copies() noexcept {
 int UcxHub::copy_rendezvous(const Peer& peer, void* into, std::size_t bytes,
                             const Fastbox::Rendezvous& message) noexcept {
   // The stamp's load (under the lock, before this) ordered the sender's stores to its buffer
-  // before it. The seal, read after the copy, says whether the send still stood.
+  // before it. The seal, read through the pid after the bytes in the same system call, says
+  // whether the send still stood, and that the pid is still the sender's (its values start at
+  // random): a sender that died before the copy and left its pid to another process fails the
+  // receive rather than fill it with that process's memory.
   const auto* from = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(message.address));
-  if ((message.seal_at & SendSeal::kInTable) == 0)
-    return read_sealed_process_memory(peer.pid, into, from, bytes, message.seal_at, message.seal);
-  // A seal in the sender's inbox, which this rank maps (the pair has rings both ways): one
-  // system call for the bytes, a load for the seal. The kernel's loads of the bytes come first
-  // in this thread's order; the fence keeps the seal's load after them on any architecture.
-  const std::uint64_t index = SendSeal::table_index(message.seal_at);
-  if (index >= Fastbox::kSealWords || !peer.peer_inbox) return EPROTO;
-  const int error = read_process_memory(peer.pid, into, from, bytes);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const std::uint64_t seal = peer.peer_inbox.seal_words()[index].load(std::memory_order_relaxed);
-  // A read that failed may have met a buffer freed after its send was withdrawn.
-  return seal != message.seal ? ECANCELED : error;
+  return read_sealed_process_memory(peer.pid, into, from, bytes, message.seal_at, message.seal,
+                                    message.tail);
 }
 
 void UcxHub::finish_rendezvous(Peer& peer, const Request& handle, Pending& recv,
                                const Fastbox::Rendezvous& message, int error) noexcept {
-  // A sender that died before the copy may have left its pid to another process, whose memory
-  // the copy read: only a sender still alive after it vouches for the bytes.
-  if (error == 0 && peer.watch.watching() && !peer.watch.alive()) error = ESRCH;
   if (error != 0) {
     try {
       const std::string sender = "rank " + std::to_string(recv.origin.peer_label);
