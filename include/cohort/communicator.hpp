@@ -9,8 +9,11 @@
 /// must pass alike; not alltoallv, whose counts differ per rank, nor barrier) returns on each rank
 /// at once, after its arguments are checked, as MPI's and NCCL's zero-count calls do: it takes
 /// no sequence number, leaves no flight record, waits for no peer and is not ordered behind
-/// earlier *_async ops (its Work is complete when returned). On a poisoned communicator it fails
-/// like any op. Under COHORT_DEBUG=detail, and on device buffers, it runs as any other op.
+/// earlier *_async ops (its Work is complete when returned), on host or device buffers alike. On a
+/// poisoned communicator it fails like any op. Under COHORT_DEBUG=detail it runs as any other op,
+/// so that a rank passing 0 where another passes N is named; without it that rank returns and
+/// its next collective meets the others' N-element one, which may end in a wrong result rather
+/// than an error.
 ///
 /// A timeout or a dead peer fails the op with an Error naming the op, its sequence number and the
 /// peers not heard from; the communicator is then poisoned and later ops fail fast with that cause.
@@ -117,14 +120,15 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// That failure's error, without running an op; nullopt while the communicator is usable.
   std::optional<Error> error() const;
 
-  /// Writes this rank's flight record of this communicator as JSON and returns the file's path:
-  /// its last COHORT_TRACE_BUFFER (default 2000) collectives (not those that move nothing), each
-  /// with its sequence number, collective, dtype, count, reduce op, root, algorithm, state (queued,
-  /// started, done, failed), timestamps and, for a failed one, the peers it still waited for; plus
-  /// the failure that poisoned the communicator, if any. `path` empty: "<COHORT_TRACE_DIR, else the
-  /// temp dir>/cohort-trace.<job id, else pid>.comm<id>.rank<rank>.json" (the directory is created
-  /// when missing); otherwise exactly `path`. The file appears whole (written aside, then
-  /// renamed). `cohort-trace` merges the ranks' files into a verdict.
+  /// Writes this rank's flight record of this communicator as JSON and returns the file's path: its
+  /// last COHORT_TRACE_BUFFER (default 2000) collectives (not those skipped as moving nothing),
+  /// each with its sequence number, collective, dtype, count, reduce op, root, algorithm, state
+  /// (queued, started, done, failed), timestamps and, for a failed one, the peers it still waited
+  /// for; plus the failure that poisoned the communicator, if any. `path` empty:
+  /// "<COHORT_TRACE_DIR, else the temp dir>/cohort-trace.<job id, else
+  /// pid>.comm<id>.rank<rank>.json" (the directory is created when missing); otherwise exactly
+  /// `path`. The file appears whole (written aside, then renamed). `cohort-trace` merges the ranks'
+  /// files into a verdict.
   ///
   /// Local, not collective: each rank writes its own. Thread-safe, callable at any time,
   /// including while an op is running or stuck on another thread and after a failure. Throws
@@ -162,7 +166,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// rank's own slice of out (in.data == out.data + rank * in.nbytes).
   void allgather(const Buffer& in, const Buffer& out, const CollectiveOptions& = {});
   Work allgather_async(const Buffer& in, const Buffer& out, const CollectiveOptions& = {});
-  /// Rank r contributes counts[r] elements; out is their concatenation (sum(counts)).
+  /// Rank r contributes counts[r] elements; out is their concatenation (sum(counts)). Every rank
+  /// passes the same counts (for the v-collectives below too, unlike MPI's, where only the root's
+  /// matter).
   void allgatherv(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,
                   const CollectiveOptions& = {});
   Work allgatherv_async(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,

@@ -92,16 +92,16 @@ struct Communicator::Impl {
     return result;
   }
 
-  /// True when a validated host collective moves nothing on any rank
-  /// (algorithms::moves_nothing) and so returns without a number, a flight record or a message,
-  /// as MPI's and NCCL's zero-count calls do: after the checks of its options every op gets, and
-  /// throwing as any op would on a poisoned communicator. Not under COHORT_DEBUG=detail, whose
-  /// fingerprint exchange is how a rank passing a count of 0 against another's non-zero count is
-  /// found out; nor on device buffers, whose refusals (dtype, stream) stay the GPU path's.
+  /// True when a validated collective moves nothing on any rank (algorithms::moves_nothing) and
+  /// so returns without a number, a flight record or a message, as MPI's and NCCL's zero-count
+  /// calls do: after the checks of its options every op gets, and throwing as any op would on a
+  /// poisoned communicator. Whatever its buffers' device: a 0-element buffer may carry no data
+  /// pointer, and then no device, so ranks could disagree about the path but not about the
+  /// counts. Not under COHORT_DEBUG=detail, whose fingerprint exchange is how a rank passing a
+  /// count of 0 against another's non-zero count is found out.
   template <class Args>
-  bool skipped_as_empty(const CollectiveOptions& options, const Args& args,
-                        comm::Placement where) const {
-    if (debug_detail || where.on_device() || !algorithms::moves_nothing(args)) return false;
+  bool skipped_as_empty(const CollectiveOptions& options, const Args& args) const {
+    if (debug_detail || !algorithms::moves_nothing(args)) return false;
     const Collective kind = algorithms::collective_of(args);
     if (options.timeout) comm::check_timeout(collective_name(kind), options.timeout);
     algorithms::check_forced_algorithm(kind, options.algorithm);
@@ -112,7 +112,7 @@ struct Communicator::Impl {
   /// Runs a validated collective on the path its placement says: blocking.
   template <class Args>
   void run(const CollectiveOptions& options, const Args& args, comm::Placement where) {
-    if (skipped_as_empty(options, args, where)) return;
+    if (skipped_as_empty(options, args)) return;
     if (where.on_device()) {
       run_on_device(options, args, where, false, {});
     } else {
@@ -124,7 +124,7 @@ struct Communicator::Impl {
   template <class Args>
   Work submit(const CollectiveOptions& options, Args args,
               std::vector<std::shared_ptr<void>> keepalive, comm::Placement where) {
-    if (skipped_as_empty(options, args, where)) return Work(detail::finished_work());
+    if (skipped_as_empty(options, args)) return Work(detail::finished_work());
     if (where.on_device()) return run_on_device(options, args, where, true, std::move(keepalive));
     return submit(options, std::move(args), std::move(keepalive));
   }

@@ -114,7 +114,8 @@ class Executor {
   /// nothing to order. Throws the poisoned error as any op would on an unusable communicator;
   /// otherwise returns at once. Any thread.
   void check_usable(Collective kind) const {
-    // Open means nothing queued or running and not poisoned: the one load a skipped op pays.
+    // Open implies not poisoned (every poisoning closes it, and only an unpoisoned end of a
+    // drive reopens it): the one load a skipped op pays.
     if (fast_open_.load(std::memory_order_seq_cst)) return;
     check_usable_locked_path(kind);
   }

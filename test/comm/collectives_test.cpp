@@ -517,7 +517,11 @@ TEST_CASE("collectives that move nothing take no number, leave no record and nee
                "recorded " << numbers.size() << " collectives, the last #"
                            << (numbers.empty() ? -1 : static_cast<long>(numbers.back())));
     // Arguments are still checked before the op is skipped: a forced algorithm of another
-    // collective, a read-only output, a counts span of the wrong length.
+    // collective, a deadline that is not positive, a counts span of the wrong length.
+    CollectiveOptions past;
+    past.timeout = std::chrono::milliseconds(-5);
+    expect_error([&] { c->gather(none, none, 0, past); }, ErrorCode::InvalidArgument,
+                 {"gather", "timeout"}, "a deadline in the past");
     CollectiveOptions tree;
     tree.algorithm = Algorithm::Tree;
     expect_error([&] { c->allreduce(none, ReduceOp::Sum, tree); }, ErrorCode::InvalidArgument,
@@ -546,7 +550,8 @@ TEST_CASE("collectives that move nothing take no number, leave no record and nee
 TEST_CASE("under COHORT_DEBUG=detail a rank with nothing to move still meets the others",
           "[comm][multiproc]") {
   // The fingerprint exchange is what finds a count of 0 against another rank's 4: debug mode
-  // must not skip the empty op, or rank 2 would return and the others would time out instead.
+  // must not skip the empty op, or rank 2 would return and meet the others' allreduce with its
+  // barrier, and the error would name that instead.
   REQUIRE_NOTHROW(run_ranks(3, [](const Environment& env) {
     ::setenv("COHORT_DEBUG", "detail", 1);
     auto c = world(env);
