@@ -42,15 +42,18 @@ int read_sealed_process_memory(pid_t pid, void* into, const void* from, std::siz
   const auto* seal_word = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(seal_at));
   std::uint64_t seen = 0;
   std::size_t done = 0;
+  // A standing send's seal word is always there (pool words are never freed; a table's go only
+  // after their sends were released), so a seal that cannot be read means a withdrawn send.
+  const auto read_seal = [&](std::uint64_t& now) {
+    const int error = read_process_memory(pid, &now, seal_word, sizeof now);
+    return error == EFAULT ? ECANCELED : error;
+  };
   // A read that failed may have met a buffer freed after its send was withdrawn: the seal says
   // which, so the receive names the cancelled send rather than a bad address.
   const auto withdrawn_or = [&](int error) {
     std::uint64_t now = 0;
-    return read_process_once(pid, &now, seal_word, sizeof now) ==
-                       static_cast<ssize_t>(sizeof now) &&
-                   now != seal
-               ? ECANCELED
-               : error;
+    const int seal_error = read_seal(now);
+    return seal_error == ECANCELED || (seal_error == 0 && now != seal) ? ECANCELED : error;
   };
 #if defined(__x86_64__) || defined(__i386__)
   // The kernel reads the remote iovecs in array order (process_vm_readv(2)), and x86 keeps loads
@@ -83,8 +86,7 @@ int read_sealed_process_memory(pid_t pid, void* into, const void* from, std::siz
     if (error != 0) return withdrawn_or(error);
   }
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (const int error = read_process_memory(pid, &seen, seal_word, sizeof seen); error != 0)
-    return error;
+  if (const int error = read_seal(seen); error != 0) return error;
   return seen == seal ? 0 : ECANCELED;
 }
 

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 
+#include <pthread.h>
+
 namespace cohort::transport {
 
 namespace {
@@ -51,12 +53,25 @@ SealPool& pool() {
   return *instance;
 }
 
-/// Values for seals of either kind; 0 is a broken seal. They start at a random value, so that
-/// another process is not found holding one where a dead sender's seal was (send_seal.hpp).
+/// The count behind seal values: from a random start, and a new one in a forked child, so that
+/// no other process is found holding a value where a dead sender's seal was (send_seal.hpp).
+std::atomic<std::uint64_t>& seal_count() noexcept {
+  static std::atomic<std::uint64_t> count{[] {
+    pthread_atfork(nullptr, nullptr,
+                   [] { seal_count().store(random_probe(), std::memory_order_relaxed); });
+    return random_probe();
+  }()};
+  return count;
+}
+
+/// Values for seals of either kind; 0 is a broken seal. The count times an odd constant: a
+/// bijection, so values never repeat, with every byte likely non-zero, so a read the kernel tore
+/// against the 0 of a release does not look like the value.
 std::uint64_t next_value() noexcept {
-  static std::atomic<std::uint64_t> next{random_probe()};
-  std::uint64_t value = next.fetch_add(1, std::memory_order_relaxed);
-  while (value == 0) value = next.fetch_add(1, std::memory_order_relaxed);  // after 2^64 sends
+  constexpr std::uint64_t kSpread = 0x9e3779b97f4a7c15ULL;
+  std::uint64_t value = 0;
+  while (value == 0)  // once in 2^64 values
+    value = seal_count().fetch_add(1, std::memory_order_relaxed) * kSpread;
   return value;
 }
 

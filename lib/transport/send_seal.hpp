@@ -63,14 +63,15 @@ class SendSeal {
   SealTable* table_ = nullptr;  ///< the word's table; nullptr for a pool word
 };
 
-/// Seal words in shared memory, handed out by index. Thread-safe. Must outlive its seals.
+/// Seal words in a block of the sender's own (its fastbox segment), handed out by index.
+/// Thread-safe. Must outlive its seals.
 class SealTable {
  public:
   SealTable() = default;
   SealTable(const SealTable&) = delete;
   SealTable& operator=(const SealTable&) = delete;
 
-  /// Hands out the `count` words at `words` (zero, and mapped by the readers) from now on.
+  /// Hands out the `count` words at `words` (zero) from now on.
   void attach(std::atomic<std::uint64_t>* words, std::size_t count);
   /// A seal on a free word of the table, else (none free, or none attached) on a pool word.
   /// Throws std::bad_alloc.

@@ -1011,7 +1011,8 @@ class HeldUpBuffer {
 
   explicit HeldUpBuffer(const std::vector<std::uint8_t>& content)
       : content_(content), uffd_(kernel_userfaultfd()) {
-    expect(content.size() % (2 * kPage) == 0, "a held-up buffer is whole pages");
+    expect(content.size() % (2 * kPage) == 0 && content.size() >= 4 * kPage,
+           "a held-up buffer is whole pages, at least 4");
     expect(uffd_ >= 0, "userfaultfd in the rank");
     mapped_ =
         mmap(nullptr, content.size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -1190,9 +1191,10 @@ TEST_CASE("fastbox: cancelling a receive whose copy another thread makes waits f
 
 TEST_CASE("fastbox: more rendezvous sends in flight than the seal table holds all arrive",
           "[transport][multiproc]") {
-  // A sender's seals come from its fastbox segment (read by the receiver with a load) until
-  // those run out, then from its heap (read through process_vm_readv): with more sends posted
-  // before any receive than the table has words, the receiver checks seals of both kinds.
+  // A sender's seals come from its fastbox segment until those run out, then from its heap (the
+  // receiver reads either through process_vm_readv, at its address in the sender): with more
+  // sends posted before any receive than the table has words, the receiver checks seals of both
+  // kinds.
   if (!rendezvous_runs_here()) return;
   REQUIRE_NOTHROW(cohort::launch(
       2,

@@ -364,7 +364,8 @@ class UcxHub {
     });
   }
   /// Copies rendezvous message `message` from `peer`'s memory into `into` (`bytes`) and checks
-  /// its seal after: 0, ECANCELED (the send was withdrawn), or the errno of a failed read.
+  /// its seal after: 0, ECANCELED (the send was withdrawn, or the pid is no longer the
+  /// sender's), or the errno of a failed read.
   /// Without the lock: touches nothing of the hub's but `peer`'s fixed fields.
   static int copy_rendezvous(const Peer& peer, void* into, std::size_t bytes,
                              const Fastbox::Rendezvous& message) noexcept;

@@ -299,6 +299,9 @@ int UcxHub::copy_rendezvous(const Peer& peer, void* into, std::size_t bytes,
 
 void UcxHub::finish_rendezvous(Peer& peer, const Request& handle, Pending& recv,
                                const Fastbox::Rendezvous& message, int error) noexcept {
+  // Only a failed copy asks whether the sender still lives (a system call): a sender that died,
+  // and perhaps left its pid to another process, is named as gone, not as cancelling.
+  if (error != 0 && error != ESRCH && peer.watch.watching() && !peer.watch.alive()) error = ESRCH;
   if (error != 0) {
     try {
       const std::string sender = "rank " + std::to_string(recv.origin.peer_label);
@@ -311,7 +314,10 @@ void UcxHub::finish_rendezvous(Peer& peer, const Request& handle, Pending& recv,
               : std::make_unique<Error>(
                     error == ESRCH ? ErrorCode::RemoteError : ErrorCode::SystemError,
                     describe(recv) + ": copying the message out of " + sender +
-                        "'s memory failed (" + std::strerror(error) + ")");
+                        "'s memory failed (" +
+                        (error == ESRCH ? std::string("its process exited")
+                                        : std::string(std::strerror(error))) +
+                        ")");
     } catch (...) {
       recv.request = UcxRequest::failed(UcxRequest::Kind::Recv, UCS_ERR_NO_MEMORY);
     }
