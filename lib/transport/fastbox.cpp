@@ -58,15 +58,7 @@ struct alignas(64) Fastbox::Ring {
 };
 
 std::size_t Fastbox::bytes_for(int rings) noexcept {
-  return sizeof(Header) + static_cast<std::size_t>(rings) * sizeof(Ring) +
-         kSealWords * sizeof(std::atomic<std::uint64_t>);
-}
-
-std::atomic<std::uint64_t>* Fastbox::seal_words() const noexcept {
-  COHORT_CHECK(base_ != nullptr);
-  return reinterpret_cast<std::atomic<std::uint64_t>*>(
-      static_cast<std::byte*>(base_) + sizeof(Header) +
-      static_cast<std::size_t>(rings_) * sizeof(Ring));
+  return sizeof(Header) + static_cast<std::size_t>(rings) * sizeof(Ring);
 }
 
 Fastbox::Ring* Fastbox::ring(int index) const noexcept {

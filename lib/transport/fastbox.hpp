@@ -16,8 +16,7 @@
 // one line with the receiver's `consumed` count, then kDepth slots of kSlotBytes. Message n
 // (0, 1, ...) of a ring goes into slot n % kDepth and is stamped n + 1 once written; the sender
 // rewrites a slot only once `consumed` passed its previous message, so a ring holds at most
-// kDepth messages the receiver has not taken yet. After the rings, kSealWords seal words of the
-// owner's rendezvous sends (send_seal.hpp), which the peers read through the owner's pid.
+// kDepth messages the receiver has not taken yet.
 //
 // A message carries its full tag, its size, and how many messages with its tag its sender sent
 // before it through UCX (the owner, UcxHub, keeps that count). A slot holds one of three kinds:
@@ -68,9 +67,6 @@ class Fastbox {
   static constexpr std::size_t kSlotBytes = 4096 + 64;
   /// The largest message a ring carries (the slot less its stamp and header): 4136 bytes.
   static constexpr std::size_t kInlineBytes = kSlotBytes - 24;
-  /// Seal words after the rings (send_seal.hpp's SealTable): written by the segment's owner,
-  /// read by its receivers through its pid, in their copy's system call.
-  static constexpr std::size_t kSealWords = 1024;
 
   enum class Kind : std::uint8_t { Inline, Rendezvous, Ack };
   struct Message {
@@ -120,8 +116,6 @@ class Fastbox {
   Fastbox& operator=(const Fastbox&) = delete;
 
   explicit operator bool() const noexcept { return base_ != nullptr; }
-  /// The segment's kSealWords seal words.
-  std::atomic<std::uint64_t>* seal_words() const noexcept;
   /// The segment's descriptor in this process (inboxes only; -1 otherwise).
   int fd() const noexcept { return fd_; }
 

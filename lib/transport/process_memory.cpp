@@ -42,8 +42,9 @@ int read_sealed_process_memory(pid_t pid, void* into, const void* from, std::siz
   const auto* seal_word = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(seal_at));
   std::uint64_t seen = 0;
   std::size_t done = 0;
-  // A standing send's seal word is always there (pool words are never freed; a table's go only
-  // after their sends were released), so a seal that cannot be read means a withdrawn send.
+  // A standing send's seal word is always there (seal words are never freed), so a seal that
+  // cannot be read means a bogus announcement, or a process that took a dead sender's pid:
+  // either way not the sender's bytes.
   const auto read_seal = [&](std::uint64_t& now) {
     const int error = read_process_memory(pid, &now, seal_word, sizeof now);
     return error == EFAULT ? ECANCELED : error;

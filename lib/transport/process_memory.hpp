@@ -25,13 +25,13 @@ int read_process_memory(pid_t pid, void* into, const void* from, std::size_t byt
 
 /// read_process_memory, then the 8-byte word at `seal_at` in the same process, which must hold
 /// `seal` (see send_seal.hpp): 0 when both reads succeeded and the word held it, ECANCELED when
-/// it held another value (the sender withdrew the buffer, perhaps during the copy, and the bytes
-/// read may be the caller's later ones; or `pid` is no longer the sender's), else the errno that
-/// stopped a read. The word is read after the last byte. `tail` holds the message's last
-/// min(bytes, 8) bytes, as the sender announced them: where loads stay in order (x86), one system
-/// call reads all but those bytes and then the seal into the one buffer `into`, and `tail` is
-/// put back over the seal (a second local iovec would take the kernel's slower general copy
-/// path). Never throws.
+/// it held another value or could not be read (the sender withdrew the buffer, perhaps during the
+/// copy, and the bytes read may be the caller's later ones; or `pid` is no longer the sender's),
+/// else the errno that stopped a read. The word is read after the last byte. `tail` holds the
+/// message's last min(bytes, 8) bytes, as the sender announced them: where loads stay in order
+/// (x86), one system call reads all but those bytes and then the seal into the one buffer `into`,
+/// and `tail` is put back over the seal (a second local iovec would take the kernel's slower
+/// general copy path). Never throws.
 int read_sealed_process_memory(pid_t pid, void* into, const void* from, std::size_t bytes,
                                std::uint64_t seal_at, std::uint64_t seal,
                                std::uint64_t tail) noexcept;

@@ -1,9 +1,10 @@
 #include "transport/send_seal.hpp"
 
-#include "core/check.hpp"
 #include "transport/process_memory.hpp"
 
 #include <cstddef>
+#include <mutex>
+#include <vector>
 
 #include <pthread.h>
 
@@ -64,7 +65,7 @@ std::atomic<std::uint64_t>& seal_count() noexcept {
   return count;
 }
 
-/// Values for seals of either kind; 0 is a broken seal. The count times an odd constant: a
+/// Values for seals; 0 is a broken seal. The count times an odd constant: a
 /// bijection, so values never repeat, with every byte likely non-zero, so a read the kernel tore
 /// against the 0 of a release does not look like the value.
 std::uint64_t next_value() noexcept {
@@ -89,7 +90,6 @@ SendSeal& SendSeal::operator=(SendSeal&& other) noexcept {
   if (this != &other) {
     if (word_ != nullptr) release();
     word_ = other.word_;
-    table_ = other.table_;
     other.word_ = nullptr;
   }
   return *this;
@@ -100,46 +100,8 @@ void SendSeal::release() noexcept {
   // The caller's next stores into the buffer must not be seen before the 0: a receiver that
   // read the value after its copy then read the buffer before them.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (table_ != nullptr) {
-    table_->give_back(word_);
-  } else {
-    pool().give_back(word_);
-  }
+  pool().give_back(word_);
   word_ = nullptr;
-}
-
-void SealTable::attach(std::atomic<std::uint64_t>* words, std::size_t count) {
-  COHORT_CHECK(count < (std::size_t{1} << 32));
-  std::lock_guard lock(mutex_);
-  COHORT_CHECK(words_ == nullptr);
-  free_.reserve(count);
-  for (std::size_t i = count; i > 0; --i) free_.push_back(static_cast<std::uint32_t>(i - 1));
-  words_ = words;
-}
-
-SendSeal SealTable::make() {
-  {
-    std::lock_guard lock(mutex_);
-    if (!free_.empty()) {
-      SendSeal seal;
-      seal.word_ = &words_[free_.back()];
-      seal.table_ = this;
-      free_.pop_back();
-      seal.word_->store(next_value(), std::memory_order_relaxed);
-      return seal;
-    }
-  }
-  return SendSeal::make();
-}
-
-std::size_t SealTable::free_words() const {
-  std::lock_guard lock(mutex_);
-  return free_.size();
-}
-
-void SealTable::give_back(std::atomic<std::uint64_t>* word) noexcept {
-  std::lock_guard lock(mutex_);
-  free_.push_back(static_cast<std::uint32_t>(word - words_));
 }
 
 }  // namespace cohort::transport

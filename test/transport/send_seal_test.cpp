@@ -133,8 +133,8 @@ TEST_CASE(
   std::vector<std::uint8_t> into(64);
   CHECK(read_sealed_process_memory(getpid(), into.data(), nullptr, into.size(), seal.location(),
                                    seal.value(), 0) == EFAULT);
-  // A standing send's seal word is always there: one that is not names a withdrawn send (the
-  // sender's transport, and with it its table, may be gone).
+  // A standing send's seal word is always there (they are never freed): one that is not is no
+  // sender's, and the read fails as for a withdrawn send.
   std::vector<std::uint8_t> buffer(64, 1);
   CHECK(read_sealed_process_memory(getpid(), into.data(), buffer.data(), buffer.size(), 8,
                                    seal.value(), 0) == ECANCELED);
@@ -143,46 +143,4 @@ TEST_CASE(
   seal = SendSeal();
   CHECK(read_sealed_process_memory(getpid(), into.data(), nullptr, into.size(), at, value, 0) ==
         ECANCELED);
-}
-
-TEST_CASE("send seal: a table hands out its words, then falls back to the pool", "[send_seal]") {
-  std::atomic<std::uint64_t> words[4] = {};
-  const auto in_table = [&](std::uint64_t location) {
-    const auto* word = reinterpret_cast<const std::atomic<std::uint64_t>*>(location);
-    return word >= &words[0] && word < &words[0] + 4;
-  };
-  const auto index_of = [&](std::uint64_t location) {
-    return static_cast<std::size_t>(reinterpret_cast<const std::atomic<std::uint64_t>*>(location) -
-                                    &words[0]);
-  };
-  cohort::transport::SealTable table;
-  // Not attached yet: pool words.
-  SendSeal early = table.make();
-  CHECK_FALSE(in_table(early.location()));
-  table.attach(words, 4);
-  REQUIRE(table.free_words() == 4);
-  std::vector<SendSeal> seals;
-  std::set<std::size_t> indices;
-  for (int i = 0; i < 4; ++i) {
-    seals.push_back(table.make());
-    const std::uint64_t location = seals.back().location();
-    REQUIRE(in_table(location));  // announced as the word's address, as a pool word is
-    CHECK(indices.insert(index_of(location)).second);
-    CHECK(words[index_of(location)].load() == seals.back().value());
-    CHECK(seals.back().value() != early.value());
-  }
-  CHECK(table.free_words() == 0);
-  SendSeal spill = table.make();  // the table is full
-  CHECK_FALSE(in_table(spill.location()));
-  const std::size_t index = index_of(seals[2].location());
-  seals[2] = SendSeal();  // broken and given back
-  CHECK(words[index].load() == 0);
-  CHECK(table.free_words() == 1);
-  SendSeal again = table.make();
-  CHECK(again.location() == reinterpret_cast<std::uintptr_t>(&words[index]));
-  CHECK(words[index].load() == again.value());
-  seals.clear();
-  again = SendSeal();
-  CHECK(table.free_words() == 4);
-  for (const auto& word : words) CHECK(word.load() == 0);
 }

@@ -461,8 +461,6 @@ class UcxHub {
   int sleepers_ = 0;  // guarded: threads blocked in block_until
   int wake_fd_ = -1;  // eventfd written when progress happens while someone sleeps
   Fastbox inbox_;     ///< this process's inbox; empty: no fastboxes
-  /// Seals for this rank's rendezvous sends, in inbox_ (declared after it: destroyed first).
-  SealTable seals_;
   /// A random value same-host peers read through this process's pid before they copy from its
   /// memory (PeerAddress::probe).
   const std::uint64_t probe_;

@@ -107,8 +107,6 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
                              : "off (UCX)",
         peer.rendezvous_above != kNoRendezvous ? ", large messages by rendezvous" : "");
   }
-  // This rank's rendezvous sends take their seals from its inbox first (send_seal.hpp).
-  if (inbox_) seals_.attach(inbox_.seal_words(), Fastbox::kSealWords);
 }
 
 Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t bytes, Tag tag,
@@ -125,7 +123,7 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
       Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Send, 0),
               FastboxPart{.send_data = data,
                           .large_before = large_before,
-                          .seal = by_rendezvous(peer, bytes) ? seals_.make() : SendSeal()}});
+                          .seal = by_rendezvous(peer, bytes) ? SendSeal::make() : SendSeal()}});
   // A rendezvous send is announced now if it can be, and completes with the receiver's ack.
   if (!(peer.queued_sends.empty() && by_rendezvous(peer, bytes) &&
         write_rendezvous(peer, handle, *requests_.find(handle))))
