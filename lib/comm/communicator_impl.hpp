@@ -70,15 +70,21 @@ struct Communicator::Impl {
 
   comm::Group group() const noexcept { return {rank, size}; }
 
+  /// The checks of a collective's options that need no other rank: its deadline and its forced
+  /// algorithm (one of this collective's).
+  static void check_options(const CollectiveOptions& options, Collective kind) {
+    // Named only when there is a timeout to check: the name lookup showed in tiny ops.
+    if (options.timeout) comm::check_timeout(collective_name(kind), options.timeout);
+    algorithms::check_forced_algorithm(kind, options.algorithm);
+  }
+
   /// What the executor needs besides the body. Everything decidable on this rank alone (the
   /// timeout, a forced algorithm of another collective) is refused here, on the caller's thread,
   /// before the op takes a sequence number, so a wrong argument leaves the communicator usable.
   template <class Args>
   comm::OpInfo info(const CollectiveOptions& options, const Args& args) const {
     const Collective kind = algorithms::collective_of(args);
-    // Named only when there is a timeout to check: the name lookup showed in tiny ops.
-    if (options.timeout) comm::check_timeout(collective_name(kind), options.timeout);
-    algorithms::check_forced_algorithm(kind, options.algorithm);
+    check_options(options, kind);
     comm::OpInfo result{kind, options.algorithm, options.timeout.value_or(default_timeout),
                         std::nullopt, comm::shape_of(args)};
     if (debug_detail) {
@@ -103,8 +109,7 @@ struct Communicator::Impl {
   bool skipped_as_empty(const CollectiveOptions& options, const Args& args) const {
     if (debug_detail || !algorithms::moves_nothing(args)) return false;
     const Collective kind = algorithms::collective_of(args);
-    if (options.timeout) comm::check_timeout(collective_name(kind), options.timeout);
-    algorithms::check_forced_algorithm(kind, options.algorithm);
+    check_options(options, kind);
     executor->check_usable(kind);
     return true;
   }

@@ -250,7 +250,6 @@ AlltoallArgs alltoall_args(const Group& g, const Buffer& in, const Buffer& out,
   args.out = out.data();
   args.dtype = in.dtype();
   args.uniform = !variable;
-  args.own_block_in_place = false;
   return args;
 }
 

@@ -81,7 +81,7 @@ class Fastbox {
   struct Rendezvous {
     std::uint64_t address = 0;  ///< where the message's bytes lie in the sender's memory
     std::uint64_t cookie = 0;   ///< the sender's name for the send, returned in the Ack
-    /// Where the send's seal lies (its address in the sender, a word of its inbox or of its heap:
+    /// Where the send's seal lies (its address in the sender, a word of its seal pool:
     /// SendSeal::location), and the value it holds while the buffer is the sender's to give
     /// (see send_seal.hpp).
     std::uint64_t seal_at = 0;
