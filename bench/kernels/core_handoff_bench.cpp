@@ -15,7 +15,7 @@
 // shared / private estimates the share of the allreduce's time that the cores' cache-to-cache
 // transfers cost. Near 1, the arena runs at the memory's speed; at 2 or more, reading a peer's
 // memory once (the single-copy and UCX paths, which read large buffers from memory instead of
-// the peer's cache) can beat the arena's two copies. README, "Performance", has the figures.
+// the peer's cache) can beat the arena's two copies. bench/PERFORMANCE-LOG.md has the figures.
 // Two SMT siblings share their caches, so pick CPUs on separate cores (--cpus).
 //
 // Then the same two CPUs stream tiny messages, as a tiny broadcast's root and its reader do

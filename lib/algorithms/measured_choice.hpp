@@ -5,7 +5,7 @@
 // On one host a large allreduce can run through the shared arena (its data passes from one
 // core's cache to another's, which some hosts make slow) or by single copy (each rank reads its
 // peers' buffers from memory). Which is faster depends on the host, and on some hosts it
-// changes within the hour (README, "A slow phase"). Both fold every
+// changes within the hour (bench/PERFORMANCE-LOG.md, "A slow phase"). Both fold every
 // element in rank order, so they give the same bits and a communicator may switch between them
 // at will: it times each a few times, the ranks agree on the slowest rank's times, and the
 // faster one runs until the next measurement.

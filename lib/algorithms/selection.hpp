@@ -72,7 +72,7 @@ inline constexpr std::size_t kScatterTreeTwoRanksMaxBytes = 2 * kMiB;
 /// buffers of 4 KiB and of 2 MiB pages alike. In alternating launches single copy won or tied
 /// against pairwise at 1-32 MiB on pages of either size, but for 1 MiB in place on 2 MiB pages
 /// (53 against 60 us); on fresh input it led out of place at 2-4 MiB and was even elsewhere
-/// (README).
+/// (bench/PERFORMANCE-LOG.md).
 inline constexpr std::size_t kAlltoallOneCopyTwoRanksMinBytes = 1 * kMiB;
 /// allgather: from this total size on 2 ranks, the ring over UCX (one copy of the peer's block,
 /// read from its pages) comes before shared memory (a copy into the arena and one out). In place
@@ -81,19 +81,20 @@ inline constexpr std::size_t kAlltoallOneCopyTwoRanksMinBytes = 1 * kMiB;
 inline constexpr std::size_t kAllgatherRingTwoRanksMinBytes = 2 * kMiB;
 // Single copy (process_vm_readv straight out of the peer's buffer, <family>/single_copy.cpp) on
 // one host, where the kernel allows it: chosen where it won or tied against the previous choice
-// in place and out of place, on buffers of 4 KiB pages and of 2 MiB pages (README, single copy).
+// in place and out of place, on buffers of 4 KiB pages and of 2 MiB pages
+// (bench/PERFORMANCE-LOG.md, "Single copy").
 /// allreduce, 2 ranks: single copy from this size up to the next. There it was 1.5-1.8x faster
 /// than the arena's share scheme on buffers of 2 MiB pages and tied on 4 KiB pages (up to 1.2x
 /// either way); below 4 MiB in place, from 16 MiB on 4 KiB pages and at 64 MiB on either it
-/// was slower (README, single-copy allreduce).
+/// was slower (bench/PERFORMANCE-LOG.md, single-copy allreduce).
 inline constexpr std::size_t kAllreduceSingleCopyTwoRanksMinBytes = 4 * kMiB;
 inline constexpr std::size_t kAllreduceSingleCopyTwoRanksMaxBytes = 16 * kMiB;
 /// allgather, 2 ranks: single copy from this total size (1.2-2.5x faster to 2 MiB).
 inline constexpr std::size_t kAllgatherSingleCopyTwoRanksMinBytes = 32 * kKiB;
 /// allreduce on one host from this size on: the arena and single copy are timed and the faster
 /// runs (measured_choice.hpp), where the table would run the arena. On 2026-11-27's host single
-/// copy was 1.2-1.9x faster at 64 MiB, and an hour later the arena was (README, "A slow
-/// phase").
+/// copy was 1.2-1.9x faster at 64 MiB, and an hour later the arena was (bench/PERFORMANCE-LOG.md,
+/// "A slow phase").
 inline constexpr std::size_t kMeasuredChoiceMinBytes = 16 * kMiB;
 /// Size classes with a measurement of their own: powers of two from kMeasuredChoiceMinBytes,
 /// the last taking everything larger.
@@ -110,7 +111,7 @@ inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMaxBytes = 128 * kKiB;
 /// scatter, 2 ranks: single copy from this total size. The one exception to the rule above:
 /// from 2 MiB in place on 4 KiB pages it is slower than the arena (walking the root's small
 /// pages costs more than the arena's second copy), but out of place it is about twice as fast
-/// on pages of either size (README, "Single copy").
+/// on pages of either size (bench/PERFORMANCE-LOG.md, "Single copy").
 inline constexpr std::size_t kScatterSingleCopyTwoRanksMinBytes = 64 * kKiB;
 /// scatter, 3 ranks and more: single copy from this total size; every receiver copies its own
 /// block at once instead of the root writing all of them into the arena.

@@ -62,8 +62,8 @@ class Fastbox {
   static constexpr std::uint64_t kDepth = 64;
   /// A slot: its stamp and header, then up to kInlineBytes of message, in 65 cache lines. Only
   /// the lines a message fills are touched, so a small message costs what it did in the 1 KiB
-  /// slots before; with those, 2 and 4 KiB messages took UCX's path (see README). Messages
-  /// spread over several slots ran slower than UCX's shared-memory path at 4-8 KiB.
+  /// slots before; with those, 2 and 4 KiB messages took UCX's path (see bench/PERFORMANCE-LOG.md).
+  /// Messages spread over several slots ran slower than UCX's shared-memory path at 4-8 KiB.
   static constexpr std::size_t kSlotBytes = 4096 + 64;
   /// The largest message a ring carries (the slot less its stamp and header): 4136 bytes.
   static constexpr std::size_t kInlineBytes = kSlotBytes - 24;

@@ -73,8 +73,8 @@ class SharedArena {
   static constexpr std::uint64_t kEagerDepth = 16;
   /// The largest payload of an eager line. Up to it a writer returns at once instead of waiting
   /// for its readers each op: on ranks that share cores that wait is a trip through the
-  /// scheduler. Measured (README, eager lines): 3 ranks on 2 cores, 64 B-1 KiB broadcasts took
-  /// 2-3 us on the slot path.
+  /// scheduler. Measured (bench/PERFORMANCE-LOG.md, eager lines): 3 ranks on 2 cores, 64 B-1 KiB
+  /// broadcasts took 2-3 us on the slot path.
   static constexpr std::size_t kEagerBytes = 1024;
 
   enum class Flag : int {

@@ -14,7 +14,7 @@
 // segment, reduces into a result slot and copies every result out, each through memory. Here a
 // peer's part is read into cache and reduced there, and the other shares are copied once: from
 // a few MiB on, where the vector no longer fits the caches, that was 1.5-1.8x faster on 2 ranks
-// (buffers of 2 MiB pages; tied on 4 KiB pages; README, single-copy allreduce).
+// (buffers of 2 MiB pages; tied on 4 KiB pages; bench/PERFORMANCE-LOG.md, single-copy allreduce).
 //
 // In place (out == in) no rank writes anything a peer still reads: in the first step a rank
 // writes only its own share of its buffer, which nobody else reads from it, and it overwrites

@@ -17,8 +17,8 @@
 //   straight from its input, into its output. The others copy the next piece in while the root
 //   reduces this one. No result slot and no second handoff: on 2 ranks it was 1.2-1.8x faster
 //   than the share scheme from 16 KiB to 4 MiB, on 3-4 ranks of a 2-core host 1.03-1.7x
-//   (README, reduce), but the root reads all n contributions, which the share scheme spreads
-//   over every rank.
+//   (bench/PERFORMANCE-LOG.md, reduce), but the root reads all n contributions, which the share
+//   scheme spreads over every rank.
 // Operands are combined in rank order (rank 0 op rank 1 op ...), so every element is reduced
 // identically whichever rank computes it, and all ranks get identical bits. Avg combines like Sum
 // and is divided by n here, where the sums are still in cache: by each share's owner in its
@@ -47,8 +47,9 @@ namespace {
 
 using transport::SharedArena;
 
-/// Pieces up to this size are reduced whole by every rank. Measured (README, shared memory):
-/// below it the second handoff of the share scheme costs more than the redundant reduction.
+/// Pieces up to this size are reduced whole by every rank. Measured (bench/PERFORMANCE-LOG.md,
+/// shared memory): below it the second handoff of the share scheme costs more than the redundant
+/// reduction.
 constexpr std::size_t kDirectMaxBytes = 16 * 1024;
 
 /// Out-of-place outputs from this size on are written with non-temporal stores

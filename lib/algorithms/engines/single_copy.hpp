@@ -7,7 +7,7 @@
 // Why: the arena path writes every block into the segment and reads it out again. From a few
 // tens of KiB to a few MiB, where blocks still sit in the caches, that second pass is most of an
 // op's time (2 ranks, allgather in place of 1 MiB: 77 us through the arena, 32 us in one copy,
-// Open MPI's own single copy 31 us; README, "Single copy").
+// Open MPI's own single copy 31 us; bench/PERFORMANCE-LOG.md, "Single copy").
 //
 // A one-step op takes two generations of the arena's main numbering:
 //   g (exposure): every rank waits until its data slot of g's parity is free, writes a table of

@@ -29,9 +29,9 @@ using Flag = SharedArena::Flag;
 
 /// Up to this many ranks the root reduces every piece alone (the root scheme of
 /// shared_memory_reduction.cpp): faster than the share scheme at every size measured on 2, 3
-/// and 4 ranks (1.2-1.8x on 2 ranks, 1.03-1.7x on 3-4; README, reduce). Beyond, the root's n-fold
-/// reading grows with the world while the share scheme spreads it; 2 cores cannot tell where the
-/// two meet, so that stays untried.
+/// and 4 ranks (1.2-1.8x on 2 ranks, 1.03-1.7x on 3-4; bench/PERFORMANCE-LOG.md, reduce). Beyond,
+/// the root's n-fold reading grows with the world while the share scheme spreads it; 2 cores cannot
+/// tell where the two meet, so that stays untried.
 constexpr int kRootReducesMaxRanks = 4;
 
 /// A vector of at most kEagerBytes, through the non-roots' eager lines.

@@ -26,9 +26,9 @@ struct ConfigHandle {
 // element of the receiver's FIFO, SEG_SIZE bytes (8256 by default), and send anything larger by
 // rendezvous (a handshake, then a copy out of the sender's pages): a 2-rank sendrecv of 16 or
 // 32 KiB took 10-11 us that way, against 3.8-5.6 us in elements of 33K, which hold messages of
-// up to 32 KiB (README, "UCX's shared-memory element size"). Not larger: with elements of 66K,
-// UCX 1.13 delivered a 64 KiB message as an empty one. Costs 64 elements per process and
-// transport (about 2 MiB each).
+// up to 32 KiB (bench/PERFORMANCE-LOG.md, "UCX's shared-memory element size"). Not larger: with
+// elements of 66K, UCX 1.13 delivered a 64 KiB message as an empty one. Costs 64 elements per
+// process and transport (about 2 MiB each).
 constexpr const char* kElementSizeName = "MM_SEG_SIZE";
 constexpr const char* kElementSize = "33K";
 /// The variables through which a user sets that size; any of them set keeps the user's.

@@ -264,12 +264,13 @@ class UcxHub {
   /// every rank of the host has a hardware thread: UCX sends up to 32 KiB eagerly through shared
   /// memory (cohort sets UCX_MM_SEG_SIZE=33K), two copies but no round trip, which was faster
   /// than a rendezvous at 32 KiB (6.0-6.4 against 7.9-8.4 us per 2-rank exchange) and slower at
-  /// 33 KiB, where UCX turns to its own rendezvous (10.0-11.4 against 8.1-8.8; see README).
+  /// 33 KiB, where UCX turns to its own rendezvous (10.0-11.4 against 8.1-8.8; see
+  /// bench/PERFORMANCE-LOG.md).
   static constexpr std::uint64_t kRendezvousAbove = 32 * 1024;
   /// The same where the host's ranks outnumber its hardware threads. There the scheduler decides
   /// most of a large exchange's time: 3 ranks on 2 cores ran at 0.76-0.80 of UCX's speed at
   /// 64 KiB in two sets of launches, and anywhere from 0.61 to 1.34 of it from 512 KiB to 8 MiB
-  /// (see README), so only messages above 4 MiB take the rendezvous there.
+  /// (see bench/PERFORMANCE-LOG.md), so only messages above 4 MiB take the rendezvous there.
   static constexpr std::uint64_t kRendezvousAboveOversubscribed = 4 * 1024 * 1024;
   /// What this rank proposes to its peers (the pair takes the larger of the two proposals).
   std::uint64_t rendezvous_limit() const noexcept {
