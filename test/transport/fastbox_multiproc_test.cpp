@@ -86,10 +86,14 @@ void wait_all(Transport& t, const std::vector<Request>& requests, const std::str
 /// ring's rendezvous above it; above 4 MiB where ranks outnumber hardware threads).
 constexpr std::size_t kInline = Fastbox::kInlineBytes;
 constexpr std::size_t kEagerLimit = 32 * 1024;
+/// Above UCX's eager limit and up to this, messages are spread over the ring's slots
+/// (UcxHub::kSpreadMax); rendezvous starts above it.
+constexpr std::size_t kSpreadLimit = 256 * 1024;
 constexpr std::size_t kOversubscribedLimit = 4 * 1024 * 1024;
 // clang-format off
 const std::vector<std::size_t> kSizes = {0, 4, kInline, kInline + 1, 8192, 300000, kEagerLimit,
-                                         kEagerLimit + 1, kOversubscribedLimit,
+                                         kEagerLimit + 1, kSpreadLimit, kSpreadLimit + 1,
+                                         kOversubscribedLimit,
                                          kOversubscribedLimit + 1, 8, 1};
 // clang-format on
 
@@ -689,7 +693,7 @@ TEST_CASE("fastbox: a rendezvous send stays pending until its receiver copied th
         setenv("UCX_RNDV_THRESH", "inf", 1);
         auto store = open_store(env);
         auto t = connect(*store, env);
-        constexpr std::size_t kBytes = 64 * 1024;
+        constexpr std::size_t kBytes = kSpreadLimit + 64 * 1024;
         const Tag tag = p2p_tag(8, 1);
         if (env.rank == 0) {
           const auto data = payload(0, 1, kBytes, 80);
@@ -726,11 +730,18 @@ TEST_CASE(
       [receive_first, marker](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
-        // (sent, expected) across the three ways a message goes: rendezvous against UCX's
-        // middle sizes, against another rendezvous size, and against the ring's inline sizes.
-        constexpr std::size_t kSmallRendezvous = 64 * 1024, kLargeRendezvous = 128 * 1024;
+        // (sent, expected) across the four ways a message goes: rendezvous against UCX's
+        // middle sizes, against another rendezvous size, against a spread one and against the
+        // ring's inline sizes; a spread message against UCX's sizes and another spread size.
+        constexpr std::size_t kSmallRendezvous = kSpreadLimit + 64 * 1024,
+                              kLargeRendezvous = kSpreadLimit + 128 * 1024, kSpread = 100000;
         const std::pair<std::size_t, std::size_t> cases[] = {{kSmallRendezvous, 16 * 1024},
                                                              {16 * 1024, kSmallRendezvous},
+                                                             {kSpread, kSmallRendezvous},
+                                                             {kSmallRendezvous, kSpread},
+                                                             {kSpread, 16 * 1024},
+                                                             {16 * 1024, kSpread},
+                                                             {kSpread, kSpread + 8},
                                                              {kSmallRendezvous, kLargeRendezvous},
                                                              {kLargeRendezvous, kSmallRendezvous},
                                                              {8, kSmallRendezvous},
@@ -764,7 +775,7 @@ TEST_CASE(
           }
         }
         // Each way a message can go, both ways.
-        const std::size_t sizes[] = {kSmallRendezvous, 16 * 1024, 8, kLargeRendezvous};
+        const std::size_t sizes[] = {kSmallRendezvous, 16 * 1024, 8, kLargeRendezvous, kSpread};
         pair_still_works(*t, sizes, p2p_tag(9, 99), 95);
         barrier(*store, "done", env.rank, env.world_size);
       },
@@ -789,7 +800,7 @@ TEST_CASE("fastbox: a rendezvous send to a peer that dies fails naming it",
         }
         auto store = open_store(env);
         auto t = connect(*store, env);
-        const auto data = payload(0, 1, 100000, 100);
+        const auto data = payload(0, 1, kSpreadLimit + 40000, 100);
         const Request s = t->post_send(1, data.data(), data.size(), p2p_tag(10, 1));
         store->set_string("posted", "1");
         expect_dead_peer_named(*t, s, polled, "a rendezvous send to a dead peer");
@@ -804,7 +815,7 @@ TEST_CASE("fastbox: a rendezvous message whose sender died fails its receive, no
   REQUIRE_NOTHROW(cohort::launch(
       2,
       [](const cohort::Environment& env) {
-        constexpr std::size_t kBytes = 100000;
+        constexpr std::size_t kBytes = kSpreadLimit + 40000;
         const Tag tag = p2p_tag(10, 2);
         if (env.rank == 1) {
           cohort::test::run_in_child_that_dies([&] {
@@ -848,7 +859,7 @@ TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full ends
       [mode, refuse](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
-        constexpr std::size_t kBytes = 64 * 1024;
+        constexpr std::size_t kBytes = kSpreadLimit + 64 * 1024;
         const Tag large = p2p_tag(11, 1), small = p2p_tag(11, 2);
         if (env.rank == 0) {
           const auto data = payload(0, 1, kBytes, 110);
@@ -901,7 +912,7 @@ TEST_CASE("fastbox: a rendezvous send cancelled before its receive fails that re
       [](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
-        constexpr std::size_t kBytes = 64 * 1024;
+        constexpr std::size_t kBytes = kSpreadLimit + 64 * 1024;
         constexpr std::uint32_t kViewId = 12;
         const Tag tag = p2p_tag(kViewId, 1);
         const int members[] = {0, 1};
@@ -1078,7 +1089,7 @@ TEST_CASE("fastbox: a rendezvous copy held up in the kernel holds up no other th
       [](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
-        constexpr std::size_t kBytes = 64 * HeldUpBuffer::kPage;
+        constexpr std::size_t kBytes = 80 * HeldUpBuffer::kPage;
         constexpr int kExchanges = 20;
         const Tag large = p2p_tag(13, 1), small = p2p_tag(0, 13);
         const int members[] = {0, 1};
@@ -1142,7 +1153,7 @@ TEST_CASE("fastbox: cancelling a receive whose copy another thread makes waits f
       [](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
-        constexpr std::size_t kBytes = 64 * HeldUpBuffer::kPage;
+        constexpr std::size_t kBytes = 80 * HeldUpBuffer::kPage;
         const Tag large = p2p_tag(14, 1), small = p2p_tag(0, 14);
         const int members[] = {0, 1};
         auto view = t->derive(members, env.rank, TagIdClaim(t->tag_ids(), 14));
@@ -1200,28 +1211,27 @@ TEST_CASE("fastbox: a thousand rendezvous sends in flight before any receive all
       [](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
-        constexpr std::size_t kSends = 1064, kBytes = kEagerLimit + 8;
+        // One buffer on each side (1064 of these would be 279 MB apiece): the sends read the
+        // same bytes, and the receives, copied one after another, write the same bytes.
+        constexpr std::size_t kSends = 1064, kBytes = kSpreadLimit + 8;
         const Tag tag = p2p_tag(15, 1);
         if (env.rank == 0) {
-          std::vector<std::vector<std::uint8_t>> out;
+          const std::vector<std::uint8_t> out = payload(0, 1, kBytes, 150);
           std::vector<Request> sends;
-          out.reserve(kSends);
-          for (std::size_t k = 0; k < kSends; ++k) {
-            out.push_back(payload(0, 1, kBytes, static_cast<int>(k)));
-            sends.push_back(t->post_send(1, out.back().data(), kBytes, tag));
-          }
+          for (std::size_t k = 0; k < kSends; ++k)
+            sends.push_back(t->post_send(1, out.data(), kBytes, tag));
+          for (const Request& send : sends)
+            expect(!send.is_completed(), "a rendezvous send completed before its receive");
           store->set_string("posted", "1");
           wait_all(*t, sends, "sends");
         } else {
           store->get("posted", 30s);
-          std::vector<std::vector<std::uint8_t>> in(kSends,
-                                                    std::vector<std::uint8_t>(kBytes, 0xEE));
+          std::vector<std::uint8_t> in(kBytes, 0xEE);
           std::vector<Request> recvs;
           for (std::size_t k = 0; k < kSends; ++k)
-            recvs.push_back(t->post_recv(0, in[k].data(), kBytes, tag));
+            recvs.push_back(t->post_recv(0, in.data(), kBytes, tag));
           wait_all(*t, recvs, "receives");
-          for (std::size_t k = 0; k < kSends; ++k)
-            expect_payload(in[k], 0, 1, static_cast<int>(k), "message " + std::to_string(k));
+          expect_payload(in, 0, 1, 150, "the messages");
         }
         barrier(*store, "done", env.rank, env.world_size);
       },

@@ -160,6 +160,71 @@ TEST_CASE("fastbox: rendezvous announcements and acks come out as such among inl
   }
 }
 
+TEST_CASE("fastbox: a spread message comes out whole across slots and laps, or not at all",
+          "[fastbox]") {
+  Pair pair = make_pair(2);
+  Fastbox::Sender sender = pair.mapped.sender(1);
+  Fastbox::Receiver receiver = pair.inbox.receiver(1);
+  using Kind = Fastbox::Kind;
+  std::uint64_t value = 7;
+  // Three slots taken by inline messages first, so the spread messages below wrap the ring.
+  for (int n = 0; n < 3; ++n)
+    REQUIRE(sender.try_send({1, sizeof value}, &value) == Fastbox::Sender::Outcome::Sent);
+  const auto whole = bytes_of(5, Fastbox::kSpreadBytes);
+  // No room for all 64 pieces while 3 slots hold untaken messages: nothing is written.
+  CHECK(sender.try_send_spread({42, whole.size(), 9}, whole.data()) ==
+        Fastbox::Sender::Outcome::Full);
+  for (int n = 0; n < 3; ++n) {
+    const auto message = receiver.peek();
+    REQUIRE(message.has_value());
+    CHECK(message->kind == Kind::Inline);
+    receiver.pop();
+  }
+  CHECK_FALSE(receiver.peek().has_value());
+  // Sizes that fill the last piece exactly, leave it one byte, and fill every slot.
+  const std::size_t sizes[] = {2 * Fastbox::kInlineBytes, 2 * Fastbox::kInlineBytes + 1,
+                               Fastbox::kSpreadBytes, 100000};
+  for (std::size_t k = 0; k < std::size(sizes); ++k) {
+    const auto data = bytes_of(k + 11, sizes[k]);
+    REQUIRE(sender.try_send_spread({500 + k, sizes[k], 3}, data.data()) ==
+            Fastbox::Sender::Outcome::Sent);
+    REQUIRE(sender.try_send({600 + k, sizeof value}, &value) ==
+            (sizes[k] == Fastbox::kSpreadBytes ? Fastbox::Sender::Outcome::Full
+                                               : Fastbox::Sender::Outcome::Sent));
+    const auto message = receiver.peek();
+    REQUIRE(message.has_value());
+    CHECK(message->kind == Kind::Spread);
+    CHECK(message->tag == 500 + k);
+    CHECK(message->bytes == sizes[k]);
+    CHECK(message->large_before == 3);
+    std::vector<std::byte> got(sizes[k], std::byte{0xEE});
+    CHECK(receiver.take_spread(sizes[k], got.data(), 0) == sizes[k]);
+    CHECK(got == data);
+    // Then the inline message behind it, if it went in.
+    if (sizes[k] != Fastbox::kSpreadBytes) {
+      const auto next = receiver.peek();
+      REQUIRE(next.has_value());
+      CHECK(next->kind == Kind::Inline);
+      CHECK(next->tag == 600 + k);
+      receiver.pop();
+    }
+    CHECK_FALSE(receiver.peek().has_value());
+  }
+  // Taken whole once more, then dropped (no buffer): either way its slots are free after.
+  const auto data = bytes_of(3, 5 * Fastbox::kInlineBytes);
+  REQUIRE(sender.try_send_spread({700, data.size(), 0}, data.data()) ==
+          Fastbox::Sender::Outcome::Sent);
+  REQUIRE(receiver.peek().has_value());
+  std::vector<std::byte> got(data.size(), std::byte{0xEE});
+  CHECK(receiver.take_spread(data.size(), got.data(), 0) == data.size());
+  CHECK(got == data);
+  REQUIRE(sender.try_send_spread({701, data.size(), 0}, data.data()) ==
+          Fastbox::Sender::Outcome::Sent);
+  REQUIRE(receiver.peek().has_value());
+  CHECK(receiver.take_spread(data.size(), nullptr, 0) == data.size());
+  CHECK_FALSE(receiver.peek().has_value());
+}
+
 TEST_CASE("fastbox: a sender is told when the receiver is asleep", "[fastbox]") {
   Pair pair = make_pair(2);
   Fastbox::Sender sender = pair.mapped.sender(1);

@@ -254,8 +254,11 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
   // A fastbox receive whose message has not come, a send waiting for room in the ring, or a
   // rendezvous send waiting for its ack, is in progress like a UCX request; once matched, its
   // request is UcxRequest::completed.
+  // A receive whose spread message is still arriving waits for its pieces (its message came
+  // through the ring, so nothing for it waits in UCX).
   bool waiting_in_fastbox = pending.fastbox && !pending.fastbox->matched;
-  if (waiting_in_fastbox && pending.request.kind() == UcxRequest::Kind::Recv) {
+  if (waiting_in_fastbox && pending.request.kind() == UcxRequest::Kind::Recv &&
+      !pending.fastbox->streaming) {
     // The sender may have sent more than the ring takes. Its message then waits in UCX; the
     // ring is looked at again first, as the message for this receive may have come meanwhile
     // (it would be in the ring before anything sent after it reaches UCX).

@@ -140,10 +140,25 @@ class UcxHub {
     Tag tag = 0;
     std::uint64_t bytes = 0;
     std::uint32_t large_before = 0;  ///< Fastbox::Message::large_before
-    std::vector<std::byte> data;     ///< an inline message's bytes
+    std::vector<std::byte> data;     ///< an inline or spread message's bytes
+    /// The bytes taken from the ring so far: all of an inline message's, and a spread
+    /// message's as its pieces come.
+    std::uint64_t arrived = 0;
+    /// All of it is here (a rendezvous message's bytes stay with its sender).
+    bool whole() const noexcept { return rendezvous || arrived == bytes; }
     /// Set: a rendezvous message, whose bytes are still in the sender's memory (and whose
     /// sender waits for an Ack).
     std::optional<Fastbox::Rendezvous> rendezvous;
+  };
+  /// A spread message whose pieces are still arriving (at most one per peer: its sender wrote
+  /// them one after another, so nothing else comes from that ring before they are all taken).
+  struct Incoming {
+    std::uint64_t bytes = 0;  ///< the message's size
+    std::uint64_t done = 0;   ///< bytes taken so far
+    Request receive;          ///< valid: the fastbox receive it fills
+    /// It fills the newest of the peer's unexpected messages. Neither this nor a receive: its
+    /// pieces are dropped (its receive was cancelled, or refused it for its size).
+    bool to_unexpected = false;
   };
   /// An ack waiting for room, and the receive that copied its message (invalid: none waits).
   struct QueuedAck {
@@ -181,6 +196,7 @@ class UcxHub {
     /// for it, until they complete.
     std::deque<Request> posted_recvs;
     std::deque<Unexpected> unexpected;  ///< messages waiting for their receive, in order
+    std::optional<Incoming> incoming;   ///< a spread message still arriving from its ring
     LargeCounts large_sends;            ///< sent through UCX to its ring, by tag
     LargeCounts large_recvs;            ///< receives from its ring posted to UCX, by tag
   };
@@ -199,6 +215,9 @@ class UcxHub {
     /// test() calls on it that looked at the rings alone (see test()). Per request: a count
     /// shared by the hub let the full rounds fall on one of several waiting receives.
     std::uint32_t ring_only_rounds = 0;
+    /// A receive matched to a spread message whose pieces are still arriving (Peer::incoming):
+    /// in progress, though its sizes agreed.
+    bool streaming = false;
     /// Set once matched: a rendezvous copy failed (the receiver's read, or as the sender's ack
     /// reported it). poll_request throws it.
     std::unique_ptr<Error> failure;
@@ -276,12 +295,23 @@ class UcxHub {
   std::uint64_t rendezvous_limit() const noexcept {
     return policy_.yield_while_spinning ? kRendezvousAboveOversubscribed : kRendezvousAbove;
   }
+  /// Point-to-point messages larger than this, up to kSpreadMax, are spread over the ring's
+  /// slots (Fastbox::Kind::Spread). Not smaller ones: UCX's eager path, two copies through its
+  /// FIFO as well, takes them as fast, and multi-slot messages of 4-8 KiB were slower than it.
+  static constexpr std::size_t kSpreadAbove = 32 * 1024;
+  /// The largest spread message: 256 KiB, which fills the 64 slots of an empty ring, so its
+  /// sender never waits for the receiver in the middle of one (Fastbox::kSpreadBytes).
+  static constexpr std::size_t kSpreadMax = 256 * 1024;
+  static_assert(kSpreadMax <= Fastbox::kSpreadBytes);
+  static bool by_spread(std::size_t bytes) noexcept {
+    return bytes > kSpreadAbove && bytes <= kSpreadMax;
+  }
   static bool by_rendezvous(const Peer& peer, std::size_t bytes) noexcept {
-    return bytes > peer.rendezvous_above;
+    return bytes > peer.rendezvous_above && !by_spread(bytes);
   }
   /// A point-to-point message of `bytes` goes through the rings with `peer` (when attached).
   static bool ring_takes(const Peer& peer, std::size_t bytes) noexcept {
-    return bytes <= Fastbox::kInlineBytes || by_rendezvous(peer, bytes);
+    return bytes <= Fastbox::kInlineBytes || by_spread(bytes) || by_rendezvous(peer, bytes);
   }
   bool fastbox_send_route(const Peer& peer, Tag tag, std::size_t bytes) const noexcept {
     return (tag & kP2PFlag) != 0 && ring_takes(peer, bytes) && peer.to_peer.attached() &&
@@ -337,6 +367,20 @@ class UcxHub {
   std::optional<std::size_t> large_message_waiting(const Pending& recv) noexcept;
   /// Puts a message into the peer's ring; false when the ring is full.
   bool write_fastbox(Peer& peer, const Fastbox::Message& message, const void* data);
+  /// Puts a spread message into the peer's ring; false when it has no room for all of it.
+  bool write_spread(Peer& peer, const Fastbox::Message& message, const void* data);
+  /// Takes the pieces of `peer`'s incoming spread message that have arrived (into its receive,
+  /// its unexpected message, or nowhere); completes the receive once all are in. True if any
+  /// piece was taken.
+  bool continue_incoming(Peer& peer) noexcept;
+  /// `peer`'s incoming spread message goes nowhere from here (its receive or its unexpected
+  /// message is gone); its remaining pieces are still taken from the ring.
+  static void drop_incoming(Peer& peer) noexcept {
+    if (peer.incoming) {
+      peer.incoming->receive = Request{};
+      peer.incoming->to_unexpected = false;
+    }
+  }
   /// Announces rendezvous send `handle` (`send`) in the peer's ring; false when it is full.
   bool write_rendezvous(Peer& peer, const Request& handle, const Pending& send);
   /// Rings the doorbell when `outcome` says the receiver sleeps; false when the ring was full.
@@ -360,6 +404,7 @@ class UcxHub {
   void drop_unexpected(Peer& peer, Dropped&& dropped) noexcept {
     std::erase_if(peer.unexpected, [&](const Unexpected& message) {
       if (!dropped(message.tag)) return false;
+      if (!message.whole()) drop_incoming(peer);
       if (message.rendezvous) acknowledge(peer, message.rendezvous->cookie, 0);
       return true;
     });

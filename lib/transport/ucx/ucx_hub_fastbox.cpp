@@ -114,9 +114,12 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
   // Stamped now, in posting order, even if the message waits for room: a large send posted
   // after it is counted already, but goes out after it.
   const std::uint32_t large_before = count_of(peer.large_sends, tag);
-  // Behind queued sends if there are any: the ring keeps send order.
-  if (peer.queued_sends.empty() && bytes <= Fastbox::kInlineBytes &&
-      write_fastbox(peer, {tag, bytes, large_before}, data))
+  // Behind queued sends if there are any: the ring keeps send order. A message in the ring is
+  // sent: its buffer is the caller's again.
+  if (peer.queued_sends.empty() &&
+      (bytes <= Fastbox::kInlineBytes
+           ? write_fastbox(peer, {tag, bytes, large_before}, data)
+           : by_spread(bytes) && write_spread(peer, {tag, bytes, large_before}, data)))
     return Request::completed();
   // A rendezvous send is sealed now (progress, which may announce it later, cannot throw).
   const Request handle = requests_.emplace(
@@ -146,6 +149,16 @@ Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag
     const bool take = accept(recv, taken->bytes, taken->large_before);
     if (taken->rendezvous) {
       settle_rendezvous(peer, handle, recv, take, *taken->rendezvous);
+    } else if (!taken->whole()) {
+      // A spread message still arriving (the peer's newest unexpected one): what came goes to
+      // the receive, and the rest will go straight there.
+      if (take) {
+        std::memcpy(data, taken->data.data(), taken->arrived);
+        peer.incoming->receive = handle;
+        recv.fastbox->matched = false;
+        recv.fastbox->streaming = true;
+      }
+      peer.incoming->to_unexpected = false;
     } else if (take) {
       std::memcpy(data, taken->data.data(), bytes);
     }
@@ -166,6 +179,7 @@ Request UcxHub::post_large_recv(Peer& peer, void* data, std::size_t bytes, Tag t
         Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Recv, 0),
                 std::nullopt, LargeRecv{index, taken->bytes}});
     if (taken->rendezvous) acknowledge(peer, taken->rendezvous->cookie, 0, handle);
+    if (!taken->whole()) drop_incoming(peer);
     peer.unexpected.erase(taken);
     return handle;
   }
@@ -188,6 +202,34 @@ std::optional<std::size_t> UcxHub::large_message_waiting(const Pending& recv) no
 
 bool UcxHub::write_fastbox(Peer& peer, const Fastbox::Message& message, const void* data) {
   return delivered(peer, peer.to_peer.try_send(message, data));
+}
+
+bool UcxHub::write_spread(Peer& peer, const Fastbox::Message& message, const void* data) {
+  return delivered(peer, peer.to_peer.try_send_spread(message, data));
+}
+
+bool UcxHub::continue_incoming(Peer& peer) noexcept {
+  Incoming& incoming = *peer.incoming;
+  std::byte* into = nullptr;
+  Pending* recv = incoming.receive.valid() ? requests_.find(incoming.receive) : nullptr;
+  if (recv != nullptr) {
+    into = static_cast<std::byte*>(recv->fastbox->recv_data);
+  } else if (incoming.to_unexpected) {
+    into = peer.unexpected.back().data.data();
+  }
+  const std::uint64_t before = incoming.done;
+  incoming.done = peer.from_peer.take_spread(incoming.bytes, into, incoming.done);
+  if (incoming.to_unexpected) peer.unexpected.back().arrived = incoming.done;
+  const bool moved = incoming.done != before;
+  if (incoming.done == incoming.bytes) {
+    if (recv != nullptr) {
+      // accept() made its request complete already; it ends now that its bytes are in.
+      recv->fastbox->streaming = false;
+      recv->fastbox->matched = true;
+    }
+    peer.incoming.reset();
+  }
+  return moved;
 }
 
 bool UcxHub::delivered(Peer& peer, Fastbox::Sender::Outcome outcome) noexcept {
@@ -368,7 +410,11 @@ bool UcxHub::progress_fastboxes() noexcept {
   bool moved = false;
   for (Peer* peer : fastbox_peers_) {
     if (peer->from_peer.attached()) {
-      while (const auto message = peer->from_peer.peek()) {
+      // A spread message's pieces come first: nothing after them can be in the ring before.
+      if (peer->incoming && continue_incoming(*peer)) moved = true;
+      while (!peer->incoming) {
+        const auto message = peer->from_peer.peek();
+        if (!message) break;
         moved = true;
         if (message->kind == Fastbox::Kind::Ack) {
           complete_rendezvous_send(*peer, peer->from_peer.ack());
@@ -385,6 +431,8 @@ bool UcxHub::progress_fastboxes() noexcept {
               return recv.tag == message->tag &&
                      (!recv.large || at_or_after(recv.large->index, message->large_before));
             });
+        const bool spread = message->kind == Fastbox::Kind::Spread;
+        if (spread) peer->incoming = Incoming{.bytes = message->bytes};
         if (waiting != peer->posted_recvs.end()) {
           Pending& recv = *requests_.find(*waiting);
           if (recv.large) {
@@ -392,6 +440,13 @@ bool UcxHub::progress_fastboxes() noexcept {
             recv.large->ring_message = message->bytes;
             recv.request.cancel();
             if (rendezvous) acknowledge(*peer, rendezvous->cookie, 0, *waiting);
+          } else if (spread) {
+            // Its pieces go to the receive as they come (or nowhere, when the sizes disagree).
+            if (accept(recv, message->bytes, message->large_before)) {
+              peer->incoming->receive = *waiting;
+              recv.fastbox->matched = false;
+              recv.fastbox->streaming = true;
+            }
           } else if (rendezvous) {
             settle_rendezvous(*peer, *waiting, recv,
                               accept(recv, message->bytes, message->large_before), *rendezvous);
@@ -405,12 +460,20 @@ bool UcxHub::progress_fastboxes() noexcept {
             peer->posted_recvs.erase(waiting);
           }
         } else {
-          Unexpected early{message->tag, message->bytes, message->large_before, {}, rendezvous};
-          if (!rendezvous) {
-            early.data.resize(message->bytes);
+          Unexpected early{message->tag, message->bytes, message->large_before, {}, 0, rendezvous};
+          if (!rendezvous) early.data.resize(message->bytes);
+          if (spread) {
+            peer->incoming->to_unexpected = true;
+          } else if (!rendezvous) {
             peer->from_peer.read(*message, early.data.data());
+            early.arrived = message->bytes;
           }
           peer->unexpected.push_back(std::move(early));
+        }
+        // A spread message's slots are taken with its pieces.
+        if (spread) {
+          continue_incoming(*peer);
+          continue;
         }
         peer->from_peer.pop();
       }
@@ -426,7 +489,11 @@ bool UcxHub::progress_fastboxes() noexcept {
         moved = true;
         continue;
       }
-      if (send.bytes > Fastbox::kInlineBytes) {
+      if (by_spread(send.bytes)) {
+        if (!write_spread(*peer, {send.tag, send.bytes, send.fastbox->large_before},
+                          send.fastbox->send_data))
+          break;
+      } else if (send.bytes > Fastbox::kInlineBytes) {
         // Its turn: every send before it is in the ring now (see behind_queued_fastbox_sends).
         send.request =
             UcxRequest::send(worker_.get(), peer->endpoint.get(), send.fastbox->send_data,
@@ -472,6 +539,9 @@ void UcxHub::forget_fastbox_requests(const void* owner) noexcept {
   for (Peer* peer : fastbox_peers_) {
     std::erase_if(peer->queued_sends, owned);
     std::erase_if(peer->posted_recvs, owned);
+    // Its receive is released after this: the rest of its spread message goes nowhere.
+    if (peer->incoming && peer->incoming->receive.valid() && owned(peer->incoming->receive))
+      drop_incoming(*peer);
   }
 }
 
