@@ -293,6 +293,47 @@ TEST_CASE("fastbox: more messages than a ring holds, posted before any receive, 
       bounded()));
 }
 
+TEST_CASE("fastbox: spread messages wait for room for all their pieces and keep their place",
+          "[transport][multiproc]") {
+  // Three small messages hold three slots, so a 256 KiB message (every slot) must wait in the
+  // queue, and the small message after it behind it; the rest mix spread sizes with inline,
+  // UCX-sized and rendezvous ones on one tag, so every receive must meet its own message.
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        const std::size_t sizes[] = {8,      kInline,          100,         kSpreadLimit,    16,
+                                     40000,  kSpreadLimit + 1, 8192,        kEagerLimit + 1, 4,
+                                     200000, 200000,           kInline + 1, 100000,          8};
+        const Tag tag = p2p_tag(2, 10);
+        if (env.rank == 0) {
+          std::vector<std::vector<std::uint8_t>> out;
+          std::vector<Request> sends;
+          for (std::size_t k = 0; k < std::size(sizes); ++k) {
+            out.push_back(payload(0, 1, sizes[k], 200 + static_cast<int>(k)));
+            sends.push_back(t->post_send(1, out.back().data(), sizes[k], tag));
+          }
+          for (std::size_t k = 0; k < 3; ++k)
+            expect(sends[k].is_completed(), "a small send into a ring with room completes at once");
+          expect(!sends[3].is_completed() && !sends[4].is_completed(),
+                 "a message needing every slot, and the one after it, wait for room");
+          store->set_string("posted", "1");
+          wait_all(*t, sends, "sends");
+        } else {
+          store->get("posted", 30s);
+          for (std::size_t k = 0; k < std::size(sizes); ++k) {
+            std::vector<std::uint8_t> in(sizes[k], 0xEE);
+            const Request r = t->post_recv(0, in.data(), sizes[k], tag);
+            t->wait(std::span<const Request>(&r, 1), after(30s), "receive " + std::to_string(k));
+            expect_payload(in, 0, 1, 200 + static_cast<int>(k), "message " + std::to_string(k));
+          }
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
 TEST_CASE(
     "fastbox: a send too large for the ring, queued behind a full ring, completes when "
     "polled by test()",

@@ -15,8 +15,9 @@
 // Small point-to-point messages between same-host peers (user send/recv, the tags with the p2p
 // flag, of at most Fastbox::kInlineBytes) go through fastboxes (transport/fastbox.hpp) instead
 // of UCX: the message is copied into the receiver's ring and its send completes at once
-// (Request::completed(), unless the ring is full). Middle sizes go through UCX, and the largest
-// by rendezvous through the rings (below). Both sides pick the way by size (and by what the pair
+// (Request::completed(), unless the ring is full). Sizes up to 32 KiB go through UCX, those up
+// to 256 KiB spread over the ring's slots, and the largest by rendezvous through the rings
+// (below). Both sides pick the way by size (and by what the pair
 // agreed at construction), so a send and its receive meet when they agree on the size; the
 // receiver matches ring messages to receives per tag, oldest first, as UCX does. When they
 // disagree across a limit, the receive still fails with "sizes disagree" naming the size, as a
@@ -34,16 +35,23 @@
 //   when it is smaller, the receive's own message is a large one sent earlier.
 //   The counts belong to a communicator's tag id and are forgotten with it (forget_tag_id), on
 //   every member before the id is reused (tag_ids.hpp).
-// Large point-to-point messages (above kRendezvousAbove, or above 4 MiB on a host with more
-// ranks than hardware threads) between same-host peers with rings
+// Spread messages (above kSpreadAbove, up to kSpreadMax) are copied into as many of the ring's
+// slots as they fill, all at once (a send waits in the queue until the ring has room for every
+// piece) and complete the send; the receiver matches the first piece like a small message and
+// copies the pieces out as they come, into its receive or, when none is posted yet, into an
+// unexpected message. Nothing else comes from that ring until the last piece is taken
+// (Peer::incoming).
+// Large point-to-point messages (above kRendezvousAbove and kSpreadMax, or above 4 MiB on a
+// host with more ranks than hardware threads) between same-host peers with rings
 // both ways, each able to read the other's memory, take the ring too, by rendezvous: the sender
 // puts the message's address in the ring (Fastbox::Kind::Rendezvous) and its send stays pending;
 // the receiver, once a receive matches it, copies the bytes straight out of the sender's memory
 // (process_vm_readv, one copy where UCX's eager path makes two and its rendezvous protocol takes
 // more round trips) and answers through its own ring (Kind::Ack), which completes the send. They
 // are ring messages like the small ones (matched in the same order, never counted as large), so
-// the size rules above hold for three classes: small, UCX's middle sizes, and rendezvous.
-// COHORT_SINGLE_COPY=off on either rank keeps a pair's large messages on UCX. The copy runs
+// the size rules above hold for four classes: small, UCX's middle sizes, spread, and
+// rendezvous. COHORT_SINGLE_COPY=off on either rank keeps a pair's messages above 256 KiB on
+// UCX. The copy runs
 // without the mutex, made by the thread whose round matched the announcement as it leaves the
 // lock (run_ready_copies), so other threads' ops go on meanwhile; the sender's seal, read after
 // the bytes, tells a copy of a send cancelled meanwhile (send_seal.hpp). A receive whose ack
