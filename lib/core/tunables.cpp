@@ -168,8 +168,7 @@ constexpr std::array kTunables{
     TunableInfo{"COHORT_SINGLE_COPY", "enum auto|off", "auto",
                 "off on any rank: no single-copy algorithms (process_vm_readv between ranks of "
                 "a host), and that rank's send/recv above 256 KiB (4 MiB on an oversubscribed "
-                "host) stay on "
-                "UCX",
+                "host) stay on UCX",
                 false, &parse_single_copy},
     TunableInfo{"COHORT_MEASURED_CHOICE", "enum auto|off", "auto",
                 "auto: large allreduces on one host time the arena and single copy and run the "

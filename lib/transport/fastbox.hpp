@@ -16,7 +16,7 @@
 // one line with the receiver's `consumed` count, then kDepth slots of kSlotBytes. Message n
 // (0, 1, ...) of a ring goes into slot n % kDepth and is stamped n + 1 once written; the sender
 // rewrites a slot only once `consumed` passed its previous message, so a ring holds at most
-// kDepth messages the receiver has not taken yet.
+// kDepth slots the receiver has not taken yet.
 //
 // A message carries its full tag, its size, and how many messages with its tag its sender sent
 // before it through UCX (the owner, UcxHub, keeps that count). A slot holds one of three kinds:
@@ -38,8 +38,10 @@
 // Waking: a receiver about to sleep counts itself in its inbox header's `sleepers`; a sender
 // that finds it non-zero after stamping tells its owner (try_send's answer), which rings the
 // receiver's doorbell through UCX so its event fd wakes it. Both sides use sequentially
-// consistent operations for that pair, so either the sender sees the sleeper or the receiver
-// sees the message before it sleeps.
+// consistent operations for that pair (a Spread message: release stamps, then one sequentially
+// consistent fence before the sleepers' load), so either the sender sees the sleeper or the
+// receiver sees the message before it sleeps. A sender waiting for room is not woken by the
+// receiver's pops: its owner looks again after a short sleep.
 //
 // Not thread-safe: the owner (UcxHub) serialises every call under its mutex. Across processes,
 // each ring has exactly one writing and one reading process.
@@ -135,7 +137,7 @@ class Fastbox {
    public:
     Sender() = default;
     enum class Outcome {
-      Full,           ///< nothing written: the receiver has kDepth messages still to take
+      Full,           ///< nothing written: the receiver has not taken the slots it needs
       Sent,           ///< in the ring
       SentToSleeper,  ///< in the ring, and the receiver is asleep: ring its doorbell
     };

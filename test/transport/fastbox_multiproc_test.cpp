@@ -82,8 +82,9 @@ void wait_all(Transport& t, const std::vector<Request>& requests, const std::str
   t.wait(requests, after(30s), what);
 }
 
-/// Sizes on both sides of the ring's limit and of the rendezvous limits (UCX's eager 32 KiB, the
-/// ring's rendezvous above it; above 4 MiB where ranks outnumber hardware threads).
+/// Sizes on both sides of the ring's limit, of UCX's eager 32 KiB, of the spread messages'
+/// 256 KiB and of the rendezvous limits (above 256 KiB; above 4 MiB where ranks outnumber
+/// hardware threads).
 constexpr std::size_t kInline = Fastbox::kInlineBytes;
 constexpr std::size_t kEagerLimit = 32 * 1024;
 /// Above UCX's eager limit and up to this, messages are spread over the ring's slots
@@ -237,8 +238,9 @@ TEST_CASE(
     "fastbox: a rank with COHORT_SHARED_MEMORY=off or COHORT_SINGLE_COPY=off keeps its "
     "pairs on UCX both ways (all messages, or the large ones)",
     "[transport][multiproc]") {
-  // With COHORT_SINGLE_COPY=off, pairs 0-2 use the rendezvous and pairs with rank 1 UCX; both
-  // sides of each pair must agree, or the large sizes of all_pairs_mixed would disagree.
+  // With COHORT_SINGLE_COPY=off, pairs 0-2 use the rendezvous above 256 KiB and pairs with
+  // rank 1 UCX there (32-256 KiB are spread over the ring either way); both sides of each pair
+  // must agree, or the large sizes of all_pairs_mixed would disagree.
   const std::string variable =
       GENERATE(as<std::string>{}, "COHORT_SHARED_MEMORY", "COHORT_SINGLE_COPY");
   CAPTURE(variable);
@@ -1252,27 +1254,32 @@ TEST_CASE("fastbox: a thousand rendezvous sends in flight before any receive all
       [](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
-        // One buffer on each side (1064 of these would be 279 MB apiece): the sends read the
-        // same bytes, and the receives, copied one after another, write the same bytes.
-        constexpr std::size_t kSends = 1064, kBytes = kSpreadLimit + 8;
+        // Four payloads, sent in turn, and one receive buffer (1064 buffers of this size would
+        // take 279 MB a side): each receive is waited for and checked before the next is
+        // posted, while the sends still stand.
+        constexpr std::size_t kSends = 1064, kBytes = kSpreadLimit + 8, kPayloads = 4;
         const Tag tag = p2p_tag(15, 1);
         if (env.rank == 0) {
-          const std::vector<std::uint8_t> out = payload(0, 1, kBytes, 150);
+          std::vector<std::vector<std::uint8_t>> out;
+          for (std::size_t j = 0; j < kPayloads; ++j)
+            out.push_back(payload(0, 1, kBytes, 150 + static_cast<int>(j)));
           std::vector<Request> sends;
           for (std::size_t k = 0; k < kSends; ++k)
-            sends.push_back(t->post_send(1, out.data(), kBytes, tag));
+            sends.push_back(t->post_send(1, out[k % kPayloads].data(), kBytes, tag));
           for (const Request& send : sends)
             expect(!send.is_completed(), "a rendezvous send completed before its receive");
           store->set_string("posted", "1");
           wait_all(*t, sends, "sends");
         } else {
           store->get("posted", 30s);
-          std::vector<std::uint8_t> in(kBytes, 0xEE);
-          std::vector<Request> recvs;
-          for (std::size_t k = 0; k < kSends; ++k)
-            recvs.push_back(t->post_recv(0, in.data(), kBytes, tag));
-          wait_all(*t, recvs, "receives");
-          expect_payload(in, 0, 1, 150, "the messages");
+          std::vector<std::uint8_t> in(kBytes);
+          for (std::size_t k = 0; k < kSends; ++k) {
+            std::fill(in.begin(), in.end(), std::uint8_t{0xEE});
+            const Request r = t->post_recv(0, in.data(), kBytes, tag);
+            t->wait(std::span<const Request>(&r, 1), after(30s), "receive " + std::to_string(k));
+            expect_payload(in, 0, 1, 150 + static_cast<int>(k % kPayloads),
+                           "message " + std::to_string(k));
+          }
         }
         barrier(*store, "done", env.rank, env.world_size);
       },

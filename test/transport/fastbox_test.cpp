@@ -236,6 +236,23 @@ TEST_CASE("fastbox: a sender is told when the receiver is asleep", "[fastbox]") 
   CHECK(sender.try_send({3, sizeof value}, &value) == Fastbox::Sender::Outcome::Sent);
 }
 
+TEST_CASE("fastbox: a spread message's sender is told when the receiver is asleep", "[fastbox]") {
+  Pair pair = make_pair(1);
+  Fastbox::Sender sender = pair.mapped.sender(0);
+  Fastbox::Receiver receiver = pair.inbox.receiver(0);
+  const auto data = bytes_of(1, 3 * Fastbox::kInlineBytes);
+  CHECK(sender.try_send_spread({1, data.size(), 0}, data.data()) == Fastbox::Sender::Outcome::Sent);
+  pair.inbox.set_sleeping(true);
+  CHECK(sender.try_send_spread({2, data.size(), 0}, data.data()) ==
+        Fastbox::Sender::Outcome::SentToSleeper);
+  pair.inbox.set_sleeping(false);
+  for (int n = 0; n < 2; ++n) {
+    REQUIRE(receiver.peek().has_value());
+    CHECK(receiver.take_spread(data.size(), nullptr, 0) == data.size());
+  }
+  CHECK_FALSE(receiver.peek().has_value());
+}
+
 TEST_CASE("fastbox: a segment smaller than its ring count needs is not mapped", "[fastbox]") {
   const int fd = Fastbox::create_inbox_fd();
   REQUIRE(fd >= 0);

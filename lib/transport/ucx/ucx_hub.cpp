@@ -264,8 +264,9 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
     // (it would be in the ring before anything sent after it reaches UCX).
     if (const auto large = large_message_waiting(pending)) {
       progress_fastboxes();
-      // Its own announcement may have come: the copy, not the poll below, ends the receive.
-      if (pending.copy != Copy::None) return false;
+      // Its own announcement may have come: the copy, not the poll below, ends the receive; or
+      // its own spread message, whose last piece will.
+      if (pending.copy != Copy::None || pending.fastbox->streaming) return false;
       if (!pending.fastbox->matched) {
         std::erase(peer.posted_recvs, request);
         pending.fastbox->matched = true;
@@ -467,6 +468,7 @@ void UcxHub::note_progress(bool moved) noexcept {
 
 void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
   std::vector<pollfd> fds;
+  bool waiting_for_room = false;
   {
     std::lock_guard lock(mutex_);
     // Another thread progressed since this one looked: its requests may be done; look again.
@@ -488,12 +490,19 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
     fds.push_back({wake_fd_, POLLIN, 0});
     for (const auto& peer : peers_)
       if (!peer->failed && peer->watch.fd() >= 0) fds.push_back({peer->watch.fd(), POLLIN, 0});
+    // A receiver that makes room in its ring does not wake the sender waiting for it: such a
+    // sender looks again soon rather than at the next kMaxBlock (a queued 256 KiB message
+    // needs the whole ring empty).
+    waiting_for_room = std::any_of(fastbox_peers_.begin(), fastbox_peers_.end(), [](const Peer* p) {
+      return !p->failed && (!p->queued_sends.empty() || !p->queued_acks.empty());
+    });
     ++sleepers_;
   }
   const auto left =
       std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-  const int timeout_ms =
-      static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), kMaxBlock).count());
+  const int timeout_ms = static_cast<int>(
+      std::clamp(left, std::chrono::milliseconds(0), waiting_for_room ? kRoomPoll : kMaxBlock)
+          .count());
   if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
     COHORT_LOG_WARN("poll on the UCX event fd failed (errno {})", errno);
   std::lock_guard lock(mutex_);

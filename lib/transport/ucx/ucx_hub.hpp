@@ -15,9 +15,9 @@
 // Small point-to-point messages between same-host peers (user send/recv, the tags with the p2p
 // flag, of at most Fastbox::kInlineBytes) go through fastboxes (transport/fastbox.hpp) instead
 // of UCX: the message is copied into the receiver's ring and its send completes at once
-// (Request::completed(), unless the ring is full). Sizes up to 32 KiB go through UCX, those up
-// to 256 KiB spread over the ring's slots, and the largest by rendezvous through the rings
-// (below). Both sides pick the way by size (and by what the pair
+// (Request::completed(), unless the ring is full). Sizes above that up to 32 KiB go through UCX,
+// those up to 256 KiB spread over the ring's slots, and the largest by rendezvous through the
+// rings (below). Both sides pick the way by size (and by what the pair
 // agreed at construction), so a send and its receive meet when they agree on the size; the
 // receiver matches ring messages to receives per tag, oldest first, as UCX does. When they
 // disagree across a limit, the receive still fails with "sizes disagree" naming the size, as a
@@ -40,7 +40,9 @@
 // piece) and complete the send; the receiver matches the first piece like a small message and
 // copies the pieces out as they come, into its receive or, when none is posted yet, into an
 // unexpected message. Nothing else comes from that ring until the last piece is taken
-// (Peer::incoming).
+// (Peer::incoming). Like UCX's eager messages, they are sent whether or not a receive waits:
+// a receiver that takes messages from its ring without posting their receives holds each one
+// (up to 256 KiB) until it does, with no limit on how many.
 // Large point-to-point messages (above kRendezvousAbove and kSpreadMax, or above 4 MiB on a
 // host with more ranks than hardware threads) between same-host peers with rings
 // both ways, each able to read the other's memory, take the ring too, by rendezvous: the sender
@@ -194,8 +196,9 @@ class UcxHub {
     Fastbox peer_inbox;           ///< its inbox, mapped here
     Fastbox::Sender to_peer;      ///< attached: p2p messages to it go through its inbox
     Fastbox::Receiver from_peer;  ///< attached: its p2p messages come through our inbox
-    /// Messages larger than this go through the rings by rendezvous, both ways (the larger of
-    /// the two ranks' rendezvous_limit(), agreed at construction); kNoRendezvous: none.
+    /// Messages larger than this (and than kSpreadMax) go through the rings by rendezvous, both
+    /// ways (the larger of the two ranks' rendezvous_limit(), agreed at construction);
+    /// kNoRendezvous: none.
     std::uint64_t rendezvous_above = kNoRendezvous;
     std::deque<QueuedAck> queued_acks;  ///< acks waiting for room in its ring, in order
     std::deque<Request> queued_sends;   ///< sends whose message waits for room, in order
@@ -287,8 +290,9 @@ class UcxHub {
   /// directions use a fastbox (one more small exchange). Without the lock (constructor).
   void connect_fastboxes(std::chrono::milliseconds timeout);
   static constexpr std::uint64_t kNoRendezvous = UINT64_MAX;
-  /// Point-to-point messages larger than this go by rendezvous where the pair allows it, when
-  /// every rank of the host has a hardware thread: UCX sends up to 32 KiB eagerly through shared
+  /// Point-to-point messages larger than this, and than kSpreadMax, go by rendezvous where the
+  /// pair allows it, when every rank of the host has a hardware thread (from 32 KiB to
+  /// kSpreadMax they are spread over the ring first). UCX sends up to 32 KiB eagerly through shared
   /// memory (cohort sets UCX_MM_SEG_SIZE=33K), two copies but no round trip, which was faster
   /// than a rendezvous at 32 KiB (6.0-6.4 against 7.9-8.4 us per 2-rank exchange) and slower at
   /// 33 KiB, where UCX turns to its own rendezvous (10.0-11.4 against 8.1-8.8; see
@@ -512,6 +516,8 @@ class UcxHub {
   /// While a fastbox request waits, test() makes UCX's progress and probe only every this many
   /// tests of it (FastboxPart::ring_only_rounds counts them).
   static constexpr std::uint32_t kRingRoundsPerFullRound = 8;
+  /// The longest a thread sleeps while a send or an ack waits for room in a peer's ring.
+  static constexpr std::chrono::milliseconds kRoomPoll{1};
   int sleepers_ = 0;  // guarded: threads blocked in block_until
   int wake_fd_ = -1;  // eventfd written when progress happens while someone sleeps
   Fastbox inbox_;     ///< this process's inbox; empty: no fastboxes

@@ -1,5 +1,6 @@
 // UcxHub's fastboxes: small point-to-point messages between same-host peers through shared
-// memory, and large ones by rendezvous (see ucx_hub.hpp and transport/fastbox.hpp). Everything here
+// memory, middle-sized ones spread over several slots, and large ones by rendezvous (see
+// ucx_hub.hpp and transport/fastbox.hpp). Everything here
 // runs under the hub's mutex, except connect_fastboxes (constructor) and run_ready_copies, which
 // takes it itself and lets go of it for each copy.
 
