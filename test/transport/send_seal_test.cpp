@@ -1,14 +1,21 @@
 // A send's seal (transport/send_seal.hpp) and the sealed read (transport/process_memory.hpp),
 // within one process (process_vm_readv on its own pid): a read whose seal still stands returns
 // the bytes; one whose seal was broken, or reused by a later send, fails with ECANCELED; seal
-// values never repeat, and a moved seal stays sealed until its last owner goes.
+// values never repeat, and a moved seal stays sealed until its last owner goes. And across
+// processes: a read through a dead sender's pid, which another process took meanwhile, fails.
 
 #include "transport/send_seal.hpp"
 #include "transport/process_memory.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <linux/sched.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <algorithm>
 #include <atomic>
@@ -45,6 +52,41 @@ int sealed_read(std::vector<std::uint8_t>& into, const std::vector<std::uint8_t>
   return read_sealed_process_memory(getpid(), into.data(), from.data(), from.size(), seal_at, seal,
                                     tail_of(from));
 }
+
+/// A child of this process that fills `buffer` with `fill` and stores `seal` at `*seal_word`
+/// (its own copies of this process's memory), says so on `ready`, and then waits to be killed
+/// (or dies with this process). With `pid` > 0 the child gets that pid (clone3's set_tid, which
+/// needs CAP_SYS_ADMIN): -1 with errno when the kernel refuses. Only async-signal-safe calls in
+/// the child: it is not made by fork(), and the libraries' fork handlers do not run in it.
+pid_t start_holder(pid_t pid, std::vector<std::uint8_t>& buffer, std::uint8_t fill,
+                   std::uint64_t* seal_word, std::uint64_t seal, int ready) {
+  clone_args args{};
+  args.exit_signal = SIGCHLD;
+  pid_t wanted = pid;
+  if (pid > 0) {
+    args.set_tid = reinterpret_cast<std::uintptr_t>(&wanted);
+    args.set_tid_size = 1;
+  }
+  const long child = syscall(SYS_clone3, &args, sizeof args);
+  if (child != 0) return static_cast<pid_t>(child);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  for (std::uint8_t& byte : buffer) byte = fill;
+  *static_cast<volatile std::uint64_t*>(seal_word) = seal;
+  const char mark = 'r';
+  if (write(ready, &mark, 1) != 1) _exit(1);
+  for (;;) pause();
+}
+
+/// Kills and reaps a holder when the test ends, however it ends.
+struct Reaper {
+  pid_t pid = -1;
+  ~Reaper() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
 
 }  // namespace
 
@@ -143,4 +185,55 @@ TEST_CASE(
   seal = SendSeal();
   CHECK(read_sealed_process_memory(getpid(), into.data(), nullptr, into.size(), at, value, 0) ==
         ECANCELED);
+}
+
+TEST_CASE("send seal: a read through a dead sender's pid, now another process's, fails",
+          "[send_seal]") {
+  // The sender announced its buffer, its seal word and the seal's value, and died; a new
+  // process took its pid and holds other bytes, and another value, at the same addresses (both
+  // are children of this process, so they share its layout). The read must not pass those
+  // bytes off as the message.
+  if (!can_read_self()) {
+    WARN("process_vm_readv on this process is not allowed here");
+    return;
+  }
+  constexpr std::size_t kBytes = 100000;
+  constexpr std::uint64_t kSenderSeal = 0x5eed5eed5eed5eedULL, kOtherSeal = 0x0dd0dd0dd0dd0dd1ULL;
+  std::vector<std::uint8_t> buffer(kBytes, 0);
+  std::uint64_t seal_word = 0;
+  const std::uint64_t seal_at = reinterpret_cast<std::uintptr_t>(&seal_word);
+  int ready[2];
+  REQUIRE(pipe(ready) == 0);
+  char mark = 0;
+  std::vector<std::uint8_t> sent(kBytes, 0xA1), into(kBytes, 0);
+
+  Reaper sender;
+  sender.pid = start_holder(0, buffer, 0xA1, &seal_word, kSenderSeal, ready[1]);
+  REQUIRE(sender.pid > 0);
+  REQUIRE(read(ready[0], &mark, 1) == 1);
+  // While it lives, the read returns its bytes: the read below fails for the pid, nothing else.
+  REQUIRE(read_sealed_process_memory(sender.pid, into.data(), buffer.data(), kBytes, seal_at,
+                                     kSenderSeal, tail_of(sent)) == 0);
+  REQUIRE(into == sent);
+  const pid_t dead = sender.pid;
+  kill(dead, SIGKILL);
+  REQUIRE(waitpid(dead, nullptr, 0) == dead);
+  sender.pid = -1;
+
+  Reaper other;
+  other.pid = start_holder(dead, buffer, 0xB2, &seal_word, kOtherSeal, ready[1]);
+  if (other.pid < 0) {
+    WARN("cannot start a process with a chosen pid here (clone3 set_tid: " << std::strerror(errno)
+                                                                           << ")");
+    close(ready[0]);
+    close(ready[1]);
+    return;
+  }
+  REQUIRE(other.pid == dead);
+  REQUIRE(read(ready[0], &mark, 1) == 1);
+  std::fill(into.begin(), into.end(), std::uint8_t{0});
+  CHECK(read_sealed_process_memory(dead, into.data(), buffer.data(), kBytes, seal_at, kSenderSeal,
+                                   tail_of(sent)) == ECANCELED);
+  close(ready[0]);
+  close(ready[1]);
 }
