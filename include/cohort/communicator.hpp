@@ -213,7 +213,7 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   /// Point-to-point. Messages between a pair with the same tag arrive in send order. tag >= 0.
   /// A send may complete before its receive is posted (MPI's standard mode): between ranks of
-  /// one host, messages up to 256 KiB are copied into the receiver's shared-memory ring, or
+  /// one host, messages up to 512 KiB are copied into the receiver's shared-memory ring, or
   /// UCX's, and held on the receiving side until their receive comes, without a limit on how
   /// many; larger ones wait for their receive. A program must not rely on either: a send may
   /// also wait for its receive at any size (a full ring, another transport). Sends to a peer

@@ -167,7 +167,7 @@ constexpr std::array kTunables{
                 false, &keep_trace_dir},
     TunableInfo{"COHORT_SINGLE_COPY", "enum auto|off", "auto",
                 "off on any rank: no single-copy algorithms (process_vm_readv between ranks of "
-                "a host), and that rank's send/recv above 256 KiB (4 MiB on an oversubscribed "
+                "a host), and that rank's send/recv above 512 KiB (4 MiB on an oversubscribed "
                 "host) stay on UCX",
                 false, &parse_single_copy},
     TunableInfo{"COHORT_MEASURED_CHOICE", "enum auto|off", "auto",

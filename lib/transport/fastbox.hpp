@@ -27,12 +27,14 @@
 //   send_seal.hpp), and answers with
 // - Ack: through the ring the other way, naming the send (its cookie), after which the sender
 //   may reuse its buffer.
-// - Spread: a middle-sized message (at most kSpreadBytes) copied into consecutive slots, each
-//   stamped as it is written, the first one carrying the size. The receiver copies the pieces
-//   out as they come. Two copies through memory both processes map beat one copy out of the
-//   sender's memory (process_vm_readv) up to a few hundred KiB: the kernel pins each 4 KiB
-//   page of the sender's buffer before it copies, and pinning costs more than the copy there
-//   (see bench/PERFORMANCE-LOG.md, "Middle-sized send/recv spread over the ring").
+// - Spread: a middle-sized message copied into consecutive slots, each stamped as it is
+//   written, the first one carrying the size; a message larger than the free slots goes in
+//   parts, as the receiver frees them. The receiver copies the pieces out as they come. A
+//   sender that gives up on one it has begun ends it with a Withdrawal piece. Two copies through
+//   memory both processes map beat one copy out of the sender's memory (process_vm_readv) up to a
+//   few hundred KiB: the kernel pins each 4 KiB page of the sender's buffer before it copies, and
+//   pinning costs more than the copy there (see bench/PERFORMANCE-LOG.md, "Middle-sized send/recv
+//   spread over the ring").
 // The owner decides which messages go which way; the rings only carry them.
 //
 // Waking: a receiver about to sleep counts itself in its inbox header's `sleepers`; a sender
@@ -76,9 +78,10 @@ class Fastbox {
   /// The largest message a ring carries (the slot less its stamp and header): 4136 bytes.
   static constexpr std::size_t kInlineBytes = kSlotBytes - 24;
 
-  /// The largest Spread message: one that fills every slot of an empty ring, so its sender
-  /// writes it whole, without waiting for the receiver in the middle.
+  /// A Spread message as large as every slot of an empty ring.
   static constexpr std::size_t kSpreadBytes = kDepth * kInlineBytes;
+  /// Spread messages must be smaller than this (their size shares a word with marks).
+  static constexpr std::size_t kSpreadLimit = std::size_t{1} << 28;
 
   enum class Kind : std::uint8_t { Inline, Rendezvous, Ack, Spread };
   struct Message {
@@ -148,10 +151,14 @@ class Fastbox {
     /// process until the receiver's Ack.
     Outcome try_send_rendezvous(const Message& message, const Rendezvous& body) noexcept;
     Outcome try_send_ack(const Ack& body) noexcept;
-    /// Copies the message (`message.bytes` <= kSpreadBytes bytes at `data`) into as many
-    /// slots as it fills, stamping each as it is written; Full (nothing written) unless the
-    /// ring has room for all of them.
-    Outcome try_send_spread(const Message& message, const void* data) noexcept;
+    /// Copies the pieces of the message (`message.bytes` < kSpreadLimit bytes at `data`) from
+    /// byte `done` on into the free slots, stamping each as it is written, and advances `done`
+    /// past them (to `message.bytes` once all are in). The piece at byte 0 carries the size.
+    /// Full: no slot was free, nothing written.
+    Outcome try_send_spread(const Message& message, const void* data, std::uint64_t& done) noexcept;
+    /// Ends a Spread message whose first pieces are in the ring and whose rest will not follow
+    /// (its send was cancelled); the receiver's take_spread reports it withdrawn. Full: no room.
+    Outcome try_send_withdrawal() noexcept;
     bool attached() const noexcept { return ring_ != nullptr; }
 
    private:
@@ -176,11 +183,15 @@ class Fastbox {
     /// The body of the Rendezvous or Ack message peek() returned.
     Rendezvous rendezvous() const noexcept;
     Ack ack() const noexcept;
+    struct Taken {
+      std::uint64_t done = 0;  ///< the message's bytes taken so far
+      bool withdrawn = false;  ///< its sender withdrew it: no more pieces come
+    };
     /// For the Spread message of `bytes` whose first slot peek() returned: copies the pieces
     /// that have arrived, from byte `done` on, to `out` + that offset (`out` null: drops them),
-    /// and pops each slot read. Returns how many of its bytes are taken now (`bytes`: all of
-    /// them; the next peek() then looks at the message after it).
-    std::uint64_t take_spread(std::uint64_t bytes, std::byte* out, std::uint64_t done) noexcept;
+    /// and pops each slot read. The message is over when `done` reaches `bytes` or it was
+    /// withdrawn; the next peek() then looks at the message after it.
+    Taken take_spread(std::uint64_t bytes, std::byte* out, std::uint64_t done) noexcept;
     /// Lets the sender reuse the slot of the message peek() returned.
     void pop() noexcept;
     bool attached() const noexcept { return ring_ != nullptr; }

@@ -83,13 +83,13 @@ void wait_all(Transport& t, const std::vector<Request>& requests, const std::str
 }
 
 /// Sizes on both sides of the ring's limit, of UCX's eager 32 KiB, of the spread messages'
-/// 256 KiB and of the rendezvous limits (above 256 KiB; above 4 MiB where ranks outnumber
+/// 512 KiB and of the rendezvous limits (above 512 KiB; above 4 MiB where ranks outnumber
 /// hardware threads).
 constexpr std::size_t kInline = Fastbox::kInlineBytes;
 constexpr std::size_t kEagerLimit = 32 * 1024;
-/// Above UCX's eager limit and up to this, messages are spread over the ring's slots
-/// (UcxHub::kSpreadMax); rendezvous starts above it.
-constexpr std::size_t kSpreadLimit = 256 * 1024;
+/// Above UCX's eager limit and up to this, messages are spread over the ring's slots, in parts
+/// above the ring's size (UcxHub::kSpreadMax); rendezvous starts above it.
+constexpr std::size_t kSpreadLimit = 512 * 1024;
 constexpr std::size_t kOversubscribedLimit = 4 * 1024 * 1024;
 // clang-format off
 const std::vector<std::size_t> kSizes = {0, 4, kInline, kInline + 1, 8192, 300000, kEagerLimit,
@@ -238,8 +238,8 @@ TEST_CASE(
     "fastbox: a rank with COHORT_SHARED_MEMORY=off or COHORT_SINGLE_COPY=off keeps its "
     "pairs on UCX both ways (all messages, or the large ones)",
     "[transport][multiproc]") {
-  // With COHORT_SINGLE_COPY=off, pairs 0-2 use the rendezvous above 256 KiB and pairs with
-  // rank 1 UCX there (32-256 KiB are spread over the ring either way); both sides of each pair
+  // With COHORT_SINGLE_COPY=off, pairs 0-2 use the rendezvous above 512 KiB and pairs with
+  // rank 1 UCX there (32-512 KiB are spread over the ring either way); both sides of each pair
   // must agree, or the large sizes of all_pairs_mixed would disagree.
   const std::string variable =
       GENERATE(as<std::string>{}, "COHORT_SHARED_MEMORY", "COHORT_SINGLE_COPY");
@@ -295,11 +295,12 @@ TEST_CASE("fastbox: more messages than a ring holds, posted before any receive, 
       bounded()));
 }
 
-TEST_CASE("fastbox: spread messages wait for room for all their pieces and keep their place",
+TEST_CASE("fastbox: spread messages larger than the free slots go in parts and keep their place",
           "[transport][multiproc]") {
-  // Three small messages hold three slots, so a 256 KiB message (every slot) must wait in the
-  // queue, and the small message after it behind it; the rest mix spread sizes with inline,
-  // UCX-sized and rendezvous ones on one tag, so every receive must meet its own message.
+  // Three small messages hold three slots, so a 512 KiB message (twice the ring) goes in part
+  // and waits in the queue for the rest, and the small message after it waits behind it; the
+  // rest mix spread sizes with inline, UCX-sized and rendezvous ones on one tag, so every
+  // receive must meet its own message.
   REQUIRE_NOTHROW(cohort::launch(
       2,
       [](const cohort::Environment& env) {
@@ -319,7 +320,7 @@ TEST_CASE("fastbox: spread messages wait for room for all their pieces and keep 
           for (std::size_t k = 0; k < 3; ++k)
             expect(sends[k].is_completed(), "a small send into a ring with room completes at once");
           expect(!sends[3].is_completed() && !sends[4].is_completed(),
-                 "a message needing every slot, and the one after it, wait for room");
+                 "a message larger than the ring, and the one after it, wait for room");
           store->set_string("posted", "1");
           wait_all(*t, sends, "sends");
         } else {
@@ -944,6 +945,109 @@ TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full ends
       bounded()));
 }
 
+TEST_CASE("fastbox: an ack waits for the last piece of a spread message in its ring",
+          "[transport][multiproc]") {
+  // Rank 0 acks rank 1's rendezvous message through the ring it writes its 512 KiB message
+  // into, in parts: the ack is ready while only the first part is in (rank 1 has not taken it
+  // yet), and must not land between two pieces once room comes. Then both ways at once, a few
+  // rounds.
+  if (!rendezvous_runs_here()) return;
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::size_t kRendezvous = 2 * kSpreadLimit;
+        const Tag tag = p2p_tag(0, 19);
+        if (env.rank == 0) {
+          store->get("announced", 30s);
+          const auto data = payload(0, 1, kSpreadLimit, 191);
+          const Request s = t->post_send(1, data.data(), kSpreadLimit, tag);
+          expect(!s.is_completed(), "a spread message twice the ring's size went whole");
+          std::vector<std::uint8_t> in(kRendezvous, 0xEE);
+          const Request r = t->post_recv(1, in.data(), kRendezvous, tag);
+          for (int poll = 0; poll < 1000; ++poll)
+            expect(!t->test(r), "the receive ended while its ack could not be written");
+          expect_payload(in, 1, 0, 192, "copied before the ack");
+          store->set_string("copied", "1");
+          const std::vector<Request> both = {s, r};
+          wait_all(*t, both, "the spread send and the acked receive");
+        } else {
+          const auto data = payload(1, 0, kRendezvous, 192);
+          const Request s = t->post_send(0, data.data(), kRendezvous, tag);
+          store->set_string("announced", "1");
+          store->get("copied", 30s);
+          std::vector<std::uint8_t> in(kSpreadLimit, 0xEE);
+          const std::vector<Request> both = {t->post_recv(0, in.data(), kSpreadLimit, tag), s};
+          wait_all(*t, both, "the spread receive and the rendezvous send");
+          expect_payload(in, 0, 1, 191, "the spread message");
+        }
+        const std::size_t out_bytes = env.rank == 0 ? kSpreadLimit : kRendezvous;
+        const std::size_t in_bytes = env.rank == 0 ? kRendezvous : kSpreadLimit;
+        const int peer = 1 - env.rank;
+        for (int round = 0; round < 10; ++round) {
+          const auto data = payload(env.rank, peer, out_bytes, 193 + round);
+          std::vector<std::uint8_t> in(in_bytes, 0xEE);
+          const std::vector<Request> both = {t->post_recv(peer, in.data(), in_bytes, tag),
+                                             t->post_send(peer, data.data(), out_bytes, tag)};
+          wait_all(*t, both, "round " + std::to_string(round));
+          expect_payload(in, peer, env.rank, 193 + round, "round " + std::to_string(round));
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("fastbox: a spread send cancelled after its first part fails its receive",
+          "[transport][multiproc]") {
+  // Rank 0's communicator (a view) is cancelled while its 512 KiB message is half in rank 1's
+  // ring (the ring holds about 256 KiB): the sender ends it with a Withdrawal piece once rank 1
+  // makes room, and the receive posted after fails naming the cancelled send; the pair then
+  // goes on working, every way a message goes.
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::uint32_t kViewId = 17;
+        const Tag tag = p2p_tag(kViewId, 1), done = p2p_tag(0, 17);
+        const int members[] = {0, 1};
+        auto view = t->derive(members, env.rank, TagIdClaim(t->tag_ids(), kViewId));
+        std::uint8_t mark = 0;
+        if (env.rank == 0) {
+          const auto data = payload(0, 1, kSpreadLimit, 170);
+          const Request s = view->post_send(1, data.data(), kSpreadLimit, tag);
+          expect(!s.is_completed(), "a spread message twice the ring's size went whole");
+          view->cancel_all();
+          store->set_string("cancelled", "1");
+          // Progress (the Withdrawal waits for room) until rank 1 has seen its receive fail.
+          const Request r = t->post_recv(1, &mark, 1, done);
+          t->wait(std::span<const Request>(&r, 1), after(30s), "rank 1's word");
+        } else {
+          store->get("cancelled", 30s);
+          std::vector<std::uint8_t> in(kSpreadLimit, 0xEE);
+          const Request r = view->post_recv(0, in.data(), kSpreadLimit, tag);
+          try {
+            view->wait(std::span<const Request>(&r, 1), after(20s), "the cancelled send's receive");
+            throw std::runtime_error("a receive of a withdrawn spread message completed");
+          } catch (const cohort::Error& e) {
+            expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
+            expect(e.message().find("cancelled") != std::string::npos, e.what());
+            expect(e.message().find("rank 0") != std::string::npos, e.what());
+          }
+          const Request s = t->post_send(0, &mark, 1, done);
+          t->wait(std::span<const Request>(&s, 1), after(30s), "the word to rank 0");
+        }
+        view.reset();
+        barrier(*store, "view gone", env.rank, env.world_size);
+        const std::size_t sizes[] = {kSpreadLimit,     8,         100000,
+                                     kSpreadLimit + 1, 16 * 1024, kSpreadLimit};
+        pair_still_works(*t, sizes, p2p_tag(0, 18), 171);
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
 TEST_CASE("fastbox: a rendezvous send cancelled before its receive fails that receive",
           "[transport][multiproc]") {
   // Rank 0's communicator (a view) is cancelled while its large send's announcement waits in
@@ -1132,7 +1236,7 @@ TEST_CASE("fastbox: a rendezvous copy held up in the kernel holds up no other th
       [](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
-        constexpr std::size_t kBytes = 80 * HeldUpBuffer::kPage;
+        constexpr std::size_t kBytes = 160 * HeldUpBuffer::kPage;
         constexpr int kExchanges = 20;
         const Tag large = p2p_tag(13, 1), small = p2p_tag(0, 13);
         const int members[] = {0, 1};
@@ -1196,7 +1300,7 @@ TEST_CASE("fastbox: cancelling a receive whose copy another thread makes waits f
       [](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
-        constexpr std::size_t kBytes = 80 * HeldUpBuffer::kPage;
+        constexpr std::size_t kBytes = 160 * HeldUpBuffer::kPage;
         const Tag large = p2p_tag(14, 1), small = p2p_tag(0, 14);
         const int members[] = {0, 1};
         auto view = t->derive(members, env.rank, TagIdClaim(t->tag_ids(), 14));

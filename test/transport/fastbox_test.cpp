@@ -160,37 +160,34 @@ TEST_CASE("fastbox: rendezvous announcements and acks come out as such among inl
   }
 }
 
-TEST_CASE("fastbox: a spread message comes out whole across slots and laps, or not at all",
-          "[fastbox]") {
+TEST_CASE(
+    "fastbox: a spread message comes out whole across slots and laps, in parts when "
+    "larger than the free slots",
+    "[fastbox]") {
   Pair pair = make_pair(2);
   Fastbox::Sender sender = pair.mapped.sender(1);
   Fastbox::Receiver receiver = pair.inbox.receiver(1);
   using Kind = Fastbox::Kind;
+  using Outcome = Fastbox::Sender::Outcome;
   std::uint64_t value = 7;
   // Three slots taken by inline messages first, so the spread messages below wrap the ring.
-  for (int n = 0; n < 3; ++n)
-    REQUIRE(sender.try_send({1, sizeof value}, &value) == Fastbox::Sender::Outcome::Sent);
-  const auto whole = bytes_of(5, Fastbox::kSpreadBytes);
-  // No room for all 64 pieces while 3 slots hold untaken messages: nothing is written.
-  CHECK(sender.try_send_spread({42, whole.size(), 9}, whole.data()) ==
-        Fastbox::Sender::Outcome::Full);
+  for (int n = 0; n < 3; ++n) REQUIRE(sender.try_send({1, sizeof value}, &value) == Outcome::Sent);
   for (int n = 0; n < 3; ++n) {
     const auto message = receiver.peek();
     REQUIRE(message.has_value());
     CHECK(message->kind == Kind::Inline);
     receiver.pop();
   }
-  CHECK_FALSE(receiver.peek().has_value());
-  // Sizes that fill the last piece exactly, leave it one byte, and fill every slot.
+  // Sizes that fill the last piece exactly, leave it one byte, fill every slot, and need two
+  // rings' worth.
   const std::size_t sizes[] = {2 * Fastbox::kInlineBytes, 2 * Fastbox::kInlineBytes + 1,
-                               Fastbox::kSpreadBytes, 100000};
+                               Fastbox::kSpreadBytes, 100000, 2 * Fastbox::kSpreadBytes - 5};
   for (std::size_t k = 0; k < std::size(sizes); ++k) {
+    CAPTURE(sizes[k]);
     const auto data = bytes_of(k + 11, sizes[k]);
-    REQUIRE(sender.try_send_spread({500 + k, sizes[k], 3}, data.data()) ==
-            Fastbox::Sender::Outcome::Sent);
-    REQUIRE(sender.try_send({600 + k, sizeof value}, &value) ==
-            (sizes[k] == Fastbox::kSpreadBytes ? Fastbox::Sender::Outcome::Full
-                                               : Fastbox::Sender::Outcome::Sent));
+    std::uint64_t sent = 0;
+    REQUIRE(sender.try_send_spread({500 + k, sizes[k], 3}, data.data(), sent) == Outcome::Sent);
+    CHECK(sent == std::min(sizes[k], Fastbox::kSpreadBytes));
     const auto message = receiver.peek();
     REQUIRE(message.has_value());
     CHECK(message->kind == Kind::Spread);
@@ -198,30 +195,46 @@ TEST_CASE("fastbox: a spread message comes out whole across slots and laps, or n
     CHECK(message->bytes == sizes[k]);
     CHECK(message->large_before == 3);
     std::vector<std::byte> got(sizes[k], std::byte{0xEE});
-    CHECK(receiver.take_spread(sizes[k], got.data(), 0) == sizes[k]);
-    CHECK(got == data);
-    // Then the inline message behind it, if it went in.
-    if (sizes[k] != Fastbox::kSpreadBytes) {
-      const auto next = receiver.peek();
-      REQUIRE(next.has_value());
-      CHECK(next->kind == Kind::Inline);
-      CHECK(next->tag == 600 + k);
-      receiver.pop();
+    auto taken = receiver.take_spread(sizes[k], got.data(), 0);
+    CHECK(taken.done == sent);
+    CHECK_FALSE(taken.withdrawn);
+    // The rest, as the ring has room again: nothing more to take until it is sent.
+    while (sent < sizes[k]) {
+      CHECK(receiver.take_spread(sizes[k], got.data(), taken.done).done == taken.done);
+      REQUIRE(sender.try_send_spread({500 + k, sizes[k], 3}, data.data(), sent) == Outcome::Sent);
+      taken = receiver.take_spread(sizes[k], got.data(), taken.done);
+      CHECK(taken.done == sent);
     }
+    CHECK(got == data);
     CHECK_FALSE(receiver.peek().has_value());
   }
-  // Taken whole once more, then dropped (no buffer): either way its slots are free after.
-  const auto data = bytes_of(3, 5 * Fastbox::kInlineBytes);
-  REQUIRE(sender.try_send_spread({700, data.size(), 0}, data.data()) ==
-          Fastbox::Sender::Outcome::Sent);
+  // A full ring takes no piece.
+  const auto data = bytes_of(3, 3 * Fastbox::kSpreadBytes);
+  std::uint64_t sent = 0;
+  REQUIRE(sender.try_send_spread({700, data.size(), 0}, data.data(), sent) == Outcome::Sent);
+  const std::uint64_t first = sent;
+  CHECK(sender.try_send_spread({700, data.size(), 0}, data.data(), sent) == Outcome::Full);
+  CHECK(sent == first);
+  // Taken, dropped (no buffer), then withdrawn after a second part: the withdrawal ends it, and
+  // the inline message behind it comes out as such.
   REQUIRE(receiver.peek().has_value());
-  std::vector<std::byte> got(data.size(), std::byte{0xEE});
-  CHECK(receiver.take_spread(data.size(), got.data(), 0) == data.size());
-  CHECK(got == data);
-  REQUIRE(sender.try_send_spread({701, data.size(), 0}, data.data()) ==
-          Fastbox::Sender::Outcome::Sent);
-  REQUIRE(receiver.peek().has_value());
-  CHECK(receiver.take_spread(data.size(), nullptr, 0) == data.size());
+  auto taken = receiver.take_spread(data.size(), nullptr, 0);
+  CHECK(taken.done == first);
+  REQUIRE(sender.try_send_spread({700, data.size(), 0}, data.data(), sent) == Outcome::Sent);
+  CHECK(sender.try_send_withdrawal() == Outcome::Full);  // the second part filled the ring
+  taken = receiver.take_spread(data.size(), nullptr, taken.done);
+  CHECK(taken.done == sent);
+  CHECK_FALSE(taken.withdrawn);
+  REQUIRE(sender.try_send_withdrawal() == Outcome::Sent);
+  REQUIRE(sender.try_send({701, sizeof value}, &value) == Outcome::Sent);
+  taken = receiver.take_spread(data.size(), nullptr, taken.done);
+  CHECK(taken.withdrawn);
+  CHECK(taken.done == sent);
+  const auto next = receiver.peek();
+  REQUIRE(next.has_value());
+  CHECK(next->kind == Kind::Inline);
+  CHECK(next->tag == 701);
+  receiver.pop();
   CHECK_FALSE(receiver.peek().has_value());
 }
 
@@ -241,14 +254,17 @@ TEST_CASE("fastbox: a spread message's sender is told when the receiver is aslee
   Fastbox::Sender sender = pair.mapped.sender(0);
   Fastbox::Receiver receiver = pair.inbox.receiver(0);
   const auto data = bytes_of(1, 3 * Fastbox::kInlineBytes);
-  CHECK(sender.try_send_spread({1, data.size(), 0}, data.data()) == Fastbox::Sender::Outcome::Sent);
+  std::uint64_t sent = 0;
+  CHECK(sender.try_send_spread({1, data.size(), 0}, data.data(), sent) ==
+        Fastbox::Sender::Outcome::Sent);
   pair.inbox.set_sleeping(true);
-  CHECK(sender.try_send_spread({2, data.size(), 0}, data.data()) ==
+  sent = 0;
+  CHECK(sender.try_send_spread({2, data.size(), 0}, data.data(), sent) ==
         Fastbox::Sender::Outcome::SentToSleeper);
   pair.inbox.set_sleeping(false);
   for (int n = 0; n < 2; ++n) {
     REQUIRE(receiver.peek().has_value());
-    CHECK(receiver.take_spread(data.size(), nullptr, 0) == data.size());
+    CHECK(receiver.take_spread(data.size(), nullptr, 0).done == data.size());
   }
   CHECK_FALSE(receiver.peek().has_value());
 }

@@ -118,8 +118,10 @@ UcxHub::~UcxHub() {
     for (;;) {
       bool waiting = false;
       for (Peer* peer : fastbox_peers_) {
+        flush_withdrawal(*peer);
         flush_acks(*peer);
-        waiting = waiting || (!peer->queued_acks.empty() && !peer->failed);
+        waiting =
+            waiting || ((!peer->queued_acks.empty() || peer->withdrawal_queued) && !peer->failed);
       }
       if (!waiting || std::chrono::steady_clock::now() >= acks_until) break;
       sched_yield();

@@ -16,7 +16,7 @@
 // flag, of at most Fastbox::kInlineBytes) go through fastboxes (transport/fastbox.hpp) instead
 // of UCX: the message is copied into the receiver's ring and its send completes at once
 // (Request::completed(), unless the ring is full). Sizes above that up to 32 KiB go through UCX,
-// those up to 256 KiB spread over the ring's slots, and the largest by rendezvous through the
+// those up to 512 KiB spread over the ring's slots, and the largest by rendezvous through the
 // rings (below). Both sides pick the way by size (and by what the pair
 // agreed at construction), so a send and its receive meet when they agree on the size; the
 // receiver matches ring messages to receives per tag, oldest first, as UCX does. When they
@@ -36,13 +36,17 @@
 //   The counts belong to a communicator's tag id and are forgotten with it (forget_tag_id), on
 //   every member before the id is reused (tag_ids.hpp).
 // Spread messages (above kSpreadAbove, up to kSpreadMax) are copied into as many of the ring's
-// slots as they fill, all at once (a send waits in the queue until the ring has room for every
-// piece) and complete the send; the receiver matches the first piece like a small message and
-// copies the pieces out as they come, into its receive or, when none is posted yet, into an
-// unexpected message. Nothing else comes from that ring until the last piece is taken
+// slots as they fill, all at once when they fit in the ring (a send waits in the queue until it
+// has room for every piece), else a part at a time as the receiver frees slots; the send is
+// complete once the last piece is in. Nothing else goes into that ring between two pieces of
+// one message (acks wait in queued_acks, later sends in queued_sends: Peer::spreading), and a
+// message cancelled after its first part is ended by a Withdrawal piece, which fails its
+// receive (Peer::withdrawal_queued). The receiver matches the first piece like a small message
+// and copies the pieces out as they come, into its receive or, when none is posted yet, into
+// an unexpected message. Nothing else comes from that ring until the last piece is taken
 // (Peer::incoming). Like UCX's eager messages, they are sent whether or not a receive waits:
 // a receiver that takes messages from its ring without posting their receives holds each one
-// (up to 256 KiB) until it does, with no limit on how many.
+// (up to 512 KiB) until it does, with no limit on how many.
 // Large point-to-point messages (above kRendezvousAbove and kSpreadMax, or above 4 MiB on a
 // host with more ranks than hardware threads) between same-host peers with rings
 // both ways, each able to read the other's memory, take the ring too, by rendezvous: the sender
@@ -52,7 +56,7 @@
 // more round trips) and answers through its own ring (Kind::Ack), which completes the send. They
 // are ring messages like the small ones (matched in the same order, never counted as large), so
 // the size rules above hold for four classes: small, UCX's middle sizes, spread, and
-// rendezvous. COHORT_SINGLE_COPY=off on either rank keeps a pair's messages above 256 KiB on
+// rendezvous. COHORT_SINGLE_COPY=off on either rank keeps a pair's messages above 512 KiB on
 // UCX. The copy runs
 // without the mutex, made by the thread whose round matched the announcement as it leaves the
 // lock (run_ready_copies), so other threads' ops go on meanwhile; the sender's seal, read after
@@ -202,6 +206,12 @@ class UcxHub {
     std::uint64_t rendezvous_above = kNoRendezvous;
     std::deque<QueuedAck> queued_acks;  ///< acks waiting for room in its ring, in order
     std::deque<Request> queued_sends;   ///< sends whose message waits for room, in order
+    /// The first of queued_sends is a spread message with some pieces in the ring, not all:
+    /// nothing else goes into the ring (acks wait in queued_acks) until the rest follow.
+    bool spreading = false;
+    /// A spread message was cancelled after some of its pieces went: the Withdrawal piece that
+    /// ends it waits for room, and nothing else goes into the ring before it.
+    bool withdrawal_queued = false;
     /// Receives a ring message may meet, in posting order: those waiting for their message
     /// through the ring, and (when it has a ring to this rank) point-to-point receives too large
     /// for it, until they complete.
@@ -234,6 +244,8 @@ class UcxHub {
     std::unique_ptr<Error> failure;
     /// A rendezvous send's seal, broken when the send is released (completed or cancelled).
     SendSeal seal;
+    /// A spread send's bytes in the ring so far.
+    std::uint64_t spread_done = 0;
   };
   /// Where a fastbox receive's rendezvous copy stands. It is made outside the hub's lock (see
   /// run_ready_copies), so a large copy holds up no other thread's sends, receives and progress.
@@ -311,10 +323,11 @@ class UcxHub {
   /// slots (Fastbox::Kind::Spread). Not smaller ones: UCX's eager path, two copies through its
   /// FIFO as well, takes them as fast, and multi-slot messages of 4-8 KiB were slower than it.
   static constexpr std::size_t kSpreadAbove = 32 * 1024;
-  /// The largest spread message: 256 KiB, which fills the 64 slots of an empty ring, so its
-  /// sender never waits for the receiver in the middle of one (Fastbox::kSpreadBytes).
-  static constexpr std::size_t kSpreadMax = 256 * 1024;
-  static_assert(kSpreadMax <= Fastbox::kSpreadBytes);
+  /// The largest spread message: twice what the ring holds, so its sender writes it in parts.
+  /// Up to 512 KiB two copies beat the rendezvous's one on pages of either size; from 1 MiB the
+  /// rendezvous wins on 2 MiB pages (bench/PERFORMANCE-LOG.md).
+  static constexpr std::size_t kSpreadMax = 512 * 1024;
+  static_assert(kSpreadMax < Fastbox::kSpreadLimit);
   static bool by_spread(std::size_t bytes) noexcept {
     return bytes > kSpreadAbove && bytes <= kSpreadMax;
   }
@@ -379,8 +392,15 @@ class UcxHub {
   std::optional<std::size_t> large_message_waiting(const Pending& recv) noexcept;
   /// Puts a message into the peer's ring; false when the ring is full.
   bool write_fastbox(Peer& peer, const Fastbox::Message& message, const void* data);
-  /// Puts a spread message into the peer's ring; false when it has no room for all of it.
-  bool write_spread(Peer& peer, const Fastbox::Message& message, const void* data);
+  /// Puts as many pieces of spread send `send` into the peer's ring as it has room for; true
+  /// once all are in. Keeps Peer::spreading.
+  bool write_spread(Peer& peer, Pending& send);
+  /// Nothing but the queued messages may go into the peer's ring now.
+  static bool ring_taken(const Peer& peer) noexcept {
+    return !peer.queued_sends.empty() || peer.withdrawal_queued;
+  }
+  /// Writes the peer's queued Withdrawal piece if there is room; true when none waits now.
+  bool flush_withdrawal(Peer& peer) noexcept;
   /// Takes the pieces of `peer`'s incoming spread message that have arrived (into its receive,
   /// its unexpected message, or nowhere); completes the receive once all are in. True if any
   /// piece was taken.

@@ -117,19 +117,26 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
   const std::uint32_t large_before = count_of(peer.large_sends, tag);
   // Behind queued sends if there are any: the ring keeps send order. A message in the ring is
   // sent: its buffer is the caller's again.
-  if (peer.queued_sends.empty() &&
-      (bytes <= Fastbox::kInlineBytes
-           ? write_fastbox(peer, {tag, bytes, large_before}, data)
-           : by_spread(bytes) && write_spread(peer, {tag, bytes, large_before}, data)))
+  const bool ring_free = !ring_taken(peer);
+  if (ring_free && bytes <= Fastbox::kInlineBytes &&
+      write_fastbox(peer, {tag, bytes, large_before}, data))
     return Request::completed();
+  // A spread message's first pieces go now; the rest follow as the receiver frees slots.
+  std::uint64_t spread_done = 0;
+  if (ring_free && by_spread(bytes)) {
+    delivered(peer, peer.to_peer.try_send_spread({tag, bytes, large_before}, data, spread_done));
+    if (spread_done == bytes) return Request::completed();
+  }
   // A rendezvous send is sealed now (progress, which may announce it later, cannot throw).
   const Request handle = requests_.emplace(
       Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Send, 0),
               FastboxPart{.send_data = data,
                           .large_before = large_before,
-                          .seal = by_rendezvous(peer, bytes) ? SendSeal::make() : SendSeal()}});
+                          .seal = by_rendezvous(peer, bytes) ? SendSeal::make() : SendSeal(),
+                          .spread_done = spread_done}});
+  peer.spreading = spread_done > 0;  // it is the first of queued_sends
   // A rendezvous send is announced now if it can be, and completes with the receiver's ack.
-  if (!(peer.queued_sends.empty() && by_rendezvous(peer, bytes) &&
+  if (!(ring_free && by_rendezvous(peer, bytes) &&
         write_rendezvous(peer, handle, *requests_.find(handle))))
     peer.queued_sends.push_back(handle);
   return handle;
@@ -205,8 +212,20 @@ bool UcxHub::write_fastbox(Peer& peer, const Fastbox::Message& message, const vo
   return delivered(peer, peer.to_peer.try_send(message, data));
 }
 
-bool UcxHub::write_spread(Peer& peer, const Fastbox::Message& message, const void* data) {
-  return delivered(peer, peer.to_peer.try_send_spread(message, data));
+bool UcxHub::write_spread(Peer& peer, Pending& send) {
+  FastboxPart& part = *send.fastbox;
+  delivered(peer, peer.to_peer.try_send_spread({send.tag, send.bytes, part.large_before},
+                                               part.send_data, part.spread_done));
+  peer.spreading = part.spread_done > 0 && part.spread_done < send.bytes;
+  return part.spread_done == send.bytes;
+}
+
+bool UcxHub::flush_withdrawal(Peer& peer) noexcept {
+  if (!peer.withdrawal_queued) return true;
+  if (!delivered(peer, peer.to_peer.try_send_withdrawal())) return false;
+  peer.withdrawal_queued = false;
+  peer.spreading = false;
+  return true;
 }
 
 bool UcxHub::continue_incoming(Peer& peer) noexcept {
@@ -219,7 +238,30 @@ bool UcxHub::continue_incoming(Peer& peer) noexcept {
     into = peer.unexpected.back().data.data();
   }
   const std::uint64_t before = incoming.done;
-  incoming.done = peer.from_peer.take_spread(incoming.bytes, into, incoming.done);
+  const Fastbox::Receiver::Taken taken =
+      peer.from_peer.take_spread(incoming.bytes, into, incoming.done);
+  incoming.done = taken.done;
+  if (taken.withdrawn) {
+    // Its sender was cancelled after sending part of it: the receive fails, an unexpected
+    // message goes (no receive will take it now).
+    if (recv != nullptr) {
+      try {
+        recv->fastbox->failure = std::make_unique<Error>(
+            ErrorCode::RemoteError,
+            describe(*recv) + ": rank " + std::to_string(recv->origin.peer_label) +
+                " cancelled the send (its communicator was destroyed or aborted) before all of "
+                "it arrived");
+      } catch (...) {
+        recv->request = UcxRequest::failed(UcxRequest::Kind::Recv, UCS_ERR_NO_MEMORY);
+      }
+      recv->fastbox->streaming = false;
+      recv->fastbox->matched = true;
+    } else if (incoming.to_unexpected) {
+      peer.unexpected.pop_back();
+    }
+    peer.incoming.reset();
+    return true;
+  }
   if (incoming.to_unexpected) peer.unexpected.back().arrived = incoming.done;
   const bool moved = incoming.done != before;
   if (incoming.done == incoming.bytes) {
@@ -273,7 +315,10 @@ bool UcxHub::write_rendezvous(Peer& peer, const Request& handle, const Pending& 
 void UcxHub::acknowledge(Peer& peer, std::uint64_t cookie, int error,
                          const Request& receive) noexcept {
   const Fastbox::Ack ack{cookie, error};
-  if (peer.queued_acks.empty() && delivered(peer, peer.to_peer.try_send_ack(ack))) return;
+  // Not between the pieces of a spread message (flush_acks sends it after them).
+  if (peer.queued_acks.empty() && !peer.spreading && !peer.withdrawal_queued &&
+      delivered(peer, peer.to_peer.try_send_ack(ack)))
+    return;
   peer.queued_acks.push_back(QueuedAck{ack, receive});
   // Its receive ends only once the ack is written (flush_acks clears this).
   if (Pending* recv = requests_.find(receive); recv != nullptr) recv->ack_queued = true;
@@ -281,6 +326,7 @@ void UcxHub::acknowledge(Peer& peer, std::uint64_t cookie, int error,
 
 bool UcxHub::flush_acks(Peer& peer) noexcept {
   bool moved = false;
+  if (peer.spreading || peer.withdrawal_queued) return false;  // after the message's last piece
   while (!peer.queued_acks.empty() &&
          delivered(peer, peer.to_peer.try_send_ack(peer.queued_acks.front().ack))) {
     if (Pending* recv = requests_.find(peer.queued_acks.front().receive); recv != nullptr)
@@ -479,6 +525,12 @@ bool UcxHub::progress_fastboxes() noexcept {
         peer->from_peer.pop();
       }
     }
+    // A withdrawn spread message's last piece first; then acks, unless a spread message is
+    // half-written (they wait for its last piece); then the queued sends, in order.
+    if (peer->withdrawal_queued) {
+      if (!flush_withdrawal(*peer)) continue;
+      moved = true;
+    }
     if (!peer->queued_acks.empty() && flush_acks(*peer)) moved = true;
     while (!peer->queued_sends.empty()) {
       const Request handle = peer->queued_sends.front();
@@ -491,9 +543,7 @@ bool UcxHub::progress_fastboxes() noexcept {
         continue;
       }
       if (by_spread(send.bytes)) {
-        if (!write_spread(*peer, {send.tag, send.bytes, send.fastbox->large_before},
-                          send.fastbox->send_data))
-          break;
+        if (!write_spread(*peer, send)) break;
       } else if (send.bytes > Fastbox::kInlineBytes) {
         // Its turn: every send before it is in the ring now (see behind_queued_fastbox_sends).
         send.request =
@@ -538,6 +588,11 @@ void UcxHub::forget_fastbox_requests(const void* owner) noexcept {
     return pending != nullptr && pending->origin.owner == owner;
   };
   for (Peer* peer : fastbox_peers_) {
+    // A spread send with some pieces in the ring: a Withdrawal piece ends the message there.
+    if (peer->spreading && owned(peer->queued_sends.front())) {
+      peer->spreading = false;
+      peer->withdrawal_queued = true;
+    }
     std::erase_if(peer->queued_sends, owned);
     std::erase_if(peer->posted_recvs, owned);
     // Its receive is released after this: the rest of its spread message goes nowhere.
