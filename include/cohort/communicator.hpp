@@ -215,7 +215,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// A send may complete before its receive is posted (MPI's standard mode): between ranks of
   /// one host, messages up to 512 KiB are copied into the receiver's shared-memory ring, or
   /// UCX's, and held on the receiving side until their receive comes, without a limit on how
-  /// many; larger ones wait for their receive. A program must not rely on either: a send may
+  /// many (one larger than the ring, about 256 KiB, once the receiver's process has taken its
+  /// first part); larger ones wait for their receive. A program must not rely on either: a send may
   /// also wait for its receive at any size (a full ring, another transport). Sends to a peer
   /// and receives from it are ordered per tag, not across tags.
   void send(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});

@@ -356,7 +356,7 @@ TEST_CASE(
         auto store = open_store(env);
         auto t = connect(*store, env);
         constexpr std::size_t kSmall = Fastbox::kDepth + 3;  // three wait for room
-        constexpr std::size_t kLarge = 300000;
+        constexpr std::size_t kLarge = kSpreadLimit + 40000;
         const Tag tag = p2p_tag(2, 10);
         if (env.rank == 0) {
           std::vector<std::vector<std::uint8_t>> out;
@@ -509,8 +509,9 @@ TEST_CASE("fastbox: large and small messages on one tag meet receives posted bef
         auto store = open_store(env);
         auto t = connect(*store, env);
         const Tag tag = p2p_tag(6, 3);
-        const std::size_t sizes[] = {kInline + 1, 8,       300000,      0,     kInline + 500,
-                                     4,           kInline, kEagerLimit, 40000, 8192};
+        const std::size_t sizes[] = {
+            kInline + 1, 8,       kSpreadLimit + 40000, 0,     kInline + 500,
+            4,           kInline, kEagerLimit,          40000, 8192};
         if (env.rank == 0) {
           store->get("posted", 30s);
           std::vector<std::vector<std::uint8_t>> out;
@@ -958,29 +959,35 @@ TEST_CASE("fastbox: an ack waits for the last piece of a spread message in its r
         auto store = open_store(env);
         auto t = connect(*store, env);
         constexpr std::size_t kRendezvous = 2 * kSpreadLimit;
-        const Tag tag = p2p_tag(0, 19);
+        const Tag tag = p2p_tag(0, 19), behind_tag = p2p_tag(0, 20);
         if (env.rank == 0) {
           store->get("announced", 30s);
           const auto data = payload(0, 1, kSpreadLimit, 191);
+          const std::uint64_t small = 1919;
           const Request s = t->post_send(1, data.data(), kSpreadLimit, tag);
-          expect(!s.is_completed(), "a spread message twice the ring's size went whole");
+          const Request behind = t->post_send(1, &small, sizeof small, behind_tag);
+          expect(!s.is_completed() && !behind.is_completed(),
+                 "a spread message twice the ring's size, and one behind it, went at once");
           std::vector<std::uint8_t> in(kRendezvous, 0xEE);
           const Request r = t->post_recv(1, in.data(), kRendezvous, tag);
           for (int poll = 0; poll < 1000; ++poll)
             expect(!t->test(r), "the receive ended while its ack could not be written");
           expect_payload(in, 1, 0, 192, "copied before the ack");
           store->set_string("copied", "1");
-          const std::vector<Request> both = {s, r};
-          wait_all(*t, both, "the spread send and the acked receive");
+          const std::vector<Request> all = {s, behind, r};
+          wait_all(*t, all, "the spread send, the one behind it and the acked receive");
         } else {
           const auto data = payload(1, 0, kRendezvous, 192);
           const Request s = t->post_send(0, data.data(), kRendezvous, tag);
           store->set_string("announced", "1");
           store->get("copied", 30s);
           std::vector<std::uint8_t> in(kSpreadLimit, 0xEE);
-          const std::vector<Request> both = {t->post_recv(0, in.data(), kSpreadLimit, tag), s};
-          wait_all(*t, both, "the spread receive and the rendezvous send");
+          std::uint64_t small = 0;
+          const std::vector<Request> all = {t->post_recv(0, in.data(), kSpreadLimit, tag),
+                                            t->post_recv(0, &small, sizeof small, behind_tag), s};
+          wait_all(*t, all, "the spread receive, the one behind it and the rendezvous send");
           expect_payload(in, 0, 1, 191, "the spread message");
+          expect(small == 1919, "the message behind the spread one");
         }
         const std::size_t out_bytes = env.rank == 0 ? kSpreadLimit : kRendezvous;
         const std::size_t in_bytes = env.rank == 0 ? kRendezvous : kSpreadLimit;
@@ -1001,30 +1008,45 @@ TEST_CASE("fastbox: an ack waits for the last piece of a spread message in its r
 TEST_CASE("fastbox: a spread send cancelled after its first part fails its receive",
           "[transport][multiproc]") {
   // Rank 0's communicator (a view) is cancelled while its 512 KiB message is half in rank 1's
-  // ring (the ring holds about 256 KiB): the sender ends it with a Withdrawal piece once rank 1
-  // makes room, and the receive posted after fails naming the cancelled send; the pair then
-  // goes on working, every way a message goes.
+  // ring (the ring holds about 256 KiB), with a small message queued behind it: the sender ends
+  // the message with a Withdrawal piece once rank 1 makes room, and the receive fails naming the
+  // cancelled send, whether it was posted before rank 1 took the first part or after (the part
+  // then waits as an unexpected message). The pair then goes on working, every way a message
+  // goes.
+  const bool taken_before_posted = GENERATE(false, true);
+  CAPTURE(taken_before_posted);
   REQUIRE_NOTHROW(cohort::launch(
       2,
-      [](const cohort::Environment& env) {
+      [taken_before_posted](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
         constexpr std::uint32_t kViewId = 17;
-        const Tag tag = p2p_tag(kViewId, 1), done = p2p_tag(0, 17);
+        const Tag tag = p2p_tag(kViewId, 1), word = p2p_tag(0, 17);
         const int members[] = {0, 1};
         auto view = t->derive(members, env.rank, TagIdClaim(t->tag_ids(), kViewId));
         std::uint8_t mark = 0;
         if (env.rank == 0) {
           const auto data = payload(0, 1, kSpreadLimit, 170);
+          const std::uint64_t small = 99;
           const Request s = view->post_send(1, data.data(), kSpreadLimit, tag);
-          expect(!s.is_completed(), "a spread message twice the ring's size went whole");
+          const Request behind = view->post_send(1, &small, sizeof small, tag);
+          expect(!s.is_completed() && !behind.is_completed(),
+                 "a spread message twice the ring's size, and one behind it, went at once");
           view->cancel_all();
           store->set_string("cancelled", "1");
+          // Through the ring too, behind the Withdrawal.
+          const Request said = t->post_send(1, &mark, 1, word);
           // Progress (the Withdrawal waits for room) until rank 1 has seen its receive fail.
-          const Request r = t->post_recv(1, &mark, 1, done);
-          t->wait(std::span<const Request>(&r, 1), after(30s), "rank 1's word");
+          const Request r = t->post_recv(1, &mark, 1, word);
+          const std::vector<Request> both = {said, r};
+          wait_all(*t, both, "the words with rank 1");
         } else {
           store->get("cancelled", 30s);
+          // Taking rank 0's word takes the first part, and the Withdrawal, from the ring first.
+          if (taken_before_posted) {
+            const Request r = t->post_recv(0, &mark, 1, word);
+            t->wait(std::span<const Request>(&r, 1), after(30s), "rank 0's word");
+          }
           std::vector<std::uint8_t> in(kSpreadLimit, 0xEE);
           const Request r = view->post_recv(0, in.data(), kSpreadLimit, tag);
           try {
@@ -1035,7 +1057,11 @@ TEST_CASE("fastbox: a spread send cancelled after its first part fails its recei
             expect(e.message().find("cancelled") != std::string::npos, e.what());
             expect(e.message().find("rank 0") != std::string::npos, e.what());
           }
-          const Request s = t->post_send(0, &mark, 1, done);
+          if (!taken_before_posted) {
+            const Request w = t->post_recv(0, &mark, 1, word);
+            t->wait(std::span<const Request>(&w, 1), after(30s), "rank 0's word");
+          }
+          const Request s = t->post_send(0, &mark, 1, word);
           t->wait(std::span<const Request>(&s, 1), after(30s), "the word to rank 0");
         }
         view.reset();

@@ -208,6 +208,39 @@ TEST_CASE(
     CHECK(got == data);
     CHECK_FALSE(receiver.peek().has_value());
   }
+  // With three slots taken, a message that fits in the ring waits for room for all of it, and
+  // one larger than the ring for a quarter of the ring.
+  {
+    for (int n = 0; n < 3; ++n)
+      REQUIRE(sender.try_send({2, sizeof value}, &value) == Outcome::Sent);
+    const auto fits = bytes_of(4, Fastbox::kSpreadBytes);
+    std::uint64_t none = 0;
+    CHECK(sender.try_send_spread({800, fits.size(), 0}, fits.data(), none) == Outcome::Full);
+    CHECK(none == 0);
+    // Fill all but 15 slots with small messages: too few for a larger message's first part.
+    for (std::uint64_t n = 3; n < Fastbox::kDepth - Fastbox::kDepth / 4 + 1; ++n)
+      REQUIRE(sender.try_send({2, sizeof value}, &value) == Outcome::Sent);
+    const auto larger = bytes_of(5, Fastbox::kSpreadBytes + 1);
+    CHECK(sender.try_send_spread({801, larger.size(), 0}, larger.data(), none) == Outcome::Full);
+    CHECK(none == 0);
+    REQUIRE(receiver.peek().has_value());
+    receiver.pop();  // 16 free now
+    CHECK(sender.try_send_spread({801, larger.size(), 0}, larger.data(), none) == Outcome::Sent);
+    CHECK(none == Fastbox::kDepth / 4 * Fastbox::kInlineBytes);
+    // Drain: the small messages, then the part of the larger one, which is then withdrawn.
+    for (std::uint64_t n = 1; n < Fastbox::kDepth - Fastbox::kDepth / 4 + 1; ++n) {
+      const auto message = receiver.peek();
+      REQUIRE(message.has_value());
+      REQUIRE(message->kind == Kind::Inline);
+      receiver.pop();
+    }
+    REQUIRE(receiver.peek().has_value());
+    CHECK(receiver.take_spread(larger.size(), nullptr, 0).done == none);
+    REQUIRE(sender.try_send_withdrawal() == Outcome::Sent);
+    const auto taken = receiver.take_spread(larger.size(), nullptr, none);
+    CHECK(taken.withdrawn);
+    CHECK_FALSE(receiver.peek().has_value());
+  }
   // A full ring takes no piece.
   const auto data = bytes_of(3, 3 * Fastbox::kSpreadBytes);
   std::uint64_t sent = 0;

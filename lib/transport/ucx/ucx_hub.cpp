@@ -493,10 +493,12 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
     for (const auto& peer : peers_)
       if (!peer->failed && peer->watch.fd() >= 0) fds.push_back({peer->watch.fd(), POLLIN, 0});
     // A receiver that makes room in its ring does not wake the sender waiting for it: such a
-    // sender looks again soon rather than at the next kMaxBlock (a queued 256 KiB message
-    // needs the whole ring empty).
+    // sender looks again soon rather than at the next kMaxBlock (a queued spread message that
+    // fits in the ring needs room for all of it, the rest of a larger one most of the ring, a
+    // Withdrawal one slot).
     waiting_for_room = std::any_of(fastbox_peers_.begin(), fastbox_peers_.end(), [](const Peer* p) {
-      return !p->failed && (!p->queued_sends.empty() || !p->queued_acks.empty());
+      return !p->failed &&
+             (!p->queued_sends.empty() || !p->queued_acks.empty() || p->withdrawal_queued);
     });
     ++sleepers_;
   }

@@ -39,33 +39,31 @@
 // slots as they fill, all at once when they fit in the ring (a send waits in the queue until it
 // has room for every piece), else a part at a time as the receiver frees slots; the send is
 // complete once the last piece is in. Nothing else goes into that ring between two pieces of
-// one message (acks wait in queued_acks, later sends in queued_sends: Peer::spreading), and a
+// one message (acks wait in queued_acks, later sends in queued_sends: half_written), and a
 // message cancelled after its first part is ended by a Withdrawal piece, which fails its
 // receive (Peer::withdrawal_queued). The receiver matches the first piece like a small message
 // and copies the pieces out as they come, into its receive or, when none is posted yet, into
-// an unexpected message. Nothing else comes from that ring until the last piece is taken
-// (Peer::incoming). Like UCX's eager messages, they are sent whether or not a receive waits:
-// a receiver that takes messages from its ring without posting their receives holds each one
-// (up to 512 KiB) until it does, with no limit on how many.
-// Large point-to-point messages (above kRendezvousAbove and kSpreadMax, or above 4 MiB on a
-// host with more ranks than hardware threads) between same-host peers with rings
-// both ways, each able to read the other's memory, take the ring too, by rendezvous: the sender
-// puts the message's address in the ring (Fastbox::Kind::Rendezvous) and its send stays pending;
-// the receiver, once a receive matches it, copies the bytes straight out of the sender's memory
-// (process_vm_readv, one copy where UCX's eager path makes two and its rendezvous protocol takes
-// more round trips) and answers through its own ring (Kind::Ack), which completes the send. They
-// are ring messages like the small ones (matched in the same order, never counted as large), so
-// the size rules above hold for four classes: small, UCX's middle sizes, spread, and
-// rendezvous. COHORT_SINGLE_COPY=off on either rank keeps a pair's messages above 512 KiB on
-// UCX. The copy runs
-// without the mutex, made by the thread whose round matched the announcement as it leaves the
-// lock (run_ready_copies), so other threads' ops go on meanwhile; the sender's seal, read after
-// the bytes, tells a copy of a send cancelled meanwhile (send_seal.hpp). A receive whose ack
-// finds the ring back full ends only once the ack is in it, so a receiver that stops calling
-// the transport leaves no sender waiting (a UCX-sized receive that meets an announcement too).
-// Collectives' messages (no p2p flag) always go through UCX. COHORT_SHARED_MEMORY=off on
-// either rank of a pair, or a segment that cannot be mapped, leaves that pair on UCX; both
-// ranks agree on it at construction.
+// an unexpected message. Nothing else comes from that ring until the last piece, or the
+// Withdrawal, is taken (Peer::incoming). Like UCX's eager messages, they are sent whether or not a
+// receive waits: a receiver that takes messages from its ring without posting their receives holds
+// each one (up to 512 KiB) until it does, with no limit on how many. Large point-to-point messages
+// (above kRendezvousAbove and kSpreadMax, or above 4 MiB on a host with more ranks than hardware
+// threads) between same-host peers with rings both ways, each able to read the other's memory, take
+// the ring too, by rendezvous: the sender puts the message's address in the ring
+// (Fastbox::Kind::Rendezvous) and its send stays pending; the receiver, once a receive matches it,
+// copies the bytes straight out of the sender's memory (process_vm_readv, one copy where UCX's
+// eager path makes two and its rendezvous protocol takes more round trips) and answers through its
+// own ring (Kind::Ack), which completes the send. They are ring messages like the small ones
+// (matched in the same order, never counted as large), so the size rules above hold for four
+// classes: small, UCX's middle sizes, spread, and rendezvous. COHORT_SINGLE_COPY=off on either rank
+// keeps a pair's messages above 512 KiB on UCX. The copy runs without the mutex, made by the thread
+// whose round matched the announcement as it leaves the lock (run_ready_copies), so other threads'
+// ops go on meanwhile; the sender's seal, read after the bytes, tells a copy of a send cancelled
+// meanwhile (send_seal.hpp). A receive whose ack finds the ring back full ends only once the ack is
+// in it, so a receiver that stops calling the transport leaves no sender waiting (a UCX-sized
+// receive that meets an announcement too). Collectives' messages (no p2p flag) always go through
+// UCX. COHORT_SHARED_MEMORY=off on either rank of a pair, or a segment that cannot be mapped,
+// leaves that pair on UCX; both ranks agree on it at construction.
 //
 // Threads: every member function may be called from any thread. One mutex guards the worker,
 // the endpoints' state and the table; wait() holds it for one progress round at a time and never
@@ -158,11 +156,14 @@ class UcxHub {
     /// The bytes taken from the ring so far: all of an inline message's, and a spread
     /// message's as its pieces come.
     std::uint64_t arrived = 0;
-    /// All of it is here (a rendezvous message's bytes stay with its sender).
-    bool whole() const noexcept { return rendezvous || arrived == bytes; }
     /// Set: a rendezvous message, whose bytes are still in the sender's memory (and whose
     /// sender waits for an Ack).
     std::optional<Fastbox::Rendezvous> rendezvous;
+    /// A spread message whose sender withdrew it after its first part: its receive fails.
+    bool withdrawn = false;
+    /// All of it is here, or all there will be (a rendezvous message's bytes stay with its
+    /// sender).
+    bool whole() const noexcept { return rendezvous || withdrawn || arrived == bytes; }
   };
   /// A spread message whose pieces are still arriving (at most one per peer: its sender wrote
   /// them one after another, so nothing else comes from that ring before they are all taken).
@@ -206,9 +207,6 @@ class UcxHub {
     std::uint64_t rendezvous_above = kNoRendezvous;
     std::deque<QueuedAck> queued_acks;  ///< acks waiting for room in its ring, in order
     std::deque<Request> queued_sends;   ///< sends whose message waits for room, in order
-    /// The first of queued_sends is a spread message with some pieces in the ring, not all:
-    /// nothing else goes into the ring (acks wait in queued_acks) until the rest follow.
-    bool spreading = false;
     /// A spread message was cancelled after some of its pieces went: the Withdrawal piece that
     /// ends it waits for room, and nothing else goes into the ring before it.
     bool withdrawal_queued = false;
@@ -393,8 +391,17 @@ class UcxHub {
   /// Puts a message into the peer's ring; false when the ring is full.
   bool write_fastbox(Peer& peer, const Fastbox::Message& message, const void* data);
   /// Puts as many pieces of spread send `send` into the peer's ring as it has room for; true
-  /// once all are in. Keeps Peer::spreading.
+  /// once all are in.
   bool write_spread(Peer& peer, Pending& send);
+  /// The first of the peer's queued sends is a spread message with some pieces in the ring, not
+  /// all: nothing else may go into the ring (acks wait in queued_acks) until the rest follow.
+  bool half_written(const Peer& peer) noexcept {
+    if (peer.queued_sends.empty()) return false;
+    const Pending* front = requests_.find(peer.queued_sends.front());
+    return front != nullptr && front->fastbox && front->fastbox->spread_done > 0;
+  }
+  /// Fails fastbox receive `recv`: its spread message was withdrawn by its sender.
+  static void fail_withdrawn(Pending& recv) noexcept;
   /// Nothing but the queued messages may go into the peer's ring now.
   static bool ring_taken(const Peer& peer) noexcept {
     return !peer.queued_sends.empty() || peer.withdrawal_queued;

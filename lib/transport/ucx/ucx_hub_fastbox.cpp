@@ -134,7 +134,6 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
                           .large_before = large_before,
                           .seal = by_rendezvous(peer, bytes) ? SendSeal::make() : SendSeal(),
                           .spread_done = spread_done}});
-  peer.spreading = spread_done > 0;  // it is the first of queued_sends
   // A rendezvous send is announced now if it can be, and completes with the receiver's ack.
   if (!(ring_free && by_rendezvous(peer, bytes) &&
         write_rendezvous(peer, handle, *requests_.find(handle))))
@@ -155,7 +154,9 @@ Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag
   const auto taken = oldest_unexpected(peer, tag);
   if (taken != peer.unexpected.end()) {
     const bool take = accept(recv, taken->bytes, taken->large_before);
-    if (taken->rendezvous) {
+    if (taken->withdrawn) {
+      fail_withdrawn(recv);
+    } else if (taken->rendezvous) {
       settle_rendezvous(peer, handle, recv, take, *taken->rendezvous);
     } else if (!taken->whole()) {
       // A spread message still arriving (the peer's newest unexpected one): what came goes to
@@ -216,7 +217,6 @@ bool UcxHub::write_spread(Peer& peer, Pending& send) {
   FastboxPart& part = *send.fastbox;
   delivered(peer, peer.to_peer.try_send_spread({send.tag, send.bytes, part.large_before},
                                                part.send_data, part.spread_done));
-  peer.spreading = part.spread_done > 0 && part.spread_done < send.bytes;
   return part.spread_done == send.bytes;
 }
 
@@ -224,8 +224,21 @@ bool UcxHub::flush_withdrawal(Peer& peer) noexcept {
   if (!peer.withdrawal_queued) return true;
   if (!delivered(peer, peer.to_peer.try_send_withdrawal())) return false;
   peer.withdrawal_queued = false;
-  peer.spreading = false;
   return true;
+}
+
+void UcxHub::fail_withdrawn(Pending& recv) noexcept {
+  try {
+    recv.fastbox->failure = std::make_unique<Error>(
+        ErrorCode::RemoteError,
+        describe(recv) + ": rank " + std::to_string(recv.origin.peer_label) +
+            " cancelled the send (its communicator was destroyed or aborted) before all of it "
+            "arrived");
+  } catch (...) {
+    recv.request = UcxRequest::failed(UcxRequest::Kind::Recv, UCS_ERR_NO_MEMORY);
+  }
+  recv.fastbox->streaming = false;
+  recv.fastbox->matched = true;
 }
 
 bool UcxHub::continue_incoming(Peer& peer) noexcept {
@@ -242,22 +255,12 @@ bool UcxHub::continue_incoming(Peer& peer) noexcept {
       peer.from_peer.take_spread(incoming.bytes, into, incoming.done);
   incoming.done = taken.done;
   if (taken.withdrawn) {
-    // Its sender was cancelled after sending part of it: the receive fails, an unexpected
-    // message goes (no receive will take it now).
+    // Its sender was cancelled after sending part of it: its receive fails, now or when it
+    // is posted.
     if (recv != nullptr) {
-      try {
-        recv->fastbox->failure = std::make_unique<Error>(
-            ErrorCode::RemoteError,
-            describe(*recv) + ": rank " + std::to_string(recv->origin.peer_label) +
-                " cancelled the send (its communicator was destroyed or aborted) before all of "
-                "it arrived");
-      } catch (...) {
-        recv->request = UcxRequest::failed(UcxRequest::Kind::Recv, UCS_ERR_NO_MEMORY);
-      }
-      recv->fastbox->streaming = false;
-      recv->fastbox->matched = true;
+      fail_withdrawn(*recv);
     } else if (incoming.to_unexpected) {
-      peer.unexpected.pop_back();
+      peer.unexpected.back().withdrawn = true;
     }
     peer.incoming.reset();
     return true;
@@ -316,7 +319,7 @@ void UcxHub::acknowledge(Peer& peer, std::uint64_t cookie, int error,
                          const Request& receive) noexcept {
   const Fastbox::Ack ack{cookie, error};
   // Not between the pieces of a spread message (flush_acks sends it after them).
-  if (peer.queued_acks.empty() && !peer.spreading && !peer.withdrawal_queued &&
+  if (peer.queued_acks.empty() && !peer.withdrawal_queued && !half_written(peer) &&
       delivered(peer, peer.to_peer.try_send_ack(ack)))
     return;
   peer.queued_acks.push_back(QueuedAck{ack, receive});
@@ -326,7 +329,7 @@ void UcxHub::acknowledge(Peer& peer, std::uint64_t cookie, int error,
 
 bool UcxHub::flush_acks(Peer& peer) noexcept {
   bool moved = false;
-  if (peer.spreading || peer.withdrawal_queued) return false;  // after the message's last piece
+  if (peer.withdrawal_queued || half_written(peer)) return false;  // after the last piece
   while (!peer.queued_acks.empty() &&
          delivered(peer, peer.to_peer.try_send_ack(peer.queued_acks.front().ack))) {
     if (Pending* recv = requests_.find(peer.queued_acks.front().receive); recv != nullptr)
@@ -543,7 +546,11 @@ bool UcxHub::progress_fastboxes() noexcept {
         continue;
       }
       if (by_spread(send.bytes)) {
-        if (!write_spread(*peer, send)) break;
+        const std::uint64_t before = send.fastbox->spread_done;
+        if (!write_spread(*peer, send)) {
+          if (send.fastbox->spread_done != before) moved = true;
+          break;
+        }
       } else if (send.bytes > Fastbox::kInlineBytes) {
         // Its turn: every send before it is in the ring now (see behind_queued_fastbox_sends).
         send.request =
@@ -557,6 +564,8 @@ bool UcxHub::progress_fastboxes() noexcept {
       peer->queued_sends.pop_front();
       moved = true;
     }
+    // Acks held back for a spread message that is whole now go at once, not a round later.
+    if (!peer->queued_acks.empty() && flush_acks(*peer)) moved = true;
   }
   return moved;
 }
@@ -589,10 +598,7 @@ void UcxHub::forget_fastbox_requests(const void* owner) noexcept {
   };
   for (Peer* peer : fastbox_peers_) {
     // A spread send with some pieces in the ring: a Withdrawal piece ends the message there.
-    if (peer->spreading && owned(peer->queued_sends.front())) {
-      peer->spreading = false;
-      peer->withdrawal_queued = true;
-    }
+    if (half_written(*peer) && owned(peer->queued_sends.front())) peer->withdrawal_queued = true;
     std::erase_if(peer->queued_sends, owned);
     std::erase_if(peer->posted_recvs, owned);
     // Its receive is released after this: the rest of its spread message goes nowhere.
