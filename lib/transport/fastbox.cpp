@@ -217,21 +217,18 @@ Fastbox::Sender::Outcome Fastbox::Sender::try_send_spread(const Message& message
   }
   bool wrote = false;
   do {
-    if (sent_ - consumed_seen_ >= kDepth) {
-      consumed_seen_ = ring_->consumed.load(std::memory_order_acquire);
-      if (sent_ - consumed_seen_ >= kDepth) break;
-    }
-    FastboxSlot& slot = ring_->slots[sent_ % kDepth];
+    FastboxSlot* slot = claim();
+    if (slot == nullptr) break;
     const std::uint64_t length = std::min<std::uint64_t>(kInlineBytes, bytes - done);
-    slot.tag = message.tag;
-    slot.bytes = kSpreadMark | static_cast<std::uint32_t>(done == 0 ? bytes : 0);
-    slot.large_before = message.large_before;
-    copy_piece(slot.data, from + done, length);
+    slot->tag = message.tag;
+    slot->bytes = kSpreadMark | static_cast<std::uint32_t>(done == 0 ? bytes : 0);
+    slot->large_before = message.large_before;
+    copy_piece(slot->data, from + done, length);
     done += length;
     // Each piece as it is written, so the receiver copies the first ones out meanwhile. A
-    // release store: a sequentially consistent one per piece waited for every store of the
-    // piece to leave the core (61% of a 128 KiB exchange's samples on that store).
-    slot.stamp.store(++sent_, std::memory_order_release);
+    // release store, not publish()'s: a sequentially consistent one per piece waited for every
+    // store of the piece to leave the core (61% of a 128 KiB exchange's samples on that store).
+    slot->stamp.store(++sent_, std::memory_order_release);
     wrote = true;
   } while (done < bytes);
   if (!wrote) return Outcome::Full;
