@@ -42,8 +42,14 @@
 // receiver's doorbell through UCX so its event fd wakes it. Both sides use sequentially
 // consistent operations for that pair (a Spread message: release stamps, then one sequentially
 // consistent fence before the sleepers' load), so either the sender sees the sleeper or the
-// receiver sees the message before it sleeps. A sender waiting for room is not woken by the
-// receiver's pops: its owner looks again after a short sleep.
+// receiver sees the message before it sleeps. The other way, a writer about to sleep because
+// its ring is full asks for room in the ring's header (want_room: the receiver's `consumed`
+// count from which its smallest refused write fits); a receiver that pops checks for such a
+// request once per batch of pops (room_made) and, when it has made that room, tells its owner,
+// which rings the writer's doorbell. The same pairing (the writer's request and look at
+// `consumed`, the receiver's pops and its look at the request) makes sure one of the two sees
+// the other; the barrier between the receiver's pops and its look is made by the writer, with
+// membarrier(), as it goes to sleep (rare), not by the receiver after every batch (often).
 //
 // Not thread-safe: the owner (UcxHub) serialises every call under its mutex. Across processes,
 // each ring has exactly one writing and one reading process.
@@ -159,6 +165,10 @@ class Fastbox {
     /// Ends a Spread message whose first pieces are in the ring and whose rest will not follow
     /// (its send was cancelled); the receiver's take_spread reports it withdrawn. Full: no room.
     Outcome try_send_withdrawal() noexcept;
+    /// Before sleeping on a refusal (Full): asks the receiver to report (Receiver::room_made)
+    /// once the smallest write refused since the last one that went in would fit. False when
+    /// it fits already, or nothing was refused: look again instead of sleeping.
+    bool want_room() noexcept;
     bool attached() const noexcept { return ring_ != nullptr; }
 
    private:
@@ -167,10 +177,14 @@ class Fastbox {
     FastboxSlot* claim() noexcept;
     /// Stamps the slot claim() returned.
     Outcome publish(FastboxSlot& slot) noexcept;
+    /// Full, after a write that wanted `slots` free slots found fewer.
+    Outcome refuse(std::uint64_t slots) noexcept;
     Ring* ring_ = nullptr;
     Header* header_ = nullptr;
     std::uint64_t sent_ = 0;
     std::uint64_t consumed_seen_ = 0;  ///< the receiver's `consumed` as last read
+    /// The fewest free slots a write refused since the last one that went in wanted; 0: none.
+    std::uint64_t refused_ = 0;
   };
   /// The reading end of ring `index` of this process's inbox.
   class Receiver {
@@ -194,12 +208,16 @@ class Fastbox {
     Taken take_spread(std::uint64_t bytes, std::byte* out, std::uint64_t done) noexcept;
     /// Lets the sender reuse the slot of the message peek() returned.
     void pop() noexcept;
+    /// After a batch of pops: true, once, when the sender asked for room (Sender::want_room)
+    /// that the pops have made; its owner then rings the sender's doorbell.
+    bool room_made() noexcept;
     bool attached() const noexcept { return ring_ != nullptr; }
 
    private:
     friend class Fastbox;
     Ring* ring_ = nullptr;
     std::uint64_t received_ = 0;
+    bool popped_ = false;  ///< pop() since the last room_made()
   };
 
   Sender sender(int index) const noexcept;

@@ -8,10 +8,15 @@
 
 #include <catch2/catch.hpp>
 
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 namespace {
@@ -300,6 +305,159 @@ TEST_CASE("fastbox: a spread message's sender is told when the receiver is aslee
     CHECK(receiver.take_spread(data.size(), nullptr, 0).done == data.size());
   }
   CHECK_FALSE(receiver.peek().has_value());
+}
+
+TEST_CASE("fastbox: a sender asking for room hears once the receiver has made that much",
+          "[fastbox]") {
+  Pair pair = make_pair(1);
+  Fastbox::Sender sender = pair.mapped.sender(0);
+  Fastbox::Receiver receiver = pair.inbox.receiver(0);
+  const std::uint32_t value = 7;
+  // Nothing refused: nothing to ask for.
+  CHECK_FALSE(sender.want_room());
+  for (std::uint64_t n = 0; n < Fastbox::kDepth; ++n)
+    REQUIRE(sender.try_send({n, sizeof value}, &value) == Fastbox::Sender::Outcome::Sent);
+  CHECK_FALSE(receiver.room_made());  // no pops
+  REQUIRE(sender.try_send({99, sizeof value}, &value) == Fastbox::Sender::Outcome::Full);
+  CHECK(sender.want_room());  // asked: one slot
+  CHECK_FALSE(receiver.room_made());
+  REQUIRE(receiver.peek().has_value());
+  receiver.pop();
+  CHECK(receiver.room_made());
+  CHECK_FALSE(receiver.room_made());  // answered once
+  CHECK_FALSE(sender.want_room());    // the slot is free already: look again, do not sleep
+  REQUIRE(sender.try_send({Fastbox::kDepth, sizeof value}, &value) ==
+          Fastbox::Sender::Outcome::Sent);
+  CHECK_FALSE(sender.want_room());  // the write went in: nothing refused since
+
+  // A spread message that fits in the ring waits for room for all of it: 20 slots.
+  const auto data = bytes_of(3, 20 * Fastbox::kInlineBytes);
+  std::uint64_t done = 0;
+  REQUIRE(sender.try_send_spread({500, data.size(), 0}, data.data(), done) ==
+          Fastbox::Sender::Outcome::Full);
+  CHECK(sender.want_room());
+  for (int n = 0; n < 19; ++n) {
+    REQUIRE(receiver.peek().has_value());
+    receiver.pop();
+    CHECK_FALSE(receiver.room_made());  // 1 to 19 slots free: not yet
+  }
+  REQUIRE(receiver.peek().has_value());
+  receiver.pop();
+  CHECK(receiver.room_made());
+  REQUIRE(sender.try_send_spread({500, data.size(), 0}, data.data(), done) ==
+          Fastbox::Sender::Outcome::Sent);
+  CHECK(done == data.size());
+
+  // Two refusals before a write: the smaller want is asked for (an ack or a Withdrawal may go
+  // before a spread message's rest).
+  done = 0;
+  REQUIRE(sender.try_send_spread({501, data.size(), 0}, data.data(), done) ==
+          Fastbox::Sender::Outcome::Full);
+  REQUIRE(sender.try_send_ack({1, 0}) == Fastbox::Sender::Outcome::Full);
+  CHECK(sender.want_room());
+  REQUIRE(receiver.peek().has_value());
+  receiver.pop();
+  CHECK(receiver.room_made());
+}
+
+TEST_CASE("fastbox: a sender asleep for room is woken by the receiver's pops in another process",
+          "[fastbox]") {
+  // The sender (this process) fills the ring with 1-slot messages and spread ones (one that fits
+  // in the ring, one that goes in parts); whenever a write is refused it asks for room and waits
+  // on a pipe that the receiver (a child) writes only when room_made() says it made the room
+  // asked for. A lost request or a missed look at it leaves the sender waiting until its 20 s
+  // deadline. The receiver checks every message's number and bytes.
+  Pair pair = make_pair(1);
+  int doorbell[2];
+  REQUIRE(pipe(doorbell) == 0);
+  constexpr std::uint64_t kMessages = 4000;
+  const auto fits = bytes_of(9, 6 * Fastbox::kInlineBytes + 5);
+  const auto parts = bytes_of(10, Fastbox::kSpreadBytes + 3 * Fastbox::kInlineBytes);
+  const auto payload = [&](std::uint64_t n) -> const std::vector<std::byte>* {
+    if (n % 10 == 9) return &fits;
+    if (n % 100 == 42) return &parts;
+    return nullptr;
+  };
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    close(doorbell[0]);
+    Fastbox::Receiver receiver = pair.inbox.receiver(0);
+    std::vector<std::byte> got(parts.size());
+    std::optional<Fastbox::Message> spreading;  // a spread message partly taken
+    std::uint64_t taken = 0;
+    int code = 0;
+    for (std::uint64_t n = 0; n < kMessages && code == 0;) {
+      // Up to 1-7 messages (or one call for a spread message's pieces) before looking for a
+      // request, as the hub looks once per round.
+      for (std::uint64_t batch = n % 7 + 1; batch > 0 && n < kMessages; --batch) {
+        if (!spreading) {
+          spreading = receiver.peek();
+          if (!spreading) break;
+          if (spreading->tag != n) code = 2;
+          if (spreading->kind != Fastbox::Kind::Spread) {
+            std::uint64_t number = 0;
+            receiver.read(*spreading, &number);
+            if (number != n || payload(n) != nullptr) code = 3;
+            receiver.pop();
+            spreading.reset();
+            ++n;
+            continue;
+          }
+          taken = 0;
+        }
+        taken = receiver.take_spread(spreading->bytes, got.data(), taken).done;
+        if (taken < spreading->bytes) break;  // the rest comes once the sender has room
+        const auto* expected = payload(n);
+        if (expected == nullptr || spreading->bytes != expected->size() ||
+            !std::equal(expected->begin(), expected->end(), got.begin()))
+          code = 4;
+        spreading.reset();
+        ++n;
+      }
+      if (receiver.room_made() && write(doorbell[1], "r", 1) != 1) code = 5;
+    }
+    _exit(code);
+  }
+  close(doorbell[1]);
+  // A failed REQUIRE below leaves no receiver spinning.
+  struct Reaper {
+    pid_t pid;
+    ~Reaper() {
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  } reaper{child};
+  Fastbox::Sender sender = pair.mapped.sender(0);
+  std::uint64_t waits = 0;
+  for (std::uint64_t n = 0; n < kMessages; ++n) {
+    const auto* data = payload(n);
+    std::uint64_t done = 0;
+    for (;;) {
+      const auto outcome = data != nullptr
+                               ? sender.try_send_spread({n, data->size(), 0}, data->data(), done)
+                               : sender.try_send({n, sizeof n}, &n);
+      if (outcome != Fastbox::Sender::Outcome::Full) {
+        if (data == nullptr || done == data->size()) break;
+        continue;  // the rest of a spread message
+      }
+      if (!sender.want_room()) continue;  // room came meanwhile
+      ++waits;
+      pollfd bell{doorbell[0], POLLIN, 0};
+      REQUIRE(poll(&bell, 1, 20000) == 1);  // else the receiver never answered the request
+      char byte;
+      REQUIRE(read(doorbell[0], &byte, 1) == 1);
+    }
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  reaper.pid = 0;
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  close(doorbell[0]);
+  WARN("the sender waited for room " << waits << " times");
 }
 
 TEST_CASE("fastbox: a segment smaller than its ring count needs is not mapped", "[fastbox]") {

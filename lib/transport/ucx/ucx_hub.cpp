@@ -470,7 +470,6 @@ void UcxHub::note_progress(bool moved) noexcept {
 
 void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
   std::vector<pollfd> fds;
-  bool waiting_for_room = false;
   {
     std::lock_guard lock(mutex_);
     // Another thread progressed since this one looked: its requests may be done; look again.
@@ -484,6 +483,18 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
         return;
       }
     }
+    // A send, ack or Withdrawal waiting for room in a peer's ring: that peer is asked to ring
+    // the doorbell once it has made the room (before arm(), which then reports a doorbell
+    // rung meanwhile); when the room is there already, look again instead of sleeping.
+    for (Peer* peer : fastbox_peers_) {
+      if (peer->failed ||
+          (peer->queued_sends.empty() && peer->queued_acks.empty() && !peer->withdrawal_queued))
+        continue;
+      if (!peer->to_peer.want_room()) {
+        if (inbox_) inbox_.set_sleeping(false);
+        return;
+      }
+    }
     if (!worker_.arm()) {  // events pending: progress instead of sleeping
       if (inbox_) inbox_.set_sleeping(false);
       return;
@@ -492,21 +503,12 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
     fds.push_back({wake_fd_, POLLIN, 0});
     for (const auto& peer : peers_)
       if (!peer->failed && peer->watch.fd() >= 0) fds.push_back({peer->watch.fd(), POLLIN, 0});
-    // A receiver that makes room in its ring does not wake the sender waiting for it: such a
-    // sender looks again soon rather than at the next kMaxBlock (a queued spread message that
-    // fits in the ring needs room for all of it, the rest of a larger one most of the ring, a
-    // Withdrawal one slot).
-    waiting_for_room = std::any_of(fastbox_peers_.begin(), fastbox_peers_.end(), [](const Peer* p) {
-      return !p->failed &&
-             (!p->queued_sends.empty() || !p->queued_acks.empty() || p->withdrawal_queued);
-    });
     ++sleepers_;
   }
   const auto left =
       std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-  const int timeout_ms = static_cast<int>(
-      std::clamp(left, std::chrono::milliseconds(0), waiting_for_room ? kRoomPoll : kMaxBlock)
-          .count());
+  const int timeout_ms =
+      static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), kMaxBlock).count());
   if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
     COHORT_LOG_WARN("poll on the UCX event fd failed (errno {})", errno);
   std::lock_guard lock(mutex_);

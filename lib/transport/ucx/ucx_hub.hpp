@@ -267,8 +267,9 @@ class UcxHub {
     std::optional<FastboxPart> fastbox;
     std::optional<LargeRecv> large;
     /// A receive took a rendezvous message (copied it, or refused it for its size, or failed),
-    /// but its ack waits for room in the ring back (Peer::queued_acks): it ends when the ack
-    /// is written. A receive too large for the ring that met one (sizes disagree) too.
+    /// but its ack waits for room in the ring back (Peer::queued_acks; only when neither the
+    /// ring nor UCX could take it at once): it ends when the ack is written. A receive too
+    /// large for the ring that met one (sizes disagree) too.
     bool ack_queued = false;
     Copy copy = Copy::None;  ///< a receive's rendezvous copy; in progress until None
   };
@@ -510,6 +511,14 @@ class UcxHub {
   bool fastbox_has_incoming() const noexcept;
   /// Wakes `peer`'s process, asleep on its worker's event fd, with an empty active message.
   void ring_doorbell(Peer& peer) noexcept;
+  /// Sends an ack to `peer` as an active message instead of through its ring, when UCX can
+  /// take it at once; false otherwise (nothing sent).
+  bool send_ack_message(Peer& peer, const Fastbox::Ack& ack) noexcept;
+  /// The handler of acks sent by send_ack_message (`arg`: the hub); runs inside the worker's
+  /// progress, under the hub's lock.
+  static ucs_status_t on_ack_message(void* arg, const void* header, std::size_t header_length,
+                                     void* data, std::size_t length,
+                                     const ucp_am_recv_param_t* param) noexcept;
   /// Takes `owner`'s requests out of the fastbox queues (cancellation).
   void forget_fastbox_requests(const void* owner) noexcept;
 
@@ -543,8 +552,6 @@ class UcxHub {
   /// While a fastbox request waits, test() makes UCX's progress and probe only every this many
   /// tests of it (FastboxPart::ring_only_rounds counts them).
   static constexpr std::uint32_t kRingRoundsPerFullRound = 8;
-  /// The longest a thread sleeps while a send or an ack waits for room in a peer's ring.
-  static constexpr std::chrono::milliseconds kRoomPoll{1};
   int sleepers_ = 0;  // guarded: threads blocked in block_until
   int wake_fd_ = -1;  // eventfd written when progress happens while someone sleeps
   Fastbox inbox_;     ///< this process's inbox; empty: no fastboxes

@@ -29,6 +29,15 @@ ucs_status_t on_doorbell(void*, const void*, std::size_t, void*, std::size_t,
   return UCS_OK;
 }
 
+/// The active message that carries an ack when the ring back is taken (see acknowledge()).
+constexpr unsigned kAckId = 1;
+/// Its header: the ack and who sends it.
+struct AckWire {
+  std::int32_t rank;  ///< the acknowledging rank (world)
+  std::int32_t error;
+  std::uint64_t cookie;
+};
+
 }  // namespace
 
 void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
@@ -41,11 +50,20 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
   doorbell.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
   doorbell.id = kDoorbellId;
   doorbell.cb = &on_doorbell;
-  if (const ucs_status_t status = ucp_worker_set_am_recv_handler(worker_.get(), &doorbell);
-      status != UCS_OK) {
-    COHORT_LOG_WARN("fastboxes off: registering the doorbell handler failed ({})",
-                    ucs_status_string(status));
-    inbox_ = Fastbox();  // peers learn below that this rank reads no inbox
+  ucp_am_handler_param_t ack{};
+  ack.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB |
+                   UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  ack.id = kAckId;
+  ack.cb = &UcxHub::on_ack_message;
+  ack.arg = this;
+  for (const ucp_am_handler_param_t* handler : {&doorbell, &ack}) {
+    if (const ucs_status_t status = ucp_worker_set_am_recv_handler(worker_.get(), handler);
+        status != UCS_OK) {
+      COHORT_LOG_WARN("fastboxes off: registering an active-message handler failed ({})",
+                      ucs_status_string(status));
+      inbox_ = Fastbox();  // peers learn below that this rank reads no inbox
+      break;
+    }
   }
 
   // Every peer sized its inbox before its handshake message, which this rank has received, so
@@ -322,6 +340,11 @@ void UcxHub::acknowledge(Peer& peer, std::uint64_t cookie, int error,
   if (peer.queued_acks.empty() && !peer.withdrawal_queued && !half_written(peer) &&
       delivered(peer, peer.to_peer.try_send_ack(ack)))
     return;
+  // The ring is taken: full, or between the pieces of a spread message from this rank, which
+  // the peer takes only when it next makes progress, perhaps only after this receive
+  // completes (both ranks would wait). So the ack goes by UCX; it waits for the ring only if
+  // UCX cannot take it at once either.
+  if (send_ack_message(peer, ack)) return;
   peer.queued_acks.push_back(QueuedAck{ack, receive});
   // Its receive ends only once the ack is written (flush_acks clears this).
   if (Pending* recv = requests_.find(receive); recv != nullptr) recv->ack_queued = true;
@@ -527,6 +550,8 @@ bool UcxHub::progress_fastboxes() noexcept {
         }
         peer->from_peer.pop();
       }
+      // Its sender may sleep until these pops make the room it asked for.
+      if (peer->from_peer.room_made()) ring_doorbell(*peer);
     }
     // A withdrawn spread message's last piece first; then acks, unless a spread message is
     // half-written (they wait for its last piece); then the queued sends, in order.
@@ -589,6 +614,39 @@ void UcxHub::ring_doorbell(Peer& peer) noexcept {
   } else if (result != nullptr) {
     ucp_request_free(result);  // completes on its own; nothing waits for it
   }
+}
+
+bool UcxHub::send_ack_message(Peer& peer, const Fastbox::Ack& ack) noexcept {
+  const AckWire wire{rank_, ack.error, ack.cookie};
+  ucp_request_param_t param{};
+  // At once or not at all: the header lives on this stack, and a request left pending would
+  // wait for this rank's progress, the wait this path avoids.
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+  param.flags = UCP_AM_SEND_FLAG_EAGER;
+  const ucs_status_ptr_t result =
+      ucp_am_send_nbx(peer.endpoint.get(), kAckId, &wire, sizeof wire, nullptr, 0, &param);
+  if (result == nullptr) return true;
+  if (UCS_PTR_IS_PTR(result)) {  // not expected with FORCE_IMM_CMPL; taken as not sent
+    ucp_request_cancel(worker_.get(), result);
+    ucp_request_free(result);
+  }
+  return false;
+}
+
+ucs_status_t UcxHub::on_ack_message(void* arg, const void* header, std::size_t header_length, void*,
+                                    std::size_t, const ucp_am_recv_param_t*) noexcept {
+  auto& hub = *static_cast<UcxHub*>(arg);
+  AckWire wire;
+  if (header_length != sizeof wire) {
+    COHORT_LOG_WARN("an ack message of {} bytes was dropped (expected {})", header_length,
+                    sizeof wire);
+    return UCS_OK;
+  }
+  std::memcpy(&wire, header, sizeof wire);
+  if (wire.rank < 0 || wire.rank >= hub.size_) return UCS_OK;
+  const Peer& peer = *hub.peers_[static_cast<std::size_t>(wire.rank)];
+  if (peer.same_host) hub.complete_rendezvous_send(peer, Fastbox::Ack{wire.cookie, wire.error});
+  return UCS_OK;
 }
 
 void UcxHub::forget_fastbox_requests(const void* owner) noexcept {
