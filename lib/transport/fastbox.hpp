@@ -30,7 +30,8 @@
 // - Spread: a middle-sized message copied into consecutive slots, each stamped as it is
 //   written, the first one carrying the size; a message larger than the free slots goes in
 //   parts, as the receiver frees them. The receiver copies the pieces out as they come. A
-//   sender that gives up on one it has begun ends it with a Withdrawal piece. Two copies through
+//   sender that gives up on one it has begun ends it with a Withdrawal piece, or its owner
+//   tells the receiver's owner where its pieces end (take_spread's `end`). Two copies through
 //   memory both processes map beat one copy out of the sender's memory (process_vm_readv) up to a
 //   few hundred KiB: the kernel pins each 4 KiB page of the sender's buffer before it copies, and
 //   pinning costs more than the copy there (see bench/PERFORMANCE-LOG.md, "Middle-sized send/recv
@@ -165,6 +166,9 @@ class Fastbox {
     /// Ends a Spread message whose first pieces are in the ring and whose rest will not follow
     /// (its send was cancelled); the receiver's take_spread reports it withdrawn. Full: no room.
     Outcome try_send_withdrawal() noexcept;
+    /// Slots written so far. Told to the receiver some other way, it ends a Spread message
+    /// withdrawn without a Withdrawal piece (take_spread's `end`).
+    std::uint64_t written() const noexcept { return sent_; }
     /// Before sleeping on a refusal (Full): asks the receiver to report (Receiver::room_made)
     /// once the smallest write refused since the last one that went in would fit. False when
     /// it fits already, or nothing was refused: look again instead of sleeping.
@@ -204,8 +208,13 @@ class Fastbox {
     /// For the Spread message of `bytes` whose first slot peek() returned: copies the pieces
     /// that have arrived, from byte `done` on, to `out` + that offset (`out` null: drops them),
     /// and pops each slot read. The message is over when `done` reaches `bytes` or it was
-    /// withdrawn; the next peek() then looks at the message after it.
-    Taken take_spread(std::uint64_t bytes, std::byte* out, std::uint64_t done) noexcept;
+    /// withdrawn (by a Withdrawal piece, or, when `end` is given, once every slot before slot
+    /// number `end`, the sender's written() when it withdrew it, is taken); the next peek()
+    /// then looks at the message after it. A slot that is neither a piece nor a Withdrawal
+    /// (the next message, of a sender that withdrew this one outside the ring) is left where
+    /// it is: the call returns as when no more pieces have come, until `end` is given.
+    Taken take_spread(std::uint64_t bytes, std::byte* out, std::uint64_t done,
+                      std::uint64_t end = UINT64_MAX) noexcept;
     /// Lets the sender reuse the slot of the message peek() returned.
     void pop() noexcept;
     /// After a batch of pops: true, once, when the sender asked for room (Sender::want_room)

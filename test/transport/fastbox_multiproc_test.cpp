@@ -1011,16 +1011,19 @@ TEST_CASE("fastbox: an ack goes around a spread message half in its ring",
 TEST_CASE("fastbox: a spread send cancelled after its first part fails its receive",
           "[transport][multiproc]") {
   // Rank 0's communicator (a view) is cancelled while its 512 KiB message is half in rank 1's
-  // ring (the ring holds about 256 KiB), with a small message queued behind it: the sender ends
-  // the message with a Withdrawal piece once rank 1 makes room, and the receive fails naming the
-  // cancelled send, whether it was posted before rank 1 took the first part or after (the part
-  // then waits as an unexpected message). The pair then goes on working, every way a message
-  // goes.
-  const bool taken_before_posted = GENERATE(false, true);
-  CAPTURE(taken_before_posted);
+  // ring (the ring holds about 256 KiB), with a small message queued behind it: the sender
+  // withdraws the message at once (an active message naming where its pieces end), and the
+  // receive fails naming the cancelled send, whether it was posted before rank 1 took the first
+  // part or after (the part then waits as an unexpected message), and also while rank 0 makes
+  // no call after the cancel (a Withdrawal piece, waiting for room, would never go then). The
+  // pair then goes on working, every way a message goes.
+  enum class Mode { ReceivePostedFirst, PartTakenFirst, SenderSilent };
+  const Mode mode = GENERATE(Mode::ReceivePostedFirst, Mode::PartTakenFirst, Mode::SenderSilent);
+  const bool taken_before_posted = mode == Mode::PartTakenFirst;
+  CAPTURE(static_cast<int>(mode));
   REQUIRE_NOTHROW(cohort::launch(
       2,
-      [taken_before_posted](const cohort::Environment& env) {
+      [mode, taken_before_posted](const cohort::Environment& env) {
         auto store = open_store(env);
         auto t = connect(*store, env);
         constexpr std::uint32_t kViewId = 17;
@@ -1037,15 +1040,16 @@ TEST_CASE("fastbox: a spread send cancelled after its first part fails its recei
                  "a spread message twice the ring's size, and one behind it, went at once");
           view->cancel_all();
           store->set_string("cancelled", "1");
-          // Through the ring too, behind the Withdrawal.
+          // No call here until rank 1's receive failed.
+          if (mode == Mode::SenderSilent) store->get("failed", 30s);
+          // Through the ring too, after the withdrawn message.
           const Request said = t->post_send(1, &mark, 1, word);
-          // Progress (the Withdrawal waits for room) until rank 1 has seen its receive fail.
           const Request r = t->post_recv(1, &mark, 1, word);
           const std::vector<Request> both = {said, r};
           wait_all(*t, both, "the words with rank 1");
         } else {
           store->get("cancelled", 30s);
-          // Taking rank 0's word takes the first part, and the Withdrawal, from the ring first.
+          // Taking rank 0's word takes the first part, and its end, from the ring first.
           if (taken_before_posted) {
             const Request r = t->post_recv(0, &mark, 1, word);
             t->wait(std::span<const Request>(&r, 1), after(30s), "rank 0's word");
@@ -1060,6 +1064,7 @@ TEST_CASE("fastbox: a spread send cancelled after its first part fails its recei
             expect(e.message().find("cancelled") != std::string::npos, e.what());
             expect(e.message().find("rank 0") != std::string::npos, e.what());
           }
+          store->set_string("failed", "1");
           if (!taken_before_posted) {
             const Request w = t->post_recv(0, &mark, 1, word);
             t->wait(std::span<const Request>(&w, 1), after(30s), "rank 0's word");

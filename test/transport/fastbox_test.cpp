@@ -307,6 +307,45 @@ TEST_CASE("fastbox: a spread message's sender is told when the receiver is aslee
   CHECK_FALSE(receiver.peek().has_value());
 }
 
+TEST_CASE("fastbox: a spread message withdrawn outside the ring ends where its sender said",
+          "[fastbox]") {
+  // A message larger than the ring goes in with its first part; its sender withdraws it without
+  // a Withdrawal piece (the ring is full) and tells the receiver written(), where it ends. The
+  // receiver takes the part and stops there, withdrawn, and the next message, written after,
+  // comes out whole.
+  Pair pair = make_pair(1);
+  Fastbox::Sender sender = pair.mapped.sender(0);
+  Fastbox::Receiver receiver = pair.inbox.receiver(0);
+  const auto data = bytes_of(4, Fastbox::kSpreadBytes + 2 * Fastbox::kInlineBytes);
+  std::uint64_t done = 0;
+  REQUIRE(sender.try_send_spread({7, data.size(), 0}, data.data(), done) ==
+          Fastbox::Sender::Outcome::Sent);
+  REQUIRE(done == Fastbox::kSpreadBytes);  // the whole ring, no more
+  const std::uint64_t end = sender.written();
+  CHECK(end == Fastbox::kDepth);
+  REQUIRE(receiver.peek().has_value());
+  std::vector<std::byte> got(data.size(), std::byte{0xEE});
+  // Before `end` is known: the part, and a wait for more.
+  auto taken = receiver.take_spread(data.size(), got.data(), 0);
+  CHECK(taken.done == Fastbox::kSpreadBytes);
+  CHECK_FALSE(taken.withdrawn);
+  CHECK(std::equal(data.begin(), data.begin() + Fastbox::kSpreadBytes, got.begin()));
+  const std::uint32_t value = 5;
+  REQUIRE(sender.try_send({8, sizeof value}, &value) == Fastbox::Sender::Outcome::Sent);
+  // The next message's slot before `end` is known: left in the ring, as if nothing had come.
+  taken = receiver.take_spread(data.size(), got.data(), taken.done);
+  CHECK(taken.done == Fastbox::kSpreadBytes);
+  CHECK_FALSE(taken.withdrawn);
+  // Then told where it ends: withdrawn, and the inline message after it is left in the ring.
+  taken = receiver.take_spread(data.size(), got.data(), taken.done, end);
+  CHECK(taken.withdrawn);
+  CHECK(taken.done == Fastbox::kSpreadBytes);
+  const auto next = receiver.peek();
+  REQUIRE(next.has_value());
+  CHECK(next->tag == 8);
+  CHECK(next->kind == Fastbox::Kind::Inline);
+}
+
 TEST_CASE("fastbox: a sender asking for room hears once the receiver has made that much",
           "[fastbox]") {
   Pair pair = make_pair(1);

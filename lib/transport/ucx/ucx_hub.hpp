@@ -39,9 +39,11 @@
 // slots as they fill, all at once when they fit in the ring (a send waits in the queue until it
 // has room for every piece), else a part at a time as the receiver frees slots; the send is
 // complete once the last piece is in. Nothing else goes into that ring between two pieces of
-// one message (acks wait in queued_acks, later sends in queued_sends: half_written), and a
-// message cancelled after its first part is ended by a Withdrawal piece, which fails its
-// receive (Peer::withdrawal_queued). The receiver matches the first piece like a small message
+// one message (later sends wait in queued_sends: half_written; acks go around it, below), and a
+// message cancelled after its first part is withdrawn, which fails its receive: by an active
+// message naming the ring slot where its pieces end (Peer::withdrawn_at), or, when UCX cannot
+// take one at once, a Withdrawal piece once the ring has room (Peer::withdrawal_queued). The
+// receiver matches the first piece like a small message
 // and copies the pieces out as they come, into its receive or, when none is posted yet, into
 // an unexpected message. Nothing else comes from that ring until the last piece, or the
 // Withdrawal, is taken (Peer::incoming). Like UCX's eager messages, they are sent whether or not a
@@ -59,11 +61,15 @@
 // keeps a pair's messages above 512 KiB on UCX. The copy runs without the mutex, made by the thread
 // whose round matched the announcement as it leaves the lock (run_ready_copies), so other threads'
 // ops go on meanwhile; the sender's seal, read after the bytes, tells a copy of a send cancelled
-// meanwhile (send_seal.hpp). A receive whose ack finds the ring back full ends only once the ack is
-// in it, so a receiver that stops calling the transport leaves no sender waiting (a UCX-sized
-// receive that meets an announcement too). Collectives' messages (no p2p flag) always go through
-// UCX. COHORT_SHARED_MEMORY=off on either rank of a pair, or a segment that cannot be mapped,
-// leaves that pair on UCX; both ranks agree on it at construction.
+// meanwhile (send_seal.hpp). An ack the ring back cannot take (full, or between the pieces of
+// this rank's spread message, which the peer may take only after this receive ends) goes as an
+// active message; only when UCX cannot take that at once either does it wait in queued_acks,
+// and its receive ends once the ack is in the ring, so a receiver that stops calling the
+// transport leaves no sender waiting (a UCX-sized receive that meets an announcement too). A
+// thread about to sleep while something waits for room in a peer's ring asks that peer to ring
+// its doorbell once it has made the room (Fastbox::Sender::want_room). Collectives' messages (no
+// p2p flag) always go through UCX. COHORT_SHARED_MEMORY=off on either rank of a pair, or a segment
+// that cannot be mapped, leaves that pair on UCX; both ranks agree on it at construction.
 //
 // Threads: every member function may be called from any thread. One mutex guards the worker,
 // the endpoints' state and the table; wait() holds it for one progress round at a time and never
@@ -210,6 +216,10 @@ class UcxHub {
     /// A spread message was cancelled after some of its pieces went: the Withdrawal piece that
     /// ends it waits for room, and nothing else goes into the ring before it.
     bool withdrawal_queued = false;
+    /// The peer withdrew its spread message half in its ring to this rank by an active message
+    /// (its Withdrawal piece found no room): the message ends before this slot number of that
+    /// ring (Fastbox::Sender::written() there when it withdrew it).
+    std::optional<std::uint64_t> withdrawn_at;
     /// Receives a ring message may meet, in posting order: those waiting for their message
     /// through the ring, and (when it has a ring to this rank) point-to-point receives too large
     /// for it, until they complete.
@@ -514,8 +524,15 @@ class UcxHub {
   /// Sends an ack to `peer` as an active message instead of through its ring, when UCX can
   /// take it at once; false otherwise (nothing sent).
   bool send_ack_message(Peer& peer, const Fastbox::Ack& ack) noexcept;
+  /// Withdraws the spread message half-written in `peer`'s ring by an active message, when UCX
+  /// can take it at once (no room needed in the ring); false otherwise (nothing sent).
+  bool send_withdrawal_message(Peer& peer) noexcept;
+  static ucs_status_t on_withdrawal_message(void* arg, const void* header,
+                                            std::size_t header_length, void* data,
+                                            std::size_t length,
+                                            const ucp_am_recv_param_t* param) noexcept;
   /// The handler of acks sent by send_ack_message (`arg`: the hub); runs inside the worker's
-  /// progress, under the hub's lock.
+  /// progress, under the hub's lock (as on_withdrawal_message does).
   static ucs_status_t on_ack_message(void* arg, const void* header, std::size_t header_length,
                                      void* data, std::size_t length,
                                      const ucp_am_recv_param_t* param) noexcept;

@@ -38,6 +38,33 @@ struct AckWire {
   std::uint64_t cookie;
 };
 
+/// The active message that withdraws a spread message whose Withdrawal piece finds no room in
+/// the ring (see forget_fastbox_requests()).
+constexpr unsigned kWithdrawalId = 2;
+struct WithdrawalWire {
+  std::int32_t rank;  ///< the withdrawing rank (world)
+  std::uint32_t unused;
+  std::uint64_t end;  ///< Peer::withdrawn_at
+};
+
+/// Sends `header` to `endpoint` as active message `id` at once, or not at all (false): the
+/// header lives on the caller's stack, and a request left pending would wait for this rank's
+/// progress, which is what the callers avoid.
+bool send_at_once(ucp_worker_h worker, ucp_ep_h endpoint, unsigned id, const void* header,
+                  std::size_t header_length) noexcept {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
+  param.flags = UCP_AM_SEND_FLAG_EAGER;
+  const ucs_status_ptr_t result =
+      ucp_am_send_nbx(endpoint, id, header, header_length, nullptr, 0, &param);
+  if (result == nullptr) return true;
+  if (UCS_PTR_IS_PTR(result)) {  // not expected with FORCE_IMM_CMPL; taken as not sent
+    ucp_request_cancel(worker, result);
+    ucp_request_free(result);
+  }
+  return false;
+}
+
 }  // namespace
 
 void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
@@ -56,7 +83,10 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
   ack.id = kAckId;
   ack.cb = &UcxHub::on_ack_message;
   ack.arg = this;
-  for (const ucp_am_handler_param_t* handler : {&doorbell, &ack}) {
+  ucp_am_handler_param_t withdrawal = ack;
+  withdrawal.id = kWithdrawalId;
+  withdrawal.cb = &UcxHub::on_withdrawal_message;
+  for (const ucp_am_handler_param_t* handler : {&doorbell, &ack, &withdrawal}) {
     if (const ucs_status_t status = ucp_worker_set_am_recv_handler(worker_.get(), handler);
         status != UCS_OK) {
       COHORT_LOG_WARN("fastboxes off: registering an active-message handler failed ({})",
@@ -146,12 +176,20 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
     if (spread_done == bytes) return Request::completed();
   }
   // A rendezvous send is sealed now (progress, which may announce it later, cannot throw).
-  const Request handle = requests_.emplace(
-      Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Send, 0),
-              FastboxPart{.send_data = data,
-                          .large_before = large_before,
-                          .seal = by_rendezvous(peer, bytes) ? SendSeal::make() : SendSeal(),
-                          .spread_done = spread_done}});
+  Request handle;
+  try {
+    handle = requests_.emplace(
+        Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Send, 0),
+                FastboxPart{.send_data = data,
+                            .large_before = large_before,
+                            .seal = by_rendezvous(peer, bytes) ? SendSeal::make() : SendSeal(),
+                            .spread_done = spread_done}});
+  } catch (...) {
+    // Out of memory with a spread message's first pieces in the ring: it ends there, as a
+    // cancelled one does, before anything else can follow them.
+    if (spread_done > 0 && !send_withdrawal_message(peer)) peer.withdrawal_queued = true;
+    throw;
+  }
   // A rendezvous send is announced now if it can be, and completes with the receiver's ack.
   if (!(ring_free && by_rendezvous(peer, bytes) &&
         write_rendezvous(peer, handle, *requests_.find(handle))))
@@ -269,10 +307,11 @@ bool UcxHub::continue_incoming(Peer& peer) noexcept {
     into = peer.unexpected.back().data.data();
   }
   const std::uint64_t before = incoming.done;
-  const Fastbox::Receiver::Taken taken =
-      peer.from_peer.take_spread(incoming.bytes, into, incoming.done);
+  const Fastbox::Receiver::Taken taken = peer.from_peer.take_spread(
+      incoming.bytes, into, incoming.done, peer.withdrawn_at.value_or(UINT64_MAX));
   incoming.done = taken.done;
   if (taken.withdrawn) {
+    peer.withdrawn_at.reset();
     // Its sender was cancelled after sending part of it: its receive fails, now or when it
     // is posted.
     if (recv != nullptr) {
@@ -618,19 +657,32 @@ void UcxHub::ring_doorbell(Peer& peer) noexcept {
 
 bool UcxHub::send_ack_message(Peer& peer, const Fastbox::Ack& ack) noexcept {
   const AckWire wire{rank_, ack.error, ack.cookie};
-  ucp_request_param_t param{};
-  // At once or not at all: the header lives on this stack, and a request left pending would
-  // wait for this rank's progress, the wait this path avoids.
-  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
-  param.flags = UCP_AM_SEND_FLAG_EAGER;
-  const ucs_status_ptr_t result =
-      ucp_am_send_nbx(peer.endpoint.get(), kAckId, &wire, sizeof wire, nullptr, 0, &param);
-  if (result == nullptr) return true;
-  if (UCS_PTR_IS_PTR(result)) {  // not expected with FORCE_IMM_CMPL; taken as not sent
-    ucp_request_cancel(worker_.get(), result);
-    ucp_request_free(result);
+  return send_at_once(worker_.get(), peer.endpoint.get(), kAckId, &wire, sizeof wire);
+}
+
+bool UcxHub::send_withdrawal_message(Peer& peer) noexcept {
+  const WithdrawalWire wire{rank_, 0, peer.to_peer.written()};
+  return send_at_once(worker_.get(), peer.endpoint.get(), kWithdrawalId, &wire, sizeof wire);
+}
+
+ucs_status_t UcxHub::on_withdrawal_message(void* arg, const void* header, std::size_t header_length,
+                                           void*, std::size_t,
+                                           const ucp_am_recv_param_t*) noexcept {
+  auto& hub = *static_cast<UcxHub*>(arg);
+  WithdrawalWire wire;
+  if (header_length != sizeof wire) {
+    COHORT_LOG_WARN("a withdrawal message of {} bytes was dropped (expected {})", header_length,
+                    sizeof wire);
+    return UCS_OK;
   }
-  return false;
+  std::memcpy(&wire, header, sizeof wire);
+  if (wire.rank < 0 || wire.rank >= hub.size_) return UCS_OK;
+  Peer& peer = *hub.peers_[static_cast<std::size_t>(wire.rank)];
+  // progress_fastboxes, after this progress of the worker, ends the message there. Kept even
+  // before this rank has attached its end of the ring: the peer may have written, withdrawn
+  // and told it while this rank still waited in connect_fastboxes.
+  if (peer.same_host) peer.withdrawn_at = wire.end;
+  return UCS_OK;
 }
 
 ucs_status_t UcxHub::on_ack_message(void* arg, const void* header, std::size_t header_length, void*,
@@ -655,8 +707,10 @@ void UcxHub::forget_fastbox_requests(const void* owner) noexcept {
     return pending != nullptr && pending->origin.owner == owner;
   };
   for (Peer* peer : fastbox_peers_) {
-    // A spread send with some pieces in the ring: a Withdrawal piece ends the message there.
-    if (half_written(*peer) && owned(peer->queued_sends.front())) peer->withdrawal_queued = true;
+    // A spread send with some pieces in the ring: an active message ends the message there,
+    // now, or when UCX cannot take one at once, a Withdrawal piece, once the ring has room.
+    if (half_written(*peer) && owned(peer->queued_sends.front()) && !send_withdrawal_message(*peer))
+      peer->withdrawal_queued = true;
     std::erase_if(peer->queued_sends, owned);
     std::erase_if(peer->posted_recvs, owned);
     // Its receive is released after this: the rest of its spread message goes nowhere.
