@@ -47,10 +47,16 @@ bool registered_for_barriers() noexcept {
   return registered;
 }
 
-/// A full barrier on every core running a thread of a registered process; false when the
-/// kernel refuses (a registered receiver could then miss a request: the sender must not sleep).
+/// A full barrier on every core running a thread of a registered process. True without one
+/// where the kernel does not offer it (no process on it can have registered, so every receiver
+/// makes its own barrier); false when the kernel refuses it (a registered receiver could then
+/// miss a request: the sender must not sleep long).
 bool barrier_on_all_receivers() noexcept {
-  return syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
+  static const bool offered = [] {
+    const long supported = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+    return supported >= 0 && (supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0;
+  }();
+  return !offered || syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
 }
 
 /// glibc's memcpy for a spread message's pieces, not the compiler's expansion: knowing a piece
@@ -184,8 +190,8 @@ Fastbox::Sender::Outcome Fastbox::Sender::refuse(std::uint64_t slots) noexcept {
   return Outcome::Full;
 }
 
-bool Fastbox::Sender::want_room() noexcept {
-  if (refused_ == 0) return false;
+Fastbox::Sender::RoomRequest Fastbox::Sender::want_room() noexcept {
+  if (refused_ == 0) return RoomRequest::NotAsked;
   // Above `consumed` as last read (the write was refused), so never 0.
   const std::uint64_t wanted_at = sent_ + refused_ - kDepth;
   // The request, then a barrier on every core that runs a receiver whose room_made() looks at
@@ -193,9 +199,10 @@ bool Fastbox::Sender::want_room() noexcept {
   // receiver's pops or the receiver sees the request. Sequentially consistent for a receiver
   // that fences itself.
   ring_->room_wanted.store(wanted_at, std::memory_order_seq_cst);
-  if (!barrier_on_all_receivers()) return false;  // no sleep without it: look again
+  const bool barrier = barrier_on_all_receivers();
   consumed_seen_ = ring_->consumed.load(std::memory_order_seq_cst);
-  return consumed_seen_ < wanted_at;
+  if (consumed_seen_ >= wanted_at) return RoomRequest::Fits;
+  return barrier ? RoomRequest::Asked : RoomRequest::NotAsked;
 }
 
 Fastbox::Sender::Outcome Fastbox::Sender::publish(FastboxSlot& slot) noexcept {

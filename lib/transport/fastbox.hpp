@@ -169,10 +169,18 @@ class Fastbox {
     /// Slots written so far. Told to the receiver some other way, it ends a Spread message
     /// withdrawn without a Withdrawal piece (take_spread's `end`).
     std::uint64_t written() const noexcept { return sent_; }
-    /// Before sleeping on a refusal (Full): asks the receiver to report (Receiver::room_made)
-    /// once the smallest write refused since the last one that went in would fit. False when
-    /// it fits already, or nothing was refused: look again instead of sleeping.
-    bool want_room() noexcept;
+    enum class RoomRequest {
+      Fits,      ///< the write refused fits now: look again instead of sleeping
+      Asked,     ///< the receiver will report when it does (Receiver::room_made)
+      NotAsked,  ///< nothing refused since forget_refusals(), or no barrier: poll
+    };
+    /// Before sleeping on a refusal (Full): asks the receiver to report once the smallest write
+    /// refused since the last one that went in (or since forget_refusals()) would fit.
+    RoomRequest want_room() noexcept;
+    /// Forgets the refusals so far; the owner calls it before it tries its queued writes
+    /// again, so a refusal of a write that went another way since (or was cancelled) is not
+    /// asked for.
+    void forget_refusals() noexcept { refused_ = 0; }
     bool attached() const noexcept { return ring_ != nullptr; }
 
    private:
@@ -217,6 +225,8 @@ class Fastbox {
                       std::uint64_t end = UINT64_MAX) noexcept;
     /// Lets the sender reuse the slot of the message peek() returned.
     void pop() noexcept;
+    /// Slots taken so far (the sender's written() counts the same way).
+    std::uint64_t taken() const noexcept { return received_; }
     /// After a batch of pops: true, once, when the sender asked for room (Sender::want_room)
     /// that the pops have made; its owner then rings the sender's doorbell.
     bool room_made() noexcept;

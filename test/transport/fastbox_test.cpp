@@ -22,6 +22,7 @@
 namespace {
 
 using cohort::transport::Fastbox;
+using Room = Fastbox::Sender::RoomRequest;
 
 std::vector<std::byte> bytes_of(std::uint64_t n, std::size_t count) {
   std::vector<std::byte> data(count);
@@ -353,28 +354,28 @@ TEST_CASE("fastbox: a sender asking for room hears once the receiver has made th
   Fastbox::Receiver receiver = pair.inbox.receiver(0);
   const std::uint32_t value = 7;
   // Nothing refused: nothing to ask for.
-  CHECK_FALSE(sender.want_room());
+  CHECK(sender.want_room() == Room::NotAsked);
   for (std::uint64_t n = 0; n < Fastbox::kDepth; ++n)
     REQUIRE(sender.try_send({n, sizeof value}, &value) == Fastbox::Sender::Outcome::Sent);
   CHECK_FALSE(receiver.room_made());  // no pops
   REQUIRE(sender.try_send({99, sizeof value}, &value) == Fastbox::Sender::Outcome::Full);
-  CHECK(sender.want_room());  // asked: one slot
+  CHECK(sender.want_room() == Room::Asked);  // asked: one slot
   CHECK_FALSE(receiver.room_made());
   REQUIRE(receiver.peek().has_value());
   receiver.pop();
   CHECK(receiver.room_made());
-  CHECK_FALSE(receiver.room_made());  // answered once
-  CHECK_FALSE(sender.want_room());    // the slot is free already: look again, do not sleep
+  CHECK_FALSE(receiver.room_made());        // answered once
+  CHECK(sender.want_room() == Room::Fits);  // the slot is free already: look again, do not sleep
   REQUIRE(sender.try_send({Fastbox::kDepth, sizeof value}, &value) ==
           Fastbox::Sender::Outcome::Sent);
-  CHECK_FALSE(sender.want_room());  // the write went in: nothing refused since
+  CHECK(sender.want_room() == Room::NotAsked);  // the write went in: nothing refused since
 
   // A spread message that fits in the ring waits for room for all of it: 20 slots.
   const auto data = bytes_of(3, 20 * Fastbox::kInlineBytes);
   std::uint64_t done = 0;
   REQUIRE(sender.try_send_spread({500, data.size(), 0}, data.data(), done) ==
           Fastbox::Sender::Outcome::Full);
-  CHECK(sender.want_room());
+  CHECK(sender.want_room() == Room::Asked);
   for (int n = 0; n < 19; ++n) {
     REQUIRE(receiver.peek().has_value());
     receiver.pop();
@@ -393,10 +394,21 @@ TEST_CASE("fastbox: a sender asking for room hears once the receiver has made th
   REQUIRE(sender.try_send_spread({501, data.size(), 0}, data.data(), done) ==
           Fastbox::Sender::Outcome::Full);
   REQUIRE(sender.try_send_ack({1, 0}) == Fastbox::Sender::Outcome::Full);
-  CHECK(sender.want_room());
+  CHECK(sender.want_room() == Room::Asked);
   REQUIRE(receiver.peek().has_value());
   receiver.pop();
   CHECK(receiver.room_made());
+
+  // Refusals forgotten (the owner's next round tries its writes again): nothing to ask for
+  // until one is refused again, and then only that one (20 slots, not the ack's 1).
+  sender.forget_refusals();
+  CHECK(sender.want_room() == Room::NotAsked);
+  REQUIRE(sender.try_send_spread({501, data.size(), 0}, data.data(), done) ==
+          Fastbox::Sender::Outcome::Full);
+  CHECK(sender.want_room() == Room::Asked);
+  REQUIRE(receiver.peek().has_value());
+  receiver.pop();
+  CHECK_FALSE(receiver.room_made());  // 2 free of the 20 asked for
 }
 
 TEST_CASE("fastbox: a sender asleep for room is woken by the receiver's pops in another process",
@@ -482,7 +494,9 @@ TEST_CASE("fastbox: a sender asleep for room is woken by the receiver's pops in 
         if (data == nullptr || done == data->size()) break;
         continue;  // the rest of a spread message
       }
-      if (!sender.want_room()) continue;  // room came meanwhile
+      const Room request = sender.want_room();
+      if (request == Room::Fits) continue;  // room came meanwhile
+      REQUIRE(request == Room::Asked);      // (NotAsked: the kernel refused membarrier())
       ++waits;
       pollfd bell{doorbell[0], POLLIN, 0};
       REQUIRE(poll(&bell, 1, 20000) == 1);  // else the receiver never answered the request

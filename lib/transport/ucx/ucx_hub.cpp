@@ -88,6 +88,7 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     handshake(connect_timeout);
     connect_fastboxes(connect_timeout);
   } catch (...) {
+    remove_message_handlers();
     close(wake_fd_);
     throw;
   }
@@ -470,6 +471,7 @@ void UcxHub::note_progress(bool moved) noexcept {
 
 void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
   std::vector<pollfd> fds;
+  bool polling_for_room = false;
   {
     std::lock_guard lock(mutex_);
     // Another thread progressed since this one looked: its requests may be done; look again.
@@ -490,9 +492,12 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
       if (peer->failed ||
           (peer->queued_sends.empty() && peer->queued_acks.empty() && !peer->withdrawal_queued))
         continue;
-      if (!peer->to_peer.want_room()) {
-        if (inbox_) inbox_.set_sleeping(false);
-        return;
+      switch (peer->to_peer.want_room()) {
+        case Fastbox::Sender::RoomRequest::Fits:
+          if (inbox_) inbox_.set_sleeping(false);
+          return;
+        case Fastbox::Sender::RoomRequest::Asked: break;
+        case Fastbox::Sender::RoomRequest::NotAsked: polling_for_room = true; break;
       }
     }
     if (!worker_.arm()) {  // events pending: progress instead of sleeping
@@ -507,8 +512,9 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
   }
   const auto left =
       std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-  const int timeout_ms =
-      static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), kMaxBlock).count());
+  const int timeout_ms = static_cast<int>(
+      std::clamp(left, std::chrono::milliseconds(0), polling_for_room ? kRoomPoll : kMaxBlock)
+          .count());
   if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
     COHORT_LOG_WARN("poll on the UCX event fd failed (errno {})", errno);
   std::lock_guard lock(mutex_);

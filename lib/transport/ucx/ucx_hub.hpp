@@ -216,10 +216,10 @@ class UcxHub {
     /// A spread message was cancelled after some of its pieces went: the Withdrawal piece that
     /// ends it waits for room, and nothing else goes into the ring before it.
     bool withdrawal_queued = false;
-    /// The peer withdrew its spread message half in its ring to this rank by an active message
-    /// (its Withdrawal piece found no room): the message ends before this slot number of that
-    /// ring (Fastbox::Sender::written() there when it withdrew it).
-    std::optional<std::uint64_t> withdrawn_at;
+    /// Spread messages the peer withdrew by active message (their Withdrawal pieces found no
+    /// room), oldest first: each ends before this slot number of its ring to this rank
+    /// (Fastbox::Sender::written() there when it withdrew it). Dropped once taken past.
+    std::deque<std::uint64_t> withdrawn_at;
     /// Receives a ring message may meet, in posting order: those waiting for their message
     /// through the ring, and (when it has a ring to this rank) point-to-point receives too large
     /// for it, until they complete.
@@ -524,6 +524,9 @@ class UcxHub {
   /// Sends an ack to `peer` as an active message instead of through its ring, when UCX can
   /// take it at once; false otherwise (nothing sent).
   bool send_ack_message(Peer& peer, const Fastbox::Ack& ack) noexcept;
+  /// Unregisters the handlers below, whose argument is this hub (a constructor that throws:
+  /// the endpoints' closing makes progress after the members they use are gone).
+  void remove_message_handlers() noexcept;
   /// Withdraws the spread message half-written in `peer`'s ring by an active message, when UCX
   /// can take it at once (no room needed in the ring); false otherwise (nothing sent).
   bool send_withdrawal_message(Peer& peer) noexcept;
@@ -569,6 +572,9 @@ class UcxHub {
   /// While a fastbox request waits, test() makes UCX's progress and probe only every this many
   /// tests of it (FastboxPart::ring_only_rounds counts them).
   static constexpr std::uint32_t kRingRoundsPerFullRound = 8;
+  /// The longest a thread sleeps while something waits for room in a peer's ring that the
+  /// peer was not asked to report (Fastbox::Sender::RoomRequest::NotAsked).
+  static constexpr std::chrono::milliseconds kRoomPoll{1};
   int sleepers_ = 0;  // guarded: threads blocked in block_until
   int wake_fd_ = -1;  // eventfd written when progress happens while someone sleeps
   Fastbox inbox_;     ///< this process's inbox; empty: no fastboxes

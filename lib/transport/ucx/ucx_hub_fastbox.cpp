@@ -50,19 +50,16 @@ struct WithdrawalWire {
 /// Sends `header` to `endpoint` as active message `id` at once, or not at all (false): the
 /// header lives on the caller's stack, and a request left pending would wait for this rank's
 /// progress, which is what the callers avoid.
-bool send_at_once(ucp_worker_h worker, ucp_ep_h endpoint, unsigned id, const void* header,
+bool send_at_once(ucp_ep_h endpoint, unsigned id, const void* header,
                   std::size_t header_length) noexcept {
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
   param.flags = UCP_AM_SEND_FLAG_EAGER;
   const ucs_status_ptr_t result =
       ucp_am_send_nbx(endpoint, id, header, header_length, nullptr, 0, &param);
-  if (result == nullptr) return true;
-  if (UCS_PTR_IS_PTR(result)) {  // not expected with FORCE_IMM_CMPL; taken as not sent
-    ucp_request_cancel(worker, result);
-    ucp_request_free(result);
-  }
-  return false;
+  // UCX returns no request under FORCE_IMM_CMPL; one would read `header` after it is gone.
+  COHORT_CHECK(!UCS_PTR_IS_PTR(result));
+  return result == nullptr;
 }
 
 }  // namespace
@@ -308,10 +305,13 @@ bool UcxHub::continue_incoming(Peer& peer) noexcept {
   }
   const std::uint64_t before = incoming.done;
   const Fastbox::Receiver::Taken taken = peer.from_peer.take_spread(
-      incoming.bytes, into, incoming.done, peer.withdrawn_at.value_or(UINT64_MAX));
+      incoming.bytes, into, incoming.done,
+      peer.withdrawn_at.empty() ? UINT64_MAX : peer.withdrawn_at.front());
   incoming.done = taken.done;
+  // An end reached is used up (not one of a later message, when a Withdrawal piece ended it).
+  while (!peer.withdrawn_at.empty() && peer.withdrawn_at.front() <= peer.from_peer.taken())
+    peer.withdrawn_at.pop_front();
   if (taken.withdrawn) {
-    peer.withdrawn_at.reset();
     // Its sender was cancelled after sending part of it: its receive fails, now or when it
     // is posted.
     if (recv != nullptr) {
@@ -592,6 +592,9 @@ bool UcxHub::progress_fastboxes() noexcept {
       // Its sender may sleep until these pops make the room it asked for.
       if (peer->from_peer.room_made()) ring_doorbell(*peer);
     }
+    // What a thread about to sleep asks room for is what this round refused: an earlier
+    // round's refusal may be of a write that went another way since, or was cancelled.
+    peer->to_peer.forget_refusals();
     // A withdrawn spread message's last piece first; then acks, unless a spread message is
     // half-written (they wait for its last piece); then the queued sends, in order.
     if (peer->withdrawal_queued) {
@@ -657,12 +660,24 @@ void UcxHub::ring_doorbell(Peer& peer) noexcept {
 
 bool UcxHub::send_ack_message(Peer& peer, const Fastbox::Ack& ack) noexcept {
   const AckWire wire{rank_, ack.error, ack.cookie};
-  return send_at_once(worker_.get(), peer.endpoint.get(), kAckId, &wire, sizeof wire);
+  return send_at_once(peer.endpoint.get(), kAckId, &wire, sizeof wire);
+}
+
+void UcxHub::remove_message_handlers() noexcept {
+  for (const unsigned id : {kAckId, kWithdrawalId}) {
+    ucp_am_handler_param_t handler{};
+    handler.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB;
+    handler.id = id;
+    handler.cb = nullptr;
+    if (const ucs_status_t status = ucp_worker_set_am_recv_handler(worker_.get(), &handler);
+        status != UCS_OK)
+      COHORT_LOG_WARN("removing an active-message handler failed ({})", ucs_status_string(status));
+  }
 }
 
 bool UcxHub::send_withdrawal_message(Peer& peer) noexcept {
   const WithdrawalWire wire{rank_, 0, peer.to_peer.written()};
-  return send_at_once(worker_.get(), peer.endpoint.get(), kWithdrawalId, &wire, sizeof wire);
+  return send_at_once(peer.endpoint.get(), kWithdrawalId, &wire, sizeof wire);
 }
 
 ucs_status_t UcxHub::on_withdrawal_message(void* arg, const void* header, std::size_t header_length,
@@ -681,7 +696,13 @@ ucs_status_t UcxHub::on_withdrawal_message(void* arg, const void* header, std::s
   // progress_fastboxes, after this progress of the worker, ends the message there. Kept even
   // before this rank has attached its end of the ring: the peer may have written, withdrawn
   // and told it while this rank still waited in connect_fastboxes.
-  if (peer.same_host) peer.withdrawn_at = wire.end;
+  if (peer.same_host) {
+    try {
+      peer.withdrawn_at.push_back(wire.end);  // in order: the peer's written() only grows
+    } catch (...) {
+      COHORT_LOG_WARN("a withdrawal from rank {} was dropped (out of memory)", wire.rank);
+    }
+  }
   return UCS_OK;
 }
 
