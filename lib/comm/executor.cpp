@@ -167,6 +167,7 @@ void Executor::end_external(const OpInfo& info, std::uint32_t seq, const Error* 
     transport_.interrupt(failure->what());
     if (arenas_ != nullptr) arenas_->interrupt(failure->what());
     if (host_groups_ != nullptr) host_groups_->interrupt(failure->what());
+    poison_unhandled_.store(true, std::memory_order_release);
     return;
   }
   busy_ = true;
@@ -232,7 +233,11 @@ void Executor::abort(const std::string& reason) noexcept {
   transport_.interrupt(reason);
   if (arenas_ != nullptr) arenas_->interrupt(reason);
   if (host_groups_ != nullptr) host_groups_->interrupt(reason);
-  if (!drive_free_locked() || !poisoned_) return;
+  if (!poisoned_) return;
+  if (!drive_free_locked()) {
+    poison_unhandled_.store(true, std::memory_order_release);
+    return;
+  }
   // Nobody is driving: fail what is queued and in flight from here.
   busy_ = true;
   lock.unlock();
@@ -432,6 +437,11 @@ InFlightTransfers::Posted Executor::post_transfer(
 }
 
 bool Executor::poll_pending() noexcept {
+  // poisoned_ was set before the flag and is never reassigned: readable after the acquire.
+  if (poison_unhandled_.exchange(false, std::memory_order_acquire)) [[unlikely]] {
+    poison(*poisoned_);
+    return true;
+  }
   const InFlightTransfers::PollResult result = in_flight_.poll();
   if (!result.failure) return result.completed > 0;
   try {
@@ -444,6 +454,7 @@ bool Executor::poll_pending() noexcept {
 }
 
 void Executor::poison(const Error& cause) noexcept {
+  poison_unhandled_.store(false, std::memory_order_relaxed);  // handled here
   std::deque<QueuedOp> doomed;
   {
     std::lock_guard lock(mutex_);

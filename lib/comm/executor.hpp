@@ -345,7 +345,12 @@ class Executor {
   std::atomic<std::uint32_t> next_seq_{0};
   /// Next send/recv's number (for messages only): fetch_add, on the fast path or under mutex_.
   std::atomic<std::uint32_t> next_p2p_seq_{0};
-  std::optional<Error> poisoned_;               // guarded: the first failure
+  std::optional<Error> poisoned_;  // guarded: the first failure
+  /// Set (after poisoned_) by abort() or a failed external op that found another thread
+  /// driving: that driver may be polling in-flight transfers (a Work::wait helping, or this
+  /// thread), and a poll never looks at the transport's interruption. poll_pending() takes it
+  /// and poisons, so those transfers fail with the cause instead of running to their deadline.
+  std::atomic<bool> poison_unhandled_{false};
   std::shared_ptr<detail::ProgressHook> hook_;  ///< handed (weakly) to every Work
   std::thread thread_;
 };

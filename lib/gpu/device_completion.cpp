@@ -22,8 +22,10 @@ Error DeviceCore::fail_locked(const Error& cause) noexcept {
     runtime.nccl_abort(comm);
     has_comm = false;
     comm = NcclHandle{};
+    // Only then: a communicator that never ran a device op has no NCCL communicator, and its
+    // own failure is logged already.
+    COHORT_LOG_ERROR("GPU backend failed; its NCCL communicator was aborted: {}", cause.what());
   }
-  COHORT_LOG_ERROR("GPU backend failed; its NCCL communicator was aborted: {}", cause.what());
   return cause;
 }
 

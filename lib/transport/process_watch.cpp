@@ -39,7 +39,15 @@ bool ProcessWatch::alive() const noexcept {
   if (pid_ <= 0) return false;
   if (fd_ >= 0) {
     pollfd p{fd_, POLLIN, 0};
-    return poll(&p, 1, 0) == 0;
+    for (;;) {
+      const int ready = poll(&p, 1, 0);
+      if (ready == 0) return true;
+      // Readable: the process exited. A signal caught during the call (a profiler's, the
+      // flight recorder's SIGUSR1) says nothing about the process: ask again.
+      if (ready > 0 && (p.revents & POLLIN) != 0) return false;
+      if (ready < 0 && errno == EINTR) continue;
+      break;  // another error, or POLLNVAL: ask the other way
+    }
   }
   // EPERM means it exists but belongs to someone else: still alive.
   return kill(pid_, 0) == 0 || errno != ESRCH;

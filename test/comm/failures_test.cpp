@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -430,6 +431,49 @@ TEST_CASE("abort() fails the running op, the queued ones and every later one wit
                "cause after a second abort: " << c->error()->what());
     // The sibling communicator over the same connections still works, and releases the peers.
     side->barrier(slow);
+  }));
+}
+
+TEST_CASE("abort() fails a receive whose Work another thread is waiting on", "[comm][multiproc]") {
+  // Rank 0's thread waits on a recv_async that rank 1 never sends; the main thread aborts as
+  // soon as that thread is about to wait. While a Work::wait polls the receive it holds the
+  // communicator's drive, and abort() then leaves the failing to the driver; the receive must
+  // fail with abort's reason, not run to its 20 s deadline. Thirty communicators in turn (dup()
+  // of the world, each aborted), so some aborts land while the waiter polls.
+  REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
+    auto world_comm = world(env);
+    CollectiveOptions slow;
+    slow.timeout = 60s;
+    for (int round = 0; round < 30; ++round) {
+      auto c = world_comm->dup();
+      if (env.rank == 1) {
+        world_comm->barrier(slow);  // until rank 0 has seen its receive fail
+        continue;
+      }
+      CollectiveOptions receive_options;
+      receive_options.timeout = 20s;  // a Timeout means abort() did not reach the receive
+      Buffer in = Buffer::allocate(1 << 10, DType::Float32);
+      std::atomic<bool> waiting{false};
+      std::optional<Error> failure;
+      std::thread waiter([&] {
+        Work w = c->recv_async(in, 1, 5, receive_options);
+        waiting = true;
+        try {
+          w.wait();
+        } catch (const Error& e) {
+          failure = e;
+        }
+      });
+      while (!waiting.load()) std::this_thread::yield();
+      c->abort("round " + std::to_string(round));
+      waiter.join();
+      RANK_CHECK(failure.has_value(), "round " << round << ": the receive did not fail");
+      RANK_CHECK(failure->code() == ErrorCode::InvalidUsage,
+                 "round " << round << ": " << failure->what());
+      RANK_CHECK(failure->message().find("round " + std::to_string(round)) != std::string::npos,
+                 "round " << round << ": " << failure->what());
+      world_comm->barrier(slow);
+    }
   }));
 }
 

@@ -425,9 +425,18 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
       const ReadyCopiesAfterUnlock copies(*this);
       std::lock_guard lock(mutex_);
       check_liveness();
-      // A peer found dead just now explains the silence better than the timeout does.
-      for (std::size_t i = 0; i < requests.size(); ++i)
-        if (!is_done(i)) poll_request(requests[i], still_there(requests[i]), what, requests);
+      // A peer found dead just now explains the silence better than the timeout does; and
+      // requests that completed in this last look were released: not a timeout then.
+      bool late_but_done = true;
+      for (std::size_t i = 0; i < requests.size(); ++i) {
+        if (is_done(i)) continue;
+        if (poll_request(requests[i], still_there(requests[i]), what, requests)) {
+          mark_done(i);
+        } else {
+          late_but_done = false;
+        }
+      }
+      if (late_but_done) return;
       throw Error(ErrorCode::Timeout, "deadline passed" + pending_summary(requests),
                   ErrorContext{.op = what});
     }
