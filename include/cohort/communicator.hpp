@@ -219,6 +219,12 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// first part); larger ones wait for their receive. A program must not rely on either: a send may
   /// also wait for its receive at any size (a full ring, another transport). Sends to a peer
   /// and receives from it are ordered per tag, not across tags.
+  /// On one communicator ops start in call order, as on an NCCL stream and unlike MPI: a
+  /// send_async or recv_async called while an earlier *_async collective has not run yet is
+  /// posted after it. So a peer's send that waits for this receive (large messages do) cannot
+  /// help that collective complete; a program whose collectives wait on such a peer deadlocks
+  /// to its timeout. Point-to-point traffic independent of the collectives belongs on a
+  /// dup()ed communicator, which shares the connections but not the order.
   void send(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});
   void recv(const Buffer& out, int peer, int tag = 0, const CollectiveOptions& = {});
   Work send_async(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});

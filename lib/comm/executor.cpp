@@ -438,7 +438,9 @@ InFlightTransfers::Posted Executor::post_transfer(
 
 bool Executor::poll_pending() noexcept {
   // poisoned_ was set before the flag and is never reassigned: readable after the acquire.
-  if (poison_unhandled_.exchange(false, std::memory_order_acquire)) [[unlikely]] {
+  // A load first: an exchange (a locked write) on every poll would cost each small send/recv.
+  if (poison_unhandled_.load(std::memory_order_relaxed) &&
+      poison_unhandled_.exchange(false, std::memory_order_acquire)) [[unlikely]] {
     poison(*poisoned_);
     return true;
   }
