@@ -392,6 +392,19 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
                   ErrorContext{.op = what});
     return *pending;
   };
+  // Polls the requests not done yet (under the lock); true when none is left.
+  const auto poll_all = [&] {
+    bool all_done = true;
+    for (std::size_t i = 0; i < requests.size(); ++i) {
+      if (is_done(i)) continue;
+      if (poll_request(requests[i], still_there(requests[i]), what, requests)) {
+        mark_done(i);
+      } else {
+        all_done = false;
+      }
+    }
+    return all_done;
+  };
   const auto start = std::chrono::steady_clock::now();
   const auto spin_until = start + policy_.spin;
   const auto yield_until = start + kYieldPhase;
@@ -404,14 +417,7 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
       // One round under the lock: the requests of other communicators (and threads) advance too.
       std::lock_guard lock(mutex_);
       progress_locked();
-      for (std::size_t i = 0; i < requests.size(); ++i) {
-        if (is_done(i)) continue;
-        if (poll_request(requests[i], still_there(requests[i]), what, requests)) {
-          mark_done(i);
-        } else {
-          all_done = false;
-        }
-      }
+      all_done = poll_all();
       epoch = progress_epoch_;
     }
     if (all_done) return;
@@ -427,16 +433,7 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
       check_liveness();
       // A peer found dead just now explains the silence better than the timeout does; and
       // requests that completed in this last look were released: not a timeout then.
-      bool late_but_done = true;
-      for (std::size_t i = 0; i < requests.size(); ++i) {
-        if (is_done(i)) continue;
-        if (poll_request(requests[i], still_there(requests[i]), what, requests)) {
-          mark_done(i);
-        } else {
-          late_but_done = false;
-        }
-      }
-      if (late_but_done) return;
+      if (poll_all()) return;
       throw Error(ErrorCode::Timeout, "deadline passed" + pending_summary(requests),
                   ErrorContext{.op = what});
     }

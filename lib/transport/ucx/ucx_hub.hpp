@@ -524,6 +524,11 @@ class UcxHub {
   /// Sends an ack to `peer` as an active message instead of through its ring, when UCX can
   /// take it at once; false otherwise (nothing sent).
   bool send_ack_message(Peer& peer, const Fastbox::Ack& ack) noexcept;
+  /// The same-host peer that sent an active message whose header, `header_length` bytes at
+  /// `header`, is copied into `wire` (a struct whose `rank` names the sender); nullptr (the
+  /// message dropped) when the size or the rank is wrong.
+  template <class Wire>
+  Peer* message_sender(const void* header, std::size_t header_length, Wire& wire) noexcept;
   /// Unregisters the handlers below, whose argument is this hub (a constructor that throws:
   /// the endpoints' closing makes progress after the members they use are gone).
   void remove_message_handlers() noexcept;

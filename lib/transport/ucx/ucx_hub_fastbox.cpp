@@ -683,25 +683,16 @@ bool UcxHub::send_withdrawal_message(Peer& peer) noexcept {
 ucs_status_t UcxHub::on_withdrawal_message(void* arg, const void* header, std::size_t header_length,
                                            void*, std::size_t,
                                            const ucp_am_recv_param_t*) noexcept {
-  auto& hub = *static_cast<UcxHub*>(arg);
   WithdrawalWire wire;
-  if (header_length != sizeof wire) {
-    COHORT_LOG_WARN("a withdrawal message of {} bytes was dropped (expected {})", header_length,
-                    sizeof wire);
-    return UCS_OK;
-  }
-  std::memcpy(&wire, header, sizeof wire);
-  if (wire.rank < 0 || wire.rank >= hub.size_) return UCS_OK;
-  Peer& peer = *hub.peers_[static_cast<std::size_t>(wire.rank)];
+  Peer* peer = static_cast<UcxHub*>(arg)->message_sender(header, header_length, wire);
+  if (peer == nullptr) return UCS_OK;
   // progress_fastboxes, after this progress of the worker, ends the message there. Kept even
   // before this rank has attached its end of the ring: the peer may have written, withdrawn
   // and told it while this rank still waited in connect_fastboxes.
-  if (peer.same_host) {
-    try {
-      peer.withdrawn_at.push_back(wire.end);  // in order: the peer's written() only grows
-    } catch (...) {
-      COHORT_LOG_WARN("a withdrawal from rank {} was dropped (out of memory)", wire.rank);
-    }
+  try {
+    peer->withdrawn_at.push_back(wire.end);  // in order: the peer's written() only grows
+  } catch (...) {
+    COHORT_LOG_WARN("a withdrawal from rank {} was dropped (out of memory)", wire.rank);
   }
   return UCS_OK;
 }
@@ -710,16 +701,23 @@ ucs_status_t UcxHub::on_ack_message(void* arg, const void* header, std::size_t h
                                     std::size_t, const ucp_am_recv_param_t*) noexcept {
   auto& hub = *static_cast<UcxHub*>(arg);
   AckWire wire;
+  if (const Peer* peer = hub.message_sender(header, header_length, wire); peer != nullptr)
+    hub.complete_rendezvous_send(*peer, Fastbox::Ack{wire.cookie, wire.error});
+  return UCS_OK;
+}
+
+template <class Wire>
+UcxHub::Peer* UcxHub::message_sender(const void* header, std::size_t header_length,
+                                     Wire& wire) noexcept {
   if (header_length != sizeof wire) {
-    COHORT_LOG_WARN("an ack message of {} bytes was dropped (expected {})", header_length,
+    COHORT_LOG_WARN("an active message of {} bytes was dropped (expected {})", header_length,
                     sizeof wire);
-    return UCS_OK;
+    return nullptr;
   }
   std::memcpy(&wire, header, sizeof wire);
-  if (wire.rank < 0 || wire.rank >= hub.size_) return UCS_OK;
-  const Peer& peer = *hub.peers_[static_cast<std::size_t>(wire.rank)];
-  if (peer.same_host) hub.complete_rendezvous_send(peer, Fastbox::Ack{wire.cookie, wire.error});
-  return UCS_OK;
+  if (wire.rank < 0 || wire.rank >= size_) return nullptr;
+  Peer& peer = *peers_[static_cast<std::size_t>(wire.rank)];
+  return peer.same_host ? &peer : nullptr;
 }
 
 void UcxHub::forget_fastbox_requests(const void* owner) noexcept {
