@@ -35,15 +35,23 @@ static_assert(sizeof(FastboxSlot) == Fastbox::kSlotBytes);
 
 namespace {
 
-/// Whether this process is registered for MEMBARRIER_CMD_GLOBAL_EXPEDITED: a sender's
-/// membarrier() then runs a full barrier on every core that runs one of its threads, which
-/// stands in for the barrier a receiver would otherwise make after its pops (room_made()).
-bool registered_for_barriers() noexcept {
-  static const bool registered = [] {
+/// Whether the kernel offers MEMBARRIER_CMD_GLOBAL_EXPEDITED (Linux 4.16 on, unless configured
+/// out or filtered by seccomp).
+bool barriers_offered() noexcept {
+  static const bool offered = [] {
     const long supported = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    return supported >= 0 && (supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0 &&
-           syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
+    return supported >= 0 && (supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0;
   }();
+  return offered;
+}
+
+/// Whether this process is registered for it: a sender's membarrier() then runs a full barrier
+/// on every core that runs one of its threads, which stands in for the barrier a receiver would
+/// otherwise make after its pops (room_made()).
+bool registered_for_barriers() noexcept {
+  static const bool registered =
+      barriers_offered() &&
+      syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED, 0, 0) == 0;
   return registered;
 }
 
@@ -52,11 +60,7 @@ bool registered_for_barriers() noexcept {
 /// makes its own barrier); false when the kernel refuses it (a registered receiver could then
 /// miss a request: the sender must not sleep long).
 bool barrier_on_all_receivers() noexcept {
-  static const bool offered = [] {
-    const long supported = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    return supported >= 0 && (supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0;
-  }();
-  return !offered || syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
+  return !barriers_offered() || syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
 }
 
 /// glibc's memcpy for a spread message's pieces, not the compiler's expansion: knowing a piece
