@@ -589,4 +589,10 @@ class UcxHub {
   std::vector<Peer*> fastbox_peers_;  ///< peers with a ring in either direction
 };
 
+/// For tests: while set, the acks and withdrawals that would go as active messages find UCX
+/// refusing them, so the ring's own ways (an ack queued for room, a Withdrawal piece) run.
+namespace testing {
+void refuse_immediate_messages(bool refuse) noexcept;
+}  // namespace testing
+
 }  // namespace cohort::transport::ucx

@@ -13,6 +13,7 @@
 #include "transport/process_memory.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <span>
@@ -47,11 +48,16 @@ struct WithdrawalWire {
   std::uint64_t end;  ///< Peer::withdrawn_at
 };
 
+/// testing::refuse_immediate_messages.
+std::atomic<bool> refusing_immediate_messages{false};
+
 /// Sends `header` to `endpoint` as active message `id` at once, or not at all (false): the
 /// header lives on the caller's stack, and a request left pending would wait for this rank's
 /// progress, which is what the callers avoid.
 bool send_at_once(ucp_ep_h endpoint, unsigned id, const void* header,
                   std::size_t header_length) noexcept {
+  if (refusing_immediate_messages.load(std::memory_order_relaxed)) [[unlikely]]
+    return false;
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FLAG_FORCE_IMM_CMPL;
   param.flags = UCP_AM_SEND_FLAG_EAGER;
@@ -737,5 +743,13 @@ void UcxHub::forget_fastbox_requests(const void* owner) noexcept {
       drop_incoming(*peer);
   }
 }
+
+namespace testing {
+
+void refuse_immediate_messages(bool refuse) noexcept {
+  refusing_immediate_messages.store(refuse, std::memory_order_relaxed);
+}
+
+}  // namespace testing
 
 }  // namespace cohort::transport::ucx
