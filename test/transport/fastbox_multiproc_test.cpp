@@ -1211,6 +1211,76 @@ TEST_CASE("fastbox: a spread send cancelled after its first part fails its recei
       bounded()));
 }
 
+TEST_CASE("fastbox: a withdrawal told by active message outlives the Withdrawal piece before it",
+          "[transport][multiproc]") {
+  // Two spread messages withdrawn in a row, the first by a Withdrawal piece (UCX made to refuse
+  // the active message), the second by active message, which rank 1 learns before it takes the
+  // first one's Withdrawal piece. Taking that piece must not forget where the second ends, or
+  // the second's receive waits out its deadline. Rank 1 takes rank 0's first part before rank 0
+  // writes the rest (store keys order the steps).
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        const int members[] = {0, 1};
+        auto first = t->derive(members, env.rank, TagIdClaim(t->tag_ids(), 21));
+        auto second = t->derive(members, env.rank, TagIdClaim(t->tag_ids(), 22));
+        const Tag tag1 = p2p_tag(21, 1), tag2 = p2p_tag(22, 1), word = p2p_tag(0, 23);
+        std::uint8_t mark = 0;
+        if (env.rank == 0) {
+          const auto data = payload(0, 1, kSpreadLimit, 210);
+          cohort::transport::ucx::testing::refuse_immediate_messages(true);
+          const Request s1 = first->post_send(1, data.data(), kSpreadLimit, tag1);
+          expect(!s1.is_completed(), "the first spread message went whole");
+          first->cancel_all();  // a Withdrawal piece, queued: the ring is full
+          store->set_string("first cancelled", "1");
+          store->get("first part taken", 30s);
+          // Room now: the Withdrawal piece goes, then the second message's first part.
+          const Request s2 = second->post_send(1, data.data(), kSpreadLimit, tag2);
+          for (int poll = 0; poll < 100 && !second->test(s2); ++poll) {
+          }
+          expect(!s2.is_completed(), "the second spread message went whole");
+          cohort::transport::ucx::testing::refuse_immediate_messages(false);
+          second->cancel_all();  // by active message
+          store->set_string("second cancelled", "1");
+          // The pair goes on: a word each way.
+          const Request said = t->post_send(1, &mark, 1, word);
+          const Request r = t->post_recv(1, &mark, 1, word);
+          const std::vector<Request> both = {said, r};
+          wait_all(*t, both, "the words with rank 1");
+        } else {
+          store->get("first cancelled", 30s);
+          // Takes the first part (unexpected: nothing posted for it) while polling for a word
+          // that comes only later.
+          const Request w = t->post_recv(0, &mark, 1, word);
+          for (int poll = 0; poll < 100; ++poll) t->test(w);
+          store->set_string("first part taken", "1");
+          store->get("second cancelled", 30s);
+          for (auto* view : {first.get(), second.get()}) {
+            std::vector<std::uint8_t> in(kSpreadLimit, 0xEE);
+            const Request r =
+                view->post_recv(0, in.data(), kSpreadLimit, view == first.get() ? tag1 : tag2);
+            try {
+              view->wait(std::span<const Request>(&r, 1), after(20s),
+                         "a withdrawn message's receive");
+              throw std::runtime_error("a receive of a withdrawn spread message completed");
+            } catch (const cohort::Error& e) {
+              expect(e.code() == cohort::ErrorCode::RemoteError, std::string("code: ") + e.what());
+              expect(e.message().find("cancelled") != std::string::npos, e.what());
+            }
+          }
+          t->wait(std::span<const Request>(&w, 1), after(30s), "rank 0's word");
+          const Request s = t->post_send(0, &mark, 1, word);
+          t->wait(std::span<const Request>(&s, 1), after(30s), "the word to rank 0");
+        }
+        first.reset();
+        second.reset();
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
 TEST_CASE("fastbox: a rendezvous send cancelled before its receive fails that receive",
           "[transport][multiproc]") {
   // Rank 0's communicator (a view) is cancelled while its large send's announcement waits in
