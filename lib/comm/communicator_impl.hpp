@@ -168,10 +168,13 @@ struct Communicator::Impl {
   Work submit(const CollectiveOptions& options, Args args,
               std::vector<std::shared_ptr<void>> keepalive) {
     comm::OpInfo op = info(options, args);
+    // The executor by its address, not through `executor`: the queue may be drained by the
+    // progress thread while that unique_ptr is being destroyed.
+    comm::Executor* const runner = executor.get();
     return executor->submit(
-        std::move(op), [this, args = std::move(args), forced = options.algorithm,
+        std::move(op), [this, runner, args = std::move(args), forced = options.algorithm,
                         keepalive = std::move(keepalive)](const algorithms::OpContext& ctx) {
-          executor->note_algorithm(algorithms::run_collective(ctx, staging, args, forced));
+          runner->note_algorithm(algorithms::run_collective(ctx, staging, args, forced));
         });
   }
 };

@@ -250,7 +250,18 @@ std::optional<Error> Executor::error() const {
   return poisoned_;
 }
 
+void Executor::take_unhandled_poison() noexcept {
+  // poisoned_ was set before the flag and is never reassigned: readable after the acquire. A
+  // load first: an exchange (a locked write) at every poll would cost each small send/recv.
+  if (poison_unhandled_.load(std::memory_order_relaxed) &&
+      poison_unhandled_.exchange(false, std::memory_order_acquire)) [[unlikely]]
+    poison(*poisoned_);
+}
+
 void Executor::end_drive() noexcept {
+  // Still the driver: an abort() handed to this drive that no poll took (nothing was in
+  // flight, the op ended without meeting the interruption) is handled here.
+  take_unhandled_poison();
   bool wake = false;
   {
     std::lock_guard lock(mutex_);
@@ -268,6 +279,7 @@ void Executor::end_drive() noexcept {
 }
 
 void Executor::end_fast_drive() noexcept {
+  take_unhandled_poison();  // as end_drive()
   const std::size_t before =
       pending_count_.load(std::memory_order_relaxed);  // ours, or handed to us
   const std::size_t pending = in_flight_.count();
@@ -437,11 +449,8 @@ InFlightTransfers::Posted Executor::post_transfer(
 }
 
 bool Executor::poll_pending() noexcept {
-  // poisoned_ was set before the flag and is never reassigned: readable after the acquire.
-  // A load first: an exchange (a locked write) on every poll would cost each small send/recv.
-  if (poison_unhandled_.load(std::memory_order_relaxed) &&
-      poison_unhandled_.exchange(false, std::memory_order_acquire)) [[unlikely]] {
-    poison(*poisoned_);
+  if (poison_unhandled_.load(std::memory_order_relaxed)) [[unlikely]] {
+    take_unhandled_poison();
     return true;
   }
   const InFlightTransfers::PollResult result = in_flight_.poll();
@@ -509,6 +518,10 @@ void Executor::help() noexcept {
     return;
   }
   if (pending_count_ == 0 || !queue_.empty()) return;
+  // As thread_main does: no fast-path op may start while this thread polls (two drivers would
+  // share the transport and in_flight_). One may have claimed just before the close.
+  close_fast_path_locked();
+  if (!drive_free_locked()) return;
   busy_ = true;
   lock.unlock();
   DriveGuard guard(*this);

@@ -217,6 +217,9 @@ class Executor {
   /// Starts the progress thread on first use (mutex_ held).
   void start_thread_locked();
   void end_drive() noexcept;
+  /// By the driver: poisons when abort() or a failed op left that to this drive
+  /// (poison_unhandled_).
+  void take_unhandled_poison() noexcept;
   /// A Work's state for an op named `what`, able to help this executor along.
   /// `label`: the op's name (std::string) or a send/receive's PointToPointLabel.
   template <class Label>

@@ -157,6 +157,9 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
   const auto poll_for =
       timeout ? std::min<std::chrono::steady_clock::duration>(*timeout, transport::kYieldPhase)
               : std::chrono::steady_clock::duration(transport::kYieldPhase);
+  // The timeout counts from here, polling included (the clock read is only paid with one).
+  const std::optional<std::chrono::steady_clock::time_point> give_up =
+      timeout ? std::optional(std::chrono::steady_clock::now() + *timeout) : std::nullopt;
   // Held for the whole wait: the executor going away clears `help` under the hook's mutex, so
   // keeping the hook itself alive is safe.
   const std::shared_ptr<detail::ProgressHook> hook = state_->hook.lock();
@@ -200,7 +203,7 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
   {
     std::unique_lock lock(state_->mutex);
     const auto done = [this] { return state_->finished.load(std::memory_order_seq_cst); };
-    finished = timeout ? state_->finished_cv.wait_for(lock, *timeout, done)
+    finished = give_up ? state_->finished_cv.wait_until(lock, *give_up, done)
                        : (state_->finished_cv.wait(lock, done), true);
   }
   state_->sleepers.fetch_sub(1, std::memory_order_relaxed);
