@@ -887,22 +887,27 @@ TEST_CASE("fastbox: a rendezvous message whose sender died fails its receive, no
       bounded()));
 }
 
-TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full ends at once",
+TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full",
           "[transport][multiproc]") {
   // Rank 1 fills its ring to rank 0 with small sends rank 0 does not take yet, then receives
   // rank 0's rendezvous message: the copy is made (or the message refused for its size, by a
-  // receive of another rendezvous size or of UCX's middle sizes), and the ack, with no room in
-  // the ring back, goes by UCX. So the receive ends, and rank 0's send completes while rank 1
-  // makes no more calls; an ack waiting for room would keep both waiting.
+  // receive of another rendezvous size or of UCX's middle sizes), and the ack finds no room.
+  // - By UCX (the usual way): the receive ends, and rank 0's send completes while rank 1 makes
+  //   no more calls; an ack waiting for room would keep both waiting.
+  // - When UCX will not take it at once either (the test makes it refuse): the ack waits for
+  //   room, and so does the receive, or rank 0's send would wait for a receiver that may never
+  //   call again.
   if (!rendezvous_runs_here()) return;
   enum class Receive { Copies, RefusesRendezvousSize, RefusesUcxSize };
   const Receive mode =
       GENERATE(Receive::Copies, Receive::RefusesRendezvousSize, Receive::RefusesUcxSize);
+  const bool by_ring = GENERATE(false, true);
   const bool refuse = mode != Receive::Copies;
-  CAPTURE(static_cast<int>(mode));
+  CAPTURE(static_cast<int>(mode), by_ring);
   REQUIRE_NOTHROW(cohort::launch(
       2,
-      [mode, refuse](const cohort::Environment& env) {
+      [mode, refuse, by_ring](const cohort::Environment& env) {
+        cohort::transport::ucx::testing::refuse_immediate_messages(by_ring);
         auto store = open_store(env);
         auto t = connect(*store, env);
         constexpr std::size_t kBytes = kSpreadLimit + 64 * 1024;
@@ -911,7 +916,8 @@ TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full ends
           const auto data = payload(0, 1, kBytes, 110);
           const Request s = t->post_send(1, data.data(), kBytes, large);
           store->set_string("announced", "1");
-          store->get("received", 30s);  // no progress here until rank 1's receive ended
+          // No progress here until rank 1's receive ended (by UCX), or polled (by the ring).
+          store->get("received", 30s);
           polled_until_done(*t, s, 20s);
           store->set_string("sent", "1");
           for (std::uint64_t k = 0; k < Fastbox::kDepth; ++k) {
@@ -933,31 +939,49 @@ TEST_CASE("fastbox: a rendezvous receive whose ack finds the ring back full ends
                                                                                 : 16 * 1024;
           std::vector<std::uint8_t> in(expected, 0xEE);
           const Request r = t->post_recv(0, in.data(), expected, large);
-          if (refuse) {
-            expect_sizes_disagree(*t, r, kBytes, expected);
+          const auto finish = [&] {
+            if (refuse) {
+              expect_sizes_disagree(*t, r, kBytes, expected);
+            } else {
+              polled_until_done(*t, r, 20s);
+              expect_payload(in, 0, 1, 110, "the rendezvous message");
+            }
+          };
+          if (by_ring) {
+            for (int poll = 0; poll < 1000; ++poll)
+              expect(!t->test(r), "the receive ended while its ack could not be written");
+            if (!refuse) expect_payload(in, 0, 1, 110, "copied before the ack");
+            store->set_string("received", "1");
+            finish();
           } else {
-            polled_until_done(*t, r, 20s);
-            expect_payload(in, 0, 1, 110, "the rendezvous message");
+            finish();
+            store->set_string("received", "1");
+            store->get("sent", 30s);  // no calls here until rank 0's send completed
           }
-          store->set_string("received", "1");
-          store->get("sent", 30s);  // no calls here until rank 0's send completed
         }
         barrier(*store, "done", env.rank, env.world_size);
       },
       bounded()));
 }
 
-TEST_CASE("fastbox: an ack goes around a spread message half in its ring",
+TEST_CASE("fastbox: an ack for a message received while a spread message is half in its ring",
           "[transport][multiproc]") {
   // Rank 0 acks rank 1's rendezvous message while its own 512 KiB message to rank 1, twice the
   // ring, is half in the ring the ack would take (rank 1 has taken none of it). The ack may not
-  // land between two pieces; it goes by UCX, so rank 1's send completes while rank 0 makes no
-  // more calls and the rest of the spread message stays out. Then rank 1 takes the spread
-  // message and the one queued behind it whole, and both ways at once, a few rounds.
+  // land between two pieces:
+  // - by UCX (the usual way) it goes around them, so rank 1's send completes while rank 0 makes
+  //   no more calls and the rest of the spread message stays out;
+  // - when UCX will not take it at once (the test makes it refuse) it waits for the last piece,
+  //   and the receive with it.
+  // Then rank 1 takes the spread message and the one queued behind it whole, and both ways at
+  // once, a few rounds.
   if (!rendezvous_runs_here()) return;
+  const bool by_ring = GENERATE(false, true);
+  CAPTURE(by_ring);
   REQUIRE_NOTHROW(cohort::launch(
       2,
-      [](const cohort::Environment& env) {
+      [by_ring](const cohort::Environment& env) {
+        cohort::transport::ucx::testing::refuse_immediate_messages(by_ring);
         auto store = open_store(env);
         auto t = connect(*store, env);
         constexpr std::size_t kRendezvous = 2 * kSpreadLimit;
@@ -972,147 +996,36 @@ TEST_CASE("fastbox: an ack goes around a spread message half in its ring",
                  "a spread message twice the ring's size, and one behind it, went at once");
           std::vector<std::uint8_t> in(kRendezvous, 0xEE);
           const Request r = t->post_recv(1, in.data(), kRendezvous, tag);
-          polled_until_done(*t, r, 20s);
-          expect_payload(in, 1, 0, 192, "the rendezvous message");
-          store->set_string("copied", "1");
-          store->get("acked", 30s);  // no progress here until rank 1's send completed
-          const std::vector<Request> all = {s, behind};
-          wait_all(*t, all, "the spread send and the one behind it");
-        } else {
-          const auto data = payload(1, 0, kRendezvous, 192);
-          const Request s = t->post_send(0, data.data(), kRendezvous, tag);
-          store->set_string("announced", "1");
-          store->get("copied", 30s);
-          polled_until_done(*t, s, 20s);
-          store->set_string("acked", "1");
-          std::vector<std::uint8_t> in(kSpreadLimit, 0xEE);
-          std::uint64_t small = 0;
-          const std::vector<Request> all = {t->post_recv(0, in.data(), kSpreadLimit, tag),
-                                            t->post_recv(0, &small, sizeof small, behind_tag)};
-          wait_all(*t, all, "the spread receive and the one behind it");
-          expect_payload(in, 0, 1, 191, "the spread message");
-          expect(small == 1919, "the message behind the spread one");
-        }
-        const std::size_t out_bytes = env.rank == 0 ? kSpreadLimit : kRendezvous;
-        const std::size_t in_bytes = env.rank == 0 ? kRendezvous : kSpreadLimit;
-        const int peer = 1 - env.rank;
-        for (int round = 0; round < 10; ++round) {
-          const auto data = payload(env.rank, peer, out_bytes, 193 + round);
-          std::vector<std::uint8_t> in(in_bytes, 0xEE);
-          const std::vector<Request> both = {t->post_recv(peer, in.data(), in_bytes, tag),
-                                             t->post_send(peer, data.data(), out_bytes, tag)};
-          wait_all(*t, both, "round " + std::to_string(round));
-          expect_payload(in, peer, env.rank, 193 + round, "round " + std::to_string(round));
-        }
-        barrier(*store, "done", env.rank, env.world_size);
-      },
-      bounded()));
-}
-
-TEST_CASE("fastbox: an ack UCX refuses too waits for room in the ring, and holds its receive",
-          "[transport][multiproc]") {
-  // The ring's own way, when UCX will not take the ack at once either (the test makes it
-  // refuse): rank 1 fills its ring to rank 0 with small sends rank 0 does not take yet, then
-  // receives rank 0's rendezvous message: the copy is made (or the message refused for its
-  // size, by a receive of another rendezvous size or of UCX's middle sizes), but the ack must
-  // wait for room, and so does the receive, or rank 0's send would wait for a receiver that may
-  // never call again.
-  if (!rendezvous_runs_here()) return;
-  enum class Receive { Copies, RefusesRendezvousSize, RefusesUcxSize };
-  const Receive mode =
-      GENERATE(Receive::Copies, Receive::RefusesRendezvousSize, Receive::RefusesUcxSize);
-  const bool refuse = mode != Receive::Copies;
-  CAPTURE(static_cast<int>(mode));
-  REQUIRE_NOTHROW(cohort::launch(
-      2,
-      [mode, refuse](const cohort::Environment& env) {
-        cohort::transport::ucx::testing::refuse_immediate_messages(true);
-        auto store = open_store(env);
-        auto t = connect(*store, env);
-        constexpr std::size_t kBytes = kSpreadLimit + 64 * 1024;
-        const Tag large = p2p_tag(11, 1), small = p2p_tag(11, 2);
-        if (env.rank == 0) {
-          const auto data = payload(0, 1, kBytes, 110);
-          const Request s = t->post_send(1, data.data(), kBytes, large);
-          store->set_string("announced", "1");
-          store->get("full", 30s);  // no progress here until rank 1 polled its receive
-          polled_until_done(*t, s, 20s);
-          for (std::uint64_t k = 0; k < Fastbox::kDepth; ++k) {
-            std::uint64_t value = 0;
-            const Request r = t->post_recv(1, &value, sizeof value, small);
-            t->wait(std::span<const Request>(&r, 1), after(20s), "a small message");
-            expect(value == k, "small message " + std::to_string(k));
-          }
-        } else {
-          store->get("announced", 30s);
-          std::vector<std::uint64_t> values(Fastbox::kDepth);
-          for (std::uint64_t k = 0; k < Fastbox::kDepth; ++k) {
-            values[k] = k;
-            const Request s = t->post_send(0, &values[k], sizeof values[k], small);
-            expect(s.is_completed(), "a small send into a ring with room completes at once");
-          }
-          const std::size_t expected = mode == Receive::Copies                  ? kBytes
-                                       : mode == Receive::RefusesRendezvousSize ? 2 * kBytes
-                                                                                : 16 * 1024;
-          std::vector<std::uint8_t> in(expected, 0xEE);
-          const Request r = t->post_recv(0, in.data(), expected, large);
-          for (int poll = 0; poll < 1000; ++poll)
-            expect(!t->test(r), "the receive ended while its ack could not be written");
-          if (!refuse) expect_payload(in, 0, 1, 110, "copied before the ack");
-          store->set_string("full", "1");
-          if (refuse) {
-            expect_sizes_disagree(*t, r, kBytes, expected);
+          if (by_ring) {
+            for (int poll = 0; poll < 1000; ++poll)
+              expect(!t->test(r), "the receive ended while its ack could not be written");
           } else {
             polled_until_done(*t, r, 20s);
           }
-        }
-        barrier(*store, "done", env.rank, env.world_size);
-      },
-      bounded()));
-}
-
-TEST_CASE("fastbox: an ack UCX refuses waits for the last piece of a spread message in its ring",
-          "[transport][multiproc]") {
-  // The ring's own way, when UCX will not take the ack at once (the test makes it refuse):
-  // rank 0 acks rank 1's rendezvous message through the ring it writes its 512 KiB message
-  // into, in parts: the ack is ready while only the first part is in (rank 1 has not taken it
-  // yet), and must not land between two pieces once room comes. Then both ways at once, a few
-  // rounds.
-  if (!rendezvous_runs_here()) return;
-  REQUIRE_NOTHROW(cohort::launch(
-      2,
-      [](const cohort::Environment& env) {
-        cohort::transport::ucx::testing::refuse_immediate_messages(true);
-        auto store = open_store(env);
-        auto t = connect(*store, env);
-        constexpr std::size_t kRendezvous = 2 * kSpreadLimit;
-        const Tag tag = p2p_tag(0, 19), behind_tag = p2p_tag(0, 20);
-        if (env.rank == 0) {
-          store->get("announced", 30s);
-          const auto data = payload(0, 1, kSpreadLimit, 191);
-          const std::uint64_t small = 1919;
-          const Request s = t->post_send(1, data.data(), kSpreadLimit, tag);
-          const Request behind = t->post_send(1, &small, sizeof small, behind_tag);
-          expect(!s.is_completed() && !behind.is_completed(),
-                 "a spread message twice the ring's size, and one behind it, went at once");
-          std::vector<std::uint8_t> in(kRendezvous, 0xEE);
-          const Request r = t->post_recv(1, in.data(), kRendezvous, tag);
-          for (int poll = 0; poll < 1000; ++poll)
-            expect(!t->test(r), "the receive ended while its ack could not be written");
-          expect_payload(in, 1, 0, 192, "copied before the ack");
+          expect_payload(in, 1, 0, 192, "the rendezvous message");
           store->set_string("copied", "1");
-          const std::vector<Request> all = {s, behind, r};
-          wait_all(*t, all, "the spread send, the one behind it and the acked receive");
+          std::vector<Request> all = {s, behind};
+          if (by_ring) {
+            all.push_back(r);  // ends with its ack
+          } else {
+            store->get("acked", 30s);  // no progress here until rank 1's send completed
+          }
+          wait_all(*t, all, "the spread send, the one behind it (and the acked receive)");
         } else {
           const auto data = payload(1, 0, kRendezvous, 192);
           const Request s = t->post_send(0, data.data(), kRendezvous, tag);
           store->set_string("announced", "1");
           store->get("copied", 30s);
+          if (!by_ring) {
+            polled_until_done(*t, s, 20s);
+            store->set_string("acked", "1");
+          }
           std::vector<std::uint8_t> in(kSpreadLimit, 0xEE);
           std::uint64_t small = 0;
-          const std::vector<Request> all = {t->post_recv(0, in.data(), kSpreadLimit, tag),
-                                            t->post_recv(0, &small, sizeof small, behind_tag), s};
-          wait_all(*t, all, "the spread receive, the one behind it and the rendezvous send");
+          std::vector<Request> all = {t->post_recv(0, in.data(), kSpreadLimit, tag),
+                                      t->post_recv(0, &small, sizeof small, behind_tag)};
+          if (by_ring) all.push_back(s);  // its ack comes after the spread message's last piece
+          wait_all(*t, all, "the spread receive, the one behind it (and the rendezvous send)");
           expect_payload(in, 0, 1, 191, "the spread message");
           expect(small == 1919, "the message behind the spread one");
         }
