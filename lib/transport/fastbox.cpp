@@ -170,6 +170,7 @@ Fastbox::Sender Fastbox::sender(int index) const noexcept {
 Fastbox::Receiver Fastbox::receiver(int index) const noexcept {
   Receiver receiver;
   receiver.ring_ = ring(index);
+  receiver.registered_ = registered_for_barriers();
   return receiver;
 }
 
@@ -377,7 +378,7 @@ bool Fastbox::Receiver::room_made() noexcept {
   // barrier here (the sender's membarrier() puts one on this core); any barrier here, even an
   // exchange of the count, cost an 8-byte exchange 4% (10 ns). Unregistered, the count once
   // more, sequentially consistent.
-  if (registered_for_barriers()) {
+  if (registered_) {
     std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler keeps the order
   } else {
     ring_->consumed.exchange(received_, std::memory_order_seq_cst);

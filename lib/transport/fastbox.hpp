@@ -237,6 +237,8 @@ class Fastbox {
     Ring* ring_ = nullptr;
     std::uint64_t received_ = 0;
     bool popped_ = false;  ///< pop() since the last room_made()
+    /// This process is registered for the senders' membarrier() (read once, at receiver()).
+    bool registered_ = false;
   };
 
   Sender sender(int index) const noexcept;
