@@ -219,12 +219,13 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// first part); larger ones wait for their receive. A program must not rely on either: a send may
   /// also wait for its receive at any size (a full ring, another transport). Sends to a peer
   /// and receives from it are ordered per tag, not across tags.
-  /// On one communicator ops start in call order, as on an NCCL stream and unlike MPI: a
-  /// send_async or recv_async called while an earlier *_async collective has not run yet is
-  /// posted after it. So a peer's send that waits for this receive (large messages do) cannot
-  /// help that collective complete; a program whose collectives wait on such a peer deadlocks
-  /// to its timeout. Point-to-point traffic independent of the collectives belongs on a
-  /// dup()ed communicator, which shares the connections but not the order.
+  /// On host buffers, sends and receives do not wait for the collectives called before them
+  /// (MPI's progress rule): one called while an earlier collective is queued or running (an
+  /// unfinished *_async one, or another thread's) is posted from inside that collective's
+  /// waits, and completes there too. So a peer whose send must end before it joins that
+  /// collective (a pipeline stage) is not left waiting. Collectives run one at a time in call
+  /// order; sends and receives keep their call order among themselves. On device buffers every
+  /// op, point-to-point included, is queued on its stream in call order (as NCCL does).
   void send(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});
   void recv(const Buffer& out, int peer, int tag = 0, const CollectiveOptions& = {});
   Work send_async(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});

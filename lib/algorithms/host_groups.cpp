@@ -90,6 +90,9 @@ void HostGroups::set_up(const OpContext& ctx) {
     local_ = t.derive(local, local_rank_, transport::TagIdClaim());
     if (is_leader()) leaders_ = t.derive(leaders, host_index_, transport::TagIdClaim());
     local_arenas_ = std::make_unique<transport::LazyArena>(host_ranks_, local_size_ > 1);
+    local_->set_side_work(side_work_);
+    if (leaders_) leaders_->set_side_work(side_work_);
+    local_arenas_->set_side_work(side_work_);
     if (interrupted_) {
       local_->interrupt(*interrupted_);
       if (leaders_) leaders_->interrupt(*interrupted_);
@@ -127,6 +130,14 @@ void HostGroups::interrupt(const std::string& reason) noexcept {
   if (local_) local_->interrupt(reason);
   if (leaders_) leaders_->interrupt(reason);
   if (local_arenas_) local_arenas_->interrupt(reason);
+}
+
+void HostGroups::set_side_work(transport::SideWork* side_work) noexcept {
+  std::lock_guard lock(mutex_);
+  side_work_ = side_work;
+  if (local_) local_->set_side_work(side_work);
+  if (leaders_) leaders_->set_side_work(side_work);
+  if (local_arenas_) local_arenas_->set_side_work(side_work);
 }
 
 void broadcast_from_leader(const OpContext& ctx, HostGroups& groups, void* out, std::size_t count,

@@ -64,6 +64,9 @@ class HostGroups {
 
   /// Communicator::abort(): waits in the groups' views and arena (now or later) throw.
   void interrupt(const std::string& reason) noexcept;
+  /// Who serves between the rounds of the groups' waits (transport/side_work.hpp), on the views
+  /// and arena made later too. Set before the first op; cleared before `side_work` goes.
+  void set_side_work(transport::SideWork* side_work) noexcept;
 
   /// Steps of the op's tag space the set-up uses: below the communicator arena's.
   static constexpr std::uint32_t kFirstSetupStep =
@@ -92,6 +95,7 @@ class HostGroups {
   /// them, and the reason once raised (views made later are interrupted at once).
   mutable std::mutex mutex_;
   std::optional<std::string> interrupted_;
+  transport::SideWork* side_work_ = nullptr;  ///< guarded by mutex_ as the pointers are
 };
 
 /// The last phase of the hierarchical algorithms: each leader's `out` (count elements) reaches

@@ -44,9 +44,13 @@ Executor::Executor(transport::Transport& transport, transport::LazyArena* arenas
       comm_id_(comm_id),
       tag_id_(tag_id),
       in_flight_(transport, tag_id),
+      side_work_([](void* self) noexcept { static_cast<Executor*>(self)->serve_in_wait(); }, this),
       hook_(std::make_shared<detail::ProgressHook>()) {
   hook_->context = this;
   hook_->help = [](void* self) noexcept { static_cast<Executor*>(self)->help(); };
+  transport_.set_side_work(&side_work_);
+  if (arenas_ != nullptr) arenas_->set_side_work(&side_work_);
+  if (host_groups_ != nullptr) host_groups_->set_side_work(&side_work_);
 }
 
 Executor::~Executor() {
@@ -61,6 +65,10 @@ Executor::~Executor() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // Nothing drives any more: no wait runs on them.
+  transport_.set_side_work(nullptr);
+  if (arenas_ != nullptr) arenas_->set_side_work(nullptr);
+  if (host_groups_ != nullptr) host_groups_->set_side_work(nullptr);
 }
 
 Work Executor::submit(OpInfo info, OpBody body) {
@@ -164,9 +172,7 @@ void Executor::end_external(const OpInfo& info, std::uint32_t seq, const Error* 
   if (!poisoned_) poisoned_ = *failure;
   close_fast_path_locked();
   if (!drive_free_locked()) {
-    transport_.interrupt(failure->what());
-    if (arenas_ != nullptr) arenas_->interrupt(failure->what());
-    if (host_groups_ != nullptr) host_groups_->interrupt(failure->what());
+    interrupt_waits(failure->what());
     poison_unhandled_.store(true, std::memory_order_release);
     return;
   }
@@ -202,9 +208,17 @@ std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody 
     recorder_.queued(seq, info.kind, info.forced, info.shape, info.timeout,
                      FlightRecorder::coarse_now());
   }
+  const bool transfer = p2p.has_value();
   queue_.push_back(QueuedOp{std::move(info), seq, std::move(body), std::move(p2p), work});
   start_thread_locked();
   if (!busy_) wake_.notify_one();
+  if (transfer) {
+    // Posted by whoever drives now, from inside its op's waits (or, when nobody does, by the
+    // next op's, or when it reaches the front); a driver asleep in a wait is woken for it.
+    transfers_queued_.store(true, std::memory_order_relaxed);
+    side_work_.request();
+    if (!drive_free_locked()) transport_.wake_waiters();
+  }
   return work;
 }
 
@@ -230,9 +244,7 @@ void Executor::abort(const std::string& reason) noexcept {
   close_fast_path_locked();
   // The cause is set first, so it is the one that stays; then the thread driving now (in a wait,
   // or about to be) leaves it with an error that poisons through fail() like any other failure.
-  transport_.interrupt(reason);
-  if (arenas_ != nullptr) arenas_->interrupt(reason);
-  if (host_groups_ != nullptr) host_groups_->interrupt(reason);
+  interrupt_waits(reason);
   if (!poisoned_) return;
   if (!drive_free_locked()) {
     poison_unhandled_.store(true, std::memory_order_release);
@@ -243,6 +255,12 @@ void Executor::abort(const std::string& reason) noexcept {
   lock.unlock();
   DriveGuard guard(*this);
   poison(*poisoned_);  // set once above or before, never reassigned: safe to read unlocked
+}
+
+void Executor::interrupt_waits(const std::string& reason) noexcept {
+  transport_.interrupt(reason);
+  if (arenas_ != nullptr) arenas_->interrupt(reason);
+  if (host_groups_ != nullptr) host_groups_->interrupt(reason);
 }
 
 std::optional<Error> Executor::error() const {
@@ -448,6 +466,68 @@ InFlightTransfers::Posted Executor::post_transfer(
   return InFlightTransfers::Posted::Held;  // failed: `work` says so
 }
 
+void Executor::serve_in_wait() noexcept {
+  if (transfers_queued_.load(std::memory_order_relaxed)) post_queued_transfers();
+  if (in_flight_.count() == 0) return;
+  const InFlightTransfers::PollResult result = in_flight_.poll();
+  if (result.failure) {
+    fail_from_wait(result.failure->what, result.failure->error);
+    return;
+  }
+  // Until they end, every round of this op's waits polls them: their owner may be asleep on a
+  // Work, with nobody else to finish it before this op ends.
+  if (in_flight_.count() > 0) side_work_.request();
+}
+
+void Executor::post_queued_transfers() noexcept {
+  // One at a time, the lock let go while posting: oldest first, so sends and receives keep
+  // their order among themselves, while the collectives stay queued in theirs.
+  for (;;) {
+    QueuedOp op;
+    {
+      std::lock_guard lock(mutex_);
+      if (poisoned_) return;  // poison(), on its way, fails them
+      const auto transfer = std::find_if(queue_.begin(), queue_.end(),
+                                         [](const QueuedOp& q) { return q.p2p.has_value(); });
+      if (transfer == queue_.end()) {
+        transfers_queued_.store(false, std::memory_order_relaxed);
+        return;
+      }
+      op = std::move(*transfer);
+      queue_.erase(transfer);
+    }
+    try {
+      try {
+        if (in_flight_.post(std::move(*op.p2p), op.info.timeout, op.work) ==
+            InFlightTransfers::Posted::Finished)
+          op.work->complete(nullptr);
+      } catch (const Error& e) {
+        fail_from_wait(op.work->what(), e);
+        throw e.with_context(ErrorContext{.op = op.work->what()});
+      }
+    } catch (...) {
+      op.work->complete(std::current_exception());
+    }
+  }
+}
+
+void Executor::fail_from_wait(const std::string& what, const Error& error) noexcept {
+  std::string reason;
+  {
+    std::lock_guard lock(mutex_);
+    try {
+      if (!poisoned_) poisoned_ = error.with_context(ErrorContext{.op = what});
+      reason = poisoned_->what();
+    } catch (...) {
+      // Out of memory naming the failure: the interruption below still fails the op.
+    }
+    close_fast_path_locked();
+    if (!poisoned_) return;  // nothing to poison with; the transfer stays failed
+  }
+  interrupt_waits(reason);
+  poison_unhandled_.store(true, std::memory_order_release);
+}
+
 bool Executor::poll_pending() noexcept {
   if (poison_unhandled_.load(std::memory_order_relaxed)) [[unlikely]] {
     take_unhandled_poison();
@@ -459,7 +539,7 @@ bool Executor::poll_pending() noexcept {
     fail(result.failure->what, result.failure->error);
   } catch (const Error&) {
     // Already delivered: poisoning cancelled in_flight_, which failed the transfer's Work with
-    // the error fail() throws (the poison's cause).
+    // the poison's first cause (the error fail() throws, unless abort() came first).
   }
   return true;
 }
@@ -467,18 +547,23 @@ bool Executor::poll_pending() noexcept {
 void Executor::poison(const Error& cause) noexcept {
   poison_unhandled_.store(false, std::memory_order_relaxed);  // handled here
   std::deque<QueuedOp> doomed;
+  const Error* first = nullptr;  // poisoned_ is never reassigned once set
   {
     std::lock_guard lock(mutex_);
     if (!poisoned_) poisoned_ = cause;
+    first = &*poisoned_;
     close_fast_path_locked();
     doomed.swap(queue_);
+    transfers_queued_.store(false, std::memory_order_relaxed);
   }
   COHORT_LOG_ERROR("communicator {} failed and will reject further ops: {}", comm_id_,
                    cause.what());
   // Before any Work fails: a caller woken by the error may exit the process at once.
   recorder_.record_failure(cause);
-  // Cancels every request at the transport (the collectives' too), then fails the transfers.
-  in_flight_.cancel_all(cause, [this](const std::string& what) { return poisoned_error(what); });
+  // Cancels every request at the transport (the collectives' too), then fails the transfers:
+  // a failed one with the first cause, which is its own error when it failed inside another
+  // op's wait (fail_from_wait; that op's failure only followed from it).
+  in_flight_.cancel_all(*first, [this](const std::string& what) { return poisoned_error(what); });
   try {
     for (auto& op : doomed)
       op.work->complete(std::make_exception_ptr(poisoned_error(op.work->what())));
@@ -509,7 +594,12 @@ void Executor::help() noexcept {
     return;
   }
   std::unique_lock lock(mutex_);
-  if (!drive_free_locked()) return;
+  if (!drive_free_locked()) {
+    // Another thread drives, perhaps for long (a collective waiting on a peer): the transfers
+    // this waiter may be waiting on are polled from inside that op's waits.
+    if (pending_count_.load(std::memory_order_relaxed) > 0) side_work_.request();
+    return;
+  }
   // Only steps that never block: posting a queued send/receive, or polling in-flight ones. A
   // queued collective stays with the progress thread, so Work::wait(timeout) can still give up
   // on time.

@@ -32,6 +32,14 @@
 // it (as MPI_Isend + MPI_Recv would not deadlock). A blocking send still waits for its own
 // completion, which may need the receive to be posted.
 //
+// Nor do sends and receives wait for the collectives ahead of them (MPI's progress rule): one
+// called while an op drives (another thread's, or an *_async collective on the progress thread)
+// is queued, and the driver posts it between the polling rounds of its waits (SideWork, asked
+// for by the queueing thread), then polls the transfers in flight there until they end. So a
+// receive called after an unfinished allreduce_async is posted at once, and a peer whose send
+// must end before it joins that allreduce is not left waiting for it. Collectives still run one
+// at a time in call order, and sends/receives keep their order among themselves.
+//
 // Failures: a transport error (timeout, dead peer) or any unexpected exception fails the op and
 // poisons the executor: the transport's requests are cancelled, queued and in-flight ops fail
 // with Error(InvalidUsage) carrying the cause, and later calls fail fast the same way. A
@@ -49,6 +57,7 @@
 #include "comm/flight_recorder.hpp"
 #include "comm/p2p_inflight.hpp"
 #include "comm/work_state.hpp"
+#include "transport/side_work.hpp"
 #include "transport/transport.hpp"
 
 #include <atomic>
@@ -236,6 +245,19 @@ class Executor {
         p2p.is_send ? Collective::Send : Collective::Recv, Algorithm::Auto, timeout, {}, {}};
   }
   void execute_queued(QueuedOp& op) noexcept;
+  /// The side work (side_work.hpp), on the driving thread between the rounds of a wait: posts
+  /// the sends/receives queued meanwhile, polls those in flight, and asks to be called again
+  /// while any is in flight (a thread may sleep on one's Work).
+  void serve_in_wait() noexcept;
+  /// Posts every queued send/receive, oldest first, leaving the collectives queued.
+  void post_queued_transfers() noexcept;
+  /// A transfer that failed inside another op's wait: poisoning there would cancel that op's
+  /// requests under it, so, as abort() does for an op another thread drives, the cause is set
+  /// and the waits interrupted; the op then fails and poisons (or end_drive() does, if it ended
+  /// first).
+  void fail_from_wait(const std::string& what, const Error& error) noexcept;
+  /// Makes every wait on this communicator's transport, arena and host groups throw.
+  void interrupt_waits(const std::string& reason) noexcept;
   /// Posts a send/receive into in_flight_ (or fails `work`, poisoning on a transport error).
   /// Finished: done at post, and `work` untouched (the caller finishes it or hands out
   /// detail::finished_work()); Held: `work` reports the outcome (a failure already).
@@ -354,6 +376,11 @@ class Executor {
   /// thread), and a poll never looks at the transport's interruption. poll_pending() takes it
   /// and poisons, so those transfers fail with the cause instead of running to their deadline.
   std::atomic<bool> poison_unhandled_{false};
+  /// queue_ may hold a send/receive (set under mutex_ by enqueue_locked; cleared under it when
+  /// post_queued_transfers() or poison() leaves none): lets the side work skip the lock.
+  std::atomic<bool> transfers_queued_{false};
+  /// Installed in the transport, the arena and the host groups; serves serve_in_wait().
+  transport::SideWork side_work_;
   std::shared_ptr<detail::ProgressHook> hook_;  ///< handed (weakly) to every Work
   std::thread thread_;
 };

@@ -2,9 +2,12 @@
 
 // Communicator::abort() reaching the waits below it: once raised, every wait on the transport or
 // the shared arena, running or future, throws instead of waiting out its deadline. Raised from
-// any thread; waits check it once per polling round (a relaxed-cost acquire load).
+// any thread; waits check it once per polling round (a relaxed-cost acquire load). The same
+// check point does the communicator's side work (side_work.hpp), since every wait reaches it.
 
 #include <cohort/error.hpp>
+
+#include "transport/side_work.hpp"
 
 #include <atomic>
 #include <string>
@@ -24,6 +27,15 @@ class Interruption {
     raised_.store(true, std::memory_order_release);
   }
   bool raised() const noexcept { return raised_.load(std::memory_order_acquire); }
+  /// Between a wait's polling rounds, on the driving thread: serves the side work asked of the
+  /// driver, then throws if raised (the side work may have raised it).
+  void check(const std::string& what) const {
+    if (side_work_ != nullptr) side_work_->serve_if_asked();
+    if (raised()) throw_error(what);
+  }
+  /// Who serves between rounds (null: nobody). Set by the owner of the waits' communicator
+  /// before its first op and cleared before it goes; not while a wait runs.
+  void set_side_work(SideWork* side_work) noexcept { side_work_ = side_work; }
   /// Error(InvalidUsage) for the op named `what` ("aborted: <reason>").
   [[noreturn]] void throw_error(const std::string& what) const {
     throw Error(ErrorCode::InvalidUsage, "aborted: " + (reason_.empty() ? "abort()" : reason_),
@@ -34,6 +46,7 @@ class Interruption {
   std::atomic<bool> claimed_{false};
   std::atomic<bool> raised_{false};
   std::string reason_;  ///< written once, before raised_ is set
+  SideWork* side_work_ = nullptr;
 };
 
 }  // namespace cohort::transport

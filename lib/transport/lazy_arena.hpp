@@ -40,6 +40,9 @@ class LazyArena {
   /// Communicator::abort(): waits in the arena (now or later) throw. Any thread; never throws.
   /// (The arena itself is only touched by the driving thread; the flag is what is shared.)
   void interrupt(const std::string& reason) noexcept { interruption_.raise(reason); }
+  /// Who serves between the rounds of the arena's waits (side_work.hpp); as
+  /// Transport::set_side_work.
+  void set_side_work(SideWork* side_work) noexcept { interruption_.set_side_work(side_work); }
   /// The arena if one was created, without creating it.
   SharedArena* existing() const noexcept { return arena_.get(); }
 

@@ -83,7 +83,7 @@ void SelfTransport::finish(const Request& request, Entry& entry, const std::stri
 }
 
 void SelfTransport::wait(std::span<const Request> requests, Deadline, const std::string& what) {
-  if (interruption_.raised()) interruption_.throw_error(what);
+  interruption_.check(what);
   std::string unmatched;
   for (const Request& request : requests) {
     if (request.is_completed()) continue;

@@ -28,6 +28,9 @@ class SelfTransport final : public Transport {
   bool test(const Request& request) override;
   void cancel_all() noexcept override;
   void interrupt(const std::string& reason) noexcept override { interruption_.raise(reason); }
+  void set_side_work(SideWork* side_work) noexcept override {
+    interruption_.set_side_work(side_work);
+  }
   std::string description() const override { return "self (in-process, world of one)"; }
   /// Another world of one (with its own queue: nothing is shared, so no tag id is needed).
   std::unique_ptr<Transport> derive(std::span<const int> members, int rank,

@@ -17,6 +17,7 @@
 // - One thread at a time per transport (the communicator serialises its callers). Transports
 //   derived from one another may be driven from different threads at once.
 
+#include "transport/side_work.hpp"
 #include "transport/tag.hpp"
 #include "transport/tag_ids.hpp"
 
@@ -69,6 +70,12 @@ class Transport {
   /// included, throws Error(InvalidUsage) "aborted: <reason>" within about a millisecond, and
   /// so does every later one. Irreversible; thread-safe; never throws.
   virtual void interrupt(const std::string& reason) noexcept = 0;
+  /// Who serves between the rounds of this transport's waits (side_work.hpp; null: nobody).
+  /// Set before the first op, cleared before `side_work` goes; not while a wait runs.
+  virtual void set_side_work(SideWork* side_work) noexcept = 0;
+  /// Wakes a wait on this transport that sleeps, so it serves side work asked meanwhile (or
+  /// looks at its interruption) now rather than after its nap. Any thread; never throws.
+  virtual void wake_waiters() noexcept {}
   /// Short description for logs ("ucx posix,self").
   virtual std::string description() const = 0;
 

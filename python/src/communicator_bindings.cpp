@@ -102,7 +102,9 @@ __dlpack__(stream=...)). Without stream=, the op is ordered after the device's l
 stream. Host ops ignore stream=. Every op validates its arguments before any byte moves
 (cohort.InvalidArgumentError) and releases the GIL while it runs. A timeout or a dead peer fails
 the op and poisons the communicator: later ops fail fast with the cause.
-Thread safety: ops may be called from several threads; they run in call order.)doc");
+Thread safety: ops may be called from several threads. Collectives run in call order; sends and
+receives on host tensors keep their order among themselves and do not wait for the collectives
+called before them (they are posted from inside those collectives' waits, as MPI progresses).)doc");
   communicator
       .def_property_readonly("rank", [](const CommunicatorHandle& h) { return h.comm->rank(); })
       .def_property_readonly("size", [](const CommunicatorHandle& h) { return h.comm->size(); })

@@ -59,7 +59,8 @@ void bind_work(py::module_& m) {
   py::class_<WorkHandle>(m, "Work", R"doc(
 The handle of an asynchronous collective (every Communicator.*_async method returns one).
 
-The op runs in the background, in call order with the communicator's other ops. The Work keeps
+The op runs in the background, in call order with the communicator's other collectives (a send
+or receive on host tensors does not wait for them, see Communicator). The Work keeps
 the tensors it reads and writes alive until the op has finished, even when the caller drops
 them; their memory must not be used for anything else until then. Dropping the Work does not
 cancel the op. One thread at a time per Work.)doc")

@@ -244,6 +244,95 @@ TEST_CASE("send/recv: one thread waits on a receive while another sends on the s
   }));
 }
 
+TEST_CASE("send/recv: a receive called behind an unfinished allreduce_async is posted at once",
+          "[comm][multiproc]") {
+  // MPI's progress rule. Rank 0 starts an allreduce_async, then receives from every other rank
+  // in turn a 2 MiB message (larger than any eager or shared-memory ring path: its send waits
+  // for the receive) and a small one on the same tag; the others join the allreduce only after
+  // both their sends ended. Rank 0's receives must be posted while its allreduce waits for
+  // them: by the allreduce's own waits, in shared memory or on the message algorithm (Ring).
+  // Posted after the allreduce, as before, every send waited out the 10 s deadline.
+  const int size = GENERATE(2, 3, 4);
+  const Algorithm algorithm = GENERATE(Algorithm::Auto, Algorithm::Ring);
+  const bool blocking = GENERATE(true, false);
+  CAPTURE(size, algorithm_name(algorithm), blocking);
+  REQUIRE_NOTHROW(run_ranks(size, [algorithm, blocking](const Environment& env) {
+    auto c = world(env);
+    CollectiveOptions o;
+    o.timeout = 10s;
+    o.algorithm = algorithm;
+    constexpr std::size_t kLarge = 256 * 1024, kSmall = 16;  // float64: 2 MiB, 128 B
+    constexpr std::size_t kSummed = 100000;
+    Buffer mine = Buffer::allocate(kSummed, DType::Int64);
+    for (std::size_t i = 0; i < kSummed; ++i) set(mine, i, c->rank() + 1 + static_cast<int>(i % 5));
+    Buffer sum = Buffer::allocate(kSummed, DType::Int64);
+    if (env.rank == 0) {
+      Work summed = c->allreduce_async(mine, sum, ReduceOp::Sum, o);
+      for (int peer = 1; peer < c->size(); ++peer) {
+        Buffer large = Buffer::allocate(kLarge, DType::Float64);
+        Buffer small = Buffer::allocate(kSmall, DType::Float64);
+        if (blocking) {
+          c->recv(large, peer, 4, o);
+          c->recv(small, peer, 4, o);
+        } else {
+          Work first = c->recv_async(large, peer, 4, o);
+          Work second = c->recv_async(small, peer, 4, o);
+          first.wait();
+          second.wait();
+        }
+        // Same tag: the large one was sent first, so it must land in the first receive.
+        expect_values(
+            large, 0, kLarge, [&](std::size_t i) { return payload(peer, 4, i); },
+            "the large message of rank " + std::to_string(peer));
+        expect_values(
+            small, 0, kSmall, [&](std::size_t i) { return payload(peer + 50, 4, i); },
+            "the small message of rank " + std::to_string(peer));
+      }
+      summed.wait();
+    } else {
+      c->send(message(c->rank(), 4, kLarge), 0, 4, o);
+      c->send(message(c->rank() + 50, 4, kSmall), 0, 4, o);
+      c->allreduce(mine, sum, ReduceOp::Sum, o);
+    }
+    const int n = c->size();
+    expect_values(
+        sum, 0, kSummed,
+        [n](std::size_t i) { return n * (n + 1) / 2 + n * static_cast<int>(i % 5); },
+        "the allreduce");
+    c->barrier();
+  }));
+}
+
+TEST_CASE("send/recv: a receive that fails while an allreduce waits fails that allreduce too",
+          "[comm][multiproc]") {
+  // Rank 0's recv_async (300 ms deadline, never sent to) is posted and polled from inside its
+  // allreduce_async's waits (10 s deadline; rank 1 joins it only after rank 0 reported). The
+  // receive fails with its own Timeout, which poisons the communicator: the allreduce fails with
+  // that cause instead of waiting out its own deadline. Posted after the allreduce, as before,
+  // the allreduce failed with Timeout and the receive as unusable.
+  REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
+    auto c = world(env);
+    const std::shared_ptr<Store> store = connect_store(env);
+    CollectiveOptions slow;
+    slow.timeout = 10s;
+    Buffer b = Buffer::allocate(1000, DType::Float32);
+    if (env.rank == 0) {
+      Work summed = c->allreduce_async(b, b, ReduceOp::Sum, slow);
+      CollectiveOptions quick;
+      quick.timeout = 300ms;
+      Buffer never = Buffer::allocate(8, DType::Float64);
+      Work received = c->recv_async(never, 1, 6, quick);
+      expect_error([&] { received.wait(); }, ErrorCode::Timeout, {"recv #", "from rank 1"},
+                   "the receive nobody sends to");
+      expect_error([&] { summed.wait(); }, ErrorCode::InvalidUsage, {"allreduce", "recv #"},
+                   "the allreduce that waited while it failed");
+      store->set_string("p2p_test/failed_inside/reported", "1");
+    } else {
+      store->get_string("p2p_test/failed_inside/reported", 60s);
+    }
+  }));
+}
+
 TEST_CASE("send/recv: ring, blocking in matching order, tags, mixed with collectives",
           "[comm][multiproc]") {
   const int size = GENERATE(2, 3, 5);

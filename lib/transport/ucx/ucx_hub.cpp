@@ -421,8 +421,9 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
       epoch = progress_epoch_;
     }
     if (all_done) return;
-    // After the round, so an op whose messages all arrived completes rather than fails.
-    if (interruption != nullptr && interruption->raised()) interruption->throw_error(what);
+    // After the round, so an op whose messages all arrived completes rather than fails. Outside
+    // the lock: the side work posts and tests requests of its own.
+    if (interruption != nullptr) interruption->check(what);
     // Reading the clock costs about as much as a progress call; spin a few rounds between reads.
     constexpr std::uint32_t kRoundsPerClockRead = 16;
     if (round % kRoundsPerClockRead != 0) continue;

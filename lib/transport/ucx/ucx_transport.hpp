@@ -34,6 +34,10 @@ class UcxTransport final : public Transport {
   bool test(const Request& request) override;
   void cancel_all() noexcept override;
   void interrupt(const std::string& reason) noexcept override;
+  void set_side_work(SideWork* side_work) noexcept override {
+    interruption_.set_side_work(side_work);
+  }
+  void wake_waiters() noexcept override { hub_->wake_sleepers(); }
   std::string description() const override;
   std::unique_ptr<Transport> derive(std::span<const int> members, int rank,
                                     TagIdClaim tag) override;
