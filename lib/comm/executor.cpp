@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <system_error>
 
 #include <pthread.h>
 
@@ -75,7 +76,7 @@ Work Executor::submit(OpInfo info, OpBody body) {
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);
   close_fast_path_locked();
-  return Work(enqueue_locked(std::move(info), std::move(body), std::nullopt));
+  return Work(enqueue_locked(lock, std::move(info), std::move(body), std::nullopt));
 }
 
 void Executor::run_p2p(std::chrono::milliseconds timeout, const PointToPoint& p2p) {
@@ -95,7 +96,7 @@ void Executor::run_p2p(std::chrono::milliseconds timeout, const PointToPoint& p2
     execute_p2p_blocking(timeout, seq, p2p);
     return;
   }
-  auto work = enqueue_locked(p2p_info(timeout, p2p), nullptr, p2p);
+  auto work = enqueue_locked(lock, p2p_info(timeout, p2p), nullptr, p2p);
   lock.unlock();
   Work(std::move(work)).wait();
 }
@@ -121,15 +122,16 @@ Work Executor::submit_p2p(std::chrono::milliseconds timeout, PointToPoint p2p) {
   throw_if_poisoned_locked(p2p.is_send ? Collective::Send : Collective::Recv);
   close_fast_path_locked();
   if (!drive_free_locked() || !queue_.empty())
-    return Work(enqueue_locked(p2p_info(timeout, p2p), nullptr, std::move(p2p)));
+    return Work(enqueue_locked(lock, p2p_info(timeout, p2p), nullptr, std::move(p2p)));
   // Nothing ahead and nobody driving: post from this thread (posting never blocks), so neither
-  // this call nor its completion waits for the progress thread to wake up.
-  busy_ = true;
-  const std::uint32_t seq = next_p2p_seq_.fetch_add(1, std::memory_order_relaxed);
+  // this call nor its completion waits for the progress thread to wake up. The op may stay in
+  // flight after this call returns; someone must keep polling it while its owner computes or
+  // sleeps in Work::wait. What may throw comes before the drive is claimed.
+  start_thread_or_fail(lock, p2p.is_send ? Collective::Send : Collective::Recv);
+  const std::uint32_t seq = next_p2p_seq_.load(std::memory_order_relaxed);
   auto work = new_work(label_p2p(p2p, seq));
-  // The op may stay in flight after this call returns; someone must keep polling it while its
-  // owner computes or sleeps in Work::wait.
-  start_thread_locked();
+  next_p2p_seq_.fetch_add(1, std::memory_order_relaxed);
+  busy_ = true;
   lock.unlock();
   QueuedOp op{p2p_info(timeout, p2p), seq, nullptr, std::move(p2p), work};
   {
@@ -166,14 +168,25 @@ void Executor::end_external(const OpInfo& info, std::uint32_t seq, const Error* 
     return;
   }
   if (!p2p) recorder_.failed(seq, *failure, Clock::now());
+  std::unique_lock lock(mutex_);
+  fail_communicator(lock, *failure);
+}
+
+void Executor::fail_communicator(std::unique_lock<std::mutex>& lock,
+                                 const Error& failure) noexcept {
   // As abort(): the cause first, then whoever drives the transport now fails through it; if
   // nobody does, this thread claims the drive and fails what is queued and in flight.
-  std::unique_lock lock(mutex_);
-  if (!poisoned_) poisoned_ = *failure;
+  try {
+    if (!poisoned_) poisoned_ = failure;
+  } catch (...) {
+    // Out of memory copying the cause: an earlier one, if any, stays.
+  }
   close_fast_path_locked();
+  if (!poisoned_) return;
   if (!drive_free_locked()) {
-    interrupt_waits(failure->what());
+    interrupt_waits(failure.what());
     poison_unhandled_.store(true, std::memory_order_release);
+    lock.unlock();
     return;
   }
   busy_ = true;
@@ -199,8 +212,11 @@ Error Executor::poisoned_error(std::string_view what) const {
       ErrorContext{.op = std::string(what), .communicator = comm_id_});
 }
 
-std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody body,
+std::shared_ptr<detail::WorkState> Executor::enqueue_locked(std::unique_lock<std::mutex>& lock,
+                                                            OpInfo info, OpBody body,
                                                             std::optional<PointToPoint> p2p) {
+  // Before anything is numbered or queued: an op that cannot run leaves nothing behind.
+  start_thread_or_fail(lock, info.kind);
   const std::uint32_t seq =
       (p2p ? next_p2p_seq_ : next_seq_).fetch_add(1, std::memory_order_relaxed);
   auto work = p2p ? new_work(label_p2p(*p2p, seq)) : new_work(describe(info, seq));
@@ -210,7 +226,6 @@ std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody 
   }
   const bool transfer = p2p.has_value();
   queue_.push_back(QueuedOp{std::move(info), seq, std::move(body), std::move(p2p), work});
-  start_thread_locked();
   if (!busy_) wake_.notify_one();
   if (transfer) {
     // Posted by whoever drives now, from inside its op's waits (or, when nobody does, by the
@@ -222,9 +237,35 @@ std::shared_ptr<detail::WorkState> Executor::enqueue_locked(OpInfo info, OpBody 
   return work;
 }
 
-void Executor::start_thread_locked() {
+namespace testing {
+namespace {
+std::atomic<bool> refuse_threads{false};
+}  // namespace
+void refuse_progress_threads(bool refuse) noexcept {
+  refuse_threads.store(refuse, std::memory_order_relaxed);
+}
+}  // namespace testing
+
+void Executor::start_thread_or_fail(std::unique_lock<std::mutex>& lock, Collective kind) {
   if (thread_.joinable()) return;
-  thread_ = std::thread([this] { thread_main(); });
+  try {
+    if (testing::refuse_threads.load(std::memory_order_relaxed))
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again),
+                              "refused for a test");
+    thread_ = std::thread([this] { thread_main(); });
+  } catch (const std::system_error& e) {
+    // Out of threads (RLIMIT_NPROC, memory for a stack). The op cannot run on this rank while
+    // its peers run it, and the ops after it would pair with theirs out of step: the
+    // communicator fails, as after a transport error.
+    const Error failure(
+        ErrorCode::SystemError,
+        fmt::format("communicator {} could not start its progress thread "
+                    "(cohort-progress): {}",
+                    comm_id_, e.what()),
+        ErrorContext{.op = std::string(collective_name(kind)), .communicator = comm_id_});
+    fail_communicator(lock, failure);
+    throw failure;
+  }
   // Named for top -H, debuggers and the tests that watch it sleep. Best effort, and here rather
   // than in the thread: the name is there once the op that started the thread returns.
   ::pthread_setname_np(thread_.native_handle(), "cohort-progress");

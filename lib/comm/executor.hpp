@@ -86,6 +86,12 @@ struct OpInfo {
   OpShape shape;                           ///< for the flight record (collectives only)
 };
 
+namespace testing {
+/// While set, starting a communicator's progress thread fails as std::thread does when the
+/// system is out of threads (std::system_error), which root cannot provoke with RLIMIT_NPROC.
+void refuse_progress_threads(bool refuse) noexcept;
+}  // namespace testing
+
 class Executor {
  public:
   /// `arenas` (may be null) is handed to algorithms; it must outlive the executor. `tag_id` goes
@@ -221,10 +227,17 @@ class Executor {
   bool drive_free_locked() const noexcept {
     return !busy_ && !fast_active_.load(std::memory_order_seq_cst);
   }
-  std::shared_ptr<detail::WorkState> enqueue_locked(OpInfo info, OpBody body,
-                                                    std::optional<PointToPoint> p2p);
-  /// Starts the progress thread on first use (mutex_ held).
-  void start_thread_locked();
+  /// Queues an op (mutex_ held by `lock`), starting the progress thread first if need be; throws
+  /// (with `lock` let go) if it cannot start, leaving nothing queued.
+  std::shared_ptr<detail::WorkState> enqueue_locked(std::unique_lock<std::mutex>& lock, OpInfo info,
+                                                    OpBody body, std::optional<PointToPoint> p2p);
+  /// Starts the progress thread on first use (mutex_ held by `lock`). If the system refuses a
+  /// thread, fails the communicator (fail_communicator, which lets go of `lock`) and throws
+  /// Error(SystemError) naming `kind`'s op; nothing was numbered, queued or claimed then.
+  void start_thread_or_fail(std::unique_lock<std::mutex>& lock, Collective kind);
+  /// Poisons with `failure` (the first cause stays) as abort() does: through the driver if one
+  /// runs, else from this thread, which then claims the drive. Lets go of `lock` (on mutex_).
+  void fail_communicator(std::unique_lock<std::mutex>& lock, const Error& failure) noexcept;
   void end_drive() noexcept;
   /// By the driver: poisons when abort() or a failed op left that to this drive
   /// (poison_unhandled_).
@@ -404,7 +417,7 @@ void Executor::run(OpInfo info, F&& body) {
     return;
   }
   // Something is ahead: queue behind it. `body` outlives the op because we wait for it here.
-  auto work = enqueue_locked(std::move(info), OpBody(std::ref(body)), std::nullopt);
+  auto work = enqueue_locked(lock, std::move(info), OpBody(std::ref(body)), std::nullopt);
   lock.unlock();
   Work(std::move(work)).wait();
 }

@@ -2,6 +2,7 @@
 // still works afterwards), cross-rank mismatches caught by the COHORT_DEBUG=detail fingerprint,
 // and a rank killed mid-collective failing every other rank with its name, then fast.
 
+#include "comm/executor.hpp"
 #include "rank_checks.hpp"
 #include "support/blocked_thread.hpp"
 #include "support/cross_process_reads.hpp"
@@ -474,6 +475,49 @@ TEST_CASE("abort() fails a receive whose Work another thread is waiting on", "[c
                  "round " << round << ": " << failure->what());
       world_comm->barrier(slow);
     }
+  }));
+}
+
+TEST_CASE("a progress thread the system refuses fails its op and the communicator, not more",
+          "[comm][multiproc]") {
+  // Rank 0's first op that needs its communicator's progress thread cannot have one (the
+  // testing seam throws as std::thread does when the system is out of threads): an
+  // allreduce_async, or a recv_async. That op fails with SystemError naming the thread; the
+  // communicator fails with it (its peers may run an op this rank cannot), so later ops,
+  // blocking ones included and with threads to be had again, fail at once with that cause.
+  // Before, the refused allreduce stayed queued and ran at the next op's thread start, and the
+  // refused receive left the drive claimed: later ops waited out their deadline.
+  const bool receive_first = GENERATE(false, true);
+  CAPTURE(receive_first);
+  REQUIRE_NOTHROW(run_ranks(2, [receive_first](const Environment& env) {
+    auto world_comm = world(env);
+    auto c = world_comm->dup();  // a communicator whose thread has not started yet
+    if (env.rank == 0) {
+      CollectiveOptions quick;
+      quick.timeout = 5s;
+      Buffer b = Buffer::allocate(16, DType::Float32);
+      cohort::comm::testing::refuse_progress_threads(true);
+      expect_error(
+          [&] {
+            if (receive_first) {
+              (void)c->recv_async(b, 1, 3, quick);
+            } else {
+              (void)c->allreduce_async(b, b, ReduceOp::Sum, quick);
+            }
+          },
+          ErrorCode::SystemError, {receive_first ? "recv" : "allreduce", "progress thread"},
+          "the op that needed a thread");
+      cohort::comm::testing::refuse_progress_threads(false);
+      RANK_CHECK(c->is_poisoned(), "the communicator was not failed with its op");
+      expect_error([&] { c->barrier(quick); }, ErrorCode::InvalidUsage,
+                   {"could not start its progress thread"}, "a later barrier");
+      expect_error([&] { c->recv(b, 1, 3, quick); }, ErrorCode::InvalidUsage,
+                   {"could not start its progress thread"}, "a later receive");
+      expect_error([&] { c->allreduce_async(b, b, ReduceOp::Sum, quick).wait(); },
+                   ErrorCode::InvalidUsage, {"could not start its progress thread"},
+                   "a later allreduce_async");
+    }
+    world_comm->barrier();  // rank 1 makes no call on `c`
   }));
 }
 
