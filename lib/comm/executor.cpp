@@ -589,6 +589,7 @@ void Executor::poison(const Error& cause) noexcept {
   poison_unhandled_.store(false, std::memory_order_relaxed);  // handled here
   std::deque<QueuedOp> doomed;
   const Error* first = nullptr;  // poisoned_ is never reassigned once set
+  bool log = false;
   {
     std::lock_guard lock(mutex_);
     if (!poisoned_) poisoned_ = cause;
@@ -596,9 +597,14 @@ void Executor::poison(const Error& cause) noexcept {
     close_fast_path_locked();
     doomed.swap(queue_);
     transfers_queued_.store(false, std::memory_order_relaxed);
+    // Once: an abort() landing while another driver is in here poisons again (to fail what it
+    // may have missed), and its consequences are not news.
+    log = !poison_logged_;
+    poison_logged_ = true;
   }
-  COHORT_LOG_ERROR("communicator {} failed and will reject further ops: {}", comm_id_,
-                   cause.what());
+  if (log)
+    COHORT_LOG_ERROR("communicator {} failed and will reject further ops: {}", comm_id_,
+                     cause.what());
   // Before any Work fails: a caller woken by the error may exit the process at once.
   recorder_.record_failure(cause);
   // Cancels every request at the transport (the collectives' too), then fails the transfers:

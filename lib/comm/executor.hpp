@@ -384,6 +384,7 @@ class Executor {
   /// Next send/recv's number (for messages only): fetch_add, on the fast path or under mutex_.
   std::atomic<std::uint32_t> next_p2p_seq_{0};
   std::optional<Error> poisoned_;  // guarded: the first failure
+  bool poison_logged_ = false;     // guarded: poison() has logged the failure
   /// Set (after poisoned_) by abort() or a failed external op that found another thread
   /// driving: that driver may be polling in-flight transfers (a Work::wait helping, or this
   /// thread), and a poll never looks at the transport's interruption. poll_pending() takes it

@@ -235,7 +235,55 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
       "auto reduce_scatter");
 }
 
+/// Rank 0 starts a hierarchical allreduce_async, then receives 2 MiB (a send that waits for its
+/// receive) from the last rank, which joins the allreduce only after its send ended. The
+/// receive must be posted from inside the allreduce's waits in the host groups' views and
+/// arena (transport/side_work.hpp), or both wait out the 20 s deadline. (Rank 0 leads host 0:
+/// it waits in its host's arena or among the leaders.)
+void receive_behind_hierarchical_allreduce(const Environment& env, std::vector<int> host_of_rank) {
+  become_host(host_of_rank[static_cast<std::size_t>(env.rank)]);
+  auto comm = world(env);
+  const int last = comm->size() - 1;
+  CollectiveOptions o;
+  o.timeout = std::chrono::seconds(20);
+  o.algorithm = Algorithm::Hierarchical;
+  Buffer x = Buffer::allocate(100000, DType::Float32);
+  // The groups are set up (over the communicator's own transport) by a first op, so the waits
+  // below are the groups' own.
+  comm->allreduce(x, x, ReduceOp::Sum, o);
+  for (std::size_t i = 0; i < x.count(); ++i) set(x, i, double(comm->rank()));
+  constexpr std::size_t kLarge = 512 * 1024;  // float32: 2 MiB
+  Buffer message = Buffer::allocate(kLarge, DType::Float32);
+  if (comm->rank() == 0) {
+    Work summed = comm->allreduce_async(x, x, ReduceOp::Sum, o);
+    comm->recv(message, last, 2, o);
+    summed.wait();
+    expect_values(
+        message, 0, kLarge, [](std::size_t i) { return double(i % 1000); }, "the message");
+  } else if (comm->rank() == last) {
+    for (std::size_t i = 0; i < kLarge; ++i) set(message, i, double(i % 1000));
+    comm->send(message, 0, 2, o);
+    comm->allreduce(x, x, ReduceOp::Sum, o);
+  } else {
+    comm->allreduce(x, x, ReduceOp::Sum, o);
+  }
+  const int n = comm->size();
+  expect_values(
+      x, 0, x.count(), [&](std::size_t) { return double(n * (n - 1) / 2); }, "the allreduce");
+}
+
 }  // namespace
+
+TEST_CASE("a receive behind a hierarchical allreduce_async is posted from inside its waits",
+          "[hierarchical]") {
+  for (const std::vector<int>& layout : std::vector<std::vector<int>>{{0, 0, 1, 1}, {0, 1, 0}}) {
+    CAPTURE(layout.size());
+    REQUIRE_NOTHROW(run_ranks(
+        static_cast<int>(layout.size()),
+        [&](const Environment& env) { receive_behind_hierarchical_allreduce(env, layout); },
+        std::chrono::seconds(120)));
+  }
+}
 
 TEST_CASE("hierarchical collectives over 2 simulated hosts x 1-3 ranks and uneven hosts",
           "[hierarchical]") {
