@@ -222,10 +222,14 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// On host buffers, sends and receives do not wait for the collectives called before them
   /// (MPI's progress rule): one called while an earlier collective is queued or running (an
   /// unfinished *_async one, or another thread's) is posted from inside that collective's
-  /// waits, and completes there too. So a peer whose send must end before it joins that
-  /// collective (a pipeline stage) is not left waiting. Collectives run one at a time in call
-  /// order; sends and receives keep their call order among themselves. On device buffers every
-  /// op, point-to-point included, is queued on its stream in call order (as NCCL does).
+  /// waits, and polled there until it completes or the collective ends. So a peer whose send
+  /// must end before it joins that collective (a pipeline stage) is not left waiting. Except
+  /// when they share memory: a send reading what an unfinished *_async collective writes, or a
+  /// receive writing what it reads or writes, waits for it (allreduce_async(x, x) then
+  /// send_async(x) sends the sum), and the sends and receives after it wait with it. Collectives
+  /// run one at a time in call order; sends and receives keep their call order among
+  /// themselves. On device buffers every op, point-to-point included, is queued on its stream
+  /// in call order (as NCCL does).
   void send(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});
   void recv(const Buffer& out, int peer, int tag = 0, const CollectiveOptions& = {});
   Work send_async(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});

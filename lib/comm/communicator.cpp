@@ -17,6 +17,13 @@ std::vector<std::shared_ptr<void>> owners(const Buffer& a, const Buffer& b) {
   return result;
 }
 
+/// What an *_async collective reading `in` and writing `out` holds while queued: the buffers'
+/// owners, and the memory that later sends and receives must not touch to be posted ahead of it.
+comm::Held held(const Buffer& in, const Buffer& out) {
+  return {owners(in, out), comm::Footprint{comm::Footprint::of(in.data(), in.nbytes()),
+                                           comm::Footprint::of(out.data(), out.nbytes())}};
+}
+
 comm::PointToPoint plan_p2p(const Communicator::Impl& impl, bool is_send, const Buffer& buffer,
                             int peer, int tag) {
   const std::string_view op = is_send ? "send" : "recv";
@@ -105,7 +112,7 @@ void Communicator::allreduce(const Buffer& in, const Buffer& out, ReduceOp op,
 
 Work Communicator::allreduce_async(const Buffer& in, const Buffer& out, ReduceOp op,
                                    const CollectiveOptions& o) {
-  return impl_->submit(o, comm::allreduce_args(impl_->group(), in, out, op), owners(in, out),
+  return impl_->submit(o, comm::allreduce_args(impl_->group(), in, out, op), held(in, out),
                        where(*impl_, Collective::Allreduce, in, out, -1));
 }
 
@@ -117,7 +124,7 @@ void Communicator::broadcast(const Buffer& in, const Buffer& out, int root,
 
 Work Communicator::broadcast_async(const Buffer& in, const Buffer& out, int root,
                                    const CollectiveOptions& o) {
-  return impl_->submit(o, comm::broadcast_args(impl_->group(), in, out, root), owners(in, out),
+  return impl_->submit(o, comm::broadcast_args(impl_->group(), in, out, root), held(in, out),
                        where(*impl_, Collective::Broadcast, in, out, root));
 }
 
@@ -129,7 +136,7 @@ void Communicator::reduce(const Buffer& in, const Buffer& out, ReduceOp op, int 
 
 Work Communicator::reduce_async(const Buffer& in, const Buffer& out, ReduceOp op, int root,
                                 const CollectiveOptions& o) {
-  return impl_->submit(o, comm::reduce_args(impl_->group(), in, out, op, root), owners(in, out),
+  return impl_->submit(o, comm::reduce_args(impl_->group(), in, out, op, root), held(in, out),
                        where(*impl_, Collective::Reduce, in, out, root));
 }
 
@@ -142,7 +149,7 @@ void Communicator::allgather(const Buffer& in, const Buffer& out, const Collecti
 
 Work Communicator::allgather_async(const Buffer& in, const Buffer& out,
                                    const CollectiveOptions& o) {
-  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, nullptr), owners(in, out),
+  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, nullptr), held(in, out),
                        where(*impl_, Collective::Allgather, in, out, -1));
 }
 
@@ -155,7 +162,7 @@ void Communicator::allgatherv(const Buffer& in, const Buffer& out,
 Work Communicator::allgatherv_async(const Buffer& in, const Buffer& out,
                                     std::span<const std::size_t> counts,
                                     const CollectiveOptions& o) {
-  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, &counts), owners(in, out),
+  return impl_->submit(o, comm::allgather_args(impl_->group(), in, out, &counts), held(in, out),
                        where(*impl_, Collective::Allgather, in, out, -1));
 }
 
@@ -167,8 +174,8 @@ void Communicator::gather(const Buffer& in, const Buffer& out, int root,
 
 Work Communicator::gather_async(const Buffer& in, const Buffer& out, int root,
                                 const CollectiveOptions& o) {
-  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, nullptr, root),
-                       owners(in, out), where(*impl_, Collective::Gather, in, out, root));
+  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, nullptr, root), held(in, out),
+                       where(*impl_, Collective::Gather, in, out, root));
 }
 
 void Communicator::gatherv(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,
@@ -180,8 +187,8 @@ void Communicator::gatherv(const Buffer& in, const Buffer& out, std::span<const 
 Work Communicator::gatherv_async(const Buffer& in, const Buffer& out,
                                  std::span<const std::size_t> counts, int root,
                                  const CollectiveOptions& o) {
-  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, &counts, root),
-                       owners(in, out), where(*impl_, Collective::Gather, in, out, root));
+  return impl_->submit(o, comm::gather_args(impl_->group(), in, out, &counts, root), held(in, out),
+                       where(*impl_, Collective::Gather, in, out, root));
 }
 
 void Communicator::scatter(const Buffer& in, const Buffer& out, int root,
@@ -192,8 +199,8 @@ void Communicator::scatter(const Buffer& in, const Buffer& out, int root,
 
 Work Communicator::scatter_async(const Buffer& in, const Buffer& out, int root,
                                  const CollectiveOptions& o) {
-  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, nullptr, root),
-                       owners(in, out), where(*impl_, Collective::Scatter, in, out, root));
+  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, nullptr, root), held(in, out),
+                       where(*impl_, Collective::Scatter, in, out, root));
 }
 
 void Communicator::scatterv(const Buffer& in, const Buffer& out,
@@ -206,8 +213,8 @@ void Communicator::scatterv(const Buffer& in, const Buffer& out,
 Work Communicator::scatterv_async(const Buffer& in, const Buffer& out,
                                   std::span<const std::size_t> counts, int root,
                                   const CollectiveOptions& o) {
-  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, &counts, root),
-                       owners(in, out), where(*impl_, Collective::Scatter, in, out, root));
+  return impl_->submit(o, comm::scatter_args(impl_->group(), in, out, &counts, root), held(in, out),
+                       where(*impl_, Collective::Scatter, in, out, root));
 }
 
 // ---- reduce_scatter / alltoall / barrier ----------------------------------------------------
@@ -220,7 +227,7 @@ void Communicator::reduce_scatter(const Buffer& in, const Buffer& out, ReduceOp 
 
 Work Communicator::reduce_scatter_async(const Buffer& in, const Buffer& out, ReduceOp op,
                                         const CollectiveOptions& o) {
-  return impl_->submit(o, comm::reduce_scatter_args(impl_->group(), in, out, op), owners(in, out),
+  return impl_->submit(o, comm::reduce_scatter_args(impl_->group(), in, out, op), held(in, out),
                        where(*impl_, Collective::ReduceScatter, in, out, -1));
 }
 
@@ -231,7 +238,7 @@ void Communicator::alltoall(const Buffer& in, const Buffer& out, const Collectiv
 
 Work Communicator::alltoall_async(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
   return impl_->submit(o, comm::alltoall_args(impl_->group(), in, out, nullptr, nullptr),
-                       owners(in, out), where(*impl_, Collective::Alltoall, in, out, -1));
+                       held(in, out), where(*impl_, Collective::Alltoall, in, out, -1));
 }
 
 void Communicator::alltoallv(const Buffer& in, std::span<const std::size_t> send_counts,
@@ -245,7 +252,7 @@ Work Communicator::alltoallv_async(const Buffer& in, std::span<const std::size_t
                                    const Buffer& out, std::span<const std::size_t> recv_counts,
                                    const CollectiveOptions& o) {
   return impl_->submit(o, comm::alltoall_args(impl_->group(), in, out, &send_counts, &recv_counts),
-                       owners(in, out), where(*impl_, Collective::Alltoall, in, out, -1));
+                       held(in, out), where(*impl_, Collective::Alltoall, in, out, -1));
 }
 
 void Communicator::barrier(const CollectiveOptions& o) {

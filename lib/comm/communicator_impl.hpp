@@ -33,6 +33,15 @@
 
 namespace cohort {
 
+namespace comm {
+/// What an *_async collective holds while queued: its buffers' owners (alive until it ran) and
+/// the memory it reads and writes (which sends and receives called after it may pass it).
+struct Held {
+  std::vector<std::shared_ptr<void>> owners;
+  Footprint footprint;
+};
+}  // namespace comm
+
 struct Communicator::Impl {
   int rank = 0;
   int size = 1;
@@ -127,11 +136,10 @@ struct Communicator::Impl {
 
   /// Queues a validated collective on the path its placement says.
   template <class Args>
-  Work submit(const CollectiveOptions& options, Args args,
-              std::vector<std::shared_ptr<void>> keepalive, comm::Placement where) {
+  Work submit(const CollectiveOptions& options, Args args, comm::Held held, comm::Placement where) {
     if (skipped_as_empty(options, args)) return Work(detail::finished_work());
-    if (where.on_device()) return run_on_device(options, args, where, true, std::move(keepalive));
-    return submit(options, std::move(args), std::move(keepalive));
+    if (where.on_device()) return run_on_device(options, args, where, true, std::move(held.owners));
+    return submit(options, std::move(args), std::move(held));
   }
 
   /// The GPU path of a collective (comm/device_ops.hpp): refusals on this thread, then queued on
@@ -163,17 +171,18 @@ struct Communicator::Impl {
     });
   }
 
-  /// Queues a validated collective; `keepalive` holds the buffers' owners until it ran.
+  /// Queues a validated collective; `held` keeps the buffers' owners until it ran, and tells
+  /// the executor which sends and receives may pass it.
   template <class Args>
-  Work submit(const CollectiveOptions& options, Args args,
-              std::vector<std::shared_ptr<void>> keepalive) {
+  Work submit(const CollectiveOptions& options, Args args, comm::Held held) {
     comm::OpInfo op = info(options, args);
+    op.footprint = held.footprint;
     // The executor by its address, not through `executor`: the queue may be drained by the
     // progress thread while that unique_ptr is being destroyed.
     comm::Executor* const runner = executor.get();
     return executor->submit(
         std::move(op), [this, runner, args = std::move(args), forced = options.algorithm,
-                        keepalive = std::move(keepalive)](const algorithms::OpContext& ctx) {
+                        keepalive = std::move(held.owners)](const algorithms::OpContext& ctx) {
           runner->note_algorithm(algorithms::run_collective(ctx, staging, args, forced));
         });
   }

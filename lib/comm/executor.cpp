@@ -31,6 +31,11 @@ constexpr std::chrono::microseconds kPollInterval{1000};
 // in flight alone wait for kPollInterval).
 constexpr std::chrono::microseconds kFastOpPoll{100};
 
+// While transfers are in flight during another op, its waits poll them only every this many
+// rounds unless one was just posted or a waiter asks: the op's own waits drive the transport, a
+// poll only finishes the Works of transfers already done, and it tests every one of them.
+constexpr std::uint32_t kServesPerPoll = 16;
+
 }  // namespace
 
 Executor::Executor(transport::Transport& transport, transport::LazyArena* arenas,
@@ -184,7 +189,11 @@ void Executor::fail_communicator(std::unique_lock<std::mutex>& lock,
   close_fast_path_locked();
   if (!poisoned_) return;
   if (!drive_free_locked()) {
-    interrupt_waits(failure.what());
+    try {
+      interrupt_waits(interrupted_by(*poisoned_));
+    } catch (...) {
+      interrupt_waits({});  // out of memory naming it: the waits still throw
+    }
     poison_unhandled_.store(true, std::memory_order_release);
     lock.unlock();
     return;
@@ -285,7 +294,11 @@ void Executor::abort(const std::string& reason) noexcept {
   close_fast_path_locked();
   // The cause is set first, so it is the one that stays; then the thread driving now (in a wait,
   // or about to be) leaves it with an error that poisons through fail() like any other failure.
-  interrupt_waits(reason);
+  try {
+    interrupt_waits("aborted: " + reason);
+  } catch (...) {
+    interrupt_waits({});  // out of memory naming it: the waits still throw ("aborted")
+  }
   if (!poisoned_) return;
   if (!drive_free_locked()) {
     poison_unhandled_.store(true, std::memory_order_release);
@@ -325,6 +338,7 @@ void Executor::end_drive() noexcept {
   {
     std::lock_guard lock(mutex_);
     busy_ = false;
+    running_footprint_ = Footprint{};
     const std::size_t pending = in_flight_.count();
     pending_count_.store(pending, std::memory_order_relaxed);
     // Nothing queued: the next op may take the fast path. Release: whatever this drive wrote
@@ -508,35 +522,48 @@ InFlightTransfers::Posted Executor::post_transfer(
 }
 
 void Executor::serve_in_wait() noexcept {
-  if (transfers_queued_.load(std::memory_order_relaxed)) post_queued_transfers();
+  const bool posted = transfers_queued_.load(std::memory_order_relaxed) && post_queued_transfers();
   if (in_flight_.count() == 0) return;
-  const InFlightTransfers::PollResult result = in_flight_.poll();
-  if (result.failure) {
-    fail_from_wait(result.failure->what, result.failure->error);
-    return;
+  const bool asked = waiter_asked_.load(std::memory_order_relaxed) &&
+                     waiter_asked_.exchange(false, std::memory_order_relaxed);
+  if (posted || asked || ++serves_since_poll_ >= kServesPerPoll) {
+    serves_since_poll_ = 0;
+    const InFlightTransfers::PollResult result = in_flight_.poll();
+    if (result.failure) {
+      fail_from_wait(result.failure->what, result.failure->error);
+      return;
+    }
   }
-  // Until they end, every round of this op's waits polls them: their owner may be asleep on a
-  // Work, with nobody else to finish it before this op ends.
+  // Until they end, this op's waits keep polling them: their owner may be asleep on a Work,
+  // with nobody else to finish it before this op ends.
   if (in_flight_.count() > 0) side_work_.request();
 }
 
-void Executor::post_queued_transfers() noexcept {
+bool Executor::post_queued_transfers() noexcept {
   // One at a time, the lock let go while posting: oldest first, so sends and receives keep
   // their order among themselves, while the collectives stay queued in theirs.
+  bool posted = false;
   for (;;) {
     QueuedOp op;
     {
       std::lock_guard lock(mutex_);
-      if (poisoned_) return;  // poison(), on its way, fails them
+      if (poisoned_) return posted;  // poison(), on its way, fails them
       const auto transfer = std::find_if(queue_.begin(), queue_.end(),
                                          [](const QueuedOp& q) { return q.p2p.has_value(); });
       if (transfer == queue_.end()) {
         transfers_queued_.store(false, std::memory_order_relaxed);
-        return;
+        return posted;
       }
+      // A transfer that may touch a collective's memory waits for it (allreduce_async(x) then
+      // send_async(x) sends the sum), and the later ones with it; run_front asks for this again
+      // when the next collective starts.
+      if (running_footprint_.conflicts_with(*transfer->p2p)) return posted;
+      for (auto ahead = queue_.begin(); ahead != transfer; ++ahead)
+        if (ahead->info.footprint.conflicts_with(*transfer->p2p)) return posted;
       op = std::move(*transfer);
       queue_.erase(transfer);
     }
+    posted = true;
     try {
       try {
         if (in_flight_.post(std::move(*op.p2p), op.info.timeout, op.work) ==
@@ -558,15 +585,25 @@ void Executor::fail_from_wait(const std::string& what, const Error& error) noexc
     std::lock_guard lock(mutex_);
     try {
       if (!poisoned_) poisoned_ = error.with_context(ErrorContext{.op = what});
-      reason = poisoned_->what();
+      reason = interrupted_by(*poisoned_);
     } catch (...) {
-      // Out of memory naming the failure: the interruption below still fails the op.
+      // Out of memory naming the failure: the cause as it came, or, failing that, nothing can
+      // fail this transfer's Work any more (poll() skips it), so stop loudly rather than hang.
+      try {
+        if (!poisoned_) poisoned_ = error;
+      } catch (...) {
+        COHORT_LOG_ERROR("out of memory failing {}", what);
+        std::terminate();
+      }
     }
     close_fast_path_locked();
-    if (!poisoned_) return;  // nothing to poison with; the transfer stays failed
   }
   interrupt_waits(reason);
   poison_unhandled_.store(true, std::memory_order_release);
+}
+
+std::string Executor::interrupted_by(const Error& failure) {
+  return "interrupted by an earlier failure: " + std::string(failure.what());
 }
 
 bool Executor::poll_pending() noexcept {
@@ -625,6 +662,11 @@ void Executor::run_front(std::unique_lock<std::mutex>& lock) noexcept {
   QueuedOp op = std::move(queue_.front());
   queue_.pop_front();
   busy_ = true;
+  if (!op.p2p) {
+    running_footprint_ = op.info.footprint;
+    // Transfers held back by the collective that ran before may go now (post_queued_transfers).
+    if (transfers_queued_.load(std::memory_order_relaxed)) side_work_.request();
+  }
   lock.unlock();
   {
     DriveGuard guard(*this);
@@ -644,7 +686,10 @@ void Executor::help() noexcept {
   if (!drive_free_locked()) {
     // Another thread drives, perhaps for long (a collective waiting on a peer): the transfers
     // this waiter may be waiting on are polled from inside that op's waits.
-    if (pending_count_.load(std::memory_order_relaxed) > 0) side_work_.request();
+    if (pending_count_.load(std::memory_order_relaxed) > 0) {
+      waiter_asked_.store(true, std::memory_order_relaxed);
+      side_work_.request();
+    }
     return;
   }
   // Only steps that never block: posting a queued send/receive, or polling in-flight ones. A

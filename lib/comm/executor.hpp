@@ -37,8 +37,10 @@
 // is queued, and the driver posts it between the polling rounds of its waits (SideWork, asked
 // for by the queueing thread), then polls the transfers in flight there until they end. So a
 // receive called after an unfinished allreduce_async is posted at once, and a peer whose send
-// must end before it joins that allreduce is not left waiting for it. Collectives still run one
-// at a time in call order, and sends/receives keep their order among themselves.
+// must end before it joins that allreduce is not left waiting for it. A transfer that may touch
+// the memory of an *_async collective before it (Footprint) waits for that collective, and the
+// transfers after it with it. Collectives still run one at a time in call order, and
+// sends/receives keep their order among themselves.
 //
 // Failures: a transport error (timeout, dead peer) or any unexpected exception fails the op and
 // poisons the executor: the transport's requests are cancelled, queued and in-flight ops fail
@@ -77,6 +79,26 @@ namespace cohort::comm {
 
 using OpBody = std::function<void(const algorithms::OpContext&)>;
 
+/// The host memory an *_async collective reads and writes, as passed (an over-estimate, such as
+/// a non-root's unused input, only keeps a transfer in call order). A send or receive called
+/// after it is posted ahead of it (SideWork) only when the two cannot touch the same bytes: the
+/// send reads nothing the collective writes, the receive writes nothing it reads or writes.
+struct Footprint {
+  struct Range {
+    std::uintptr_t begin = 0, end = 0;  ///< [begin, end); empty when equal
+  };
+  Range reads, writes;
+  static Range of(const void* data, std::size_t bytes) noexcept {
+    const auto begin = reinterpret_cast<std::uintptr_t>(data);
+    return {begin, begin + bytes};
+  }
+  bool conflicts_with(const PointToPoint& p2p) const noexcept {
+    const Range t = of(p2p.data, p2p.bytes);
+    const auto overlap = [&t](const Range& r) { return t.begin < r.end && r.begin < t.end; };
+    return overlap(writes) || (!p2p.is_send && overlap(reads));
+  }
+};
+
 /// What the executor needs to know about an op besides its body.
 struct OpInfo {
   Collective kind = Collective::Barrier;
@@ -84,6 +106,7 @@ struct OpInfo {
   std::chrono::milliseconds timeout{0};
   std::optional<Fingerprint> fingerprint;  ///< set under COHORT_DEBUG=detail
   OpShape shape;                           ///< for the flight record (collectives only)
+  Footprint footprint;                     ///< set for *_async collectives only
 };
 
 namespace testing {
@@ -259,18 +282,24 @@ class Executor {
   }
   void execute_queued(QueuedOp& op) noexcept;
   /// The side work (side_work.hpp), on the driving thread between the rounds of a wait: posts
-  /// the sends/receives queued meanwhile, polls those in flight, and asks to be called again
-  /// while any is in flight (a thread may sleep on one's Work).
+  /// the sends/receives queued meanwhile, polls those in flight (at once after a post or when a
+  /// waiter asks, else every few rounds), and asks to be called again while any is in flight (a
+  /// thread may sleep on one's Work).
   void serve_in_wait() noexcept;
-  /// Posts every queued send/receive, oldest first, leaving the collectives queued.
-  void post_queued_transfers() noexcept;
+  /// Posts the queued sends/receives, oldest first, leaving the collectives queued, up to the
+  /// first one that may touch the memory of a collective before it (Footprint), which waits
+  /// for that collective with every transfer after it. True if it posted any.
+  bool post_queued_transfers() noexcept;
   /// A transfer that failed inside another op's wait: poisoning there would cancel that op's
   /// requests under it, so, as abort() does for an op another thread drives, the cause is set
   /// and the waits interrupted; the op then fails and poisons (or end_drive() does, if it ended
   /// first).
   void fail_from_wait(const std::string& what, const Error& error) noexcept;
-  /// Makes every wait on this communicator's transport, arena and host groups throw.
-  void interrupt_waits(const std::string& reason) noexcept;
+  /// Makes every wait on this communicator's transport, arena and host groups throw
+  /// Error(InvalidUsage) with `message`.
+  void interrupt_waits(const std::string& message) noexcept;
+  /// What an op that was running when `failure` poisoned the communicator fails with.
+  static std::string interrupted_by(const Error& failure);
   /// Posts a send/receive into in_flight_ (or fails `work`, poisoning on a transport error).
   /// Finished: done at post, and `work` untouched (the caller finishes it or hands out
   /// detail::finished_work()); Held: `work` reports the outcome (a failure already).
@@ -357,11 +386,12 @@ class Executor {
   //   need no wake.
   // - stop_: false -> true once, by the destructor. The progress thread exits once it is set
   //   and nothing is queued, driving or in flight (every transfer ends by its own deadline).
-  // - poisoned_: empty -> the first failure, once, by poison() on the driving thread; never
-  //   cleared. It is set before any Work fails, so whoever sees a failure sees later calls fail
-  //   fast. poison() then empties queue_ and in_flight_ (failing their Works, the failed
-  //   transfer's with the cause); run*/submit* throw on entry and ops queued meanwhile fail
-  //   when taken.
+  // - poisoned_: empty -> the first failure, once, by poison() on the driving thread, or by
+  //   abort(), end_external(), fail_communicator() or fail_from_wait() before they hand the
+  //   poisoning to a driver (poison_unhandled_) or claim the drive for it; never cleared. It is set
+  //   before any Work fails, so whoever sees a failure sees later calls fail fast. poison() then
+  //   empties queue_ and in_flight_ (failing their Works, the failed transfer's with the cause);
+  //   run*/submit* throw on entry and ops queued meanwhile fail when taken.
   std::atomic<bool> fast_open_{true};
   std::atomic<bool> fast_active_{false};
   mutable std::mutex mutex_;
@@ -393,6 +423,14 @@ class Executor {
   /// queue_ may hold a send/receive (set under mutex_ by enqueue_locked; cleared under it when
   /// post_queued_transfers() or poison() leaves none): lets the side work skip the lock.
   std::atomic<bool> transfers_queued_{false};
+  /// The footprint of the queued collective running now (set by run_front, cleared by
+  /// end_drive; guarded by mutex_): a queued transfer touching it waits for its end.
+  Footprint running_footprint_;
+  /// A thread in Work::wait asked for a poll of the transfers (help() found another driver):
+  /// the side work polls at once rather than every kServesPerPoll-th round.
+  std::atomic<bool> waiter_asked_{false};
+  /// Rounds the side work let go by without polling the transfers in flight (driver only).
+  std::uint32_t serves_since_poll_ = 0;
   /// Installed in the transport, the arena and the host groups; serves serve_in_wait().
   transport::SideWork side_work_;
   std::shared_ptr<detail::ProgressHook> hook_;  ///< handed (weakly) to every Work

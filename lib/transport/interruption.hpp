@@ -36,9 +36,11 @@ class Interruption {
   /// Who serves between rounds (null: nobody). Set by the owner of the waits' communicator
   /// before its first op and cleared before it goes; not while a wait runs.
   void set_side_work(SideWork* side_work) noexcept { side_work_ = side_work; }
-  /// Error(InvalidUsage) for the op named `what` ("aborted: <reason>").
+  /// Error(InvalidUsage) for the op named `what`, with the raiser's message ("aborted:
+  /// <reason>" from Communicator::abort(); "interrupted by an earlier failure: ..." when another
+  /// op's failure poisoned the communicator).
   [[noreturn]] void throw_error(const std::string& what) const {
-    throw Error(ErrorCode::InvalidUsage, "aborted: " + (reason_.empty() ? "abort()" : reason_),
+    throw Error(ErrorCode::InvalidUsage, reason_.empty() ? std::string("aborted") : reason_,
                 ErrorContext{.op = what});
   }
 

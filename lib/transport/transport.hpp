@@ -66,10 +66,11 @@ class Transport {
   virtual bool test(const Request& request) = 0;
   /// Cancels and releases every pending request (after an error). Never throws.
   virtual void cancel_all() noexcept = 0;
-  /// Communicator::abort(): every wait() on this transport, the one running on another thread
-  /// included, throws Error(InvalidUsage) "aborted: <reason>" within about a millisecond, and
-  /// so does every later one. Irreversible; thread-safe; never throws.
-  virtual void interrupt(const std::string& reason) noexcept = 0;
+  /// Communicator::abort() or another op's failure: every wait() on this transport, the one
+  /// running on another thread included, throws Error(InvalidUsage) with `message` ("aborted:
+  /// <reason>") within about a millisecond, and so does every later one. Irreversible;
+  /// thread-safe; never throws.
+  virtual void interrupt(const std::string& message) noexcept = 0;
   /// Who serves between the rounds of this transport's waits (side_work.hpp; null: nobody).
   /// Set before the first op, cleared before `side_work` goes; not while a wait runs.
   virtual void set_side_work(SideWork* side_work) noexcept = 0;

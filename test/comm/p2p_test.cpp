@@ -303,6 +303,50 @@ TEST_CASE("send/recv: a receive called behind an unfinished allreduce_async is p
   }));
 }
 
+TEST_CASE("send/recv: a send of what an unfinished allreduce_async writes waits for it",
+          "[comm][multiproc]") {
+  // Rank 0: allreduce_async in place on x, then send_async(x) to every other rank, which joins
+  // the allreduce only once rank 0 has made those calls (a store key), then receives. The sends
+  // are queued while the allreduce waits for them, but they read what it writes: they must wait
+  // for it and carry the sum (posted from inside its waits, they carried rank 0's own values).
+  // Either the allreduce on x runs while the sends are called, or it is still queued behind an
+  // allreduce on another buffer.
+  const int size = GENERATE(2, 3);
+  const bool queued_behind_another = GENERATE(false, true);
+  CAPTURE(size, queued_behind_another);
+  REQUIRE_NOTHROW(run_ranks(size, [queued_behind_another](const Environment& env) {
+    auto c = world(env);
+    const std::shared_ptr<Store> store = connect_store(env);
+    constexpr std::size_t kCount = 4096;
+    const int n = c->size();
+    const auto sum = [n](std::size_t i) { return n * (n - 1) / 2 + n * static_cast<int>(i % 7); };
+    Buffer x = Buffer::allocate(kCount, DType::Int64);
+    for (std::size_t i = 0; i < kCount; ++i) set(x, i, c->rank() + static_cast<int>(i % 7));
+    Buffer other = Buffer::allocate(kCount, DType::Int64);
+    for (std::size_t i = 0; i < kCount; ++i) set(other, i, 1);
+    if (env.rank == 0) {
+      std::optional<Work> first;
+      if (queued_behind_another) first = c->allreduce_async(other, other, ReduceOp::Sum);
+      Work summed = c->allreduce_async(x, x, ReduceOp::Sum);
+      std::vector<Work> sends;
+      for (int peer = 1; peer < n; ++peer) sends.push_back(c->send_async(x, peer, 3));
+      store->set_string("p2p_test/send_of_sum/called", "1");
+      if (first) first->wait();
+      summed.wait();
+      for (Work& w : sends) w.wait();
+    } else {
+      store->get_string("p2p_test/send_of_sum/called", 60s);
+      if (queued_behind_another) c->allreduce(other, other, ReduceOp::Sum);
+      c->allreduce(x, x, ReduceOp::Sum);
+      Buffer got = Buffer::allocate(kCount, DType::Int64);
+      c->recv(got, 0, 3);
+      expect_values(got, 0, kCount, sum, "rank 0's x as sent");
+    }
+    expect_values(x, 0, kCount, sum, "the allreduce");
+    c->barrier();
+  }));
+}
+
 TEST_CASE("send/recv: a receive that fails while an allreduce waits fails that allreduce too",
           "[comm][multiproc]") {
   // Rank 0's recv_async (300 ms deadline, never sent to) is posted and polled from inside its
