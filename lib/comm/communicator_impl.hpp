@@ -40,6 +40,19 @@ struct Held {
   std::vector<std::shared_ptr<void>> owners;
   Footprint footprint;
 };
+
+/// `buffers`, less what the op does not use on this rank: validation leaves the pointer null
+/// for a non-root's broadcast and scatter input and its reduce and gather output. Holding a
+/// send back behind a reduce_async whose output buffer a non-root passes but the op never
+/// writes would bring back the wait for the collective that posting ahead of it avoids.
+template <class Args>
+Footprint used_part(Footprint buffers, const Args& args) {
+  if constexpr (requires { args.in; })
+    if (args.in == nullptr) buffers.reads = {};
+  if constexpr (requires { args.out; })
+    if (args.out == nullptr) buffers.writes = {};
+  return buffers;
+}
 }  // namespace comm
 
 struct Communicator::Impl {
@@ -176,7 +189,7 @@ struct Communicator::Impl {
   template <class Args>
   Work submit(const CollectiveOptions& options, Args args, comm::Held held) {
     comm::OpInfo op = info(options, args);
-    op.footprint = held.footprint;
+    op.footprint = comm::used_part(held.footprint, args);
     // The executor by its address, not through `executor`: the queue may be drained by the
     // progress thread while that unique_ptr is being destroyed.
     comm::Executor* const runner = executor.get();

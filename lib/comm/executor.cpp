@@ -31,9 +31,10 @@ constexpr std::chrono::microseconds kPollInterval{1000};
 // in flight alone wait for kPollInterval).
 constexpr std::chrono::microseconds kFastOpPoll{100};
 
-// While transfers are in flight during another op, its waits poll them only every this many
-// rounds unless one was just posted or a waiter asks: the op's own waits drive the transport, a
-// poll only finishes the Works of transfers already done, and it tests every one of them.
+// While transfers are in flight during another op, its waits on the transport poll them only
+// every this many rounds unless one was just posted or a waiter asks: those waits drive the
+// transport themselves, so a poll only finishes the Works of transfers already done, and it
+// tests every one of them. Waits on shared memory drive nothing: there every round polls.
 constexpr std::uint32_t kServesPerPoll = 16;
 
 }  // namespace
@@ -50,7 +51,11 @@ Executor::Executor(transport::Transport& transport, transport::LazyArena* arenas
       comm_id_(comm_id),
       tag_id_(tag_id),
       in_flight_(transport, tag_id),
-      side_work_([](void* self) noexcept { static_cast<Executor*>(self)->serve_in_wait(); }, this),
+      side_work_(
+          [](void* self, transport::WaitKind wait) noexcept {
+            static_cast<Executor*>(self)->serve_in_wait(wait);
+          },
+          this),
       hook_(std::make_shared<detail::ProgressHook>()) {
   hook_->context = this;
   hook_->help = [](void* self) noexcept { static_cast<Executor*>(self)->help(); };
@@ -521,12 +526,17 @@ InFlightTransfers::Posted Executor::post_transfer(
   return InFlightTransfers::Posted::Held;  // failed: `work` says so
 }
 
-void Executor::serve_in_wait() noexcept {
+void Executor::serve_in_wait(transport::WaitKind wait) noexcept {
   const bool posted = transfers_queued_.load(std::memory_order_relaxed) && post_queued_transfers();
-  if (in_flight_.count() == 0) return;
+  if (in_flight_.count() == 0) {
+    if (served_in_flight_.load(std::memory_order_relaxed) != 0)
+      served_in_flight_.store(0, std::memory_order_relaxed);
+    return;
+  }
   const bool asked = waiter_asked_.load(std::memory_order_relaxed) &&
                      waiter_asked_.exchange(false, std::memory_order_relaxed);
-  if (posted || asked || ++serves_since_poll_ >= kServesPerPoll) {
+  if (posted || asked || wait == transport::WaitKind::WatchesMemory ||
+      ++serves_since_poll_ >= kServesPerPoll) {
     serves_since_poll_ = 0;
     const InFlightTransfers::PollResult result = in_flight_.poll();
     if (result.failure) {
@@ -535,7 +545,10 @@ void Executor::serve_in_wait() noexcept {
     }
   }
   // Until they end, this op's waits keep polling them: their owner may be asleep on a Work,
-  // with nobody else to finish it before this op ends.
+  // with nobody else to finish it before this op ends. And a thread waiting on one may ask for
+  // a poll at once (help()), though pending_count_ counts only what was in flight when this
+  // drive began.
+  served_in_flight_.store(in_flight_.count(), std::memory_order_relaxed);
   if (in_flight_.count() > 0) side_work_.request();
 }
 
@@ -686,7 +699,8 @@ void Executor::help() noexcept {
   if (!drive_free_locked()) {
     // Another thread drives, perhaps for long (a collective waiting on a peer): the transfers
     // this waiter may be waiting on are polled from inside that op's waits.
-    if (pending_count_.load(std::memory_order_relaxed) > 0) {
+    if (pending_count_.load(std::memory_order_relaxed) > 0 ||
+        served_in_flight_.load(std::memory_order_relaxed) > 0) {
       waiter_asked_.store(true, std::memory_order_relaxed);
       side_work_.request();
     }

@@ -282,10 +282,10 @@ class Executor {
   }
   void execute_queued(QueuedOp& op) noexcept;
   /// The side work (side_work.hpp), on the driving thread between the rounds of a wait: posts
-  /// the sends/receives queued meanwhile, polls those in flight (at once after a post or when a
-  /// waiter asks, else every few rounds), and asks to be called again while any is in flight (a
-  /// thread may sleep on one's Work).
-  void serve_in_wait() noexcept;
+  /// the sends/receives queued meanwhile, polls those in flight (after a post, when a waiter
+  /// asks, at every round of a shared-memory wait, which drives nothing, else every few rounds),
+  /// and asks to be called again while any is in flight (a thread may sleep on one's Work).
+  void serve_in_wait(transport::WaitKind wait) noexcept;
   /// Posts the queued sends/receives, oldest first, leaving the collectives queued, up to the
   /// first one that may touch the memory of a collective before it (Footprint), which waits
   /// for that collective with every transfer after it. True if it posted any.
@@ -431,6 +431,10 @@ class Executor {
   std::atomic<bool> waiter_asked_{false};
   /// Rounds the side work let go by without polling the transfers in flight (driver only).
   std::uint32_t serves_since_poll_ = 0;
+  /// Transfers in flight as the side work last saw them (written by the driver inside another
+  /// op's waits; 0 once it saw none): tells help() to ask for a poll of transfers that the
+  /// side work posted, which pending_count_ does not count until the drive ends.
+  std::atomic<std::size_t> served_in_flight_{0};
   /// Installed in the transport, the arena and the host groups; serves serve_in_wait().
   transport::SideWork side_work_;
   std::shared_ptr<detail::ProgressHook> hook_;  ///< handed (weakly) to every Work

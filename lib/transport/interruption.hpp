@@ -29,8 +29,8 @@ class Interruption {
   bool raised() const noexcept { return raised_.load(std::memory_order_acquire); }
   /// Between a wait's polling rounds, on the driving thread: serves the side work asked of the
   /// driver, then throws if raised (the side work may have raised it).
-  void check(const std::string& what) const {
-    if (side_work_ != nullptr) side_work_->serve_if_asked();
+  void check(const std::string& what, WaitKind wait) const {
+    if (side_work_ != nullptr) side_work_->serve_if_asked(wait);
     if (raised()) throw_error(what);
   }
   /// Who serves between rounds (null: nobody). Set by the owner of the waits' communicator

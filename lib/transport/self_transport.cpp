@@ -83,7 +83,7 @@ void SelfTransport::finish(const Request& request, Entry& entry, const std::stri
 }
 
 void SelfTransport::wait(std::span<const Request> requests, Deadline, const std::string& what) {
-  interruption_.check(what);
+  interruption_.check(what, WaitKind::DrivesTransport);
   std::string unmatched;
   for (const Request& request : requests) {
     if (request.is_completed()) continue;

@@ -578,7 +578,7 @@ void SharedArena::block_until(int r, Flag which, std::uint64_t generation, Deadl
         cpu_relax();
       continue;
     }
-    if (interruption_ != nullptr) interruption_->check(what);
+    if (interruption_ != nullptr) interruption_->check(what, WaitKind::WatchesMemory);
     // A peer that runs another op at this generation never writes what we wait for.
     if (arrived != 0 && reached(r, Flag::Arrived, arrived))
       check_announcement(r, Flag::Arrived, arrived, what);

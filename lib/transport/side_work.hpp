@@ -19,9 +19,14 @@
 
 namespace cohort::transport {
 
+/// Whether the wait that serves drives the transport itself (a UCX wait's rounds make worker
+/// progress) or only watches memory (a shared-arena wait), where the side work's own polls are
+/// all that moves its transfers.
+enum class WaitKind { DrivesTransport, WatchesMemory };
+
 class SideWork {
  public:
-  using Serve = void (*)(void* context) noexcept;
+  using Serve = void (*)(void* context, WaitKind wait) noexcept;
   SideWork(Serve serve, void* context) noexcept : serve_(serve), context_(context) {}
   SideWork(const SideWork&) = delete;
   SideWork& operator=(const SideWork&) = delete;
@@ -33,13 +38,13 @@ class SideWork {
   /// The driver, between polling rounds: serves if asked since the last time. One load when not
   /// asked (every round of every wait pays it). Not reentrant: a wait inside the serve function
   /// itself does not serve again.
-  void serve_if_asked() noexcept {
+  void serve_if_asked(WaitKind wait) noexcept {
     if (!asked_.load(std::memory_order_relaxed)) [[likely]]
       return;
     if (serving_) return;
     if (!asked_.exchange(false, std::memory_order_acquire)) return;
     serving_ = true;
-    serve_(context_);
+    serve_(context_, wait);
     serving_ = false;
   }
 

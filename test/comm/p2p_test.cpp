@@ -317,7 +317,9 @@ TEST_CASE("send/recv: a send of what an unfinished allreduce_async writes waits 
   REQUIRE_NOTHROW(run_ranks(size, [queued_behind_another](const Environment& env) {
     auto c = world(env);
     const std::shared_ptr<Store> store = connect_store(env);
-    constexpr std::size_t kCount = 4096;
+    // 64 KiB: copied into the receiver's ring when posted (a "spread" message), so a send
+    // posted early carries what x held then, whatever UCX's protocol choices.
+    constexpr std::size_t kCount = 8192;
     const int n = c->size();
     const auto sum = [n](std::size_t i) { return n * (n - 1) / 2 + n * static_cast<int>(i % 7); };
     Buffer x = Buffer::allocate(kCount, DType::Int64);
@@ -343,6 +345,48 @@ TEST_CASE("send/recv: a send of what an unfinished allreduce_async writes waits 
       expect_values(got, 0, kCount, sum, "rank 0's x as sent");
     }
     expect_values(x, 0, kCount, sum, "the allreduce");
+    c->barrier();
+  }));
+}
+
+TEST_CASE("send/recv: a non-root's send of its reduce_async buffer is not held behind the reduce",
+          "[comm][multiproc]") {
+  // Every non-root calls reduce_async(g, g, Sum, root 0), then sends g (1 MiB: its send waits
+  // for the receive) to rank 0, which receives them all before it joins the reduce. A non-root's
+  // output is unused (the reduce reads g and writes nothing there), so the send may pass the
+  // reduce; held behind it as if the reduce wrote g, every rank waited out the 10 s deadline.
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto c = world(env);
+    CollectiveOptions o;
+    o.timeout = 10s;
+    constexpr std::size_t kCount = 128 * 1024;  // float64: 1 MiB
+    const int n = c->size();
+    Buffer g = message(c->rank(), 2, kCount);
+    if (env.rank == 0) {
+      for (int peer = 1; peer < n; ++peer) {
+        Buffer got = Buffer::allocate(kCount, DType::Float64);
+        c->recv(got, peer, 2, o);
+        expect_values(
+            got, 0, kCount, [&](std::size_t i) { return payload(peer, 2, i); },
+            "rank " + std::to_string(peer) + "'s g");
+      }
+      c->reduce(g, g, ReduceOp::Sum, 0, o);
+      expect_values(
+          g, 0, kCount,
+          [&](std::size_t i) {
+            double total = 0;
+            for (int r = 0; r < n; ++r) total += payload(r, 2, i);
+            return total;
+          },
+          "the reduce on the root");
+    } else {
+      Work reduced = c->reduce_async(g, g, ReduceOp::Sum, 0, o);
+      Work sent = c->send_async(g, 0, 2, o);
+      sent.wait();
+      reduced.wait();
+    }
     c->barrier();
   }));
 }

@@ -423,7 +423,7 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
     if (all_done) return;
     // After the round, so an op whose messages all arrived completes rather than fails. Outside
     // the lock: the side work posts and tests requests of its own.
-    if (interruption != nullptr) interruption->check(what);
+    if (interruption != nullptr) interruption->check(what, WaitKind::DrivesTransport);
     // Reading the clock costs about as much as a progress call; spin a few rounds between reads.
     constexpr std::uint32_t kRoundsPerClockRead = 16;
     if (round % kRoundsPerClockRead != 0) continue;
