@@ -352,7 +352,11 @@ COHORT_API cohort_status_t cohort_barrier_async(cohort_comm_t comm,
 /// Messages between a pair of ranks with the same tag (>= 0) arrive in send order. A blocking
 /// send may wait for the matching receive (large messages use a rendezvous): two ranks that both
 /// block in cohort_send to each other deadlock until the timeout, as in MPI; use the _async form
-/// on one side, or order the calls.
+/// on one side, or order the calls. On host memory, sends and receives do not wait for the
+/// collectives called before them (posted from inside an unfinished _async collective's waits,
+/// as MPI progresses), unless they share memory with one (a send of what it writes, a receive
+/// into what it reads or writes), which they then wait for; see Communicator in
+/// cohort/communicator.hpp.
 
 COHORT_API cohort_status_t cohort_send(cohort_comm_t comm, const DLTensor* in, int peer, int tag,
                                        const cohort_collective_options_t* options);

@@ -1,7 +1,8 @@
 """numpy arrays through cohort, at any world size: an in-place allreduce works on the array's own
 memory (its data pointer never changes), out of place leaves the input alone, read-only and bool
 arrays come in through the buffer protocol (numpy 1.24 refuses them through DLPack), async ops
-keep arrays alive, and no reference is leaked. Expected values are computed by hand from the
+keep arrays alive, no reference is leaked, and a receive called behind an unfinished
+allreduce_async does not wait for it. Expected values are computed by hand from the
 ranks' inputs: rank r holds (r + 1) * x, so a sum over n ranks is x * n(n + 1) / 2.
 """
 
@@ -136,6 +137,26 @@ def references_are_released(comm, n, r):
           "arrays of finished ops with dropped Works are still alive")
 
 
+def receive_behind_allreduce_async(comm, n, r):
+    # Rank 0 receives 2 MiB from every other rank after starting an allreduce_async that those
+    # ranks join only once their send ended (a send this large waits for its receive). The
+    # receives are posted from inside the allreduce's waits, as MPI progresses; posted after it,
+    # every rank waited out the 30 s timeout.
+    g = np.full(1000, float(r + 1))
+    count = 256 * 1024
+    if r == 0:
+        work = comm.allreduce_async(g, timeout=30)
+        for peer in range(1, n):
+            got = comm.recv(np.zeros(count), peer, tag=7, timeout=30)
+            check(np.array_equal(got, np.arange(count, dtype=np.float64) + peer),
+                  f"the 2 MiB from rank {peer}")
+        work.wait()
+    else:
+        comm.send(np.arange(count, dtype=np.float64) + r, 0, tag=7, timeout=30)
+        comm.allreduce(g, timeout=30)
+    equal(g[:3], [n * (n + 1) / 2] * 3, "the allreduce the receives went past")
+
+
 def main():
     comm = world()
     n, r = comm.size, comm.rank
@@ -144,6 +165,7 @@ def main():
     read_only_and_bool(comm, n, r)
     gathers_and_buffers(comm, n, r)
     references_are_released(comm, n, r)
+    receive_behind_allreduce_async(comm, n, r)
     comm.barrier()
 
 
