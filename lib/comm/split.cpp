@@ -31,8 +31,9 @@ namespace {
 constexpr std::size_t kColor = 0;
 constexpr std::size_t kKey = 1;
 constexpr std::size_t kNode = 2;
-constexpr std::size_t kIdBase = 3;  // the first reserved id (parent rank 0's row only)
-constexpr std::size_t kOffer = 4;   // busy, last, then the tag-id mask
+constexpr std::size_t kIdBase = 3;     // the first reserved id (parent rank 0's row only)
+constexpr std::size_t kOutOfTime = 4;  // 1: this rank's deadline for retrying has passed
+constexpr std::size_t kOffer = 5;      // busy, last, then the tag-id mask
 constexpr std::size_t kOfferWords = 2 + transport::kTagMaskWords;
 constexpr std::size_t kRowWords = kOffer + kOfferWords;
 
@@ -177,6 +178,9 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     mine[kKey] = key;
     mine[kNode] = impl.node_rank;
     mine[kIdBase] = id_base;
+    // Whether to give up is decided from the table, like everything else: a rank whose own
+    // deadline passed stopping alone would leave the others in an allgather nobody joins.
+    mine[kOutOfTime] = std::chrono::steady_clock::now() >= deadline ? 1 : 0;
     encode_offer(offer, std::span(mine).subspan(kOffer));
     Buffer table = Buffer::allocate(kRowWords * static_cast<std::size_t>(impl.size), DType::Int64);
     allgather(Buffer::view(mine.data(), mine.size(), DType::Int64), table);
@@ -186,12 +190,18 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     if (plan.retry) {
       guard.finish(std::nullopt);
       // Another thread of some member was allocating at the same time; every member saw the same
-      // table, so all of them try again together.
-      if (std::chrono::steady_clock::now() >= deadline)
-        throw Error(ErrorCode::Timeout,
-                    fmt::format("split of communicator {}: {} attempts to agree on a free tag id "
-                                "failed while other splits ran concurrently on member processes",
-                                impl.id, attempt));
+      // table, so all of them try again together, or give up together once any member's
+      // deadline has passed.
+      std::string late;
+      for (int r = 0; r < rows.size(); ++r)
+        if (rows.at(r, kOutOfTime) != 0) late += (late.empty() ? "" : ", ") + std::to_string(r);
+      if (!late.empty())
+        throw Error(
+            ErrorCode::Timeout,
+            fmt::format("split of communicator {}: {} attempts to agree on a free tag id "
+                        "failed while other splits ran concurrently on member processes "
+                        "(deadline passed on rank{} {})",
+                        impl.id, attempt, late.find(',') == std::string::npos ? "" : "s", late));
       std::this_thread::yield();
       continue;
     }

@@ -2,6 +2,8 @@
 
 #include "core/check.hpp"
 
+#include <atomic>
+
 namespace cohort::transport {
 namespace {
 
@@ -9,7 +11,15 @@ bool is_set(const TagMask& mask, std::uint32_t id) noexcept {
   return (mask[id / 64] >> (id % 64)) & 1u;
 }
 
+std::atomic<bool> offers_busy{false};
+
 }  // namespace
+
+namespace testing {
+void offer_busy(bool busy) noexcept {
+  offers_busy.store(busy, std::memory_order_relaxed);
+}
+}  // namespace testing
 
 TagIdPool::TagIdPool() {
   used_[0] |= 1u;
@@ -18,7 +28,7 @@ TagIdPool::TagIdPool() {
 
 TagOffer TagIdPool::offer() {
   std::lock_guard lock(mutex_);
-  if (allocating_) {
+  if (allocating_ || offers_busy.load(std::memory_order_relaxed)) {
     TagOffer full;
     full.used.fill(~std::uint64_t{0});
     full.last = last_;

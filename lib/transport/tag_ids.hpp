@@ -67,6 +67,12 @@ class TagIdPool {
   bool allocating_ = false;
 };
 
+namespace testing {
+/// While set, every TagIdPool::offer() of this process answers busy (a full mask), as while
+/// another thread of it allocates: splits then retry until a member's deadline.
+void offer_busy(bool busy) noexcept;
+}  // namespace testing
+
 /// A tag id held by a communicator; released when this goes.
 class TagIdClaim {
  public:

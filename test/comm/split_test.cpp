@@ -2,6 +2,7 @@
 // and collectives on sub-communicators running concurrently with the parent's.
 
 #include "rank_checks.hpp"
+#include "transport/tag_ids.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -150,5 +151,51 @@ TEST_CASE("split by parity, key order, kNoColor, dup", "[comm][multiproc]") {
     check_key_reversal(*c);
     check_no_color(*c);
     check_dup(*c);
+  }));
+}
+
+TEST_CASE("a split that finds no common tag id by a member's deadline fails on every member alike",
+          "[comm][multiproc]") {
+  // Rank 1 offers no tag id (the testing seam answers its offers busy, as while another of its
+  // threads splits), so the split retries until a member's deadline (2 s) passes. Rank 1 enters
+  // first (rank 0 waits for its store key), so the two deadlines differ. Every member must give
+  // up at the same attempt, with the same Timeout: when each gave up on its own deadline, the
+  // other went on to an attempt nobody joined ("allgather #901322 (shared_memory): deadline
+  // passed"), or met the first rank's next op there.
+  REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
+    CommunicatorOptions options;
+    options.timeout = std::chrono::seconds(2);
+    auto c = world(env, options);
+    const std::shared_ptr<Store> store = connect_store(env);
+    if (env.rank == 1) {
+      cohort::transport::testing::offer_busy(true);
+      store->set_string("split_test/out_of_time/entering", "1");
+    } else {
+      store->get_string("split_test/out_of_time/entering", std::chrono::seconds(60));
+    }
+    std::string failure;
+    try {
+      c->split(0, env.rank);
+    } catch (const Error& e) {
+      RANK_CHECK(e.code() == ErrorCode::Timeout, "the split failed otherwise: " << e.what());
+      failure = e.message();
+    }
+    RANK_CHECK(failure.find("attempts to agree on a free tag id") != std::string::npos &&
+                   failure.find("deadline passed on rank") != std::string::npos,
+               "the split that ran out of time: " << (failure.empty() ? "no error" : failure));
+    store->set_string("split_test/out_of_time/failure/" + std::to_string(env.rank), failure);
+    const std::string other = store->get_string(
+        "split_test/out_of_time/failure/" + std::to_string(1 - env.rank), std::chrono::seconds(60));
+    RANK_CHECK(other == failure,
+               "the ranks gave up differently: '" << failure << "' against '" << other << "'");
+    cohort::transport::testing::offer_busy(false);
+    // Both ranks left at the same attempt: the parent still pairs their ops.
+    auto again = c->split(0, env.rank);
+    RANK_CHECK(again && again->size() == 2, "the split after the seam was lifted");
+    Buffer b = Buffer::allocate(4, DType::Int32);
+    for (std::size_t i = 0; i < 4; ++i) set(b, i, env.rank + 1);
+    again->allreduce(b, ReduceOp::Sum);
+    expect_values(
+        b, 0, 4, [](std::size_t) { return 3; }, "an allreduce on the new communicator");
   }));
 }
