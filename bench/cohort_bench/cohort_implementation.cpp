@@ -48,16 +48,10 @@ void CohortImplementation::run(const OpCall& call) {
     case BenchOp::Scatter: return comm.scatter(in, out, call.root, options);
     case BenchOp::Barrier: return comm.barrier(options);
     case BenchOp::Send: {
-      // Ring exchange as in nccl-tests: send to the next rank, receive from the previous one,
-      // both posted before either is waited on.
+      // Ring exchange as in nccl-tests and MPI_Sendrecv: send to the next rank, receive from the
+      // previous one, both posted before either is waited on.
       const int n = comm.size();
-      const int next = (comm.rank() + 1) % n;
-      const int prev = (comm.rank() - 1 + n) % n;
-      Work recv = comm.recv_async(out, prev, 0, options);
-      Work send = comm.send_async(in, next, 0, options);
-      send.wait();
-      recv.wait();
-      return;
+      return comm.sendrecv(in, (comm.rank() + 1) % n, out, (comm.rank() - 1 + n) % n, 0, options);
     }
     default:  // not bench ops: kAllBenchOps never holds them
       break;

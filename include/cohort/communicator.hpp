@@ -234,6 +234,13 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   void recv(const Buffer& out, int peer, int tag = 0, const CollectiveOptions& = {});
   Work send_async(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});
   Work recv_async(const Buffer& out, int peer, int tag = 0, const CollectiveOptions& = {});
+  /// MPI_Sendrecv: sends `in` to `dest` and receives `out` from `source`, both on `tag`, posted
+  /// together (the receive first) and returning once both ended, so a ring or halo exchange
+  /// cannot deadlock on itself. `in` and `out` must not overlap (InvalidArgument otherwise). As a
+  /// recv_async and a send_async waited on, in one call: on host buffers the pair is posted and
+  /// waited for without a Work of its own.
+  void sendrecv(const Buffer& in, int dest, const Buffer& out, int source, int tag = 0,
+                const CollectiveOptions& = {});
 
   struct Impl;
 

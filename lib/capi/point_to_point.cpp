@@ -1,4 +1,4 @@
-// C ABI: send and recv, blocking and async.
+// C ABI: send and recv, blocking and async; sendrecv.
 
 #include "capi/issue.hpp"
 #include "capi/tensors.hpp"
@@ -59,6 +59,18 @@ cohort_status_t cohort_recv_async(cohort_comm_t comm, const DLTensor* out, int p
                                   const cohort_collective_options_t* options, cohort_work_t* work) {
   return cohort::capi::recv("cohort_recv_async", comm, out, peer, tag, options,
                             Form::async_into(work));
+}
+
+cohort_status_t cohort_sendrecv(cohort_comm_t comm, const DLTensor* in, int dest,
+                                const DLTensor* out, int source, int tag,
+                                const cohort_collective_options_t* options) {
+  static constexpr const char* kFn = "cohort_sendrecv";
+  return cohort::capi::issue(
+      kFn, comm, options, Form::blocking(),
+      [&](cohort::Communicator& c, const cohort::CollectiveOptions& o, cohort_work*) {
+        c.sendrecv(cohort::capi::borrow(in, kFn, "in"), dest, cohort::capi::borrow(out, kFn, "out"),
+                   source, tag, o);
+      });
 }
 
 }  // extern "C"

@@ -286,6 +286,26 @@ void Communicator::recv(const Buffer& out, int peer, int tag, const CollectiveOp
   impl_->executor->run_p2p(p2p_timeout(*impl_, false, o), p2p);
 }
 
+void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int source, int tag,
+                            const CollectiveOptions& o) {
+  if (comm::placement_of(in).on_device() || comm::placement_of(out).on_device()) {
+    // Each half on its own path (NCCL's for device buffers), waited for together.
+    Work received = recv_async(out, source, tag, o);
+    Work sent = send_async(in, dest, tag, o);
+    sent.wait();
+    received.wait();
+    return;
+  }
+  const comm::PointToPoint send = plan_p2p(*impl_, true, in, dest, tag);
+  const comm::PointToPoint recv = plan_p2p(*impl_, false, out, source, tag);
+  if (comm::overlaps(in.data(), in.nbytes(), out.data(), out.nbytes()))
+    throw Error(ErrorCode::InvalidArgument,
+                "sendrecv: the input and output buffers overlap (the receive may land in the send "
+                "before it left); pass separate buffers",
+                ErrorContext{.op = "sendrecv"});
+  impl_->executor->run_sendrecv(p2p_timeout(*impl_, false, o), recv, send);
+}
+
 Work Communicator::send_async(const Buffer& in, int peer, int tag, const CollectiveOptions& o) {
   if (const comm::Placement at = comm::placement_of(in); at.on_device())
     return p2p_on_device(*impl_, o, true, in, peer, tag, at, true);

@@ -111,6 +111,40 @@ void Executor::run_p2p(std::chrono::milliseconds timeout, const PointToPoint& p2
   Work(std::move(work)).wait();
 }
 
+void Executor::run_sendrecv(std::chrono::milliseconds timeout, const PointToPoint& recv,
+                            const PointToPoint& send) {
+  if (try_claim_fast()) {
+    FastDriveGuard guard(*this);
+    execute_sendrecv_blocking(timeout, next_p2p_seq_.fetch_add(2, std::memory_order_relaxed), recv,
+                              send);
+    return;
+  }
+  std::unique_lock lock(mutex_);
+  throw_if_poisoned_locked(Collective::Recv);
+  close_fast_path_locked();
+  if (drive_free_locked() && queue_.empty()) {
+    busy_ = true;
+    const std::uint32_t seq = next_p2p_seq_.fetch_add(2, std::memory_order_relaxed);
+    lock.unlock();
+    DriveGuard guard(*this);
+    execute_sendrecv_blocking(timeout, seq, recv, send);
+    return;
+  }
+  // Something ahead: two queued transfers, the receive first, waited for here.
+  auto received = enqueue_locked(lock, p2p_info(timeout, recv), nullptr, recv);
+  auto sent = enqueue_locked(lock, p2p_info(timeout, send), nullptr, send);
+  lock.unlock();
+  std::exception_ptr first;
+  for (auto* work : {&sent, &received}) {
+    try {
+      Work(std::move(*work)).wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
 Work Executor::submit_p2p(std::chrono::milliseconds timeout, PointToPoint p2p) {
   // Posting never blocks, so the caller's thread posts whenever nothing is ahead. The first
   // send/receive takes the locked path below, which starts the progress thread.
@@ -477,6 +511,18 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
     fail(context_of(info, seq), Error(ErrorCode::Internal, e.what()));
   }
   recorder_.done_by_driver(seq, ran_, FlightRecorder::coarse_now());
+}
+
+void Executor::execute_sendrecv_blocking(std::chrono::milliseconds timeout, std::uint32_t seq,
+                                         const PointToPoint& recv, const PointToPoint& send) {
+  static const std::string kSendrecv = "sendrecv";
+  try {
+    in_flight_.run_blocking_pair(recv, send, coarse_deadline(timeout), kSendrecv);
+  } catch (const Error& e) {
+    fail(fmt::format("sendrecv #{} (send to rank {}, recv from rank {}, tag {})", seq, send.peer,
+                     recv.peer, recv.user_tag),
+         e);
+  }
 }
 
 void Executor::execute_p2p_blocking(std::chrono::milliseconds timeout, std::uint32_t seq,

@@ -145,6 +145,11 @@ class Executor {
   /// ahead and reported through the Work. They take no OpInfo: building and copying one was a
   /// tenth of a small send's cost, and only a queued transfer needs it.
   void run_p2p(std::chrono::milliseconds timeout, const PointToPoint& p2p);
+  /// A receive and a send (MPI_Sendrecv), both validated, posted together (the receive first)
+  /// and run to completion, each with its deadline `timeout` from posting; queued behind what
+  /// is ahead as two transfers otherwise. Rethrows the first error.
+  void run_sendrecv(std::chrono::milliseconds timeout, const PointToPoint& recv,
+                    const PointToPoint& send);
   Work submit_p2p(std::chrono::milliseconds timeout, PointToPoint p2p);
 
   /// For a collective that moves nothing on any rank (algorithms::moves_nothing), which the
@@ -273,6 +278,8 @@ class Executor {
   std::string describe(const OpInfo& info, std::uint32_t seq) const;
   static detail::PointToPointLabel label_p2p(const PointToPoint& p2p, std::uint32_t seq);
   void execute(const OpInfo& info, std::uint32_t seq, BodyRef body);
+  void execute_sendrecv_blocking(std::chrono::milliseconds timeout, std::uint32_t seq,
+                                 const PointToPoint& recv, const PointToPoint& send);
   void execute_p2p_blocking(std::chrono::milliseconds timeout, std::uint32_t seq,
                             const PointToPoint& p2p);
   /// The OpInfo a queued send/receive carries.

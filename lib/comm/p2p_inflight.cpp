@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <span>
 #include <utility>
@@ -123,6 +124,15 @@ void InFlightTransfers::run_blocking(const PointToPoint& p2p, transport::Deadlin
                                      const std::string& what) {
   const transport::Request request = post_request(p2p);
   transport_.wait(std::span(&request, 1), deadline, what);
+}
+
+void InFlightTransfers::run_blocking_pair(const PointToPoint& recv, const PointToPoint& send,
+                                          transport::Deadline deadline, const std::string& what) {
+  // If posting the send throws, the receive stays posted: the caller cancels it (cancel_all)
+  // before its buffer goes, as after any failure here.
+  std::array<transport::Request, 2> requests{post_request(recv), transport::Request::completed()};
+  requests[1] = post_request(send);
+  transport_.wait(requests, deadline, what);
 }
 
 }  // namespace cohort::comm

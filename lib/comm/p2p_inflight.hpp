@@ -98,6 +98,10 @@ class InFlightTransfers {
   /// nothing is held here. Throws the transport's Error, after which the request may still be
   /// posted: the caller calls cancel_all() before `p2p`'s buffer goes away.
   void run_blocking(const PointToPoint& p2p, transport::Deadline deadline, const std::string& what);
+  /// The same for a receive and a send posted together, the receive first (MPI_Sendrecv), and
+  /// waited for together.
+  void run_blocking_pair(const PointToPoint& recv, const PointToPoint& send,
+                         transport::Deadline deadline, const std::string& what);
 
   /// Transfers held (a failed one included).
   std::size_t count() const noexcept { return transfers_.size(); }

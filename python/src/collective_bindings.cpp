@@ -361,6 +361,18 @@ py::object recv(CommunicatorHandle& self, py::object tensor, int peer, int tag, 
       [&] { return comm.recv_async(out, peer, tag, options); });
 }
 
+py::object sendrecv(CommunicatorHandle& self, py::object tensor, int dest, py::object out,
+                    int source, int tag, py::handle timeout, py::handle stream) {
+  const char* const what = "sendrecv";
+  const CollectiveOptions options = parse_collective_options(timeout, py::none(), stream, what);
+  const Buffer in = tensor_arg(tensor, what, "tensor", options.stream);
+  const Buffer received = tensor_arg(out, what, "out", options.stream);
+  Communicator& comm = *self.comm;
+  return run<false>(
+      out, {tensor, out}, [&] { comm.sendrecv(in, dest, received, source, tag, options); },
+      [] { return Work(); });
+}
+
 // Registers op and op_async with the same arguments and docstring (pybind11 copies docstrings,
 // so the async one may be a temporary).
 template <class Blocking, class Async, class... Extra>
@@ -446,6 +458,12 @@ arrive in send order; tag >= 0.)doc",
   def_both(c, "recv", "recv_async", &recv<false>, &recv<true>, R"doc(
 recv(tensor, peer, tag=0): receives from rank peer into tensor and returns it.)doc",
            "tensor"_a, "peer"_a, "tag"_a = 0, py::kw_only(), "timeout"_a = none, "stream"_a = none);
+  c.def("sendrecv", &sendrecv, R"doc(
+sendrecv(tensor, dest, out, source, tag=0): sends tensor to rank dest and receives from rank source
+into out, both posted at once (MPI_Sendrecv), and returns out once both ended. tensor and out must
+not overlap. For an asynchronous exchange use recv_async and send_async.)doc",
+        "tensor"_a, "dest"_a, "out"_a, "source"_a, "tag"_a = 0, py::kw_only(), "timeout"_a = none,
+        "stream"_a = none);
 }
 
 }  // namespace cohort::python

@@ -158,6 +158,13 @@ void check_ring(cohort_comm_t comm) {
   OK(cohort_work_destroy(sending));
   OK(cohort_work_destroy(receiving));
   for (int i = 0; i < COUNT; ++i) CHECK(in[i] == 10 * next + i, "async ring [%d] = %d", i, in[i]);
+
+  /* sendrecv: the whole ring in one call per rank, tag 5; the same buffer both ways is refused. */
+  for (int i = 0; i < COUNT; ++i) in[i] = -1;
+  OK(cohort_sendrecv(comm, send_t, next, recv_t, prev, 5, NULL));
+  for (int i = 0; i < COUNT; ++i) CHECK(in[i] == 10 * prev + i, "sendrecv [%d] = %d", i, in[i]);
+  FAILS(cohort_sendrecv(comm, send_t, next, send_t, prev, 5, NULL), COHORT_ERROR_INVALID_ARGUMENT,
+        "overlap");
 }
 
 /* A wait with a deadline returns TIMEOUT while the peer has provably not sent yet: rank 1 sends

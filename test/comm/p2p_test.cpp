@@ -421,6 +421,82 @@ TEST_CASE("send/recv: a receive that fails while an allreduce waits fails that a
   }));
 }
 
+TEST_CASE("sendrecv: a ring exchange at every size, behind an allreduce_async, and refusals",
+          "[comm][multiproc]") {
+  // Each rank sends to the next and receives from the previous in one call, at sizes that go
+  // inline, spread through the ring and by rendezvous (a pair of blocking calls would deadlock
+  // on the rendezvous ones). Then the same queued behind an unfinished allreduce_async (the
+  // locked path: two queued transfers). Bad arguments fail by name before anything moves, and
+  // the communicator keeps working.
+  const int size = GENERATE(2, 3, 5);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    ::setenv("UCX_RNDV_THRESH", "8192", 1);
+    auto c = world(env);
+    const int n = c->size();
+    const int next = (c->rank() + 1) % n;
+    const int prev = (c->rank() + n - 1) % n;
+    for (std::size_t count :
+         {std::size_t{1}, std::size_t{500}, std::size_t{8192}, std::size_t{300000}}) {
+      Buffer in = message(c->rank(), 6, count);
+      Buffer out = Buffer::allocate(count, DType::Float64);
+      c->sendrecv(in, next, out, prev, 6);
+      expect_values(
+          out, 0, count, [&](std::size_t i) { return payload(prev, 6, i); },
+          "sendrecv of " + std::to_string(count) + " from rank " + std::to_string(prev));
+      expect_values(
+          in, 0, count, [&](std::size_t i) { return payload(c->rank(), 6, i); },
+          "the input after it was sent");
+    }
+    Buffer summed = Buffer::allocate(1000, DType::Int32);
+    for (std::size_t i = 0; i < 1000; ++i) set(summed, i, 1);
+    Work w = c->allreduce_async(summed, summed, ReduceOp::Sum);
+    Buffer in = message(c->rank(), 8, 70000);
+    Buffer out = Buffer::allocate(70000, DType::Float64);
+    c->sendrecv(in, next, out, prev, 8);
+    w.wait();
+    expect_values(
+        out, 0, 70000, [&](std::size_t i) { return payload(prev, 8, i); },
+        "sendrecv behind an allreduce_async");
+    expect_values(
+        summed, 0, 1000, [&](std::size_t) { return n; }, "the allreduce");
+
+    Buffer both = Buffer::allocate(100, DType::Float64);
+    expect_error([&] { c->sendrecv(both, next, both, prev, 1); }, ErrorCode::InvalidArgument,
+                 {"sendrecv", "overlap"}, "the same buffer both ways");
+    expect_error([&] { c->sendrecv(in, n, out, prev, 1); }, ErrorCode::InvalidArgument,
+                 {"send", "peer"}, "a destination outside the communicator");
+    expect_error([&] { c->sendrecv(in, next, out, -1, 1); }, ErrorCode::InvalidArgument,
+                 {"recv", "peer"}, "a negative source");
+    expect_error([&] { c->sendrecv(in, next, out, prev, -2); }, ErrorCode::InvalidArgument, {"tag"},
+                 "a negative tag");
+    c->barrier();  // usable after the refusals
+  }));
+}
+
+TEST_CASE("sendrecv: a half the peer never answers fails by its deadline, naming the pair",
+          "[comm][multiproc]") {
+  // Rank 0's sendrecv with rank 1: rank 1 receives the send but never sends back. The call
+  // must fail with Timeout at its 300 ms deadline, naming the sendrecv and both halves.
+  REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
+    auto world_comm = world(env);
+    auto c = world_comm->dup();
+    Buffer in = message(env.rank, 9, 64);
+    Buffer out = Buffer::allocate(64, DType::Float64);
+    if (env.rank == 0) {
+      CollectiveOptions quick;
+      quick.timeout = 300ms;
+      expect_error([&] { c->sendrecv(in, 1, out, 1, 9, quick); }, ErrorCode::Timeout,
+                   {"sendrecv #", "send to rank 1", "recv from rank 1"}, "the unanswered sendrecv");
+    } else {
+      c->recv(out, 0, 9);
+      expect_values(
+          out, 0, 64, [](std::size_t i) { return payload(0, 9, i); }, "rank 0's half");
+    }
+    world_comm->barrier();
+  }));
+}
+
 TEST_CASE("send/recv: ring, blocking in matching order, tags, mixed with collectives",
           "[comm][multiproc]") {
   const int size = GENERATE(2, 3, 5);

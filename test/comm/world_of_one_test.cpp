@@ -115,6 +115,8 @@ TEST_CASE("init() without a launcher gives a world of one whose collectives copy
   // A poisoned-free communicator still works after all that.
   c->allreduce(bout, ReduceOp::Sum);
   CHECK(out == in);
+  // Point-to-point needs another rank, for sendrecv as for send and recv.
+  invalid([&] { c->sendrecv(bin, 0, bout, 0, 3); }, "peer 0 is this rank");
 }
 
 TEST_CASE("COHORT_TIMEOUT sets the default timeout; a bad value is named", "[comm][unit]") {

@@ -1,8 +1,8 @@
 """numpy arrays through cohort, at any world size: an in-place allreduce works on the array's own
 memory (its data pointer never changes), out of place leaves the input alone, read-only and bool
 arrays come in through the buffer protocol (numpy 1.24 refuses them through DLPack), async ops
-keep arrays alive, no reference is leaked, and a receive called behind an unfinished
-allreduce_async does not wait for it. Expected values are computed by hand from the
+keep arrays alive, no reference is leaked, a receive called behind an unfinished allreduce_async
+does not wait for it, and sendrecv exchanges around a ring in one call. Expected values are computed by hand from the
 ranks' inputs: rank r holds (r + 1) * x, so a sum over n ranks is x * n(n + 1) / 2.
 """
 
@@ -157,6 +157,26 @@ def receive_behind_allreduce_async(comm, n, r):
     equal(g[:3], [n * (n + 1) / 2] * 3, "the allreduce the receives went past")
 
 
+def ring_sendrecv(comm, n, r):
+    if n < 2:
+        return
+    # To the next rank, from the previous one, in one call: 300000 float64 go by rendezvous, so
+    # a blocking send and recv in this order would wait for each other.
+    nxt, prev = (r + 1) % n, (r - 1) % n
+    sent = np.arange(300000, dtype=np.float64) + 10 * r
+    out = np.zeros(300000)
+    returned = comm.sendrecv(sent, nxt, out, prev, tag=5)
+    check(returned is out, "sendrecv returns out")
+    check(np.array_equal(out, np.arange(300000, dtype=np.float64) + 10 * prev),
+          f"sendrecv from rank {prev}")
+    try:
+        comm.sendrecv(sent, nxt, sent, prev)
+    except cohort.InvalidArgumentError as e:
+        check("overlap" in str(e), f"the refusal names the overlap: {e}")
+    else:
+        check(False, "sendrecv with the same array both ways was accepted")
+
+
 def main():
     comm = world()
     n, r = comm.size, comm.rank
@@ -166,6 +186,7 @@ def main():
     gathers_and_buffers(comm, n, r)
     references_are_released(comm, n, r)
     receive_behind_allreduce_async(comm, n, r)
+    ring_sendrecv(comm, n, r)
     comm.barrier()
 
 
