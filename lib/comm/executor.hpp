@@ -133,6 +133,8 @@ class Executor {
   /// yields between polls (ProgressHook::spin); 0 (the default) yields from the start. Set once,
   /// before the first op.
   void set_wait_spin(std::chrono::microseconds spin) noexcept { hook_->spin = spin; }
+  /// Every rank of this host has a hardware thread of its own (the wait spin is not 0).
+  bool core_per_rank() const noexcept { return hook_->spin.count() > 0; }
 
   /// Runs `body` as the next op and returns when it finished, rethrowing its error. `body` is
   /// called with the op's context exactly once, on this thread when nothing is ahead of it.
