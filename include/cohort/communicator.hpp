@@ -236,9 +236,11 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   Work recv_async(const Buffer& out, int peer, int tag = 0, const CollectiveOptions& = {});
   /// MPI_Sendrecv: sends `in` to `dest` and receives `out` from `source`, both on `tag`, posted
   /// together (the receive first) and returning once both ended, so a ring or halo exchange
-  /// cannot deadlock on itself. `in` and `out` must not overlap (InvalidArgument otherwise). As a
-  /// recv_async and a send_async waited on, in one call: on host buffers the pair is posted and
-  /// waited for without a Work of its own.
+  /// cannot deadlock on itself. `in` and `out` must not overlap and must both be host memory or
+  /// both on the communicator's device (InvalidArgument otherwise, before anything is posted).
+  /// On host buffers the pair is posted and waited for without a Work of its own; on device
+  /// buffers both halves go in one NCCL group on the op's stream. A failure is reported by its
+  /// first cause (the half that failed, not the other, failed by the poisoning).
   void sendrecv(const Buffer& in, int dest, const Buffer& out, int source, int tag = 0,
                 const CollectiveOptions& = {});
 

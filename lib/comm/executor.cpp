@@ -130,19 +130,20 @@ void Executor::run_sendrecv(std::chrono::milliseconds timeout, const PointToPoin
     execute_sendrecv_blocking(timeout, seq, recv, send);
     return;
   }
-  // Something ahead: two queued transfers, the receive first, waited for here.
+  // Something ahead: two queued transfers, the receive first, waited for here. A failure is
+  // reported by its first cause (the half that failed itself, not the other, failed by the
+  // poisoning); the communicator is failed by then, every request of it cancelled.
   auto received = enqueue_locked(lock, p2p_info(timeout, recv), nullptr, recv);
   auto sent = enqueue_locked(lock, p2p_info(timeout, send), nullptr, send);
   lock.unlock();
-  std::exception_ptr first;
-  for (auto* work : {&sent, &received}) {
+  for (auto* work : {&received, &sent}) {
     try {
       Work(std::move(*work)).wait();
-    } catch (...) {
-      if (!first) first = std::current_exception();
+    } catch (const Error&) {
+      if (const std::optional<Error> cause = error()) throw *cause;
+      throw;
     }
   }
-  if (first) std::rethrow_exception(first);
 }
 
 Work Executor::submit_p2p(std::chrono::milliseconds timeout, PointToPoint p2p) {
@@ -516,12 +517,18 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
 void Executor::execute_sendrecv_blocking(std::chrono::milliseconds timeout, std::uint32_t seq,
                                          const PointToPoint& recv, const PointToPoint& send) {
   static const std::string kSendrecv = "sendrecv";
+  const auto name = [&] {
+    return fmt::format("sendrecv #{} (send to rank {}, recv from rank {}, tag {})", seq, send.peer,
+                       recv.peer, recv.user_tag);
+  };
   try {
     in_flight_.run_blocking_pair(recv, send, coarse_deadline(timeout), kSendrecv);
   } catch (const Error& e) {
-    fail(fmt::format("sendrecv #{} (send to rank {}, recv from rank {}, tag {})", seq, send.peer,
-                     recv.peer, recv.user_tag),
-         e);
+    fail(name(), e);
+  } catch (const std::exception& e) {
+    // Out of memory posting the send, say: the receive may be posted, and only the poisoning
+    // cancels it before its buffer goes.
+    fail(name(), Error(ErrorCode::Internal, e.what()));
   }
 }
 
@@ -534,6 +541,8 @@ void Executor::execute_p2p_blocking(std::chrono::milliseconds timeout, std::uint
     in_flight_.run_blocking(p2p, coarse_deadline(timeout), p2p.is_send ? kSend : kRecv);
   } catch (const Error& e) {
     fail(detail::describe(label_p2p(p2p, seq)), e);
+  } catch (const std::exception& e) {
+    fail(detail::describe(label_p2p(p2p, seq)), Error(ErrorCode::Internal, e.what()));
   }
 }
 

@@ -51,6 +51,13 @@ struct DeviceSendRecv {
   int peer;
 };
 
+/// sendrecv on device buffers: both halves in one NCCL group (a ring of ungrouped receives,
+/// each queued before its rank's send, would wait for each other).
+struct DeviceExchange {
+  DeviceSendRecv send;
+  DeviceSendRecv recv;
+};
+
 /// Where one op is queued: the NCCL communicator, the stream and this rank's place.
 struct Launch {
   DeviceRuntime& runtime;
@@ -73,6 +80,7 @@ void enqueue(const Launch& l, const algorithms::ReduceScatterArgs& a);
 void enqueue(const Launch& l, const algorithms::AlltoallArgs& a);
 void enqueue(const Launch& l, const algorithms::BarrierArgs& a);
 void enqueue(const Launch& l, const DeviceSendRecv& a);
+void enqueue(const Launch& l, const DeviceExchange& a);
 
 class DeviceBackend {
  public:

@@ -151,4 +151,11 @@ void enqueue(const Launch& l, const DeviceSendRecv& a) {
   }
 }
 
+void enqueue(const Launch& l, const DeviceExchange& a) {
+  grouped(l, [&] {
+    enqueue(l, a.recv);
+    enqueue(l, a.send);
+  });
+}
+
 }  // namespace cohort::gpu

@@ -165,6 +165,20 @@ void every_collective(const Environment& env) {
     const int from = (rank + n - 1) % n;
     expect_values(
         rcv, 0, 4, [&](std::size_t i) { return from * 1000.0 + double(i); }, "recv");
+    // sendrecv around the same ring, one call per rank: both halves in one NCCL group (an
+    // ungrouped receive blocks the fake, as NCCL's stream, until the peer's send is queued, and
+    // every rank's receive came before its send).
+    Buffer back = device_buffer(*fake, 4, DType::Int64);
+    fake->clear_calls();
+    comm->sendrecv(s, (rank + 1) % n, back, from, 2);
+    expect_values(
+        back, 0, 4, [&](std::size_t i) { return from * 1000.0 + double(i); }, "sendrecv");
+    RANK_CHECK(count_calls(*fake, "group_start") == 1 && count_calls(*fake, "group_end") == 1,
+               "sendrecv's halves were not one NCCL group");
+    Buffer host = Buffer::allocate(4, DType::Int64);
+    expect_error([&] { comm->sendrecv(s, (rank + 1) % n, host, from, 2); },
+                 ErrorCode::InvalidArgument, {"sendrecv", "cuda:0", "host"},
+                 "device input, host output");
   }
   const gpu::StreamHandle stream = fake->create_stream();
   CollectiveOptions on_stream;
