@@ -208,7 +208,11 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     // Every parent rank takes part in NCCL's split too, when the parent has an NCCL
     // communicator, so the new communicator's GPU ops need no set-up of their own.
     std::optional<std::pair<gpu::NcclHandle, int>> nccl;
-    if (impl.gpu) nccl = impl.gpu->split_nccl(color, key, deadline);
+    // Its own deadline: the retries above may have used up most of theirs on one rank and not
+    // on another (the table said go on), and NCCL's split is collective.
+    if (impl.gpu)
+      nccl = impl.gpu->split_nccl(color, key,
+                                  std::chrono::steady_clock::now() + impl.default_timeout);
     if (color == kNoColor) return nullptr;  // the guard ends the offer
     const Group& group = plan.groups.at(color);
     const auto me = std::find(group.members.begin(), group.members.end(), impl.rank);
