@@ -211,8 +211,8 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     // Its own deadline: the retries above may have used up most of theirs on one rank and not
     // on another (the table said go on), and NCCL's split is collective.
     if (impl.gpu)
-      nccl = impl.gpu->split_nccl(color, key,
-                                  std::chrono::steady_clock::now() + impl.default_timeout);
+      nccl =
+          impl.gpu->split_nccl(color, key, std::chrono::steady_clock::now() + impl.default_timeout);
     if (color == kNoColor) return nullptr;  // the guard ends the offer
     const Group& group = plan.groups.at(color);
     const auto me = std::find(group.members.begin(), group.members.end(), impl.rank);

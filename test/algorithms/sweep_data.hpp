@@ -17,6 +17,10 @@
 
 namespace cohort::sweep {
 
+/// What output bytes hold before an op writes them, so a byte it should have written and did not
+/// shows (one definition for every sweep file: they share a unity translation unit).
+inline constexpr unsigned char kPoison = 0xa5;
+
 /// Ops the algorithms see for this dtype (Avg arrives as Sum, so it is not swept).
 bool op_applies(ReduceOp op, DType dtype);
 

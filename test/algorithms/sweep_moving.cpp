@@ -15,7 +15,6 @@
 namespace cohort::sweep {
 namespace {
 
-constexpr unsigned char kPoison = 0xa5;
 /// Elements left unused between blocks of the varied layouts.
 constexpr std::size_t kGap = 3;
 

@@ -13,8 +13,6 @@
 namespace cohort::sweep {
 namespace {
 
-constexpr unsigned char kPoison = 0xa5;
-
 std::vector<unsigned char> poisoned(std::size_t bytes) {
   return std::vector<unsigned char>(bytes, kPoison);
 }
