@@ -370,8 +370,9 @@ COHORT_API cohort_status_t cohort_recv_async(cohort_comm_t comm, const DLTensor*
                                              int tag, const cohort_collective_options_t* options,
                                              cohort_work_t* work);
 /// MPI_Sendrecv: sends in to dest and receives out from source (both on tag), posted together
-/// and returning once both ended; in and out must not overlap. Blocking only (for an async
-/// exchange, post cohort_recv_async and cohort_send_async).
+/// and returning once both ended; in and out must not overlap and must both be host memory or
+/// both on the communicator's device (INVALID_ARGUMENT otherwise, before anything is posted).
+/// Blocking only (for an async exchange, post cohort_recv_async and cohort_send_async).
 COHORT_API cohort_status_t cohort_sendrecv(cohort_comm_t comm, const DLTensor* in, int dest,
                                            const DLTensor* out, int source, int tag,
                                            const cohort_collective_options_t* options);

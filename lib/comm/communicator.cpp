@@ -332,22 +332,21 @@ void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int s
     impl_->executor->run_sendrecv(timeout, recv, send);
     return;
   }
-  // Two transfers, the receive first, waited for together; the first cause is rethrown once
-  // both ended (the other half, failed by the poisoning, says only that).
+  // Two transfers, the receive first, both ended before this returns (the caller may free the
+  // buffers then); a failure is reported by the communicator's first cause (the other half,
+  // failed by the poisoning, says only that).
   comm::PointToPoint first_half = recv, second_half = send;
   first_half.owner = out.owner();
   second_half.owner = in.owner();
   Work received = impl_->executor->submit_p2p(timeout, std::move(first_half));
-  Work sent = impl_->executor->submit_p2p(timeout, std::move(second_half));
-  for (Work* work : {&received, &sent}) {
-    try {
-      work->wait();
-    } catch (const Error&) {
-      // The communicator failed with the first cause (a failed transfer poisons it).
-      if (const std::optional<Error> cause = impl_->executor->error()) throw *cause;
-      throw;
-    }
+  Work sent;
+  try {
+    sent = impl_->executor->submit_p2p(timeout, std::move(second_half));
+  } catch (...) {
+    comm::wait_quietly(received);
+    throw;
   }
+  comm::wait_both(*impl_->executor, received, sent);
 }
 
 Work Communicator::send_async(const Buffer& in, int peer, int tag, const CollectiveOptions& o) {

@@ -133,17 +133,41 @@ void Executor::run_sendrecv(std::chrono::milliseconds timeout, const PointToPoin
   // Something ahead: two queued transfers, the receive first, waited for here. A failure is
   // reported by its first cause (the half that failed itself, not the other, failed by the
   // poisoning); the communicator is failed by then, every request of it cancelled.
-  auto received = enqueue_locked(lock, p2p_info(timeout, recv), nullptr, recv);
-  auto sent = enqueue_locked(lock, p2p_info(timeout, send), nullptr, send);
+  Work received(enqueue_locked(lock, p2p_info(timeout, recv), nullptr, recv));
+  Work sent;
+  try {
+    sent = Work(enqueue_locked(lock, p2p_info(timeout, send), nullptr, send));
+  } catch (...) {
+    if (lock.owns_lock()) lock.unlock();
+    wait_quietly(received);  // posted into the caller's buffer: it must end before we return
+    throw;
+  }
   lock.unlock();
-  for (auto* work : {&received, &sent}) {
+  wait_both(*this, received, sent);
+}
+
+void wait_quietly(const Work& work) noexcept {
+  try {
+    work.wait();
+  } catch (...) {
+    // Its outcome is not what the caller hears about.
+  }
+}
+
+void wait_both(const Executor& executor, const Work& first, const Work& second) {
+  std::exception_ptr failure;
+  for (const Work* work : {&first, &second}) {
     try {
-      Work(std::move(*work)).wait();
-    } catch (const Error&) {
-      if (const std::optional<Error> cause = error()) throw *cause;
-      throw;
+      work->wait();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
     }
   }
+  if (!failure) return;
+  // A failed transfer poisons the communicator: its cause is the one to report, not the other
+  // half's "unusable" that followed from it.
+  if (const std::optional<Error> cause = executor.error()) throw *cause;
+  std::rethrow_exception(failure);
 }
 
 Work Executor::submit_p2p(std::chrono::milliseconds timeout, PointToPoint p2p) {

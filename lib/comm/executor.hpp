@@ -109,6 +109,14 @@ struct OpInfo {
   Footprint footprint;                     ///< set for *_async collectives only
 };
 
+/// Waits for `work` to end, ignoring its outcome (a transfer posted into a buffer the caller is
+/// about to give up, on the way out of a failed call).
+void wait_quietly(const Work& work) noexcept;
+class Executor;
+/// Waits for both (each to its end, whatever the other did), then throws the first failure's
+/// cause: the communicator's (a failed transfer poisons it) if it has one.
+void wait_both(const Executor& executor, const Work& first, const Work& second);
+
 namespace testing {
 /// While set, starting a communicator's progress thread fails as std::thread does when the
 /// system is out of threads (std::system_error), which root cannot provoke with RLIMIT_NPROC.
@@ -266,7 +274,8 @@ class Executor {
   /// Error(SystemError) naming `kind`'s op; nothing was numbered, queued or claimed then.
   void start_thread_or_fail(std::unique_lock<std::mutex>& lock, Collective kind);
   /// Poisons with `failure` (the first cause stays) as abort() does: through the driver if one
-  /// runs, else from this thread, which then claims the drive. Lets go of `lock` (on mutex_).
+  /// runs, else from this thread, which then claims the drive. Lets go of `lock` (on mutex_),
+  /// except when out of memory copying the cause with none set before (nothing happens then).
   void fail_communicator(std::unique_lock<std::mutex>& lock, const Error& failure) noexcept;
   void end_drive() noexcept;
   /// By the driver: poisons when abort() or a failed op left that to this drive
