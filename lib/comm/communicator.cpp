@@ -293,8 +293,8 @@ void Communicator::recv(const Buffer& out, int peer, int tag, const CollectiveOp
 void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int source, int tag,
                             const CollectiveOptions& o) {
   // Both halves are checked before either is posted (the same checks as send and recv).
-  const comm::PointToPoint send = plan_p2p(*impl_, true, in, dest, tag);
-  const comm::PointToPoint recv = plan_p2p(*impl_, false, out, source, tag);
+  comm::PointToPoint send = plan_p2p(*impl_, true, in, dest, tag);
+  comm::PointToPoint recv = plan_p2p(*impl_, false, out, source, tag);
   const std::chrono::milliseconds timeout = p2p_timeout(*impl_, false, o);
   if (comm::overlaps(in.data(), in.nbytes(), out.data(), out.nbytes()))
     throw Error(ErrorCode::InvalidArgument,
@@ -323,30 +323,9 @@ void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int s
         [&op](const gpu::Launch& l) { gpu::enqueue(l, op); }, owners(in, out));
     return;
   }
-  // Where ranks outnumber the host's hardware threads, a pair above 32 KiB ran 1.1-3.5x slower
-  // in one transport wait than as two transfers polled the way Work::wait polls (cohort-bench
-  // sendrecv, 3-4 ranks on 2 vCPUs, 128-512 KiB); below that, and with a core per rank at every
-  // size, the single wait was faster (2 ranks: 8 B 0.48 -> 0.43 us, 2 MiB 47 -> 44).
-  constexpr std::size_t kPairedWaitUpTo = 32 * 1024;
-  if (impl_->executor->core_per_rank() || std::max(in.nbytes(), out.nbytes()) <= kPairedWaitUpTo) {
-    impl_->executor->run_sendrecv(timeout, recv, send);
-    return;
-  }
-  // Two transfers, the receive first, both ended before this returns (the caller may free the
-  // buffers then); a failure is reported by the communicator's first cause (the other half,
-  // failed by the poisoning, says only that).
-  comm::PointToPoint first_half = recv, second_half = send;
-  first_half.owner = out.owner();
-  second_half.owner = in.owner();
-  Work received = impl_->executor->submit_p2p(timeout, std::move(first_half));
-  Work sent;
-  try {
-    sent = impl_->executor->submit_p2p(timeout, std::move(second_half));
-  } catch (...) {
-    comm::wait_quietly(received);
-    throw;
-  }
-  comm::wait_both(*impl_->executor, received, sent);
+  recv.owner = out.owner();
+  send.owner = in.owner();
+  impl_->executor->run_sendrecv(timeout, std::move(recv), std::move(send));
 }
 
 Work Communicator::send_async(const Buffer& in, int peer, int tag, const CollectiveOptions& o) {

@@ -109,14 +109,6 @@ struct OpInfo {
   Footprint footprint;                     ///< set for *_async collectives only
 };
 
-/// Waits for `work` to end, ignoring its outcome (a transfer posted into a buffer the caller is
-/// about to give up, on the way out of a failed call).
-void wait_quietly(const Work& work) noexcept;
-class Executor;
-/// Waits for both (each to its end, whatever the other did), then throws the first failure's
-/// cause: the communicator's (a failed transfer poisons it) if it has one.
-void wait_both(const Executor& executor, const Work& first, const Work& second);
-
 namespace testing {
 /// While set, starting a communicator's progress thread fails as std::thread does when the
 /// system is out of threads (std::system_error), which root cannot provoke with RLIMIT_NPROC.
@@ -141,8 +133,6 @@ class Executor {
   /// yields between polls (ProgressHook::spin); 0 (the default) yields from the start. Set once,
   /// before the first op.
   void set_wait_spin(std::chrono::microseconds spin) noexcept { hook_->spin = spin; }
-  /// Every rank of this host has a hardware thread of its own (the wait spin is not 0).
-  bool core_per_rank() const noexcept { return hook_->spin.count() > 0; }
 
   /// Runs `body` as the next op and returns when it finished, rethrowing its error. `body` is
   /// called with the op's context exactly once, on this thread when nothing is ahead of it.
@@ -155,11 +145,12 @@ class Executor {
   /// ahead and reported through the Work. They take no OpInfo: building and copying one was a
   /// tenth of a small send's cost, and only a queued transfer needs it.
   void run_p2p(std::chrono::milliseconds timeout, const PointToPoint& p2p);
-  /// A receive and a send (MPI_Sendrecv), both validated, posted together (the receive first)
-  /// and run to completion, each with its deadline `timeout` from posting; queued behind what
-  /// is ahead as two transfers otherwise. Rethrows the first error.
-  void run_sendrecv(std::chrono::milliseconds timeout, const PointToPoint& recv,
-                    const PointToPoint& send);
+  /// A receive and a send (MPI_Sendrecv), both validated (with their buffers' owners), posted
+  /// together (the receive first) and run to completion in one transport wait, each with its
+  /// deadline `timeout` from posting; as two transfers waited for here when something is ahead,
+  /// or where ranks outnumber hardware threads above 32 KiB. Both have ended when it returns;
+  /// throws the communicator's first cause on a failure.
+  void run_sendrecv(std::chrono::milliseconds timeout, PointToPoint recv, PointToPoint send);
   Work submit_p2p(std::chrono::milliseconds timeout, PointToPoint p2p);
 
   /// For a collective that moves nothing on any rank (algorithms::moves_nothing), which the
