@@ -7,6 +7,7 @@
 #include "core/tunables.hpp"
 #include "transport/transport_factory.hpp"
 #include "transport/ucx/ucx_context.hpp"
+#include "transport/ucx/ucx_hub.hpp"
 
 #include <cohort/error.hpp>
 #include <cohort/launch.hpp>
@@ -19,13 +20,16 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -480,6 +484,113 @@ TEST_CASE("size mismatches and bad peers are errors; the connections keep workin
         wait_one(*t, s, 30s, "ring send");
         for (float v : in)
           expect(v == static_cast<float>(prev + 1), "value from the previous rank");
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+namespace {
+
+// The sleep of sleeper_wakeup's threads, ordered through the hub's sleep hooks: which thread is
+// which, and what each has reached.
+thread_local char sleeper_role = '?';
+std::atomic<bool> first_asleep{false};      // A counted asleep and about to poll
+std::atomic<bool> second_counted{false};    // B counted asleep, held before its poll
+std::atomic<bool> interrupted{false};       // the main thread interrupted B's view
+std::atomic<bool> first_woke_after{false};  // A's sleep ended after that
+
+/// Returns once `flag` is set; throws after 30 s.
+void await(const std::atomic<bool>& flag, const char* what) {
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (!flag.load()) {
+    if (std::chrono::steady_clock::now() > until)
+      throw std::runtime_error(std::string("never happened: ") + what);
+    std::this_thread::yield();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("an abort wakes a thread about to sleep even when another sleeper wakes first",
+          "[transport][multiproc]") {
+  // Two threads of one process sleep in waits on one hub (two communicators' transports): A on
+  // the world's, B on a view's. B is held after it counted itself asleep and before its poll()
+  // until the abort of B's view has woken A and A's sleep is over. With one wake-up descriptor
+  // shared by all sleepers, A drained the abort's wake-up, and B then slept its whole nap (here
+  // made longer than the 30 s this test waits for B, so that loss is an error, not a delay; an
+  // abort is due within about a millisecond).
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::uint32_t kViewId = 23;
+        const int members[] = {0, 1};
+        auto view = t->derive(members, env.rank, TagIdClaim(t->tag_ids(), kViewId));
+        const Tag world_tag = p2p_tag(0, 5), view_tag = p2p_tag(kViewId, 5);
+        if (env.rank == 1) {
+          store->get("b_done", 60s);
+          const std::int32_t go = 7;
+          const Request s = t->post_send(0, &go, sizeof go, world_tag);
+          t->wait(std::span<const Request>(&s, 1), after(30s), "the word to A");
+          barrier(*store, "done", env.rank, env.world_size);
+          return;
+        }
+        ucx::testing::SleepHooks hooks;
+        hooks.before_poll = [] {
+          if (sleeper_role == 'A') first_asleep.store(true);
+          if (sleeper_role == 'B' && !second_counted.exchange(true))
+            await(first_woke_after, "A's sleep ending after the abort");
+        };
+        hooks.after_sleep = [] {
+          if (sleeper_role == 'A' && interrupted.load()) first_woke_after.store(true);
+        };
+        hooks.longest_nap = 300s;  // a lost wake-up then lasts past the test's patience
+        ucx::testing::set_sleep_hooks(hooks);
+
+        std::int32_t a_value = 0, b_value = 0;
+        std::thread a([&] {
+          sleeper_role = 'A';
+          const Request r = t->post_recv(1, &a_value, sizeof a_value, world_tag);
+          t->wait(std::span<const Request>(&r, 1), after(60s), "A's receive");
+        });
+        std::string b_error;
+        cohort::ErrorCode b_code = cohort::ErrorCode::Internal;
+        std::atomic<bool> b_ended{false};
+        std::thread b([&] {
+          sleeper_role = 'B';
+          const Request r = view->post_recv(1, &b_value, sizeof b_value, view_tag);
+          try {
+            view->wait(std::span<const Request>(&r, 1), after(200s), "B's receive");
+            b_error = "returned";
+          } catch (const cohort::Error& e) {
+            b_code = e.code();
+            b_error = e.what();
+          } catch (const std::exception& e) {
+            b_error = e.what();
+          }
+          b_ended.store(true);
+        });
+        await(first_asleep, "A asleep");
+        await(second_counted, "B counted asleep");
+        interrupted.store(true);
+        view->interrupt("aborted: stop B");
+        try {
+          await(b_ended, "B's wait ending after the abort");
+        } catch (const std::exception& e) {
+          // B sleeps on (its threads cannot be joined): fail the rank here.
+          std::fprintf(stderr, "rank 0: %s\n", e.what());
+          std::_Exit(1);
+        }
+        b.join();
+        store->set_string("b_done", "1");
+        a.join();
+        ucx::testing::set_sleep_hooks({});
+        view->cancel_all();
+        expect(b_code == cohort::ErrorCode::InvalidUsage &&
+                   b_error.find("aborted: stop B") != std::string::npos,
+               "B's wait ends by the abort, not its deadline: " + b_error);
+        expect(a_value == 7, "A's message arrived");
         barrier(*store, "done", env.rank, env.world_size);
       },
       bounded()));

@@ -12,7 +12,6 @@
 
 #include <poll.h>
 #include <sched.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,6 +28,15 @@ constexpr std::chrono::milliseconds kCancelTimeout{200};
 /// Same-host peers' liveness is checked at most this often while polling with test().
 constexpr std::chrono::milliseconds kLivenessInterval{10};
 
+/// testing::set_sleep_hooks: written by a test before the waits it orders, read by each sleep.
+std::mutex sleep_hooks_mutex;
+testing::SleepHooks sleep_hooks;
+
+testing::SleepHooks current_sleep_hooks() {
+  std::lock_guard lock(sleep_hooks_mutex);
+  return sleep_hooks;
+}
+
 std::string address_key(const std::string& prefix, int rank) {
   return prefix + "/addr/" + std::to_string(rank);
 }
@@ -43,10 +51,6 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
       tag_ids_(std::make_shared<TagIdPool>()),
       worker_(UcxContext::shared()),
       probe_(random_probe()) {
-  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (wake_fd_ < 0)
-    throw Error(ErrorCode::Internal, "creating the transport's wake-up eventfd failed (errno " +
-                                         std::to_string(errno) + ")");
   policy_ =
       choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables().spin);
   const std::string identity = local_host_identity();
@@ -89,7 +93,6 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     connect_fastboxes(connect_timeout);
   } catch (...) {
     remove_message_handlers();
-    close(wake_fd_);
     throw;
   }
   // Every peer has read our address: a peer sends its handshake message, which we now hold, only
@@ -140,7 +143,6 @@ UcxHub::~UcxHub() {
   }
   UcxEndpoint::close_all(worker_, endpoints, std::span<const bool>(force.get(), peers_.size()),
                          std::chrono::steady_clock::now() + kCloseTimeout);
-  close(wake_fd_);
 }
 
 void UcxHub::handshake(std::chrono::milliseconds timeout) {
@@ -410,6 +412,8 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
   const auto yield_until = start + kYieldPhase;
   for (std::uint32_t round = 1;; ++round) {
     std::uint64_t epoch = 0;
+    // Before the interruption's check below: a wake-up asked after it makes the sleep return.
+    const std::uint64_t wake_calls = wake_calls_.load();
     bool all_done = true;
     {
       // Copies the round accepted, this wait's or others', are made right after it.
@@ -446,14 +450,13 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
       sched_yield();
       continue;
     }
-    block_until(deadline, epoch);
+    block_until(deadline, epoch, wake_calls);
   }
 }
 
 void UcxHub::wake_sleepers() noexcept {
-  const std::uint64_t one = 1;
-  if (write(wake_fd_, &one, sizeof one) < 0 && errno != EAGAIN)
-    COHORT_LOG_WARN("waking threads blocked on the transport failed (errno {})", errno);
+  wake_calls_.fetch_add(1);  // first (sleepers.hpp): a thread not yet counted asleep sees it
+  sleepers_.wake_all();
 }
 
 void UcxHub::progress_locked() noexcept {
@@ -469,20 +472,31 @@ void UcxHub::note_progress(bool moved) noexcept {
   ++progress_epoch_;
   // A sleeping thread's requests may be among those just completed; it would not learn of it
   // from the worker's event fd (the events were consumed here), so wake it.
-  if (sleepers_ > 0) {
-    const std::uint64_t one = 1;
-    if (write(wake_fd_, &one, sizeof one) < 0 && errno != EAGAIN)
-      COHORT_LOG_WARN("waking a thread blocked on the transport failed (errno {})", errno);
-  }
+  if (sleepers_.any()) sleepers_.wake_all();
 }
 
-void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
+void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch, std::uint64_t seen_wake_calls) {
+  const int bell = Sleepers::own_drained_fd();
+  // Counted asleep from before the last looks below until after the sleep (sleepers.hpp).
+  struct Counted {
+    Sleepers& sleepers;
+    int fd = -1;
+    ~Counted() {
+      if (fd >= 0) sleepers.remove(fd);
+    }
+  } counted{sleepers_};
   std::vector<pollfd> fds;
   bool polling_for_room = false;
   {
     std::lock_guard lock(mutex_);
+    if (bell >= 0) {
+      sleepers_.add(bell);
+      counted.fd = bell;
+    }
     // Another thread progressed since this one looked: its requests may be done; look again.
     if (progress_epoch_ != seen_epoch) return;
+    // Woken since the round began (side work queued, an abort): look again.
+    if (wake_calls_.load() != seen_wake_calls) return;
     // Counted as asleep before the last look at the rings: a peer that stamps a message after
     // that look sees the count and rings the doorbell, which the worker's event fd reports.
     if (inbox_) {
@@ -512,27 +526,27 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch) {
       return;
     }
     fds.push_back({worker_.event_fd(), POLLIN, 0});
-    fds.push_back({wake_fd_, POLLIN, 0});
+    if (bell >= 0) fds.push_back({bell, POLLIN, 0});
     for (const auto& peer : peers_)
       if (!peer->failed && peer->watch.fd() >= 0) fds.push_back({peer->watch.fd(), POLLIN, 0});
-    ++sleepers_;
   }
+  const testing::SleepHooks hooks = current_sleep_hooks();
+  const std::chrono::milliseconds longest = polling_for_room || bell < 0    ? kRoomPoll
+                                            : hooks.longest_nap.count() > 0 ? hooks.longest_nap
+                                                                            : kMaxBlock;
   const auto left =
       std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-  const int timeout_ms = static_cast<int>(
-      std::clamp(left, std::chrono::milliseconds(0), polling_for_room ? kRoomPoll : kMaxBlock)
-          .count());
+  const int timeout_ms =
+      static_cast<int>(std::clamp(left, std::chrono::milliseconds(0), longest).count());
+  if (hooks.before_poll != nullptr) hooks.before_poll();
   if (poll(fds.data(), fds.size(), timeout_ms) < 0 && errno != EINTR)
     COHORT_LOG_WARN("poll on the UCX event fd failed (errno {})", errno);
-  std::lock_guard lock(mutex_);
-  if (inbox_) inbox_.set_sleeping(false);
-  --sleepers_;
-  if (fds[1].revents & POLLIN) {
-    std::uint64_t count = 0;
-    if (read(wake_fd_, &count, sizeof count) < 0 && errno != EAGAIN)
-      COHORT_LOG_WARN("draining the transport's wake-up eventfd failed (errno {})", errno);
+  {
+    std::lock_guard lock(mutex_);
+    if (inbox_) inbox_.set_sleeping(false);
+    check_liveness();
   }
-  check_liveness();
+  if (hooks.after_sleep != nullptr) hooks.after_sleep();
 }
 
 bool UcxHub::test(const Request& request) {
@@ -629,5 +643,14 @@ void UcxHub::forget_tag_id(std::uint32_t id) noexcept {
 std::string UcxHub::description() const {
   return worker_.context().description();
 }
+
+namespace testing {
+
+void set_sleep_hooks(const SleepHooks& hooks) noexcept {
+  std::lock_guard lock(sleep_hooks_mutex);
+  sleep_hooks = hooks;
+}
+
+}  // namespace testing
 
 }  // namespace cohort::transport::ucx

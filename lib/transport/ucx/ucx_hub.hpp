@@ -87,6 +87,7 @@
 #include "transport/tag_ids.hpp"
 #include "transport/transport.hpp"
 #include "transport/ucx/peer_address.hpp"
+#include "transport/ucx/sleepers.hpp"
 #include "transport/ucx/ucx_endpoint.hpp"
 #include "transport/ucx/ucx_request.hpp"
 #include "transport/ucx/ucx_worker.hpp"
@@ -547,9 +548,10 @@ class UcxHub {
   /// Takes `owner`'s requests out of the fastbox queues (cancellation).
   void forget_fastbox_requests(const void* owner) noexcept;
 
-  /// Sleeps on the worker's event fd, the wake-up fd and the same-host peers' pidfds, at most
-  /// until `until`, unless progress happened since `seen_epoch`. Takes the lock itself.
-  void block_until(Deadline until, std::uint64_t seen_epoch);
+  /// Sleeps on the worker's event fd, the thread's own wake-up fd and the same-host peers'
+  /// pidfds, at most until `until`, unless progress happened since `seen_epoch` or
+  /// wake_sleepers() was called since `seen_wake_calls`. Takes the lock itself.
+  void block_until(Deadline until, std::uint64_t seen_epoch, std::uint64_t seen_wake_calls);
 
   const int rank_;
   const int size_;
@@ -580,9 +582,12 @@ class UcxHub {
   /// The longest a thread sleeps while something waits for room in a peer's ring that the
   /// peer was not asked to report (Fastbox::Sender::RoomRequest::NotAsked).
   static constexpr std::chrono::milliseconds kRoomPoll{1};
-  int sleepers_ = 0;  // guarded: threads blocked in block_until
-  int wake_fd_ = -1;  // eventfd written when progress happens while someone sleeps
-  Fastbox inbox_;     ///< this process's inbox; empty: no fastboxes
+  /// Threads blocked in block_until, each woken through its own descriptor.
+  Sleepers sleepers_;
+  /// Counts wake_sleepers() calls, so a thread about to sleep can tell it was asked to look
+  /// again (at its interruption, its side work) since its last round.
+  std::atomic<std::uint64_t> wake_calls_{0};
+  Fastbox inbox_;  ///< this process's inbox; empty: no fastboxes
   /// A random value same-host peers read through this process's pid before they copy from its
   /// memory (PeerAddress::probe).
   const std::uint64_t probe_;
@@ -593,6 +598,16 @@ class UcxHub {
 /// refusing them, so the ring's own ways (an ack queued for room, a Withdrawal piece) run.
 namespace testing {
 void refuse_immediate_messages(bool refuse) noexcept;
+/// Called by a thread about to sleep in a wait, after it counted itself asleep and before
+/// poll(), and by it again once the sleep is over (poll() returned, and what follows under the
+/// lock is done) (null: nothing); and the longest nap instead of kMaxBlock (zero: kMaxBlock).
+/// For tests that order a sleep against wake-ups.
+struct SleepHooks {
+  void (*before_poll)() = nullptr;
+  void (*after_sleep)() = nullptr;
+  std::chrono::milliseconds longest_nap{0};
+};
+void set_sleep_hooks(const SleepHooks& hooks) noexcept;
 }  // namespace testing
 
 }  // namespace cohort::transport::ucx
