@@ -238,9 +238,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// together (the receive first) and returning once both ended, so a ring or halo exchange
   /// cannot deadlock on itself. `in` and `out` must not overlap and must both be host memory or
   /// both on the communicator's device (InvalidArgument otherwise, before anything is posted).
-  /// On host buffers the pair is posted and waited for in one transport wait (except, where
-  /// ranks outnumber the host's hardware threads, above 32 KiB, or behind other ops: two
-  /// transfers); on device buffers both halves go in one NCCL group on the op's stream. Both
+  /// On host buffers the pair is posted and waited for in one transport wait (behind other ops:
+  /// as two transfers); on device buffers both halves go in one NCCL group on the op's stream. Both
   /// halves have ended when it returns, whatever happened; a failure is reported by its first
   /// cause (the half that failed, not the other, failed by the poisoning). Device sendrecvs are
   /// numbered and named as sends.

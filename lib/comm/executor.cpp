@@ -113,18 +113,15 @@ void Executor::run_p2p(std::chrono::milliseconds timeout, const PointToPoint& p2
 
 void Executor::run_sendrecv(std::chrono::milliseconds timeout, PointToPoint recv,
                             PointToPoint send) {
-  // Where ranks outnumber the host's hardware threads, a pair above 32 KiB ran 1.1-3.5x slower
-  // in one transport wait than as two transfers polled the way Work::wait polls (cohort-bench
-  // sendrecv, 3-4 ranks on 2 vCPUs, 128-512 KiB); below that, and with a core per rank at every
-  // size, the single wait was faster (2 ranks: 8 B 0.48 -> 0.43 us, 2 MiB 47 -> 44).
-  constexpr std::size_t kOneWaitUpTo = 32 * 1024;
-  if (hook_->spin.count() > 0 || std::max(recv.bytes, send.bytes) <= kOneWaitUpTo) {
-    if (try_claim_fast()) {
-      FastDriveGuard guard(*this);
-      execute_sendrecv_blocking(timeout, next_p2p_seq_.fetch_add(2, std::memory_order_relaxed),
-                                recv, send);
-      return;
-    }
+  // One claim of the drive and one transport wait for both halves, unless another op drives or
+  // is queued: then two transfers, below.
+  if (try_claim_fast()) {
+    FastDriveGuard guard(*this);
+    execute_sendrecv_blocking(timeout, next_p2p_seq_.fetch_add(2, std::memory_order_relaxed), recv,
+                              send);
+    return;
+  }
+  {
     std::unique_lock lock(mutex_);
     throw_if_poisoned_locked(Collective::Recv);
     close_fast_path_locked();

@@ -147,9 +147,8 @@ class Executor {
   void run_p2p(std::chrono::milliseconds timeout, const PointToPoint& p2p);
   /// A receive and a send (MPI_Sendrecv), both validated (with their buffers' owners), posted
   /// together (the receive first) and run to completion in one transport wait, each with its
-  /// deadline `timeout` from posting; as two transfers waited for here when something is ahead,
-  /// or where ranks outnumber hardware threads above 32 KiB. Both have ended when it returns;
-  /// throws the communicator's first cause on a failure.
+  /// deadline `timeout` from posting; as two transfers waited for here when something is ahead.
+  /// Both have ended when it returns; throws the communicator's first cause on a failure.
   void run_sendrecv(std::chrono::milliseconds timeout, PointToPoint recv, PointToPoint send);
   Work submit_p2p(std::chrono::milliseconds timeout, PointToPoint p2p);
 

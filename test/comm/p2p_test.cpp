@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -484,25 +485,35 @@ TEST_CASE("sendrecv: a ring exchange at every size, behind an allreduce_async, a
 
 TEST_CASE("sendrecv: a half the peer never answers fails by its deadline, naming the pair",
           "[comm][multiproc]") {
-  // Rank 0's sendrecv with rank 1: rank 1 receives the send but never sends back. The call
-  // must fail with Timeout at its 300 ms deadline, naming the receive from rank 1: 512 B in one
-  // transport wait (named as the pair), or 512 KiB on 3 ranks, which this 2-vCPU host runs as two
-  // transfers (whose failure must be reported by the receive's own Timeout, not by the send
-  // that the poisoning failed after it).
-  const auto [size, count] =
-      GENERATE(std::pair{2, std::size_t{64}}, std::pair{3, std::size_t{65536}});
-  CAPTURE(size, count);
-  REQUIRE_NOTHROW(run_ranks(size, [count = count](const Environment& env) {
+  // Rank 0's sendrecv with rank 1 must fail with Timeout at its 300 ms deadline, naming the
+  // receive from rank 1. Rank 1 takes the send but never sends back: 512 B or 512 KiB in one
+  // transport wait (named as the pair). Or rank 1 does nothing at all, and rank 0's 512 KiB
+  // sendrecv is queued behind an allreduce_async that rank 1 never joins: two transfers, the
+  // send unfinished too (half of it waits for room in rank 1's ring), so the receive's Timeout
+  // poisons the communicator and fails the send and the allreduce after it; the sendrecv must
+  // report that first cause, not the send's failure that followed from it.
+  const auto [size, count, behind] =
+      GENERATE(std::tuple{2, std::size_t{64}, false}, std::tuple{3, std::size_t{65536}, false},
+               std::tuple{2, std::size_t{65536}, true});
+  CAPTURE(size, count, behind);
+  REQUIRE_NOTHROW(run_ranks(size, [count = count, behind = behind](const Environment& env) {
     auto world_comm = world(env);
     auto c = world_comm->dup();
     Buffer in = message(env.rank, 9, count);
     Buffer out = Buffer::allocate(count, DType::Float64);
     if (env.rank == 0) {
+      Buffer summed = Buffer::allocate(8, DType::Int32);
+      Work ahead;
+      if (behind) ahead = c->allreduce_async(summed, summed, ReduceOp::Sum);
       CollectiveOptions quick;
       quick.timeout = 300ms;
       expect_error([&] { c->sendrecv(in, 1, out, 1, 9, quick); }, ErrorCode::Timeout,
                    {"recv", "from rank 1"}, "the unanswered sendrecv");
-    } else if (env.rank == 1) {
+      if (behind)
+        expect_error([&] { ahead.wait(); }, ErrorCode::InvalidUsage,
+                     {"interrupted by an earlier failure", "recv", "from rank 1"},
+                     "the allreduce the sendrecv waited behind");
+    } else if (env.rank == 1 && !behind) {
       c->recv(out, 0, 9);
       expect_values(
           out, 0, count, [](std::size_t i) { return payload(0, 9, i); }, "rank 0's half");

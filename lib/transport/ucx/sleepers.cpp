@@ -39,9 +39,10 @@ int Sleepers::own_drained_fd() noexcept {
     bell.owner = me;
     if (bell.fd < 0) {
       if (!refusal_logged.exchange(true))
-        COHORT_LOG_WARN("no eventfd for a thread sleeping in the transport (errno {}): it naps "
-                        "briefly instead of waiting to be woken",
-                        errno);
+        COHORT_LOG_WARN(
+            "no eventfd for a thread sleeping in the transport (errno {}): it naps "
+            "briefly instead of waiting to be woken",
+            errno);
       return -1;
     }
   }
