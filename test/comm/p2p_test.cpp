@@ -450,8 +450,8 @@ TEST_CASE("sendrecv: a ring exchange at every size, behind an allreduce_async, a
           "the input after it was sent");
     }
     // Behind an allreduce_async still waiting (rank 0 joins it only after its own sendrecv), so
-    // every other rank's sendrecv (4000 doubles: one transport wait at any rank count) is the
-    // executor's queued pair, posted from inside that allreduce's waits.
+    // every other rank's sendrecv is the executor's queued pair, posted from inside that
+    // allreduce's waits.
     Buffer summed = Buffer::allocate(1000, DType::Int32);
     for (std::size_t i = 0; i < 1000; ++i) set(summed, i, 1);
     Buffer in = message(c->rank(), 8, 4000);

@@ -18,6 +18,7 @@ struct ThreadBell {
   pid_t owner = 0;  ///< the process whose descriptor it is: a forked child inherits the parent's
   ~ThreadBell() {
     if (fd >= 0) close(fd);
+    fd = -1;  // a wait in a later destructor on this thread makes a new one, not reuse the number
   }
 };
 

@@ -13,10 +13,17 @@
 // looks once more at whatever a waker changes before waking (the hub's progress epoch, its count
 // of wake-ups). A waker changes that first, then calls wake_all(): either its wake_all() comes
 // after add() and writes to the sleeper's descriptor, or it came before, and the sleeper's last
-// look sees the change.
+// look sees the change. A waker may skip wake_all() when any() is false only while it holds the
+// lock under which sleepers add() themselves and look (the hub's progress does); one that does
+// not hold it (UcxHub::wake_sleepers) must always call it.
 //
 // Thread-safety: everything from any thread; a descriptor is add()ed and remove()d by its own
-// thread only. The list's lock is a leaf (nothing else is taken under it).
+// thread only. The list's lock is taken last: under it only the descriptors' writes run (and the
+// logger, when one fails).
+//
+// After fork() a child's list still names the parent's sleeping threads (their descriptors are
+// the child's copies); a hub is not used across fork() (UCX does not support it), and a child's
+// own threads make descriptors of their own.
 
 #include <atomic>
 #include <mutex>

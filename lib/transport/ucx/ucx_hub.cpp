@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <new>
 #include <thread>
 #include <utility>
 
@@ -432,14 +433,12 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
     // the lock: the side work posts and tests requests of its own.
     if (interruption != nullptr) interruption->check(what, WaitKind::DrivesTransport);
     // Reading the clock costs about as much as a progress call; spin a few rounds between reads.
+    // A round that yields reads it every time: a yield may hand the core away for a timeslice.
+    // (Yielding only at every 16th round left an oversubscribed rank spinning 15 rounds on the
+    // core its peer needed: 3-rank 8 B sendrecv on 2 vCPUs took 2.5-3.1 us against Open MPI's
+    // 1.3, which yields after every poll.)
     constexpr std::uint32_t kRoundsPerClockRead = 16;
-    if (round % kRoundsPerClockRead != 0) {
-      // Between clock reads too: yielding only at them left an oversubscribed rank spinning 15
-      // rounds on the core its peer needed (3-rank 8 B sendrecv on 2 vCPUs: 2.5-3.1 us against
-      // Open MPI's 1.3, which yields after every poll).
-      if (yielding) sched_yield();
-      continue;
-    }
+    if (!yielding && round % kRoundsPerClockRead != 0) continue;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) {
       const ReadyCopiesAfterUnlock copies(*this);
@@ -496,12 +495,18 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch, std::uint64_t
     }
   } counted{sleepers_};
   std::vector<pollfd> fds;
+  fds.reserve(2 + peers_.size());  // nothing below allocates once the inbox says we sleep
   bool polling_for_room = false;
+  bool bell_rings = false;  // registered: a wake-up writes to `bell`; otherwise nap briefly
   {
     std::lock_guard lock(mutex_);
     if (bell >= 0) {
-      sleepers_.add(bell);
-      counted.fd = bell;
+      try {
+        sleepers_.add(bell);
+        counted.fd = bell;
+        bell_rings = true;
+      } catch (const std::bad_alloc&) {
+      }
     }
     // Another thread progressed since this one looked: its requests may be done; look again.
     if (progress_epoch_ != seen_epoch) return;
@@ -536,12 +541,12 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch, std::uint64_t
       return;
     }
     fds.push_back({worker_.event_fd(), POLLIN, 0});
-    if (bell >= 0) fds.push_back({bell, POLLIN, 0});
+    if (bell_rings) fds.push_back({bell, POLLIN, 0});
     for (const auto& peer : peers_)
       if (!peer->failed && peer->watch.fd() >= 0) fds.push_back({peer->watch.fd(), POLLIN, 0});
   }
   const testing::SleepHooks hooks = current_sleep_hooks();
-  const std::chrono::milliseconds longest = polling_for_room || bell < 0    ? kRoomPoll
+  const std::chrono::milliseconds longest = polling_for_room || !bell_rings ? kRoomPoll
                                             : hooks.longest_nap.count() > 0 ? hooks.longest_nap
                                                                             : kMaxBlock;
   const auto left =
