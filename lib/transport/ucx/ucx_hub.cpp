@@ -435,8 +435,8 @@ void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const st
     // Reading the clock costs about as much as a progress call; spin a few rounds between reads.
     // A round that yields reads it every time: a yield may hand the core away for a timeslice.
     // (Yielding only at every 16th round left an oversubscribed rank spinning 15 rounds on the
-    // core its peer needed: 3-rank 8 B sendrecv on 2 vCPUs took 2.5-3.1 us against Open MPI's
-    // 1.3, which yields after every poll.)
+    // core its peer needed: on 2026-11-29 a 3-rank 8 B sendrecv on 2 vCPUs took 2.2-4.0 us
+    // against Open MPI's 1.4-2.0, which yields after every poll; bench/PERFORMANCE-LOG.md.)
     constexpr std::uint32_t kRoundsPerClockRead = 16;
     if (!yielding && round % kRoundsPerClockRead != 0) continue;
     const auto now = std::chrono::steady_clock::now();
