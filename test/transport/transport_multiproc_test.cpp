@@ -598,3 +598,56 @@ TEST_CASE("an abort wakes a thread about to sleep even when another sleeper wake
       },
       bounded()));
 }
+
+namespace {
+std::atomic<bool> sleeper_without_fd_asleep{false};
+}  // namespace
+
+TEST_CASE("a thread the system gives no eventfd to still ends its wait on an abort",
+          "[transport][multiproc]") {
+  // Without a descriptor of its own nobody can wake a sleeper, so it must nap briefly and look
+  // again: an abort then ends its wait within a nap. Here the longest nap is made longer than the
+  // 30 s this test waits, so a sleeper that napped as long as one with a descriptor fails it.
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        if (env.rank == 1) {
+          barrier(*store, "done", env.rank, env.world_size);
+          return;
+        }
+        ucx::testing::SleepHooks hooks;
+        hooks.before_poll = [] { sleeper_without_fd_asleep.store(true); };
+        hooks.longest_nap = 300s;
+        hooks.refuse_eventfds = true;
+        ucx::testing::set_sleep_hooks(hooks);
+        std::int32_t value = 0;
+        std::string error;
+        std::atomic<bool> ended{false};
+        std::thread sleeper([&] {
+          const Request r = t->post_recv(1, &value, sizeof value, p2p_tag(0, 6));
+          try {
+            t->wait(std::span<const Request>(&r, 1), after(200s), "the receive");
+            error = "returned";
+          } catch (const std::exception& e) {
+            error = e.what();
+          }
+          ended.store(true);
+        });
+        await(sleeper_without_fd_asleep, "the receiver asleep");
+        t->interrupt("aborted: stop");
+        try {
+          await(ended, "the wait ending after the abort");
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "rank 0: %s\n", e.what());
+          std::_Exit(1);  // the sleeper sleeps on: its thread cannot be joined
+        }
+        sleeper.join();
+        ucx::testing::set_sleep_hooks({});
+        t->cancel_all();
+        expect(error.find("aborted: stop") != std::string::npos, "ended by the abort: " + error);
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}

@@ -485,7 +485,8 @@ void UcxHub::note_progress(bool moved) noexcept {
 }
 
 void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch, std::uint64_t seen_wake_calls) {
-  const int bell = Sleepers::own_drained_fd();
+  const testing::SleepHooks hooks = current_sleep_hooks();
+  const int bell = hooks.refuse_eventfds ? -1 : Sleepers::own_drained_fd();
   // Counted asleep from before the last looks below until after the sleep (sleepers.hpp).
   struct Counted {
     Sleepers& sleepers;
@@ -545,7 +546,6 @@ void UcxHub::block_until(Deadline until, std::uint64_t seen_epoch, std::uint64_t
     for (const auto& peer : peers_)
       if (!peer->failed && peer->watch.fd() >= 0) fds.push_back({peer->watch.fd(), POLLIN, 0});
   }
-  const testing::SleepHooks hooks = current_sleep_hooks();
   const std::chrono::milliseconds longest = polling_for_room || !bell_rings ? kRoomPoll
                                             : hooks.longest_nap.count() > 0 ? hooks.longest_nap
                                                                             : kMaxBlock;

@@ -600,12 +600,14 @@ namespace testing {
 void refuse_immediate_messages(bool refuse) noexcept;
 /// Called by a thread about to sleep in a wait, after it counted itself asleep and before
 /// poll(), and by it again once the sleep is over (poll() returned, and what follows under the
-/// lock is done) (null: nothing); and the longest nap instead of kMaxBlock (zero: kMaxBlock).
-/// For tests that order a sleep against wake-ups.
+/// lock is done) (null: nothing); the longest nap instead of kMaxBlock (zero: kMaxBlock); and
+/// whether sleepers go without an eventfd, as when the system refuses one. For tests that order
+/// a sleep against wake-ups.
 struct SleepHooks {
   void (*before_poll)() = nullptr;
   void (*after_sleep)() = nullptr;
   std::chrono::milliseconds longest_nap{0};
+  bool refuse_eventfds = false;
 };
 void set_sleep_hooks(const SleepHooks& hooks) noexcept;
 }  // namespace testing
