@@ -509,6 +509,17 @@ void await(const std::atomic<bool>& flag, const char* what) {
   }
 }
 
+/// await(), or else ends the rank at once: the thread whose wait did not end sleeps on, and a
+/// std::thread that cannot be joined would only terminate the process less clearly.
+void await_wait_end(const std::atomic<bool>& ended, const char* what) {
+  try {
+    await(ended, what);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank 0: %s\n", e.what());
+    std::_Exit(1);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("an abort wakes a thread about to sleep even when another sleeper wakes first",
@@ -578,13 +589,7 @@ TEST_CASE("an abort wakes a thread about to sleep even when another sleeper wake
         await(second_counted, "B counted asleep");
         interrupted.store(true);
         view->interrupt("aborted: stop B");
-        try {
-          await(b_ended, "B's wait ending after the abort");
-        } catch (const std::exception& e) {
-          // B sleeps on (its threads cannot be joined): fail the rank here.
-          std::fprintf(stderr, "rank 0: %s\n", e.what());
-          std::_Exit(1);
-        }
+        await_wait_end(b_ended, "B's wait ending after the abort");
         b.join();
         store->set_string("b_done", "1");
         a.join();
@@ -637,12 +642,7 @@ TEST_CASE("a thread the system gives no eventfd to still ends its wait on an abo
         });
         await(sleeper_without_fd_asleep, "the receiver asleep");
         t->interrupt("aborted: stop");
-        try {
-          await(ended, "the wait ending after the abort");
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "rank 0: %s\n", e.what());
-          std::_Exit(1);  // the sleeper sleeps on: its thread cannot be joined
-        }
+        await_wait_end(ended, "the wait ending after the abort");
         sleeper.join();
         ucx::testing::set_sleep_hooks({});
         t->cancel_all();

@@ -30,10 +30,13 @@ constexpr std::chrono::milliseconds kCancelTimeout{200};
 constexpr std::chrono::milliseconds kLivenessInterval{10};
 
 /// testing::set_sleep_hooks: written by a test before the waits it orders, read by each sleep.
+/// The flag keeps the seam's lock off every other program's sleeps.
+std::atomic<bool> sleep_hooks_set{false};
 std::mutex sleep_hooks_mutex;
 testing::SleepHooks sleep_hooks;
 
 testing::SleepHooks current_sleep_hooks() {
+  if (!sleep_hooks_set.load(std::memory_order_acquire)) return {};
   std::lock_guard lock(sleep_hooks_mutex);
   return sleep_hooks;
 }
@@ -664,6 +667,7 @@ namespace testing {
 void set_sleep_hooks(const SleepHooks& hooks) noexcept {
   std::lock_guard lock(sleep_hooks_mutex);
   sleep_hooks = hooks;
+  sleep_hooks_set.store(true, std::memory_order_release);
 }
 
 }  // namespace testing
