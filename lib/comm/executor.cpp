@@ -5,12 +5,14 @@
 #include "core/coarse_clock.hpp"
 #include "core/decimal_count_up.hpp"
 #include "core/log.hpp"
+#include "core/process_fence.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <charconv>
 #include <system_error>
+#include <thread>
 
 #include <pthread.h>
 
@@ -37,6 +39,9 @@ constexpr std::chrono::microseconds kFastOpPoll{100};
 // tests every one of them. Waits on shared memory drive nothing: there every round polls.
 constexpr std::uint32_t kServesPerPoll = 16;
 
+// testing::bias_after_ops(): 0, or the streak that earns the bias in executors made next.
+std::atomic<std::uint32_t> testing_bias_after_ops{0};
+
 }  // namespace
 
 Executor::Executor(transport::Transport& transport, transport::LazyArena* arenas,
@@ -57,6 +62,8 @@ Executor::Executor(transport::Transport& transport, transport::LazyArena* arenas
           },
           this),
       hook_(std::make_shared<detail::ProgressHook>()) {
+  if (const std::uint32_t ops = testing_bias_after_ops.load(std::memory_order_relaxed); ops > 0)
+    bias_after_ops_.store(ops, std::memory_order_relaxed);
   hook_->context = this;
   hook_->help = [](void* self) noexcept { static_cast<Executor*>(self)->help(); };
   transport_.set_side_work(&side_work_);
@@ -90,9 +97,8 @@ Work Executor::submit(OpInfo info, OpBody body) {
 }
 
 void Executor::run_p2p(std::chrono::milliseconds timeout, const PointToPoint& p2p) {
-  if (try_claim_fast()) {
-    FastDriveGuard guard(*this);
-    execute_p2p_blocking(timeout, next_p2p_seq_.fetch_add(1, std::memory_order_relaxed), p2p);
+  if (FastClaim claim(*this); claim) {
+    execute_p2p_blocking(timeout, claim.number(next_p2p_seq_), p2p);
     return;
   }
   std::unique_lock lock(mutex_);
@@ -115,10 +121,8 @@ void Executor::run_sendrecv(std::chrono::milliseconds timeout, PointToPoint recv
                             PointToPoint send) {
   // One claim of the drive and one transport wait for both halves, unless another op drives or
   // is queued: then two transfers, below.
-  if (try_claim_fast()) {
-    FastDriveGuard guard(*this);
-    execute_sendrecv_blocking(timeout, next_p2p_seq_.fetch_add(2, std::memory_order_relaxed), recv,
-                              send);
+  if (FastClaim claim(*this); claim) {
+    execute_sendrecv_blocking(timeout, claim.number(next_p2p_seq_, 2), recv, send);
     return;
   }
   {
@@ -166,19 +170,21 @@ void Executor::run_sendrecv(std::chrono::milliseconds timeout, PointToPoint recv
 Work Executor::submit_p2p(std::chrono::milliseconds timeout, PointToPoint p2p) {
   // Posting never blocks, so the caller's thread posts whenever nothing is ahead. The first
   // send/receive takes the locked path below, which starts the progress thread.
-  if (thread_started_.load(std::memory_order_acquire) && try_claim_fast()) {
-    FastDriveGuard guard(*this);
-    const auto label = label_p2p(p2p, next_p2p_seq_.fetch_add(1, std::memory_order_relaxed));
-    // The state is ready before the transfer is posted (holding it must not fail then), but
-    // a send done at post shares detail::finished_work(), and this one waits for the next.
-    if (spare_work_) {
-      spare_work_->relabel(label);
-    } else {
-      spare_work_ = new_work(label);
+  if (thread_started_.load(std::memory_order_acquire)) {
+    if (FastClaim claim(*this); claim) {
+      const auto label = label_p2p(p2p, claim.number(next_p2p_seq_));
+      // The state is ready before the transfer is posted (holding it must not fail then), but
+      // a send done at post shares detail::finished_work(), and this one waits for the next.
+      if (spare_work_) {
+        spare_work_->relabel(label);
+      } else {
+        spare_work_ = new_work(label);
+      }
+      if (post_transfer(std::move(p2p), timeout, spare_work_) ==
+          InFlightTransfers::Posted::Finished)
+        return Work(detail::finished_work());
+      return Work(std::exchange(spare_work_, nullptr));
     }
-    if (post_transfer(std::move(p2p), timeout, spare_work_) == InFlightTransfers::Posted::Finished)
-      return Work(detail::finished_work());
-    return Work(std::exchange(spare_work_, nullptr));
   }
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(p2p.is_send ? Collective::Send : Collective::Recv);
@@ -213,23 +219,26 @@ std::shared_ptr<detail::WorkState> Executor::new_work(Label label) const {
 std::uint32_t Executor::begin_external(const OpInfo& info) {
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);
+  // It takes a number while a fast op may be numbering too: not by a biased claim's plain
+  // store.
+  revoke_bias_locked();
   const bool p2p = info.kind == Collective::Send || info.kind == Collective::Recv;
   const std::uint32_t seq =
       (p2p ? next_p2p_seq_ : next_seq_).fetch_add(1, std::memory_order_relaxed);
   lock.unlock();
   if (!p2p)
-    recorder_.started(seq, info.kind, info.forced, info.shape, info.timeout,
-                      FlightRecorder::coarse_now());
+    recorder_.external_started(seq, info.kind, info.forced, info.shape, info.timeout,
+                               FlightRecorder::coarse_now());
   return seq;
 }
 
 void Executor::end_external(const OpInfo& info, std::uint32_t seq, const Error* failure) noexcept {
   const bool p2p = info.kind == Collective::Send || info.kind == Collective::Recv;
   if (failure == nullptr) {
-    if (!p2p) recorder_.done(seq, Algorithm::Auto, FlightRecorder::coarse_now());
+    if (!p2p) recorder_.external_done(seq, FlightRecorder::coarse_now());
     return;
   }
-  if (!p2p) recorder_.failed(seq, *failure, Clock::now());
+  if (!p2p) recorder_.external_failed(seq, *failure, Clock::now());
   std::unique_lock lock(mutex_);
   fail_communicator(lock, *failure);
 }
@@ -286,12 +295,10 @@ std::shared_ptr<detail::WorkState> Executor::enqueue_locked(std::unique_lock<std
   const std::uint32_t seq =
       (p2p ? next_p2p_seq_ : next_seq_).fetch_add(1, std::memory_order_relaxed);
   auto work = p2p ? new_work(label_p2p(*p2p, seq)) : new_work(describe(info, seq));
-  if (!p2p) {
-    recorder_.queued(seq, info.kind, info.forced, info.shape, info.timeout,
-                     FlightRecorder::coarse_now());
-  }
+  const FlightRecorder::TimePoint now = FlightRecorder::coarse_now();
+  if (!p2p) recorder_.queued(seq, info.kind, info.forced, info.shape, info.timeout, now);
   const bool transfer = p2p.has_value();
-  queue_.push_back(QueuedOp{std::move(info), seq, std::move(body), std::move(p2p), work});
+  queue_.push_back(QueuedOp{std::move(info), seq, std::move(body), std::move(p2p), work, now});
   if (!busy_) wake_.notify_one();
   if (transfer) {
     // Posted by whoever drives now, from inside its op's waits (or, when nobody does, by the
@@ -309,6 +316,9 @@ std::atomic<bool> refuse_threads{false};
 }  // namespace
 void refuse_progress_threads(bool refuse) noexcept {
   refuse_threads.store(refuse, std::memory_order_relaxed);
+}
+void bias_after_ops(std::uint32_t ops) noexcept {
+  testing_bias_after_ops.store(ops, std::memory_order_relaxed);
 }
 }  // namespace testing
 
@@ -408,27 +418,85 @@ void Executor::end_drive() noexcept {
   if (wake) wake_.notify_all();
 }
 
-void Executor::end_fast_drive() noexcept {
+void Executor::end_fast_drive(Claim claim) noexcept {
   take_unhandled_poison();  // as end_drive()
   const std::size_t before =
       pending_count_.load(std::memory_order_relaxed);  // ours, or handed to us
   const std::size_t pending = in_flight_.count();
+  // The claim's end, after the last touch of what the driver owns: a release store of
+  // whichever flag this claim set.
+  const auto release_claim = [this, claim]() noexcept {
+    if (claim == Claim::Biased) {
+      owner_state_.store(kClaimIdle, std::memory_order_release);
+    } else {
+      fast_active_.store(kClaimIdle, std::memory_order_release);
+    }
+  };
+  if (pending > 0 && claim == Claim::Biased) {
+    // The progress thread will poll them, and would revoke the bias (a membarrier) for each
+    // poll: drop it here instead, where no fence is needed (the bias thread's own claims are
+    // the only biased ones).
+    biased_.store(false, std::memory_order_relaxed);
+  }
+  if (pending == 0 && claim == Claim::Shared) count_toward_bias();
   if (pending == before || before > 0 || pending == 0) {
     // The thread already polls on a timer (before > 0), or has nothing to poll.
     if (pending != before) pending_count_.store(pending, std::memory_order_release);
-    fast_active_.store(false, std::memory_order_release);
+    release_claim();
     return;
   }
   // The first transfer in flight: the progress thread may be asleep without a timeout, and must
   // come back to poll it while its owner computes (see idle_).
   pending_count_.store(pending, std::memory_order_seq_cst);
-  fast_active_.store(false, std::memory_order_release);
+  release_claim();
   if (idle_.load(std::memory_order_seq_cst)) {
     // It set idle_ and looked at pending_count_ under the mutex before it slept: taking the
     // mutex here waits until it sleeps, so the notification cannot slip in between.
     { std::lock_guard lock(mutex_); }
     wake_.notify_all();
   }
+}
+
+void Executor::count_toward_bias() noexcept {
+  if (bias_refused_.load(std::memory_order_relaxed)) return;
+  const pthread_t me = ::pthread_self();
+  if (!::pthread_equal(streak_thread_, me)) {
+    streak_thread_ = me;
+    streak_ = 0;
+  }
+  if (++streak_ < bias_after_ops_.load(std::memory_order_relaxed)) return;
+  streak_ = 0;
+  // This thread holds a shared claim: nobody else drives, and every other claim fails until
+  // it ends, so the bias is set while no biased claim can be under way.
+  std::lock_guard lock(mutex_);
+  if (!fast_open_.load(std::memory_order_relaxed) || !queue_.empty() || poisoned_ || stop_ ||
+      in_flight_.count() > 0 || pending_count_.load(std::memory_order_relaxed) > 0)
+    return;
+  // Only ever one thread: owner_state_ has a single writer (see it).
+  if (bias_thread_set_ && !::pthread_equal(bias_thread_.load(std::memory_order_relaxed), me))
+    return;
+  if (!process_fence_available()) {
+    bias_refused_.store(true, std::memory_order_relaxed);
+    return;
+  }
+  bias_thread_.store(me, std::memory_order_relaxed);
+  bias_thread_set_ = true;
+  biased_.store(true, std::memory_order_release);
+  bias_grants_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Executor::revoke_bias_locked() noexcept {
+  if (!biased_.load(std::memory_order_relaxed)) return;
+  biased_.store(false, std::memory_order_relaxed);
+  // The bias thread revoking its own bias runs no biased claim of its own meanwhile.
+  if (::pthread_equal(bias_thread_.load(std::memory_order_relaxed), ::pthread_self())) return;
+  // Pairs with the biased claim's unfenced store-then-load: after this, a claim that did not
+  // see biased_ cleared shows kClaimNumbering or later here.
+  process_fence();
+  while (owner_state_.load(std::memory_order_acquire) == kClaimNumbering) std::this_thread::yield();
+  // Threads that take turns: make the next bias cost a longer streak.
+  const std::uint32_t after = bias_after_ops_.load(std::memory_order_relaxed);
+  if (after < (1U << 30)) bias_after_ops_.store(after * 2, std::memory_order_relaxed);
 }
 
 std::string Executor::describe(const OpInfo& info, std::uint32_t seq) const {
@@ -496,12 +564,13 @@ ErrorContext Executor::context_of(const OpInfo& info, std::uint32_t seq) const {
                                        : std::string(algorithm_name(info.forced))};
 }
 
-void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
+void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body,
+                       FlightRecorder::TimePoint queued_at) {
   name_running_op(info, seq);
   // The coarse clock (a deadline at most a tick late, never early): a precise read was a tenth
   // of a tiny collective's bookkeeping in a VM, and timeouts are seconds.
   const Clock::time_point start = coarse_now();
-  recorder_.started(seq, info.kind, info.forced, info.shape, info.timeout, start);
+  recorder_.started(seq, info.kind, info.forced, info.shape, info.timeout, start, queued_at);
   ran_ = Algorithm::Auto;
   const algorithms::OpContext ctx{
       transport_,   rank_,    size_,
@@ -528,7 +597,7 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body) {
   } catch (const std::exception& e) {
     fail(context_of(info, seq), Error(ErrorCode::Internal, e.what()));
   }
-  recorder_.done_by_driver(seq, ran_, FlightRecorder::coarse_now());
+  recorder_.done(seq, ran_, FlightRecorder::coarse_now());
 }
 
 void Executor::execute_sendrecv_blocking(std::chrono::milliseconds timeout, std::uint32_t seq,
@@ -576,7 +645,7 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
         op.work->complete(nullptr);
       return;
     }
-    execute(op.info, op.seq, BodyRef(op.body));
+    execute(op.info, op.seq, BodyRef(op.body), op.queued_at);
     op.work->complete(nullptr);
   } catch (...) {
     op.work->complete(std::current_exception());
@@ -761,9 +830,9 @@ void Executor::run_front(std::unique_lock<std::mutex>& lock) noexcept {
 }
 
 void Executor::help() noexcept {
-  if (try_claim_fast()) {
+  if (FastClaim claim(*this); claim) {
     // Nothing is queued while the fast path is open: polling is the only step there is.
-    FastDriveGuard guard(*this);
+    claim.unnumbered();
     if (in_flight_.count() > 0) poll_pending();
     return;
   }

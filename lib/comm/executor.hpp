@@ -5,15 +5,31 @@
 //
 // Three paths:
 // - Fast: an op that finds the executor open (nothing queued or running, not poisoned) claims
-//   the drive with one atomic exchange and runs on the caller's thread without the mutex; its
-//   end is a plain store. Blocking collectives, blocking and *_async sends/receives, and a
-//   waiter's poll of the sends/receives in flight (help) all take it. This is the common case
-//   (calls from one thread), and it matters beyond the few nanoseconds of a lock: a locked
-//   instruction right after an op's last store into shared memory stalls until that store
-//   reaches the peer's cache, and with four lock/unlock pairs per op that stall was a quarter
-//   of a 4-byte broadcast on two ranks (0.30-0.42 us against 0.25-0.31 without them, Open MPI
-//   0.18-0.27). Sends and receives in flight leave the path open: the fast driver owns them as
-//   any driver does.
+//   the drive without the mutex and runs on the caller's thread; its end is a plain store.
+//   Blocking collectives, blocking and *_async sends/receives, and a waiter's poll of the
+//   sends/receives in flight (help) all take it. This is the common case (calls from one
+//   thread), and it matters beyond the few nanoseconds of a lock: a locked instruction right
+//   after an op's last store into shared memory stalls until that store reaches the peer's
+//   cache. With four lock/unlock pairs per op that stall was a quarter of a 4-byte broadcast on
+//   two ranks (0.30-0.42 us against 0.25-0.31 without them, Open MPI 0.18-0.27), and the one
+//   atomic exchange left after that still cost it 0.30-0.34 against 0.25-0.28 us without
+//   (2026-11-29). So the claim comes in two kinds:
+//   - Shared: a compare-exchange on fast_active_, then a look at fast_open_ (Dekker: both
+//     sides seq_cst). Any thread.
+//   Either kind holds kClaimNumbering until the op has its number, and whoever closes the path
+//   waits for that to pass before it numbers an op of its own: an op claimed first is numbered
+//   first, so ops run in the order of their numbers (ranks pair their ops by number; running
+//   number 8 before 7 would wait for a peer that waits in 7).
+//   - Biased: once one thread has run kBiasAfterOps fast ops in a row with nothing in flight,
+//     the path is biased to it (only ever to that one thread: the bias thread), and its claims
+//     are plain stores and loads of owner_state_, with no fence. The other side of the
+//     handshake pays instead: whoever needs the drive from another thread revokes the bias
+//     (revoke_bias_locked: a membarrier(2) that fences every thread of the process, tens of
+//     microseconds in a VM), after which the bias thread's claims are shared ones again until
+//     it has run its streak once more. The bias thread drops its own bias, without any fence,
+//     when it queues work, leaves a send/receive in flight or numbers an external op. Each
+//     revocation by another thread doubles the streak needed for the next bias, so threads
+//     that take turns end up on the shared claim rather than paying for membarriers.
 // - Inline: a blocking call that finds nothing queued or running but the fast path closed (the
 //   progress thread is polling, or another thread runs a fast op) runs on the caller's thread
 //   under the mutex's bookkeeping. A sleep/wake handoff to another thread costs tens of
@@ -75,6 +91,8 @@
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
+
 namespace cohort::comm {
 
 using OpBody = std::function<void(const algorithms::OpContext&)>;
@@ -113,10 +131,20 @@ namespace testing {
 /// While set, starting a communicator's progress thread fails as std::thread does when the
 /// system is out of threads (std::system_error), which root cannot provoke with RLIMIT_NPROC.
 void refuse_progress_threads(bool refuse) noexcept;
+/// Executors made after this bias their fast path after `ops` fast ops in a row instead of
+/// Executor::kBiasAfterOps (0 restores it), so a test reaches the biased path in a few ops.
+void bias_after_ops(std::uint32_t ops) noexcept;
 }  // namespace testing
 
 class Executor {
  public:
+  /// Fast ops in a row, by one thread with nothing in flight, before the fast path is biased
+  /// to it (see the file's comment). testing::bias_after_ops overrides it for executors made
+  /// afterwards.
+  static constexpr std::uint32_t kBiasAfterOps = 64;
+  /// A fast-path claim's state (fast_active_ for shared claims, owner_state_ for biased ones).
+  static constexpr std::uint8_t kClaimIdle = 0, kClaimNumbering = 1, kClaimRunning = 2;
+
   /// `arenas` (may be null) is handed to algorithms; it must outlive the executor. `tag_id` goes
   /// into every message tag; `comm_id` names the communicator in messages; `job_id` (may be
   /// empty) names its flight record's file.
@@ -187,6 +215,13 @@ class Executor {
   /// (only the driving thread calls it, so it is a plain store).
   void note_algorithm(Algorithm ran) noexcept { ran_ = ran; }
 
+  /// Whether the fast path is biased to a thread now, and how often it has been (tests,
+  /// diagnostics). Any thread; a snapshot.
+  bool biased() const noexcept { return biased_.load(std::memory_order_relaxed); }
+  std::uint64_t bias_grants() const noexcept {
+    return bias_grants_.load(std::memory_order_relaxed);
+  }
+
  private:
   /// A non-owning callable reference, so the inline path never allocates a std::function.
   class BodyRef {
@@ -208,19 +243,33 @@ class Executor {
     OpBody body;
     std::optional<PointToPoint> p2p;
     std::shared_ptr<detail::WorkState> work;
+    FlightRecorder::TimePoint queued_at{};  ///< for the flight record (collectives)
   };
 
-  /// Ends a fast-path op on every path out (end_fast_drive): no lock unless it left the first
-  /// transfer in flight while the progress thread sleeps.
-  class FastDriveGuard {
+  /// How a fast-path op holds the drive (see the file's comment).
+  enum class Claim : std::uint8_t { None, Shared, Biased };
+
+  /// A fast-path op's claim of the drive, tried at construction and, when it holds, ended on
+  /// every path out (end_fast_drive): no lock unless the op left the first transfer in flight
+  /// while the progress thread sleeps. Right after it holds, the op takes its number (number())
+  /// or says it takes none (unnumbered()).
+  class FastClaim {
    public:
-    explicit FastDriveGuard(Executor& e) noexcept : executor_(e) {}
-    ~FastDriveGuard() { executor_.end_fast_drive(); }
-    FastDriveGuard(const FastDriveGuard&) = delete;
-    FastDriveGuard& operator=(const FastDriveGuard&) = delete;
+    explicit FastClaim(Executor& e) noexcept : executor_(e), claim_(e.try_claim_fast()) {}
+    ~FastClaim() {
+      if (claim_ != Claim::None) executor_.end_fast_drive(claim_);
+    }
+    FastClaim(const FastClaim&) = delete;
+    FastClaim& operator=(const FastClaim&) = delete;
+    explicit operator bool() const noexcept { return claim_ != Claim::None; }
+    std::uint32_t number(std::atomic<std::uint32_t>& counter, std::uint32_t n = 1) noexcept {
+      return executor_.take_numbers(claim_, counter, n);
+    }
+    void unnumbered() noexcept { executor_.take_no_number(claim_); }
 
    private:
     Executor& executor_;
+    const Claim claim_;
   };
 
   /// Ends a drive (inline op or progress-thread step) on every path out.
@@ -237,23 +286,79 @@ class Executor {
 
   void throw_if_poisoned_locked(Collective kind) const;
   void check_usable_locked_path(Collective kind) const;
-  /// Claims the drive for a fast-path op: true if this thread now holds fast_active_ with the
-  /// fast path open (end it with a FastDriveGuard), false if it must take the locked path.
-  bool try_claim_fast() noexcept {
-    if (fast_active_.exchange(true, std::memory_order_seq_cst)) return false;
-    if (fast_open_.load(std::memory_order_seq_cst)) return true;
-    fast_active_.store(false, std::memory_order_release);
-    return false;
+  /// Claims the drive for a fast-path op (see the file's comment): Biased or Shared if this
+  /// thread now holds it with the fast path open (a FastClaim ends it), None if it must take
+  /// the locked path.
+  Claim try_claim_fast() noexcept {
+    if (biased_.load(std::memory_order_relaxed) &&
+        ::pthread_equal(bias_thread_.load(std::memory_order_relaxed), ::pthread_self())) {
+      owner_state_.store(kClaimNumbering, std::memory_order_relaxed);
+      // No fence: a revoker fences this thread (membarrier) between clearing biased_ and
+      // reading owner_state_, so either this load sees biased_ cleared or the revoker sees
+      // kClaimNumbering. The compiler must still keep the store before the loads.
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      if (biased_.load(std::memory_order_relaxed) && fast_open_.load(std::memory_order_relaxed))
+        return Claim::Biased;
+      owner_state_.store(kClaimIdle, std::memory_order_release);
+      return Claim::None;
+    }
+    std::uint8_t idle = kClaimIdle;
+    if (!fast_active_.compare_exchange_strong(idle, kClaimNumbering, std::memory_order_seq_cst))
+      return Claim::None;
+    // Not while the path is biased to another thread (its claims do not look at fast_active_),
+    // nor while the bias thread still runs an op it claimed before a revocation.
+    if (fast_open_.load(std::memory_order_seq_cst) && !biased_.load(std::memory_order_seq_cst) &&
+        owner_state_.load(std::memory_order_seq_cst) == kClaimIdle)
+      return Claim::Shared;
+    fast_active_.store(kClaimIdle, std::memory_order_release);
+    return Claim::None;
+  }
+  /// The first of `n` numbers from `counter` for an op just claimed. On the biased path a plain
+  /// load and store (nobody else numbers while the bias holds: a revoker waits for the claim to
+  /// leave kClaimNumbering, which happens here), else fetch_add.
+  std::uint32_t take_numbers(Claim claim, std::atomic<std::uint32_t>& counter,
+                             std::uint32_t n) noexcept {
+    if (claim != Claim::Biased) {
+      const std::uint32_t first = counter.fetch_add(n, std::memory_order_relaxed);
+      fast_active_.store(kClaimRunning, std::memory_order_release);
+      return first;
+    }
+    const std::uint32_t first = counter.load(std::memory_order_relaxed);
+    counter.store(first + n, std::memory_order_relaxed);
+    owner_state_.store(kClaimRunning, std::memory_order_release);
+    return first;
+  }
+  /// The same for a drive step that takes no number (help()).
+  void take_no_number(Claim claim) noexcept {
+    (claim == Claim::Biased ? owner_state_ : fast_active_)
+        .store(kClaimRunning, std::memory_order_release);
   }
   /// Publishes in_flight_'s count (pending_count_), waking the progress thread if this drive
   /// left the first transfer in flight while it sleeps without a timeout, and releases the
-  /// claim. Never throws.
-  void end_fast_drive() noexcept;
-  /// No fast-path op starts after this (mutex_ held); one already running may still be.
-  void close_fast_path_locked() noexcept { fast_open_.store(false, std::memory_order_seq_cst); }
-  /// Nobody drives: neither busy_ nor a fast-path op (mutex_ held, fast path closed).
+  /// claim. A shared claim counts toward the bias (count_toward_bias). Never throws.
+  void end_fast_drive(Claim claim) noexcept;
+  /// A shared fast op of this thread ended with nothing in flight: one more of its streak, and
+  /// at kBiasAfterOps (doubled by each revocation from another thread) the bias.
+  void count_toward_bias() noexcept;
+  /// Revokes the bias, if any (mutex_ held): no biased claim starts after this, and one in
+  /// progress has left kClaimNumbering (owner_state_ then says whether it runs). Fences every
+  /// thread (membarrier) unless the bias thread revokes its own. Called before the mutex's
+  /// holder numbers an op or claims the drive.
+  void revoke_bias_locked() noexcept;
+  /// No fast-path op starts after this (mutex_ held), and one claimed before has its number;
+  /// it may still be running, and drive_free_locked() says whether one is.
+  void close_fast_path_locked() noexcept {
+    fast_open_.store(false, std::memory_order_seq_cst);
+    revoke_bias_locked();
+    // A few instructions away, unless its thread was preempted there.
+    while (fast_active_.load(std::memory_order_seq_cst) == kClaimNumbering)
+      std::this_thread::yield();
+  }
+  /// Nobody drives: neither busy_ nor a fast-path op of either kind (mutex_ held, fast path
+  /// closed).
   bool drive_free_locked() const noexcept {
-    return !busy_ && !fast_active_.load(std::memory_order_seq_cst);
+    return !busy_ && fast_active_.load(std::memory_order_seq_cst) == kClaimIdle &&
+           owner_state_.load(std::memory_order_acquire) == kClaimIdle;
   }
   /// Queues an op (mutex_ held by `lock`), starting the progress thread first if need be; throws
   /// (with `lock` let go) if it cannot start, leaving nothing queued.
@@ -278,7 +383,10 @@ class Executor {
   /// "allreduce #17" or "allreduce #17 (ring)".
   std::string describe(const OpInfo& info, std::uint32_t seq) const;
   static detail::PointToPointLabel label_p2p(const PointToPoint& p2p, std::uint32_t seq);
-  void execute(const OpInfo& info, std::uint32_t seq, BodyRef body);
+  /// Runs a collective on the driving thread; `queued_at`: when it was queued (the epoch: it
+  /// never waited in the queue).
+  void execute(const OpInfo& info, std::uint32_t seq, BodyRef body,
+               FlightRecorder::TimePoint queued_at = {});
   void execute_sendrecv_blocking(std::chrono::milliseconds timeout, std::uint32_t seq,
                                  const PointToPoint& recv, const PointToPoint& send);
   void execute_p2p_blocking(std::chrono::milliseconds timeout, std::uint32_t seq,
@@ -369,9 +477,10 @@ class Executor {
   //   under mutex_: false by every path that queues, claims busy_ or poisons
   //   (close_fast_path_locked), and by the progress thread before it polls in-flight transfers;
   //   true by end_drive() when it leaves nothing queued.
-  // - fast_active_: a thread runs an op on the fast path. false -> true by exchange
-  //   (try_claim_fast); the claim holds only if fast_open_ is still true after it (Dekker: both
-  //   are seq_cst, so a closer that then reads fast_active_ false knows no fast op can start).
+  // - fast_active_: a thread runs an op on the fast path by a shared claim. kClaimIdle ->
+  //   kClaimNumbering by compare-exchange (try_claim_fast); the claim holds only if fast_open_
+  //   is still true after it (Dekker: both are seq_cst, so a closer that then reads
+  //   fast_active_ idle knows no fast op can start); kClaimRunning once the op has its number.
   //   true -> false by that thread alone, with a release store (end_fast_drive). No one claims
   //   busy_ while it is true: callers that find it so queue their op (or, failing the
   //   communicator, leave the rest to the fast op), and the progress thread polls it
@@ -400,8 +509,31 @@ class Executor {
   //   before any Work fails, so whoever sees a failure sees later calls fail fast. poison() then
   //   empties queue_ and in_flight_ (failing their Works, the failed transfer's with the cause);
   //   run*/submit* throw on entry and ops queued meanwhile fail when taken.
+  // - biased_, bias_thread_, owner_state_: the biased claim (see the file's comment).
+  //   biased_ false -> true only under mutex_, by the bias thread itself while it holds a
+  //   shared claim (count_toward_bias), with the fast path open and nothing queued or in
+  //   flight; true -> false under mutex_ by revoke_bias_locked(), or by the bias thread alone
+  //   (end_fast_drive, leaving a transfer in flight). bias_thread_ is set once, with the first
+  //   bias. owner_state_ is written by the bias thread alone: kClaimNumbering from its first
+  //   store of a biased claim until it has its number (take_numbers), kClaimRunning until the
+  //   op ends, kClaimIdle otherwise. Only one thread ever writes it, so a claim it began before
+  //   a revocation and gives up after one cannot clobber another thread's state.
   std::atomic<bool> fast_open_{true};
-  std::atomic<bool> fast_active_{false};
+  std::atomic<std::uint8_t> fast_active_{kClaimIdle};
+  std::atomic<bool> biased_{false};
+  std::atomic<pthread_t> bias_thread_{};
+  bool bias_thread_set_ = false;  // guarded
+  std::atomic<std::uint8_t> owner_state_{kClaimIdle};
+  /// Fast ops in a row by one thread, with nothing left in flight (count_toward_bias; touched
+  /// only by the thread holding a shared claim).
+  pthread_t streak_thread_{};
+  std::uint32_t streak_ = 0;
+  /// The streak that earns the bias: kBiasAfterOps, doubled by every revocation from another
+  /// thread (written under mutex_, read by shared claim holders).
+  std::atomic<std::uint32_t> bias_after_ops_{kBiasAfterOps};
+  /// membarrier is unavailable here: no bias, ever (written under mutex_).
+  std::atomic<bool> bias_refused_{false};
+  std::atomic<std::uint64_t> bias_grants_{0};  // written under mutex_
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<QueuedOp> queue_;  // pushed by callers, popped by the driver, emptied by poison()
@@ -451,9 +583,8 @@ class Executor {
 
 template <class F>
 void Executor::run(OpInfo info, F&& body) {
-  if (try_claim_fast()) {
-    FastDriveGuard guard(*this);
-    execute(info, next_seq_.fetch_add(1, std::memory_order_relaxed), BodyRef(body));
+  if (FastClaim claim(*this); claim) {
+    execute(info, claim.number(next_seq_), BodyRef(body));
     return;
   }
   std::unique_lock lock(mutex_);

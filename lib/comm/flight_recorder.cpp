@@ -6,6 +6,7 @@
 #include "comm/dump_on_signal.hpp"
 #include "core/coarse_clock.hpp"
 #include "core/log.hpp"
+#include "core/memory_fence.hpp"
 #include "core/system_error.hpp"
 #include "core/tunables.hpp"
 
@@ -117,17 +118,197 @@ FlightRecorder::FlightRecorder(RecorderIdentity identity, std::size_t capacity,
     : identity_(std::move(identity)),
       capacity_(capacity),
       trace_dir_(std::move(trace_dir)),
+      remainder_magic_(capacity > 0 ? std::numeric_limits<std::uint64_t>::max() / capacity + 1 : 0),
       // Allocated whole up front: recording never allocates.
-      ring_(capacity > 0 ? std::make_unique<Entry[]>(capacity) : nullptr),
-      awaited_(capacity > 0 ? std::make_unique<AwaitedPeers[]>(capacity) : nullptr),
-      remainder_magic_(capacity > 0 ? std::numeric_limits<std::uint64_t>::max() / capacity + 1
-                                    : 0) {
+      driver_ring_(capacity > 0 ? std::make_unique<DriverSlot[]>(capacity) : nullptr),
+      driver_peers_(capacity > 0 ? std::make_unique<DriverPeers[]>(capacity) : nullptr),
+      side_ring_(capacity > 0 ? std::make_unique<Entry[]>(capacity) : nullptr),
+      side_awaited_(capacity > 0 ? std::make_unique<AwaitedPeers[]>(capacity) : nullptr) {
   if (!trace_dir_.empty()) dump_on_signal(this);
 }
 
 FlightRecorder::~FlightRecorder() {
   if (!trace_dir_.empty()) stop_dumping_on_signal(this);
 }
+
+std::size_t FlightRecorder::index_of(std::uint32_t seq) const noexcept {
+  // seq % capacity_ by two multiplications instead of a division (Lemire, Kaser and Kurz,
+  // "Faster remainder by direct computation", 2019; exact for 32-bit dividends and divisors):
+  // every collective finds its slot twice, and the division was a few percent of a tiny op.
+  if (capacity_ > std::numeric_limits<std::uint32_t>::max()) return seq;
+  const std::uint64_t low = remainder_magic_ * seq;
+  __extension__ typedef unsigned __int128 Wide;  // GCC and clang; __extension__: not ISO C++
+  return static_cast<std::size_t>((static_cast<Wide>(low) * capacity_) >> 64);
+}
+
+// ---- The driver's ring -------------------------------------------------------------------
+
+// A seqlock's writer (one at a time): the version goes odd, the fields are written, the version
+// goes even. The release fence keeps the field stores after the odd version for a reader that
+// sees one of them; the release store of the even version keeps them before it. On x86 all of
+// it is plain moves: no locked instruction, no fence instruction.
+class FlightRecorder::SlotWrite {
+ public:
+  explicit SlotWrite(DriverSlot& slot) noexcept
+      : slot_(slot), version_(slot.version.load(std::memory_order_relaxed)) {
+    slot_.version.store(version_ + 1, std::memory_order_relaxed);
+    memory_fence(std::memory_order_release);
+  }
+  ~SlotWrite() { slot_.version.store(version_ + 2, std::memory_order_release); }
+  SlotWrite(const SlotWrite&) = delete;
+  SlotWrite& operator=(const SlotWrite&) = delete;
+
+ private:
+  DriverSlot& slot_;
+  const std::uint32_t version_;
+};
+
+void FlightRecorder::started(std::uint32_t seq, Collective kind, Algorithm forced,
+                             const OpShape& shape, std::chrono::milliseconds timeout, TimePoint now,
+                             TimePoint queued_at) noexcept {
+  if (capacity_ == 0) return;
+  constexpr auto relaxed = std::memory_order_relaxed;
+  const bool was_queued = queued_at != TimePoint{};
+  DriverSlot& s = driver_ring_[index_of(seq)];
+  {
+    // A running op takes its slot whatever it held: what is running (and may be stuck) is
+    // what a dump must show.
+    const SlotWrite write(s);
+    s.seq.store(seq, relaxed);
+    s.state.store(OpState::Started, relaxed);
+    s.kind.store(kind, relaxed);
+    s.algorithm.store(forced, relaxed);
+    s.dtype.store(shape.dtype ? static_cast<std::uint8_t>(*shape.dtype) : kNone, relaxed);
+    s.reduce_op.store(shape.reduce_op ? static_cast<std::uint8_t>(*shape.reduce_op) : kNone,
+                      relaxed);
+    s.peer_count.store(0, relaxed);
+    s.root.store(shape.root, relaxed);
+    s.peers_total.store(0, relaxed);
+    s.count.store(shape.count, relaxed);
+    s.timeout_ms.store(timeout.count(), relaxed);
+    s.queued_ns.store(ns_of(was_queued ? queued_at : now), relaxed);
+    s.started_ns.store(ns_of(now), relaxed);
+    s.finished_ns.store(0, relaxed);
+  }
+  // A queued op was counted when it was queued. Load and store: the driver is the only writer.
+  if (!was_queued) driver_recorded_.store(driver_recorded_.load(relaxed) + 1, relaxed);
+  started_through_.store(seq, relaxed);
+  if (!started_any_.load(relaxed)) started_any_.store(true, std::memory_order_release);
+}
+
+void FlightRecorder::done(std::uint32_t seq, Algorithm ran, TimePoint now) noexcept {
+  if (capacity_ == 0) return;
+  constexpr auto relaxed = std::memory_order_relaxed;
+  DriverSlot& s = driver_ring_[index_of(seq)];
+  // The driver's own slot: its relaxed loads see what it wrote last.
+  if (s.seq.load(relaxed) != seq || s.state.load(relaxed) != OpState::Started) return;
+  const SlotWrite write(s);
+  s.state.store(OpState::Done, relaxed);
+  s.finished_ns.store(std::max(ns_of(now), s.started_ns.load(relaxed)), relaxed);
+  if (ran != Algorithm::Auto) s.algorithm.store(ran, relaxed);
+}
+
+void FlightRecorder::failed(std::uint32_t seq, const Error& error, TimePoint now) noexcept {
+  if (capacity_ == 0) return;
+  constexpr auto relaxed = std::memory_order_relaxed;
+  const std::size_t index = index_of(seq);
+  DriverSlot& s = driver_ring_[index];
+  if (s.seq.load(relaxed) != seq || s.state.load(relaxed) == OpState::Empty) return;
+  Entry e;
+  AwaitedPeers awaited;
+  note_failure(e, awaited, error, ns_of(now));
+  const SlotWrite write(s);
+  s.state.store(OpState::Failed, relaxed);
+  s.finished_ns.store(e.finished_ns, relaxed);
+  if (e.algorithm != Algorithm::Auto) s.algorithm.store(e.algorithm, relaxed);
+  s.peers_total.store(e.peers_total, relaxed);
+  s.peer_count.store(e.peer_count, relaxed);
+  for (std::size_t i = 0; i < e.peer_count; ++i)
+    driver_peers_[index].peers[i].store(awaited.peers[i], relaxed);
+}
+
+std::optional<std::uint32_t> FlightRecorder::copy_driver_ring(std::vector<Copied>& out) const {
+  if (capacity_ == 0 || !started_any_.load(std::memory_order_acquire)) return std::nullopt;
+  constexpr auto relaxed = std::memory_order_relaxed;
+  // A slot rewritten while it is copied is copied again; the driver rewrites a slot once per
+  // `capacity` ops, so this gives up only when it is starved for good.
+  constexpr int kSlotTries = 1000;
+  // The ring is read slot by slot while the driver goes on: ops it starts during the copy may
+  // replace older ones in slots read after them, leaving gaps. A copy during which the driver
+  // started nothing is whole; after a few tries, keep what is sure to be whole (below).
+  constexpr int kRingTries = 4;
+  std::vector<Copied> copied;
+  copied.reserve(capacity_);
+  std::uint32_t before = 0, after = 0;
+  for (int attempt = 0; attempt < kRingTries; ++attempt) {
+    copied.clear();
+    before = started_through_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < capacity_; ++i) {
+      const DriverSlot& s = driver_ring_[i];
+      for (int t = 0; t < kSlotTries; ++t) {
+        const std::uint32_t version = s.version.load(std::memory_order_acquire);
+        if (version % 2 != 0) continue;
+        Copied c;
+        Entry& e = c.e;
+        e.seq = s.seq.load(relaxed);
+        e.state = s.state.load(relaxed);
+        e.kind = s.kind.load(relaxed);
+        e.algorithm = s.algorithm.load(relaxed);
+        e.dtype = s.dtype.load(relaxed);
+        e.reduce_op = s.reduce_op.load(relaxed);
+        e.peer_count = s.peer_count.load(relaxed);
+        e.root = s.root.load(relaxed);
+        e.peers_total = s.peers_total.load(relaxed);
+        e.count = s.count.load(relaxed);
+        e.timeout_ms = s.timeout_ms.load(relaxed);
+        e.queued_ns = s.queued_ns.load(relaxed);
+        e.started_ns = s.started_ns.load(relaxed);
+        e.finished_ns = s.finished_ns.load(relaxed);
+        for (std::size_t p = 0; p < std::min<std::size_t>(e.peer_count, kMaxPeers); ++p)
+          c.awaited.peers[p] = driver_peers_[i].peers[p].load(relaxed);
+        memory_fence(std::memory_order_acquire);
+        if (s.version.load(relaxed) != version) continue;
+        if (e.state != OpState::Empty) copied.push_back(c);
+        break;
+      }
+    }
+    after = started_through_.load(std::memory_order_acquire);
+    if (after == before) break;
+  }
+  if (after != before) {
+    // Ops before-cap+1 .. before were whole before the copy began, and the driver's ops since
+    // (before+1 .. after) overwrote only the slots of before-cap+1 .. after-cap: keep the ones
+    // past after-cap up to `before`, and the newer ones read after them as long as none is
+    // missing.
+    const std::uint32_t cap = static_cast<std::uint32_t>(
+        std::min<std::size_t>(capacity_, std::numeric_limits<std::uint32_t>::max()));
+    const std::uint32_t oldest_whole = after - cap + 1;
+    std::vector<Copied> kept;
+    for (const Copied& c : copied) {
+      const auto from_oldest = static_cast<std::int64_t>(c.e.seq - oldest_whole);
+      const auto past_before = static_cast<std::int32_t>(c.e.seq - before);
+      if (from_oldest >= 0 && from_oldest < cap && past_before <= 0) kept.push_back(c);
+    }
+    std::uint32_t next = before + 1;
+    for (bool found = true; found;) {
+      found = false;
+      for (const Copied& c : copied)
+        if (c.e.seq == next && static_cast<std::int32_t>(next - after) <= 0) {
+          kept.push_back(c);
+          ++next;
+          found = true;
+          break;
+        }
+    }
+    copied = std::move(kept);
+    // Queued records past the newest op kept show as queued: late, but without a gap.
+    after = next - 1;
+  }
+  out.insert(out.end(), copied.begin(), copied.end());
+  return after;
+}
+
+// ---- The side ring -----------------------------------------------------------------------
 
 void FlightRecorder::fill(Entry& e, std::uint32_t seq, Collective kind, Algorithm forced,
                           const OpShape& shape, std::chrono::milliseconds timeout) noexcept {
@@ -140,23 +321,25 @@ void FlightRecorder::fill(Entry& e, std::uint32_t seq, Collective kind, Algorith
   e.root = shape.root;
   e.count = shape.count;
   e.timeout_ms = timeout.count();
-  ++recorded_;
 }
 
-FlightRecorder::Entry& FlightRecorder::slot_for(std::uint32_t seq) const noexcept {
-  // seq % capacity_ by two multiplications instead of a division (Lemire, Kaser and Kurz,
-  // "Faster remainder by direct computation", 2019; exact for 32-bit dividends and divisors):
-  // every collective finds its slot twice, and the division was a few percent of a tiny op.
-  if (capacity_ > std::numeric_limits<std::uint32_t>::max()) return ring_[seq];
-  const std::uint64_t low = remainder_magic_ * seq;
-  __extension__ typedef unsigned __int128 Wide;  // GCC and clang; __extension__: not ISO C++
-  const auto index = static_cast<std::size_t>((static_cast<Wide>(low) * capacity_) >> 64);
-  return ring_[index];
-}
-
-FlightRecorder::Entry* FlightRecorder::slot_of(std::uint32_t seq) const noexcept {
-  Entry& e = slot_for(seq);
+FlightRecorder::Entry* FlightRecorder::side_slot_of(std::uint32_t seq) noexcept {
+  Entry& e = side_ring_[index_of(seq)];
   return e.state != OpState::Empty && e.seq == seq ? &e : nullptr;
+}
+
+void FlightRecorder::note_failure(Entry& e, AwaitedPeers& awaited, const Error& error,
+                                  std::int64_t finished_ns) noexcept {
+  const ErrorContext& context = error.context();
+  // algorithm_from_name does not allocate.
+  const std::optional<Algorithm> running =
+      context.algorithm.empty() ? std::nullopt : algorithm_from_name(context.algorithm);
+  e.state = OpState::Failed;
+  e.finished_ns = finished_ns;
+  if (running) e.algorithm = *running;
+  e.peers_total = static_cast<std::uint32_t>(context.peers.size());
+  e.peer_count = static_cast<std::uint8_t>(std::min(context.peers.size(), kMaxPeers));
+  for (std::size_t i = 0; i < e.peer_count; ++i) awaited.peers[i] = context.peers[i];
 }
 
 void FlightRecorder::queued(std::uint32_t seq, Collective kind, Algorithm forced,
@@ -164,93 +347,41 @@ void FlightRecorder::queued(std::uint32_t seq, Collective kind, Algorithm forced
                             TimePoint now) noexcept {
   if (capacity_ == 0) return;
   std::lock_guard lock(mutex_);
-  apply_last_done_locked();
-  Entry& e = slot_for(seq);
+  Entry& e = side_ring_[index_of(seq)];
   fill(e, seq, kind, forced, shape, timeout);
   e.state = OpState::Queued;
   e.queued_ns = ns_of(now);
+  ++side_recorded_;
 }
 
-void FlightRecorder::started(std::uint32_t seq, Collective kind, Algorithm forced,
-                             const OpShape& shape, std::chrono::milliseconds timeout,
-                             TimePoint now) noexcept {
+void FlightRecorder::external_started(std::uint32_t seq, Collective kind, Algorithm forced,
+                                      const OpShape& shape, std::chrono::milliseconds timeout,
+                                      TimePoint now) noexcept {
   if (capacity_ == 0) return;
   std::lock_guard lock(mutex_);
-  apply_last_done_locked();
-  Entry* e = slot_of(seq);
-  if (e == nullptr || e->state != OpState::Queued) {
-    // Run inline (never queued), or its queued entry was overwritten by a later one (more than
-    // capacity ops queued at once): the running op takes the slot back, since what is running
-    // (and may be stuck) is what a dump must show; the later op records itself again when it
-    // starts.
-    e = &slot_for(seq);
-    fill(*e, seq, kind, forced, shape, timeout);
-    e->queued_ns = ns_of(now);
-  }
-  e->state = OpState::Started;
-  e->started_ns = ns_of(now);
+  Entry& e = side_ring_[index_of(seq)];
+  fill(e, seq, kind, forced, shape, timeout);
+  e.state = OpState::Started;
+  e.queued_ns = e.started_ns = ns_of(now);
+  ++side_recorded_;
 }
 
-void FlightRecorder::done(std::uint32_t seq, Algorithm ran, TimePoint now) noexcept {
+void FlightRecorder::external_done(std::uint32_t seq, TimePoint now) noexcept {
   if (capacity_ == 0) return;
   std::lock_guard lock(mutex_);
-  apply_last_done_locked();
-  Entry* e = slot_of(seq);
-  if (e == nullptr) return;
-  e->state = OpState::Done;
-  e->finished_ns = std::max(ns_of(now), e->started_ns);
-  if (ran != Algorithm::Auto) e->algorithm = ran;
-}
-
-void FlightRecorder::done_by_driver(std::uint32_t seq, Algorithm ran, TimePoint now) noexcept {
-  if (capacity_ == 0) return;
-  // Release stores (plain moves on x86, no locked instruction, no fence): a reader that sees
-  // any field of this record also sees the odd version written before it.
-  const std::uint64_t version = last_done_.version.load(std::memory_order_relaxed);
-  last_done_.version.store(version + 1, std::memory_order_relaxed);
-  last_done_.seq.store(seq, std::memory_order_release);
-  last_done_.ran.store(ran, std::memory_order_release);
-  last_done_.finished_ns.store(ns_of(now), std::memory_order_release);
-  last_done_.version.store(version + 2, std::memory_order_release);
-}
-
-void FlightRecorder::apply_last_done_locked() const noexcept {
-  const std::uint64_t before = last_done_.version.load(std::memory_order_acquire);
-  if (before == applied_version_ || before % 2 != 0) return;  // nothing new, or being written
-  // Acquire loads: the version's second read comes after them, and sees at least the odd
-  // version of any newer record one of them saw.
-  const std::uint32_t seq = last_done_.seq.load(std::memory_order_acquire);
-  const Algorithm ran = last_done_.ran.load(std::memory_order_acquire);
-  const std::int64_t finished_ns = last_done_.finished_ns.load(std::memory_order_acquire);
-  // Rewritten meanwhile: a later call takes the newer record (a dump may show the op as
-  // started a moment longer; the driver's own calls never see a record half written).
-  if (last_done_.version.load(std::memory_order_relaxed) != before) return;
-  applied_version_ = before;
-  Entry* e = slot_of(seq);
+  Entry* e = side_slot_of(seq);
   if (e == nullptr || e->state != OpState::Started) return;
   e->state = OpState::Done;
-  e->finished_ns = std::max(finished_ns, e->started_ns);
-  if (ran != Algorithm::Auto) e->algorithm = ran;
+  e->finished_ns = std::max(ns_of(now), e->started_ns);
 }
 
-void FlightRecorder::failed(std::uint32_t seq, const Error& error, TimePoint now) noexcept {
+void FlightRecorder::external_failed(std::uint32_t seq, const Error& error,
+                                     TimePoint now) noexcept {
   if (capacity_ == 0) return;
-  const ErrorContext& context = error.context();
-  // Parsed before taking the lock; algorithm_from_name does not allocate.
-  const std::optional<Algorithm> running =
-      context.algorithm.empty() ? std::nullopt : algorithm_from_name(context.algorithm);
   std::lock_guard lock(mutex_);
-  apply_last_done_locked();
-  Entry* e = slot_of(seq);
+  Entry* e = side_slot_of(seq);
   if (e == nullptr) return;
-  e->state = OpState::Failed;
-  e->finished_ns = ns_of(now);
-  if (running) e->algorithm = *running;
-  e->peers_total = static_cast<std::uint32_t>(context.peers.size());
-  e->peer_count =
-      static_cast<std::uint8_t>(std::min(context.peers.size(), AwaitedPeers::kMaxPeers));
-  AwaitedPeers& awaited = awaited_[static_cast<std::size_t>(e - ring_.get())];
-  for (std::size_t i = 0; i < e->peer_count; ++i) awaited.peers[i] = context.peers[i];
+  note_failure(*e, side_awaited_[index_of(seq)], error, ns_of(now));
 }
 
 void FlightRecorder::record_failure(const Error& cause) noexcept {
@@ -296,22 +427,27 @@ std::string FlightRecorder::dump(const std::string& path, DumpReason reason) con
 }
 
 std::string FlightRecorder::to_json(DumpReason reason) const {
-  // Copied out under the lock, formatted without it: the op path waits at most for the copy.
-  struct Copied {
-    Entry e;
-    AwaitedPeers awaited;
-  };
+  // Copied out, formatted afterwards: the side ring under the lock (its writers wait at most
+  // for the copy), the driver's ring around its writer (copy_driver_ring).
   std::vector<Copied> entries;
+  const std::optional<std::uint32_t> started_through = copy_driver_ring(entries);
   std::optional<Error> failure;
-  std::uint64_t recorded = 0;
+  std::uint64_t recorded = driver_recorded_.load(std::memory_order_relaxed);
   {
     std::lock_guard lock(mutex_);
-    apply_last_done_locked();
-    for (std::size_t i = 0; i < capacity_; ++i)
-      if (ring_[i].state != OpState::Empty)
-        entries.push_back({ring_[i], ring_[i].peer_count > 0 ? awaited_[i] : AwaitedPeers{}});
+    for (std::size_t i = 0; i < capacity_; ++i) {
+      const Entry& e = side_ring_[i];
+      if (e.state == OpState::Empty) continue;
+      // A queued op the driver has started since shows from its ring (or, overwritten there,
+      // no longer at all). Nothing else is in both: the driver's ring holds only ops up to
+      // started_through, and external ops have numbers of their own.
+      if (e.state == OpState::Queued && started_through &&
+          static_cast<std::int32_t>(e.seq - *started_through) <= 0)
+        continue;
+      entries.push_back({e, e.peer_count > 0 ? side_awaited_[i] : AwaitedPeers{}});
+    }
     failure = failure_;
-    recorded = recorded_;
+    recorded += side_recorded_;
   }
   // Oldest first. Sequence numbers are 32-bit: ordering by distance from the newest keeps a
   // wrapped ring in call order.

@@ -14,15 +14,22 @@
 // not recorded: their numbering differs per rank, so they cannot be compared across ranks; a
 // failed send or receive still appears as the dump's failure.
 //
-// Cost on the op path: two record calls for an inline collective (started, then done or failed),
-// three for a queued one. started, queued and failed take the recorder's own mutex, which only
-// a dump ever contends for, write one preallocated slot of one cache line, and never allocate.
-// The end of an op the executor's driver ran takes no lock (done_by_driver: a lock there, right
-// after the op's last store into shared memory, waits for that store to reach the peer); its
-// record is moved into the slot by the next locked call or dump. The slot of op `seq` is
-// seq % N (computed without a division), so an update finds its slot without searching. All
-// stamps come from the coarse clock (coarse_now()), as does the op's deadline, which is taken
-// at the same moment as its start stamp.
+// Two rings, by who writes them:
+// - The driver's ring: the ops the executor runs (started, done, failed). Only the thread
+//   driving the executor writes it, one driver at a time, so it takes no lock and no locked
+//   instruction: each slot is a seqlock (an odd version while written, plain stores on x86),
+//   which dumps read around. A locked instruction anywhere on a tiny op's path stalls until the
+//   previous op's last store into shared memory has reached the peer's cache; with the
+//   executor's claim free of them too (executor.hpp), a 2-rank 8 B broadcast went from
+//   0.30-0.34 to 0.25-0.28 us.
+// - The side ring, under the recorder's mutex: ops queued behind others (any thread, before
+//   the driver takes them) and ops run outside the executor (device ops on a stream, whose
+//   start and end come from whichever thread sees them).
+// A dump merges the two: an op the driver started is shown from its ring (queued time
+// included, handed over by the executor), a queued op from the side ring until then. The slot
+// of op `seq` is seq % N in either ring (computed without a division), so a record finds its
+// slot without searching. All stamps come from the coarse clock (coarse_now()), as does the
+// op's deadline, which is taken at the same moment as its start stamp.
 //
 // When a dump is written (see dump()):
 // - on the communicator's first failure that poisons it (a timeout, a dead peer, abort()), when
@@ -53,6 +60,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace cohort::comm {
 
@@ -118,25 +126,31 @@ class FlightRecorder {
   /// the op path takes. A stamp a tick late says nothing wrong about a hang.
   static TimePoint coarse_now() noexcept;
 
-  // ---- Recording: called by the executor, which serialises calls for one op. Never throw.
+  // ---- The driver's records: only the thread driving the executor, one call at a time, each
+  // driver's calls happening before the next driver's. No lock, no allocation; never throw.
 
-  /// Op `seq` was queued behind others (submit, or a blocking call that found work ahead).
-  void queued(std::uint32_t seq, Collective kind, Algorithm forced, const OpShape& shape,
-              std::chrono::milliseconds timeout, TimePoint now) noexcept;
-  /// Op `seq` starts running (a fresh entry when it was never queued).
+  /// Op `seq` starts running on the driver; `queued_at` is when it was queued (the epoch: run
+  /// without waiting in the queue).
   void started(std::uint32_t seq, Collective kind, Algorithm forced, const OpShape& shape,
-               std::chrono::milliseconds timeout, TimePoint now) noexcept;
+               std::chrono::milliseconds timeout, TimePoint now,
+               TimePoint queued_at = TimePoint{}) noexcept;
   /// Op `seq` finished; `ran` is the algorithm that ran (Auto: not known). A `now` before the
-  /// op's start (a coarse stamp) is taken as its start.
+  /// op's start (a coarse stamp) is taken as its start. Nothing when its slot holds another op.
   void done(std::uint32_t seq, Algorithm ran, TimePoint now) noexcept;
-  /// done() for the thread driving the executor, without the mutex: a lock right after an op's
-  /// last store into shared memory stalls until that store has reached the peer's cache. The
-  /// record is kept aside (one op's worth, seqlock-style) and moved into the op's entry by the
-  /// next record call or dump. Called by one thread at a time (the driver), after started().
-  void done_by_driver(std::uint32_t seq, Algorithm ran, TimePoint now) noexcept;
   /// Op `seq` failed with `error`: its peers are the ones it still waited for, its algorithm
   /// (when it names one) the one that was running.
   void failed(std::uint32_t seq, const Error& error, TimePoint now) noexcept;
+
+  // ---- The side records: any thread (they take the recorder's mutex). Never throw.
+
+  /// Op `seq` was queued behind others; the driver's started() takes over when it runs.
+  void queued(std::uint32_t seq, Collective kind, Algorithm forced, const OpShape& shape,
+              std::chrono::milliseconds timeout, TimePoint now) noexcept;
+  /// An op run outside the executor (a device op on its stream) started, ended, or failed.
+  void external_started(std::uint32_t seq, Collective kind, Algorithm forced, const OpShape& shape,
+                        std::chrono::milliseconds timeout, TimePoint now) noexcept;
+  void external_done(std::uint32_t seq, TimePoint now) noexcept;
+  void external_failed(std::uint32_t seq, const Error& error, TimePoint now) noexcept;
 
   // ---- Dumping: any thread, any time (an op may be running or stuck on another thread).
 
@@ -157,10 +171,10 @@ class FlightRecorder {
   std::size_t capacity() const noexcept { return capacity_; }
 
  private:
-  /// One collective, in a preallocated slot of one cache line (every op writes a fresh one);
-  /// plain data, copied out whole by dumps. The peers a failure awaited are kept apart
-  /// (AwaitedPeers), since only a failure writes them.
-  struct alignas(64) Entry {
+  /// One collective as a dump shows it (a side-ring slot holds one under the mutex; driver
+  /// slots are copied out into one). The peers a failure awaited are kept apart (AwaitedPeers),
+  /// since only a failure writes them.
+  struct Entry {
     std::uint32_t seq = 0;
     OpState state = OpState::Empty;
     Collective kind = Collective::Barrier;
@@ -174,44 +188,74 @@ class FlightRecorder {
     std::int64_t timeout_ms = 0;
     std::int64_t queued_ns = 0, started_ns = 0, finished_ns = 0;  // steady clock; 0: not yet
   };
-  /// The peers a failed op still waited for, beside its Entry (valid for peer_count of them).
+  static constexpr std::size_t kMaxPeers = 8;  // more are counted, not listed
   struct AwaitedPeers {
-    static constexpr std::size_t kMaxPeers = 8;  // more are counted, not listed
     std::int32_t peers[kMaxPeers] = {};
   };
   static constexpr std::uint8_t kNone = 0xff;
 
-  void fill(Entry& e, std::uint32_t seq, Collective kind, Algorithm forced, const OpShape& shape,
-            std::chrono::milliseconds timeout) noexcept;
-  /// The slot op `seq` goes in (seq % capacity, capacity > 0).
-  Entry& slot_for(std::uint32_t seq) const noexcept;
-  /// The slot holding op `seq`, or null when it was overwritten or never recorded (mutex_ held).
-  Entry* slot_of(std::uint32_t seq) const noexcept;
+  /// A slot of the driver's ring: Entry's fields as relaxed atomics (plain moves on x86) under
+  /// a seqlock version, odd while the driver writes them. One cache line.
+  struct alignas(64) DriverSlot {
+    std::atomic<std::uint32_t> version{0};
+    std::atomic<std::uint32_t> seq{0};
+    std::atomic<OpState> state{OpState::Empty};
+    std::atomic<Collective> kind{Collective::Barrier};
+    std::atomic<Algorithm> algorithm{Algorithm::Auto};
+    std::atomic<std::uint8_t> dtype{kNone};
+    std::atomic<std::uint8_t> reduce_op{kNone};
+    std::atomic<std::uint8_t> peer_count{0};
+    std::atomic<std::int32_t> root{-1};
+    std::atomic<std::uint32_t> peers_total{0};
+    std::atomic<std::uint64_t> count{0};
+    std::atomic<std::int64_t> timeout_ms{0};
+    std::atomic<std::int64_t> queued_ns{0}, started_ns{0}, finished_ns{0};
+  };
+  /// A driver slot's awaited peers, under the same slot's version.
+  struct DriverPeers {
+    std::atomic<std::int32_t> peers[kMaxPeers] = {};
+  };
+  /// Writes one driver slot: the version is odd from construction to destruction.
+  class SlotWrite;
+  /// An Entry copied out of the driver's ring, with its peers.
+  struct Copied {
+    Entry e;
+    AwaitedPeers awaited;
+  };
+
+  static void fill(Entry& e, std::uint32_t seq, Collective kind, Algorithm forced,
+                   const OpShape& shape, std::chrono::milliseconds timeout) noexcept;
+  /// seq % capacity (capacity > 0).
+  std::size_t index_of(std::uint32_t seq) const noexcept;
+  /// The side slot holding op `seq`, or null when it was overwritten or never recorded
+  /// (mutex_ held).
+  Entry* side_slot_of(std::uint32_t seq) noexcept;
+  /// The peers and algorithm `error` names, into `e` and `awaited`.
+  static void note_failure(Entry& e, AwaitedPeers& awaited, const Error& error,
+                           std::int64_t finished_ns) noexcept;
+  /// Copies the driver's ring out, whole entries without a gap in their numbers, and appends
+  /// them to `out`. Returns the number up to which the copy covers what the driver started
+  /// (queued records up to it are stale), or nothing when it never started an op.
+  std::optional<std::uint32_t> copy_driver_ring(std::vector<Copied>& out) const;
 
   const RecorderIdentity identity_;
   const std::size_t capacity_;
   const std::string trace_dir_;
-  std::unique_ptr<Entry[]> ring_;
-  std::unique_ptr<AwaitedPeers[]> awaited_;  // slot for slot beside ring_
-  const std::uint64_t remainder_magic_;
-  /// The last done_by_driver() record. Its version is odd while the driver writes it; readers
-  /// (record calls and dumps, under mutex_) take it only when the version is even and the same
-  /// before and after they read the fields.
-  struct LastDone {
-    std::atomic<std::uint64_t> version{0};
-    std::atomic<std::uint32_t> seq{0};
-    std::atomic<Algorithm> ran{Algorithm::Auto};
-    std::atomic<std::int64_t> finished_ns{0};
-  };
-  LastDone last_done_;
-  /// The last_done_ version already in the ring (mutex_). Moving the record into the ring does
-  /// not change what the recorder knows, so dumps (const) do it too.
-  mutable std::uint64_t applied_version_ = 0;
-  /// Moves last_done_ into its op's entry, if that entry still holds the op (mutex_ held).
-  void apply_last_done_locked()
-      const noexcept;           // 2^64 / capacity, rounded up: slot_for's multiplier
-  mutable std::mutex mutex_;    // guards everything below and the ring's contents
-  std::uint64_t recorded_ = 0;  // collectives ever recorded (the dump says how many were dropped)
+  const std::uint64_t remainder_magic_;  // 2^64 / capacity, rounded up: index_of's multiplier
+  std::unique_ptr<DriverSlot[]> driver_ring_;
+  std::unique_ptr<DriverPeers[]> driver_peers_;  // slot for slot beside driver_ring_
+  /// The driver's newest started op, and whether it started any: a queued record of an op at
+  /// or before it is stale (collectives the executor runs start in sequence order). Written by
+  /// the driver only, read by dumps.
+  std::atomic<std::uint32_t> started_through_{0};
+  std::atomic<bool> started_any_{false};
+  /// Ops the driver recorded that never were queued (written by the driver only).
+  std::atomic<std::uint64_t> driver_recorded_{0};
+
+  mutable std::mutex mutex_;  // guards everything below
+  std::unique_ptr<Entry[]> side_ring_;
+  std::unique_ptr<AwaitedPeers[]> side_awaited_;  // slot for slot beside side_ring_
+  std::uint64_t side_recorded_ = 0;               // queued and external ops ever recorded
   std::optional<Error> failure_;
 };
 

@@ -69,8 +69,9 @@ TEST_CASE("one collective's life: queued, started, done, with its arguments", "[
   const Clock::time_point t0 = Clock::now();
   recorder.queued(0, Collective::Allreduce, Algorithm::Auto,
                   shape(DType::Float32, ReduceOp::Sum, -1, 10), 5000ms, t0);
+  // The driver takes the op from the queue: its queued time comes along.
   recorder.started(0, Collective::Allreduce, Algorithm::Auto,
-                   shape(DType::Float32, ReduceOp::Sum, -1, 10), 5000ms, t0 + 1ms);
+                   shape(DType::Float32, ReduceOp::Sum, -1, 10), 5000ms, t0 + 1ms, t0);
   recorder.done(0, Algorithm::Ring, t0 + 3ms);
   // Run inline: never queued; a forced algorithm shows until another is known.
   recorder.started(1, Collective::Broadcast, Algorithm::Tree,
@@ -190,15 +191,18 @@ TEST_CASE("the ring keeps the newest ops, oldest first", "[comm][trace]") {
       for (const json& op : dump.at("ops")) CHECK(op.at("state") == "done");
     }
   }
-  SECTION("more ops queued than slots: the one that starts takes its slot back") {
+  SECTION("more ops queued than slots: the running one still shows, and the newest queued") {
+    // Op 2's queued record took op 0's slot; op 0, started, shows from the driver's ring.
     FlightRecorder recorder({"", 0, 0, 2}, 2, "");
     for (std::uint32_t seq = 0; seq < 3; ++seq)
       recorder.queued(seq, Collective::Barrier, Algorithm::Auto, OpShape{}, 1000ms, t0);
-    recorder.started(0, Collective::Barrier, Algorithm::Auto, OpShape{}, 1000ms, t0);
+    recorder.started(0, Collective::Barrier, Algorithm::Auto, OpShape{}, 1000ms, t0 + 1ms, t0);
     const json dump = json::parse(recorder.to_json(DumpReason::Request));
-    CHECK(seqs_of(dump) == std::vector<std::uint32_t>{0, 1});
+    CHECK(seqs_of(dump) == std::vector<std::uint32_t>{0, 1, 2});
     CHECK(dump.at("ops")[0].at("state") == "started");
     CHECK(dump.at("ops")[1].at("state") == "queued");
+    CHECK(dump.at("ops")[2].at("state") == "queued");
+    CHECK(dump.at("recorded") == 3);
   }
   SECTION("sequence numbers wrapping past 2^32 stay in call order") {
     FlightRecorder recorder({"", 0, 0, 2}, 4, "");
@@ -328,7 +332,11 @@ TEST_CASE("SIGUSR1 dumps every recorder that has a trace directory", "[comm][tra
 }
 
 TEST_CASE("dumps taken while ops are recorded show whole entries in order", "[comm][trace]") {
-  FlightRecorder recorder({"", 0, 0, 2}, 64, "");
+  // A small ring is copied between two of the driver's ops; the default one (2000) is not, and
+  // its copy keeps only what it can tell is whole.
+  const std::size_t capacity = GENERATE(64u, 2000u);
+  CAPTURE(capacity);
+  FlightRecorder recorder({"", 0, 0, 2}, capacity, "");
   std::atomic<bool> stop{false};
   std::atomic<int> bad{0};
   std::atomic<int> dumps{0};
@@ -351,67 +359,117 @@ TEST_CASE("dumps taken while ops are recorded show whole entries in order", "[co
   for (; seq < 20000 || dumps.load() < 3; ++seq) {
     recorder.started(seq, Collective::Allreduce, Algorithm::Auto,
                      shape(DType::Float32, ReduceOp::Sum, -1, seq), 1000ms, t0);
-    // Half the ops end as the executor's driver ends them (no lock, read by the dumps).
-    if (seq % 2 == 0) {
-      recorder.done_by_driver(seq, Algorithm::Ring, t0);
-    } else {
-      recorder.done(seq, Algorithm::Ring, t0);
-    }
+    recorder.done(seq, Algorithm::Ring, t0);
   }
   stop.store(true);
   dumper.join();
   CHECK(bad.load() == 0);
-  // The last op ended through done_by_driver or done: either way a dump shows it done.
-  const json last = json::parse(recorder.to_json(DumpReason::Request)).at("ops").back();
+  const json ops = json::parse(recorder.to_json(DumpReason::Request)).at("ops");
+  CHECK(ops.size() == capacity);
+  const json& last = ops.back();
   CHECK(last.at("seq") == seq - 1);
   CHECK(last.at("state") == "done");
 }
 
-TEST_CASE("an op ended by the driver shows as done from the next record or dump on",
+TEST_CASE("queued records from other threads while the driver runs stay whole and in order",
+          "[comm][trace]") {
+  // Thread Q queues op n (the side ring, under the lock) before the driver starts it (its own
+  // ring, no lock), as an executor's caller and its progress thread do; a third thread dumps.
+  FlightRecorder recorder({"", 0, 0, 2}, 16, "");
+  constexpr std::uint32_t kOps = 20000;
+  std::atomic<std::uint32_t> queued_through{0};   // ops queued so far
+  std::atomic<std::uint32_t> started_through{0};  // ops started so far
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0};
+  std::atomic<int> dumps{0};
+  const Clock::time_point t0 = Clock::now();
+  std::thread queuer([&] {
+    for (std::uint32_t seq = 0; seq < kOps; ++seq) {
+      // At most half the ring ahead of the driver: more would leave a gap the dump rightly
+      // shows (queued ops beyond the capacity are dropped, oldest first).
+      while (seq >= started_through.load(std::memory_order_acquire) + 8) std::this_thread::yield();
+      recorder.queued(seq, Collective::Reduce, Algorithm::Auto,
+                      shape(DType::Int64, ReduceOp::Max, 0, seq), 1000ms, t0);
+      queued_through.store(seq + 1, std::memory_order_release);
+    }
+  });
+  std::thread dumper([&] {
+    while (!stop.load()) {
+      const json dump = json::parse(recorder.to_json(DumpReason::Request));
+      const std::vector<std::uint32_t> seqs = seqs_of(dump);
+      for (std::size_t i = 1; i < seqs.size(); ++i)
+        if (seqs[i] != seqs[i - 1] + 1) bad.fetch_add(1);
+      bool seen_queued = false;
+      for (const json& op : dump.at("ops")) {
+        if (op.at("op") != "reduce" || op.at("count") != op.at("seq")) bad.fetch_add(1);
+        // Started ops come first, then the queued ones behind them.
+        if (op.at("state") == "queued") seen_queued = true;
+        if (seen_queued && op.at("state") != "queued") bad.fetch_add(1);
+      }
+      dumps.fetch_add(1);
+    }
+  });
+  for (std::uint32_t seq = 0; seq < kOps; ++seq) {
+    while (queued_through.load(std::memory_order_acquire) <= seq) std::this_thread::yield();
+    recorder.started(seq, Collective::Reduce, Algorithm::Auto,
+                     shape(DType::Int64, ReduceOp::Max, 0, seq), 1000ms, t0 + 1ms, t0);
+    recorder.done(seq, Algorithm::Tree, t0 + 2ms);
+    started_through.store(seq + 1, std::memory_order_release);
+  }
+  queuer.join();
+  while (dumps.load() < 3) std::this_thread::yield();
+  stop.store(true);
+  dumper.join();
+  CHECK(bad.load() == 0);
+  const json dump = json::parse(recorder.to_json(DumpReason::Request));
+  CHECK(dump.at("recorded") == kOps);  // each op counted once, when it was queued
+  std::vector<std::uint32_t> newest;
+  for (std::uint32_t seq = kOps - 16; seq < kOps; ++seq) newest.push_back(seq);
+  CHECK(seqs_of(dump) == newest);
+  for (const json& op : dump.at("ops")) CHECK(op.at("state") == "done");
+}
+
+TEST_CASE("the driver's records show at once; a late one for an overwritten op changes nothing",
           "[comm][trace]") {
   const Clock::time_point t0 = Clock::now();
   const auto start = [&](FlightRecorder& r, std::uint32_t seq) {
     r.started(seq, Collective::Broadcast, Algorithm::Auto, shape(DType::Int8, std::nullopt, 0, 4),
               1000ms, t0);
   };
-  SECTION("a dump moves it into its entry") {
+  SECTION("done, with the algorithm that ran") {
     FlightRecorder recorder({"", 0, 0, 2}, 8, "");
     start(recorder, 0);
-    recorder.done_by_driver(0, Algorithm::Tree, t0 + 2ms);
+    recorder.done(0, Algorithm::Tree, t0 + 2ms);
     const json op = json::parse(recorder.to_json(DumpReason::Request)).at("ops").at(0);
     CHECK(op.at("state") == "done");
     CHECK(op.at("algorithm") == "tree");
     CHECK(op.at("finished_us").get<std::int64_t>() - op.at("started_us").get<std::int64_t>() ==
           2000);
   }
-  SECTION("the next op's start moves it, before the next op's end replaces the record") {
+  SECTION("an end stamped before the start (a coarse clock) is taken as the start") {
     FlightRecorder recorder({"", 0, 0, 2}, 8, "");
-    for (std::uint32_t seq = 0; seq < 3; ++seq) {
-      start(recorder, seq);
-      recorder.done_by_driver(seq, Algorithm::Tree, t0);
-    }
-    start(recorder, 3);
-    const json ops = json::parse(recorder.to_json(DumpReason::Request)).at("ops");
-    REQUIRE(ops.size() == 4);
-    for (std::size_t i = 0; i < 3; ++i) CHECK(ops[i].at("state") == "done");
-    CHECK(ops[3].at("state") == "started");
+    start(recorder, 0);
+    recorder.done(0, Algorithm::Tree, t0 - 3ms);
+    const json op = json::parse(recorder.to_json(DumpReason::Request)).at("ops").at(0);
+    CHECK(op.at("finished_us") == op.at("started_us"));
   }
-  SECTION("a record whose entry was taken by a later op changes nothing") {
-    // One slot: op 1 takes op 0's slot at its start; op 0's end must not mark op 1 done.
+  SECTION("one slot: op 0's late end and failure leave op 1 as it is") {
     FlightRecorder recorder({"", 0, 0, 2}, 1, "");
     start(recorder, 0);
-    recorder.done_by_driver(0, Algorithm::Tree, t0);
     start(recorder, 1);
+    recorder.done(0, Algorithm::Tree, t0);
+    recorder.failed(0, Error(ErrorCode::Timeout, "late", ErrorContext{.peers = {1}}), t0);
     const json ops = json::parse(recorder.to_json(DumpReason::Request)).at("ops");
     REQUIRE(ops.size() == 1);
     CHECK(ops[0].at("seq") == 1);
     CHECK(ops[0].at("state") == "started");
     CHECK(ops[0].at("algorithm").is_null());
+    CHECK(ops[0].at("awaited_peers") == json::array());
   }
-  SECTION("a failure after it keeps both outcomes") {
+  SECTION("a failure after a done op keeps both outcomes") {
     FlightRecorder recorder({"", 0, 0, 2}, 8, "");
     start(recorder, 0);
-    recorder.done_by_driver(0, Algorithm::Tree, t0);
+    recorder.done(0, Algorithm::Tree, t0);
     start(recorder, 1);
     recorder.failed(1, Error(ErrorCode::Timeout, "late", ErrorContext{.peers = {1}}), t0);
     const json ops = json::parse(recorder.to_json(DumpReason::Request)).at("ops");
@@ -420,6 +478,42 @@ TEST_CASE("an op ended by the driver shows as done from the next record or dump 
     CHECK(ops[1].at("state") == "failed");
     CHECK(ops[1].at("awaited_peers") == json::array({1}));
   }
+}
+
+TEST_CASE("ops run outside the executor (device ops) show between the driver's, by number",
+          "[comm][trace]") {
+  FlightRecorder recorder({"", 0, 0, 4}, 8, "");
+  const Clock::time_point t0 = Clock::now();
+  recorder.started(0, Collective::Allreduce, Algorithm::Auto,
+                   shape(DType::Float32, ReduceOp::Sum, -1, 2), 1000ms, t0);
+  recorder.done(0, Algorithm::SharedMemory, t0);
+  recorder.external_started(1, Collective::Allgather, Algorithm::Auto,
+                            shape(DType::BFloat16, std::nullopt, -1, 3), 1000ms, t0);
+  recorder.external_done(1, t0 + 4ms);
+  recorder.started(2, Collective::Barrier, Algorithm::Auto, OpShape{}, 1000ms, t0);
+  recorder.done(2, Algorithm::Dissemination, t0);
+  recorder.external_started(3, Collective::Broadcast, Algorithm::Auto,
+                            shape(DType::Float16, std::nullopt, 2, 9), 1000ms, t0);
+  recorder.external_failed(3, Error(ErrorCode::RemoteError, "gone", ErrorContext{.peers = {2, 3}}),
+                           t0 + 5ms);
+  recorder.external_started(4, Collective::Barrier, Algorithm::Auto, OpShape{}, 1000ms, t0);
+
+  const json dump = json::parse(recorder.to_json(DumpReason::Request));
+  CHECK(seqs_of(dump) == std::vector<std::uint32_t>{0, 1, 2, 3, 4});
+  CHECK(dump.at("recorded") == 5);
+  const json& ops = dump.at("ops");
+  CHECK(ops[0].at("state") == "done");
+  CHECK(ops[1].at("op") == "allgather");
+  CHECK(ops[1].at("dtype") == "bfloat16");
+  CHECK(ops[1].at("state") == "done");
+  CHECK(ops[1].at("finished_us").get<std::int64_t>() -
+            ops[1].at("started_us").get<std::int64_t>() ==
+        4000);
+  CHECK(ops[2].at("op") == "barrier");
+  CHECK(ops[3].at("state") == "failed");
+  CHECK(ops[3].at("root") == 2);
+  CHECK(ops[3].at("awaited_peers") == json({2, 3}));
+  CHECK(ops[4].at("state") == "started");
 }
 
 TEST_CASE("a world of one records its collectives; dump_trace writes them", "[comm][trace]") {

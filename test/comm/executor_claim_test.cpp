@@ -1,0 +1,208 @@
+// The executor's claim of the drive from several threads (comm/executor.hpp): the fast path
+// biased to the one thread that runs a streak of ops, revoked when another thread needs the
+// drive, and never two drivers at once, whatever the mix of threads, blocking and queued ops.
+// In one process over SelfTransport; each op's body looks for a second driver itself (an
+// overlap of a few microseconds, the length of one body, is what a broken revocation leaves).
+
+#include "comm/executor.hpp"
+#include "core/process_fence.hpp"
+#include "transport/self_transport.hpp"
+
+#include <cohort/error.hpp>
+#include <cohort/work.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using cohort::Collective;
+using cohort::comm::Executor;
+using cohort::comm::OpInfo;
+using cohort::transport::SelfTransport;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+constexpr std::uint32_t kTagId = 9;
+
+/// Executors made while it lives earn their bias after `ops` fast ops.
+class BiasAfter {
+ public:
+  explicit BiasAfter(std::uint32_t ops) { cohort::comm::testing::bias_after_ops(ops); }
+  ~BiasAfter() { cohort::comm::testing::bias_after_ops(0); }
+  BiasAfter(const BiasAfter&) = delete;
+  BiasAfter& operator=(const BiasAfter&) = delete;
+};
+
+OpInfo barrier_info() {
+  return OpInfo{Collective::Barrier, cohort::Algorithm::Auto, 10s, std::nullopt, {}, {}};
+}
+
+/// What the ops' bodies saw: the numbers in the order they ran, and drives that overlapped.
+struct Drives {
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::mutex mutex;
+  std::vector<std::uint32_t> order;
+
+  /// A body that holds the drive for about `hold`, as a small collective would.
+  auto body(std::chrono::microseconds hold) {
+    return [this, hold](const cohort::algorithms::OpContext& ctx) {
+      if (inside.fetch_add(1) != 0) overlaps.fetch_add(1);
+      const Clock::time_point until = Clock::now() + hold;
+      while (Clock::now() < until) {
+      }
+      {
+        std::lock_guard lock(mutex);
+        order.push_back(ctx.seq);
+      }
+      inside.fetch_sub(1);
+    };
+  }
+
+  /// Every number from 0 to count - 1 ran once, in increasing order.
+  bool ran_in_order(std::uint32_t count) {
+    std::lock_guard lock(mutex);
+    if (order.size() != count) return false;
+    for (std::uint32_t i = 0; i < count; ++i)
+      if (order[i] != i) return false;
+    return true;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the fast path is biased to the thread that ran a streak, and only ever to it",
+          "[comm][executor]") {
+  if (!cohort::process_fence_available()) {
+    WARN("membarrier is unavailable here: executors never bias their fast path");
+    return;
+  }
+  const BiasAfter after(4);
+  SelfTransport t;
+  Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
+  Drives drives;
+  const auto run = [&] { e.run(barrier_info(), drives.body(0us)); };
+
+  for (int i = 0; i < 3; ++i) run();
+  CHECK_FALSE(e.biased());
+  run();  // the fourth in a row
+  CHECK(e.biased());
+  for (int i = 0; i < 10; ++i) run();
+  CHECK(e.biased());
+  CHECK(e.bias_grants() == 1);
+
+  // Another thread's op revokes it; this thread then needs twice the streak.
+  std::thread([&] { run(); }).join();
+  CHECK_FALSE(e.biased());
+  for (int i = 0; i < 7; ++i) run();
+  CHECK_FALSE(e.biased());
+  run();
+  CHECK(e.biased());
+  CHECK(e.bias_grants() == 2);
+
+  // A streak of any length on another thread earns it nothing.
+  std::thread([&] {
+    for (int i = 0; i < 100; ++i) run();
+  }).join();
+  CHECK_FALSE(e.biased());
+  CHECK(e.bias_grants() == 2);
+
+  // Queued work revokes it too, without another thread.
+  for (int i = 0; i < 32; ++i) run();
+  CHECK(e.biased());
+  e.submit(barrier_info(), drives.body(0us)).wait();
+  CHECK_FALSE(e.biased());
+
+  CHECK(drives.overlaps.load() == 0);
+  CHECK(drives.ran_in_order(3 + 1 + 10 + 1 + 8 + 100 + 32 + 1));
+}
+
+TEST_CASE("another thread taking the drive from a busy bias thread never drives beside it",
+          "[comm][executor]") {
+  if (!cohort::process_fence_available()) {
+    WARN("membarrier is unavailable here: executors never bias their fast path");
+    return;
+  }
+  const BiasAfter after(2);
+  // Fresh executors, so every round has a bias to revoke while its thread is running ops.
+  for (int round = 0; round < 100; ++round) {
+    CAPTURE(round);
+    SelfTransport t;
+    Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
+    Drives drives;
+    std::atomic<bool> stop{false};
+    std::atomic<std::uint32_t> owner_ops{0};
+    std::thread owner([&] {
+      while (!stop.load()) {
+        // Long enough that the other thread mostly finds one running.
+        e.run(barrier_info(), drives.body(20us));
+        owner_ops.fetch_add(1);
+      }
+    });
+    while (!e.biased()) std::this_thread::yield();
+    // The other thread's ops alternate blocking and queued, each while the owner runs.
+    const std::uint32_t seen = owner_ops.load();
+    while (owner_ops.load() < seen + 2) std::this_thread::yield();
+    if (round % 2 == 0) {
+      e.run(barrier_info(), drives.body(2us));
+    } else {
+      e.submit(barrier_info(), drives.body(2us)).wait();
+    }
+    stop.store(true);
+    owner.join();
+    CHECK(drives.overlaps.load() == 0);
+    CHECK(drives.ran_in_order(owner_ops.load() + 1));
+  }
+}
+
+TEST_CASE("threads taking turns on one executor: one driver at a time, every op once, in order",
+          "[comm][executor]") {
+  const BiasAfter after(2);
+  SelfTransport t;
+  Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
+  Drives drives;
+  constexpr int kOwnerOps = 4000, kOtherOps = 300;
+  std::thread other([&] {
+    for (int i = 0; i < kOtherOps; ++i) {
+      if (i % 3 == 2) {
+        e.submit(barrier_info(), drives.body(1us)).wait();
+      } else {
+        e.run(barrier_info(), drives.body(1us));
+      }
+    }
+  });
+  for (int i = 0; i < kOwnerOps; ++i) e.run(barrier_info(), drives.body(1us));
+  other.join();
+  CHECK(drives.overlaps.load() == 0);
+  CHECK(drives.ran_in_order(kOwnerOps + kOtherOps));
+}
+
+TEST_CASE("an abort from another thread reaches the bias thread's next op", "[comm][executor]") {
+  if (!cohort::process_fence_available()) {
+    WARN("membarrier is unavailable here: executors never bias their fast path");
+    return;
+  }
+  const BiasAfter after(2);
+  SelfTransport t;
+  Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
+  Drives drives;
+  for (int i = 0; i < 4; ++i) e.run(barrier_info(), drives.body(0us));
+  REQUIRE(e.biased());
+  std::thread([&] { e.abort("stop here"); }).join();
+  CHECK_FALSE(e.biased());
+  try {
+    e.run(barrier_info(), drives.body(0us));
+    FAIL("a biased op ran after an abort from another thread");
+  } catch (const cohort::Error& error) {
+    CHECK(error.code() == cohort::ErrorCode::InvalidUsage);
+    CHECK_THAT(error.what(), Catch::Contains("stop here"));
+  }
+  CHECK(drives.ran_in_order(4));
+}
