@@ -64,6 +64,9 @@ Executor::Executor(transport::Transport& transport, transport::LazyArena* arenas
       hook_(std::make_shared<detail::ProgressHook>()) {
   if (const std::uint32_t ops = testing_bias_after_ops.load(std::memory_order_relaxed); ops > 0)
     bias_after_ops_.store(ops, std::memory_order_relaxed);
+  // Here, not at the first bias: registering may wait for an RCU grace period (milliseconds on
+  // older kernels), which an op holding the mutex should not.
+  if (!process_fence_available()) bias_refused_.store(true, std::memory_order_relaxed);
   hook_->context = this;
   hook_->help = [](void* self) noexcept { static_cast<Executor*>(self)->help(); };
   transport_.set_side_work(&side_work_);
@@ -401,6 +404,7 @@ void Executor::end_drive() noexcept {
   // Still the driver: an abort() handed to this drive that no poll took (nothing was in
   // flight, the op ended without meeting the interruption) is handled here.
   take_unhandled_poison();
+  streak_ = 0;  // a drive off the fast path breaks a streak of fast ops
   bool wake = false;
   {
     std::lock_guard lock(mutex_);
@@ -436,9 +440,15 @@ void Executor::end_fast_drive(Claim claim) noexcept {
     // The progress thread will poll them, and would revoke the bias (a membarrier) for each
     // poll: drop it here instead, where no fence is needed (the bias thread's own claims are
     // the only biased ones).
-    biased_.store(false, std::memory_order_relaxed);
+    bias_.store(kUnbiased, std::memory_order_release);
   }
-  if (pending == 0 && claim == Claim::Shared) count_toward_bias();
+  if (claim == Claim::Shared) {
+    if (pending == 0) {
+      count_toward_bias();
+    } else {
+      streak_ = 0;  // "in a row" means with nothing left in flight
+    }
+  }
   if (pending == before || before > 0 || pending == 0) {
     // The thread already polls on a timer (before > 0), or has nothing to poll.
     if (pending != before) pending_count_.store(pending, std::memory_order_release);
@@ -475,25 +485,27 @@ void Executor::count_toward_bias() noexcept {
   // Only ever one thread: owner_state_ has a single writer (see it).
   if (bias_thread_set_ && !::pthread_equal(bias_thread_.load(std::memory_order_relaxed), me))
     return;
-  if (!process_fence_available()) {
-    bias_refused_.store(true, std::memory_order_relaxed);
-    return;
-  }
   bias_thread_.store(me, std::memory_order_relaxed);
   bias_thread_set_ = true;
-  biased_.store(true, std::memory_order_release);
+  bias_.store(kBiased, std::memory_order_release);
   bias_grants_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Executor::revoke_bias_locked() noexcept {
-  if (!biased_.load(std::memory_order_relaxed)) return;
-  biased_.store(false, std::memory_order_relaxed);
+  // Acquire: a bias the bias thread dropped itself comes with its owner_state_ from before.
+  if (bias_.load(std::memory_order_acquire) != kBiased) return;
   // The bias thread revoking its own bias runs no biased claim of its own meanwhile.
-  if (::pthread_equal(bias_thread_.load(std::memory_order_relaxed), ::pthread_self())) return;
-  // Pairs with the biased claim's unfenced store-then-load: after this, a claim that did not
-  // see biased_ cleared shows kClaimNumbering or later here.
+  if (::pthread_equal(bias_thread_.load(std::memory_order_relaxed), ::pthread_self())) {
+    bias_.store(kUnbiased, std::memory_order_release);
+    return;
+  }
+  bias_.store(kRevoking, std::memory_order_relaxed);
+  // Pairs with the biased claim's unfenced store-then-load (an asymmetric fence: membarrier
+  // stands in for the fence the claim leaves out, an ordering C++ itself cannot express): after
+  // this, a claim that did not see the revocation shows kClaimNumbering or later here.
   process_fence();
   while (owner_state_.load(std::memory_order_acquire) == kClaimNumbering) std::this_thread::yield();
+  bias_.store(kUnbiased, std::memory_order_release);
   // Threads that take turns: make the next bias cost a longer streak.
   const std::uint32_t after = bias_after_ops_.load(std::memory_order_relaxed);
   if (after < (1U << 30)) bias_after_ops_.store(after * 2, std::memory_order_relaxed);

@@ -141,7 +141,10 @@ class Executor {
   /// Fast ops in a row, by one thread with nothing in flight, before the fast path is biased
   /// to it (see the file's comment). testing::bias_after_ops overrides it for executors made
   /// afterwards.
-  static constexpr std::uint32_t kBiasAfterOps = 64;
+  /// A revocation from another thread costs a membarrier (25 us in a VM with the bias thread
+  /// running) and a biased claim saves some 0.05 us per op, so the first bias waits for a
+  /// streak about half as long as it takes to earn that back.
+  static constexpr std::uint32_t kBiasAfterOps = 256;
   /// A fast-path claim's state (fast_active_ for shared claims, owner_state_ for biased ones).
   static constexpr std::uint8_t kClaimIdle = 0, kClaimNumbering = 1, kClaimRunning = 2;
 
@@ -217,7 +220,7 @@ class Executor {
 
   /// Whether the fast path is biased to a thread now, and how often it has been (tests,
   /// diagnostics). Any thread; a snapshot.
-  bool biased() const noexcept { return biased_.load(std::memory_order_relaxed); }
+  bool biased() const noexcept { return bias_.load(std::memory_order_relaxed) == kBiased; }
   std::uint64_t bias_grants() const noexcept {
     return bias_grants_.load(std::memory_order_relaxed);
   }
@@ -290,14 +293,15 @@ class Executor {
   /// thread now holds it with the fast path open (a FastClaim ends it), None if it must take
   /// the locked path.
   Claim try_claim_fast() noexcept {
-    if (biased_.load(std::memory_order_relaxed) &&
+    if (bias_.load(std::memory_order_relaxed) == kBiased &&
         ::pthread_equal(bias_thread_.load(std::memory_order_relaxed), ::pthread_self())) {
       owner_state_.store(kClaimNumbering, std::memory_order_relaxed);
-      // No fence: a revoker fences this thread (membarrier) between clearing biased_ and
-      // reading owner_state_, so either this load sees biased_ cleared or the revoker sees
+      // No fence: a revoker fences this thread (membarrier) between leaving kBiased and
+      // reading owner_state_, so either this load sees the revocation or the revoker sees
       // kClaimNumbering. The compiler must still keep the store before the loads.
       std::atomic_signal_fence(std::memory_order_seq_cst);
-      if (biased_.load(std::memory_order_relaxed) && fast_open_.load(std::memory_order_relaxed))
+      if (bias_.load(std::memory_order_relaxed) == kBiased &&
+          fast_open_.load(std::memory_order_relaxed))
         return Claim::Biased;
       owner_state_.store(kClaimIdle, std::memory_order_release);
       return Claim::None;
@@ -305,9 +309,12 @@ class Executor {
     std::uint8_t idle = kClaimIdle;
     if (!fast_active_.compare_exchange_strong(idle, kClaimNumbering, std::memory_order_seq_cst))
       return Claim::None;
-    // Not while the path is biased to another thread (its claims do not look at fast_active_),
-    // nor while the bias thread still runs an op it claimed before a revocation.
-    if (fast_open_.load(std::memory_order_seq_cst) && !biased_.load(std::memory_order_seq_cst) &&
+    // Not while the path is biased, or a revocation is under way (biased claims do not look at
+    // fast_active_), nor while the bias thread still runs an op it claimed before a revocation.
+    // Reading kUnbiased (acquire) shows owner_state_ at least as the revoker (or the bias
+    // thread dropping its bias) last saw it.
+    if (fast_open_.load(std::memory_order_seq_cst) &&
+        bias_.load(std::memory_order_seq_cst) == kUnbiased &&
         owner_state_.load(std::memory_order_seq_cst) == kClaimIdle)
       return Claim::Shared;
     fast_active_.store(kClaimIdle, std::memory_order_release);
@@ -509,23 +516,29 @@ class Executor {
   //   before any Work fails, so whoever sees a failure sees later calls fail fast. poison() then
   //   empties queue_ and in_flight_ (failing their Works, the failed transfer's with the cause);
   //   run*/submit* throw on entry and ops queued meanwhile fail when taken.
-  // - biased_, bias_thread_, owner_state_: the biased claim (see the file's comment).
-  //   biased_ false -> true only under mutex_, by the bias thread itself while it holds a
+  // - bias_, bias_thread_, owner_state_: the biased claim (see the file's comment). bias_
+  //   kUnbiased -> kBiased only under mutex_, by the bias thread itself while it holds a
   //   shared claim (count_toward_bias), with the fast path open and nothing queued or in
-  //   flight; true -> false under mutex_ by revoke_bias_locked(), or by the bias thread alone
-  //   (end_fast_drive, leaving a transfer in flight). bias_thread_ is set once, with the first
-  //   bias. owner_state_ is written by the bias thread alone: kClaimNumbering from its first
-  //   store of a biased claim until it has its number (take_numbers), kClaimRunning until the
-  //   op ends, kClaimIdle otherwise. Only one thread ever writes it, so a claim it began before
-  //   a revocation and gives up after one cannot clobber another thread's state.
+  //   flight. kBiased -> kRevoking -> kUnbiased under mutex_ by revoke_bias_locked(): while it
+  //   fences and waits out a claim in kClaimNumbering, neither kind of claim starts; its
+  //   release store of kUnbiased follows its last look at owner_state_, so a shared claimer
+  //   that reads kUnbiased sees that state or a later one. kBiased -> kUnbiased by the bias
+  //   thread alone, without the mutex, at the end of a biased op that leaves a transfer in
+  //   flight (end_fast_drive), with a release store before its owner_state_ goes idle.
+  //   bias_thread_ is set once, with the first bias. owner_state_ is written by the bias thread
+  //   alone: kClaimNumbering from its first store of a biased claim until it has its number
+  //   (take_numbers), kClaimRunning until the op ends, kClaimIdle otherwise. Only one thread ever
+  //   writes it, so a claim it began before a revocation and gives up after one cannot clobber
+  //   another thread's state.
   std::atomic<bool> fast_open_{true};
   std::atomic<std::uint8_t> fast_active_{kClaimIdle};
-  std::atomic<bool> biased_{false};
+  static constexpr std::uint8_t kUnbiased = 0, kBiased = 1, kRevoking = 2;
+  std::atomic<std::uint8_t> bias_{kUnbiased};
   std::atomic<pthread_t> bias_thread_{};
   bool bias_thread_set_ = false;  // guarded
   std::atomic<std::uint8_t> owner_state_{kClaimIdle};
   /// Fast ops in a row by one thread, with nothing left in flight (count_toward_bias; touched
-  /// only by the thread holding a shared claim).
+  /// only by the thread driving, which ends a streak when it drives off the fast path).
   pthread_t streak_thread_{};
   std::uint32_t streak_ = 0;
   /// The streak that earns the bias: kBiasAfterOps, doubled by every revocation from another

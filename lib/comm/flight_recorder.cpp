@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <limits>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include <fcntl.h>
@@ -192,7 +193,8 @@ void FlightRecorder::started(std::uint32_t seq, Collective kind, Algorithm force
   }
   // A queued op was counted when it was queued. Load and store: the driver is the only writer.
   if (!was_queued) driver_recorded_.store(driver_recorded_.load(relaxed) + 1, relaxed);
-  started_through_.store(seq, relaxed);
+  // Release: a dump that reads this number also sees the entry written above.
+  started_through_.store(seq, std::memory_order_release);
   if (!started_any_.load(relaxed)) started_any_.store(true, std::memory_order_release);
 }
 
@@ -230,9 +232,11 @@ void FlightRecorder::failed(std::uint32_t seq, const Error& error, TimePoint now
 std::optional<std::uint32_t> FlightRecorder::copy_driver_ring(std::vector<Copied>& out) const {
   if (capacity_ == 0 || !started_any_.load(std::memory_order_acquire)) return std::nullopt;
   constexpr auto relaxed = std::memory_order_relaxed;
-  // A slot rewritten while it is copied is copied again; the driver rewrites a slot once per
-  // `capacity` ops, so this gives up only when it is starved for good.
-  constexpr int kSlotTries = 1000;
+  // A slot being written is read again: at once a few times, then between yields, since its
+  // writer may have been preempted in the middle (ranks outnumber cores). Given up after
+  // kSlotPatience, leaving that one entry out (a stopped driver, say, in a debugger).
+  constexpr int kSlotSpins = 64;
+  constexpr auto kSlotPatience = std::chrono::milliseconds(100);
   // The ring is read slot by slot while the driver goes on: ops it starts during the copy may
   // replace older ones in slots read after them, leaving gaps. A copy during which the driver
   // started nothing is whole; after a few tries, keep what is sure to be whole (below).
@@ -245,7 +249,14 @@ std::optional<std::uint32_t> FlightRecorder::copy_driver_ring(std::vector<Copied
     before = started_through_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < capacity_; ++i) {
       const DriverSlot& s = driver_ring_[i];
-      for (int t = 0; t < kSlotTries; ++t) {
+      std::optional<std::chrono::steady_clock::time_point> give_up;
+      for (int t = 0;; ++t) {
+        if (t >= kSlotSpins) {
+          const auto now = std::chrono::steady_clock::now();
+          if (!give_up) give_up = now + kSlotPatience;
+          if (now > *give_up) break;
+          std::this_thread::yield();
+        }
         const std::uint32_t version = s.version.load(std::memory_order_acquire);
         if (version % 2 != 0) continue;
         Copied c;
@@ -304,6 +315,10 @@ std::optional<std::uint32_t> FlightRecorder::copy_driver_ring(std::vector<Copied
     // Queued records past the newest op kept show as queued: late, but without a gap.
     after = next - 1;
   }
+  // An op the driver started during the copy, whose number it had not yet published when
+  // `after` was read, covers its queued record too.
+  for (const Copied& c : copied)
+    if (static_cast<std::int32_t>(c.e.seq - after) > 0) after = c.e.seq;
   out.insert(out.end(), copied.begin(), copied.end());
   return after;
 }
@@ -428,26 +443,32 @@ std::string FlightRecorder::dump(const std::string& path, DumpReason reason) con
 
 std::string FlightRecorder::to_json(DumpReason reason) const {
   // Copied out, formatted afterwards: the side ring under the lock (its writers wait at most
-  // for the copy), the driver's ring around its writer (copy_driver_ring).
-  std::vector<Copied> entries;
-  const std::optional<std::uint32_t> started_through = copy_driver_ring(entries);
+  // for the copy), then the driver's ring around its writer (copy_driver_ring). In that order:
+  // a queued op the driver started after the side ring's copy is in the driver's copy, so
+  // nothing falls between the two (but ops queued past the side ring's capacity).
+  std::vector<Copied> side;
   std::optional<Error> failure;
-  std::uint64_t recorded = driver_recorded_.load(std::memory_order_relaxed);
+  std::uint64_t recorded = 0;
   {
     std::lock_guard lock(mutex_);
-    for (std::size_t i = 0; i < capacity_; ++i) {
-      const Entry& e = side_ring_[i];
-      if (e.state == OpState::Empty) continue;
-      // A queued op the driver has started since shows from its ring (or, overwritten there,
-      // no longer at all). Nothing else is in both: the driver's ring holds only ops up to
-      // started_through, and external ops have numbers of their own.
-      if (e.state == OpState::Queued && started_through &&
-          static_cast<std::int32_t>(e.seq - *started_through) <= 0)
-        continue;
-      entries.push_back({e, e.peer_count > 0 ? side_awaited_[i] : AwaitedPeers{}});
-    }
+    for (std::size_t i = 0; i < capacity_; ++i)
+      if (side_ring_[i].state != OpState::Empty)
+        side.push_back(
+            {side_ring_[i], side_ring_[i].peer_count > 0 ? side_awaited_[i] : AwaitedPeers{}});
     failure = failure_;
-    recorded += side_recorded_;
+    recorded = side_recorded_;
+  }
+  std::vector<Copied> entries;
+  const std::optional<std::uint32_t> started_through = copy_driver_ring(entries);
+  recorded += driver_recorded_.load(std::memory_order_relaxed);
+  for (const Copied& c : side) {
+    // A queued op the driver has started since shows from its ring (or, overwritten there, no
+    // longer at all). Nothing else is in both: the driver's ring holds only ops up to
+    // started_through, and external ops have numbers of their own.
+    if (c.e.state == OpState::Queued && started_through &&
+        static_cast<std::int32_t>(c.e.seq - *started_through) <= 0)
+      continue;
+    entries.push_back(c);
   }
   // Oldest first. Sequence numbers are 32-bit: ordering by distance from the newest keeps a
   // wrapped ring in call order.
