@@ -62,7 +62,7 @@ Work p2p_on_device(Communicator::Impl& impl, const CollectiveOptions& o, bool is
   const gpu::DeviceBackend::Prepared prepared =
       impl.gpu->prepare(collective_name(kind), at.cuda_device, buffer.dtype(), std::nullopt);
   const gpu::DeviceSendRecv op{is_send, buffer.data(), buffer.count(), buffer.dtype(), peer};
-  const comm::OpInfo info{kind, Algorithm::Auto, p2p_timeout(impl, is_send, o), std::nullopt};
+  const comm::OpInfo info{kind, Algorithm::Auto, p2p_timeout(impl, is_send, o), nullptr};
   return comm::run_device_op(
       *impl.executor, *impl.gpu, info, prepared, o.stream, async,
       [&op](const gpu::Launch& l) { gpu::enqueue(l, op); }, owners(buffer, Buffer()));
@@ -317,7 +317,7 @@ void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int s
     impl_->gpu->prepare("sendrecv", out_at.cuda_device, out.dtype(), std::nullopt);
     const gpu::DeviceExchange op{{true, in.data(), in.count(), in.dtype(), dest},
                                  {false, out.data(), out.count(), out.dtype(), source}};
-    const comm::OpInfo info{Collective::Send, Algorithm::Auto, timeout, std::nullopt};
+    const comm::OpInfo info{Collective::Send, Algorithm::Auto, timeout, nullptr};
     comm::run_device_op(
         *impl_->executor, *impl_->gpu, info, prepared, o.stream, false,
         [&op](const gpu::Launch& l) { gpu::enqueue(l, op); }, owners(in, out));

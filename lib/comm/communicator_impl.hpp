@@ -107,15 +107,15 @@ struct Communicator::Impl {
   comm::OpInfo info(const CollectiveOptions& options, const Args& args) const {
     const Collective kind = algorithms::collective_of(args);
     check_options(options, kind);
-    comm::OpInfo result{kind, options.algorithm, options.timeout.value_or(default_timeout),
-                        std::nullopt, comm::shape_of(args)};
+    comm::OpInfo result{kind, options.algorithm, options.timeout.value_or(default_timeout), nullptr,
+                        comm::shape_of(args)};
     if (debug_detail) {
-      result.fingerprint = comm::fingerprint_of(args);
+      auto fingerprint = std::make_shared<comm::Fingerprint>(comm::fingerprint_of(args));
       const Algorithm job_wide =
           algorithms::environment_algorithm_overrides()[static_cast<std::size_t>(
               algorithm_family(kind))];
-      result.fingerprint->algorithm =
-          options.algorithm != Algorithm::Auto ? options.algorithm : job_wide;
+      fingerprint->algorithm = options.algorithm != Algorithm::Auto ? options.algorithm : job_wide;
+      result.fingerprint = std::move(fingerprint);
     }
     return result;
   }

@@ -42,7 +42,7 @@ class BiasAfter {
 };
 
 OpInfo barrier_info() {
-  return OpInfo{Collective::Barrier, cohort::Algorithm::Auto, 10s, std::nullopt, {}, {}};
+  return OpInfo{Collective::Barrier, cohort::Algorithm::Auto, 10s, nullptr, {}, {}};
 }
 
 /// What the ops' bodies saw: the numbers in the order they ran, and drives that overlapped.
