@@ -41,6 +41,13 @@ class BiasAfter {
   BiasAfter& operator=(const BiasAfter&) = delete;
 };
 
+/// Whether executors here can bias their fast path (membarrier); says so when not.
+bool can_bias() {
+  if (cohort::process_fence_available()) return true;
+  WARN("membarrier is unavailable here: executors never bias their fast path");
+  return false;
+}
+
 OpInfo barrier_info() {
   return OpInfo{Collective::Barrier, cohort::Algorithm::Auto, 10s, nullptr, {}, {}};
 }
@@ -81,10 +88,7 @@ struct Drives {
 
 TEST_CASE("the fast path is biased to the thread that ran a streak, and only ever to it",
           "[comm][executor]") {
-  if (!cohort::process_fence_available()) {
-    WARN("membarrier is unavailable here: executors never bias their fast path");
-    return;
-  }
+  if (!can_bias()) return;
   const BiasAfter after(4);
   SelfTransport t;
   Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
@@ -127,10 +131,7 @@ TEST_CASE("the fast path is biased to the thread that ran a streak, and only eve
 
 TEST_CASE("another thread taking the drive from a busy bias thread never drives beside it",
           "[comm][executor]") {
-  if (!cohort::process_fence_available()) {
-    WARN("membarrier is unavailable here: executors never bias their fast path");
-    return;
-  }
+  if (!can_bias()) return;
   const BiasAfter after(2);
   // Fresh executors, so every round has a bias to revoke while its thread is running ops.
   for (int round = 0; round < 100; ++round) {
@@ -236,10 +237,7 @@ TEST_CASE("three threads: a bias thread, a sharer and device ops numbered beside
 }
 
 TEST_CASE("an abort from another thread reaches the bias thread's next op", "[comm][executor]") {
-  if (!cohort::process_fence_available()) {
-    WARN("membarrier is unavailable here: executors never bias their fast path");
-    return;
-  }
+  if (!can_bias()) return;
   const BiasAfter after(2);
   SelfTransport t;
   Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
