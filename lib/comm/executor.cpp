@@ -223,8 +223,10 @@ std::uint32_t Executor::begin_external(const OpInfo& info) {
   std::unique_lock lock(mutex_);
   throw_if_poisoned_locked(info.kind);
   // It takes a number while a fast op may be numbering too: not by a biased claim's plain
-  // store.
-  revoke_bias_locked();
+  // store. The bias thread itself keeps its bias: it runs no claim while it is here, and no
+  // other thread numbers while the bias holds.
+  if (!::pthread_equal(bias_thread_.load(std::memory_order_relaxed), ::pthread_self()))
+    revoke_bias_locked();
   const bool p2p = info.kind == Collective::Send || info.kind == Collective::Recv;
   const std::uint32_t seq =
       (p2p ? next_p2p_seq_ : next_seq_).fetch_add(1, std::memory_order_relaxed);
@@ -479,8 +481,10 @@ void Executor::count_toward_bias() noexcept {
   // This thread holds a shared claim: nobody else drives, and every other claim fails until
   // it ends, so the bias is set while no biased claim can be under way.
   std::lock_guard lock(mutex_);
+  // in_flight_ is this driver's to read; pending_count_ may still hold the count this op
+  // began with (end_fast_drive publishes it after this).
   if (!fast_open_.load(std::memory_order_relaxed) || !queue_.empty() || poisoned_ || stop_ ||
-      in_flight_.count() > 0 || pending_count_.load(std::memory_order_relaxed) > 0)
+      in_flight_.count() > 0)
     return;
   // Only ever one thread: owner_state_ has a single writer (see it).
   if (bias_thread_set_ && !::pthread_equal(bias_thread_.load(std::memory_order_relaxed), me))

@@ -359,8 +359,11 @@ class Executor {
   void close_fast_path_locked() noexcept {
     fast_open_.store(false, std::memory_order_seq_cst);
     revoke_bias_locked();
-    // A few instructions away, unless its thread was preempted there.
-    while (fast_active_.load(std::memory_order_seq_cst) == kClaimNumbering)
+    // A few instructions away, unless its thread was preempted there. The bias thread too: a
+    // biased attempt that read kBiased before a revocation stores kClaimNumbering only after
+    // it, then sees the revocation and backs off; meanwhile it would look like a driver.
+    while (fast_active_.load(std::memory_order_seq_cst) == kClaimNumbering ||
+           owner_state_.load(std::memory_order_acquire) == kClaimNumbering)
       std::this_thread::yield();
   }
   /// Nobody drives: neither busy_ nor a fast-path op of either kind (mutex_ held, fast path
@@ -490,16 +493,16 @@ class Executor {
   //   kClaimNumbering by compare-exchange (try_claim_fast); the claim holds only if fast_open_
   //   is still true after it (Dekker: both are seq_cst, so a closer that then reads
   //   fast_active_ idle knows no fast op can start); kClaimRunning once the op has its number.
-  //   true -> false by that thread alone, with a release store (end_fast_drive). No one claims
-  //   busy_ while it is true: callers that find it so queue their op (or, failing the
+  //   Back to kClaimIdle by that thread alone, with a release store (end_fast_drive). No one
+  //   claims busy_ while it is not idle: callers that find it so queue their op (or, failing the
   //   communicator, leave the rest to the fast op), and the progress thread polls it
   //   (kFastOpPoll, or kPollInterval when only transfers wait), since the fast op's end wakes
   //   nobody.
   // - busy_: false -> true by a thread claiming the drive, only while false and with
-  //   fast_active_ false: an inline run() or run_p2p() (queue empty), submit_p2p() posting from
-  //   its caller (queue empty), run_front() taking the queue's front (progress thread or a
-  //   helping waiter), or a poll of in_flight_ (progress thread, or a waiter in help()). true ->
-  //   false only by that same thread, in end_drive() (DriveGuard), on every path out.
+  //   fast_active_ and owner_state_ idle: an inline run() or run_p2p() (queue empty), submit_p2p()
+  //   posting from its caller (queue empty), run_front() taking the queue's front (progress thread
+  //   or a helping waiter), or a poll of in_flight_ (progress thread, or a waiter in help()). true
+  //   -> false only by that same thread, in end_drive() (DriveGuard), on every path out.
   // - pending_count_: in_flight_.count() as of the last drive; written only by the driver at
   //   its end (end_drive() under mutex_, end_fast_drive() without), so threads not driving can
   //   tell whether there is anything to poll without touching in_flight_. While > 0 the
@@ -524,9 +527,10 @@ class Executor {
   //   flight. kBiased -> kRevoking -> kUnbiased under mutex_ by revoke_bias_locked(): while it
   //   fences and waits out a claim in kClaimNumbering, neither kind of claim starts; its
   //   release store of kUnbiased follows its last look at owner_state_, so a shared claimer
-  //   that reads kUnbiased sees that state or a later one. kBiased -> kUnbiased by the bias
-  //   thread alone, without the mutex, at the end of a biased op that leaves a transfer in
-  //   flight (end_fast_drive), with a release store before its owner_state_ goes idle.
+  //   that reads kUnbiased sees that state or a later one. kBiased -> kUnbiased also by the
+  //   bias thread itself: under mutex_ when it revokes its own bias (no fence needed), and
+  //   without it at the end of a biased op that leaves a transfer in flight (end_fast_drive),
+  //   with a release store before its owner_state_ goes idle.
   //   bias_thread_ is set once, with the first bias. owner_state_ is written by the bias thread
   //   alone: kClaimNumbering from its first store of a biased claim until it has its number
   //   (take_numbers), kClaimRunning until the op ends, kClaimIdle otherwise. Only one thread ever

@@ -244,8 +244,10 @@ std::optional<std::uint32_t> FlightRecorder::copy_driver_ring(std::vector<Copied
   std::vector<Copied> copied;
   copied.reserve(capacity_);
   std::uint32_t before = 0, after = 0;
+  bool gave_up = false;
   for (int attempt = 0; attempt < kRingTries; ++attempt) {
     copied.clear();
+    gave_up = false;
     before = started_through_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < capacity_; ++i) {
       const DriverSlot& s = driver_ring_[i];
@@ -254,7 +256,10 @@ std::optional<std::uint32_t> FlightRecorder::copy_driver_ring(std::vector<Copied
         if (t >= kSlotSpins) {
           const auto now = std::chrono::steady_clock::now();
           if (!give_up) give_up = now + kSlotPatience;
-          if (now > *give_up) break;
+          if (now > *give_up) {
+            gave_up = true;
+            break;
+          }
           std::this_thread::yield();
         }
         const std::uint32_t version = s.version.load(std::memory_order_acquire);
@@ -314,6 +319,14 @@ std::optional<std::uint32_t> FlightRecorder::copy_driver_ring(std::vector<Copied
     copied = std::move(kept);
     // Queued records past the newest op kept show as queued: late, but without a gap.
     after = next - 1;
+  }
+  // A slot left out is the newest op's (the one its stuck writer was recording): only what was
+  // copied makes queued records stale, so a queued op left out still shows, as queued.
+  if (gave_up) {
+    if (copied.empty()) return std::nullopt;
+    after = copied.front().e.seq;
+    for (const Copied& c : copied)
+      if (static_cast<std::int32_t>(c.e.seq - after) > 0) after = c.e.seq;
   }
   // An op the driver started during the copy, whose number it had not yet published when
   // `after` was read, covers its queued record too.
@@ -447,6 +460,7 @@ std::string FlightRecorder::to_json(DumpReason reason) const {
   // a queued op the driver started after the side ring's copy is in the driver's copy, so
   // nothing falls between the two (but ops queued past the side ring's capacity).
   std::vector<Copied> side;
+  side.reserve(capacity_);  // not under the lock, which the executor may wait on for a queued op
   std::optional<Error> failure;
   std::uint64_t recorded = 0;
   {

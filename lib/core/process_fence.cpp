@@ -2,10 +2,11 @@
 
 #include "core/log.hpp"
 
+#include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <exception>
-#include <mutex>
+#include <system_error>
+#include <thread>
 
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
@@ -18,6 +19,10 @@ long membarrier(int command) noexcept {
   return ::syscall(SYS_membarrier, command, 0U, 0);
 }
 
+std::string errno_text(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
+
 }  // namespace
 
 bool process_fence_available() noexcept {
@@ -28,25 +33,39 @@ bool process_fence_available() noexcept {
   return false;
 #endif
 #endif
-  // Registered per process: a forked child registers again.
-  static std::mutex mutex;
-  static pid_t registered_in = 0;
-  static bool available = false;
-  std::lock_guard lock(mutex);
+  // Registered per process: a forked child registers again. No lock: registering twice is
+  // harmless, and a lock held across the system call (which may wait for an RCU grace period)
+  // would be left held in a child forked meanwhile.
+  static std::atomic<pid_t> registered_in{0};
+  static std::atomic<bool> available{false};
   const pid_t me = ::getpid();
-  if (registered_in == me) return available;
-  registered_in = me;
+  if (registered_in.load(std::memory_order_acquire) == me)
+    return available.load(std::memory_order_relaxed);
   const long commands = membarrier(MEMBARRIER_CMD_QUERY);
-  available = commands >= 0 && (commands & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
-              membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
-  if (!available)
-    COHORT_LOG_DEBUG("membarrier (private expedited) unavailable: {}", std::strerror(errno));
-  return available;
+  const int query_errno = errno;
+  bool ok = false;
+  if (commands < 0) {
+    COHORT_LOG_DEBUG("membarrier unavailable: {}", errno_text(query_errno));
+  } else if ((commands & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) {
+    COHORT_LOG_DEBUG("membarrier offers no private expedited command (commands {:#x})", commands);
+  } else if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) != 0) {
+    COHORT_LOG_DEBUG("membarrier registration refused: {}", errno_text(errno));
+  } else {
+    ok = true;
+  }
+  available.store(ok, std::memory_order_relaxed);
+  registered_in.store(me, std::memory_order_release);
+  return ok;
 }
 
 void process_fence() noexcept {
-  if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
-  COHORT_LOG_ERROR("membarrier refused after registering: {}", std::strerror(errno));
+  // The kernel may be short of memory for a CPU mask (ENOMEM) for a moment: try again.
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
+    if (errno != ENOMEM && errno != EINTR) break;
+    std::this_thread::yield();
+  }
+  COHORT_LOG_ERROR("membarrier refused after registering: {}", errno_text(errno));
   std::terminate();
 }
 

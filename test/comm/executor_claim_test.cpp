@@ -141,10 +141,12 @@ TEST_CASE("another thread taking the drive from a busy bias thread never drives 
     Drives drives;
     std::atomic<bool> stop{false};
     std::atomic<std::uint32_t> owner_ops{0};
-    std::thread owner([&] {
+    std::thread owner([&, round] {
+      // Half the rounds long enough that the other thread mostly finds an op running, half
+      // back to back, where it mostly comes between two ops (and races their claims).
+      const std::chrono::microseconds hold = round % 2 == 0 ? 20us : 0us;
       while (!stop.load()) {
-        // Long enough that the other thread mostly finds one running.
-        e.run(barrier_info(), drives.body(20us));
+        e.run(barrier_info(), drives.body(hold));
         owner_ops.fetch_add(1);
       }
     });
@@ -152,7 +154,7 @@ TEST_CASE("another thread taking the drive from a busy bias thread never drives 
     // The other thread's ops alternate blocking and queued, each while the owner runs.
     const std::uint32_t seen = owner_ops.load();
     while (owner_ops.load() < seen + 2) std::this_thread::yield();
-    if (round % 2 == 0) {
+    if (round % 4 < 2) {
       e.run(barrier_info(), drives.body(2us));
     } else {
       e.submit(barrier_info(), drives.body(2us)).wait();
