@@ -325,6 +325,7 @@ void refuse_progress_threads(bool refuse) noexcept {
 void bias_after_ops(std::uint32_t ops) noexcept {
   testing_bias_after_ops.store(ops, std::memory_order_relaxed);
 }
+std::atomic<void (*)()> biased_claim_hook{nullptr};
 }  // namespace testing
 
 void Executor::start_thread_or_fail(std::unique_lock<std::mutex>& lock, Collective kind) {

@@ -136,6 +136,10 @@ void refuse_progress_threads(bool refuse) noexcept;
 /// Executors made after this bias their fast path after `ops` fast ops in a row instead of
 /// Executor::kBiasAfterOps (0 restores it), so a test reaches the biased path in a few ops.
 void bias_after_ops(std::uint32_t ops) noexcept;
+/// While set, a biased claim that has seen the bias hold calls it before it takes its number
+/// (still kClaimNumbering), on the claiming thread: a test holds a claim there while another
+/// thread revokes. Read with one relaxed load, only on the biased path.
+extern std::atomic<void (*)()> biased_claim_hook;
 }  // namespace testing
 
 class Executor {
@@ -303,8 +307,12 @@ class Executor {
       // kClaimNumbering. The compiler must still keep the store before the loads.
       std::atomic_signal_fence(std::memory_order_seq_cst);
       if (bias_.load(std::memory_order_relaxed) == kBiased &&
-          fast_open_.load(std::memory_order_relaxed))
+          fast_open_.load(std::memory_order_relaxed)) {
+        if (void (*hook)() = testing::biased_claim_hook.load(std::memory_order_relaxed))
+            [[unlikely]]
+          hook();
         return Claim::Biased;
+      }
       owner_state_.store(kClaimIdle, std::memory_order_release);
       return Claim::None;
     }

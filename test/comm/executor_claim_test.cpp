@@ -84,7 +84,50 @@ struct Drives {
   }
 };
 
+// A biased claim held before it takes its number (testing::biased_claim_hook), until another
+// thread has numbered an op of its own or for 200 ms: a revoker that waits out the claim, as it
+// must, lets the hold time out first.
+std::atomic<bool> hold_armed{false};
+std::atomic<bool> holding{false};
+std::atomic<bool> other_numbered{false};
+
+void hold_biased_claim() {
+  if (!hold_armed.exchange(false)) return;  // the first claim only
+  holding.store(true);
+  const Clock::time_point until = Clock::now() + 200ms;
+  while (!other_numbered.load() && Clock::now() < until) std::this_thread::yield();
+}
+
 }  // namespace
+
+TEST_CASE("a revoker waits out a biased claim that has not taken its number yet",
+          "[comm][executor]") {
+  if (!can_bias()) return;
+  const BiasAfter after(2);
+  SelfTransport t;
+  Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
+  Drives drives;
+  for (int i = 0; i < 4; ++i) e.run(barrier_info(), drives.body(0us));
+  REQUIRE(e.biased());
+  holding.store(false);
+  other_numbered.store(false);
+  hold_armed.store(true);
+  cohort::comm::testing::biased_claim_hook.store(&hold_biased_claim);
+  // Queued while this thread's claim is held: numbered before the claim's op, it would run
+  // after it.
+  std::thread other([&] {
+    while (!holding.load()) std::this_thread::yield();
+    cohort::Work queued = e.submit(barrier_info(), drives.body(0us));
+    other_numbered.store(true);
+    queued.wait();
+  });
+  e.run(barrier_info(), drives.body(0us));
+  other.join();
+  cohort::comm::testing::biased_claim_hook.store(nullptr);
+  CHECK_FALSE(e.biased());
+  CHECK(drives.overlaps.load() == 0);
+  CHECK(drives.ran_in_order(4 + 2));
+}
 
 TEST_CASE("the fast path is biased to the thread that ran a streak, and only ever to it",
           "[comm][executor]") {
