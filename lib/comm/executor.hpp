@@ -16,20 +16,21 @@
 //   (2026-11-29). So the claim comes in two kinds:
 //   - Shared: a compare-exchange on fast_active_, then a look at fast_open_ (Dekker: both
 //     sides seq_cst). Any thread.
+//   - Biased: once one thread has run kBiasAfterOps fast ops in a row with nothing in flight,
+//     the path is biased to it (only ever to that one thread: the bias thread), and its claims
+//     are plain stores and loads of owner_state_, with no fence. The other side of the
+//     handshake pays instead: whoever needs the drive, or numbers an op, from another thread
+//     revokes the bias (revoke_bias_locked: a membarrier(2) that fences every thread of the
+//     process, tens of microseconds in a VM), after which the bias thread's claims are shared
+//     ones again until it has run its streak once more. The bias thread drops its own bias,
+//     without any fence, when it queues work or leaves a send/receive in flight (it keeps it
+//     when it numbers a device op). Each revocation by another thread doubles the streak
+//     needed for the next bias, so threads that take turns end up on the shared claim rather
+//     than paying for membarriers.
 //   Either kind holds kClaimNumbering until the op has its number, and whoever closes the path
 //   waits for that to pass before it numbers an op of its own: an op claimed first is numbered
 //   first, so ops run in the order of their numbers (ranks pair their ops by number; running
 //   number 8 before 7 would wait for a peer that waits in 7).
-//   - Biased: once one thread has run kBiasAfterOps fast ops in a row with nothing in flight,
-//     the path is biased to it (only ever to that one thread: the bias thread), and its claims
-//     are plain stores and loads of owner_state_, with no fence. The other side of the
-//     handshake pays instead: whoever needs the drive from another thread revokes the bias
-//     (revoke_bias_locked: a membarrier(2) that fences every thread of the process, tens of
-//     microseconds in a VM), after which the bias thread's claims are shared ones again until
-//     it has run its streak once more. The bias thread drops its own bias, without any fence,
-//     when it queues work, leaves a send/receive in flight or numbers an external op. Each
-//     revocation by another thread doubles the streak needed for the next bias, so threads
-//     that take turns end up on the shared claim rather than paying for membarriers.
 // - Inline: a blocking call that finds nothing queued or running but the fast path closed (the
 //   progress thread is polling, or another thread runs a fast op) runs on the caller's thread
 //   under the mutex's bookkeeping. A sleep/wake handoff to another thread costs tens of
