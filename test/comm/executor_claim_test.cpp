@@ -52,8 +52,10 @@ OpInfo barrier_info() {
   return OpInfo{Collective::Barrier, cohort::Algorithm::Auto, 10s, nullptr, {}, {}};
 }
 
-/// What the ops' bodies saw: the numbers in the order they ran, and drives that overlapped.
-struct Drives {
+/// A world of one's executor over SelfTransport, and what its ops' bodies saw: the numbers in
+/// the order they ran, and drives that overlapped. Made after a test's BiasAfter.
+struct Rig {
+  SelfTransport transport;
   std::atomic<int> inside{0};
   std::atomic<int> overlaps{0};
   std::mutex mutex;
@@ -82,6 +84,9 @@ struct Drives {
       if (order[i] != i) return false;
     return true;
   }
+
+  // Last: destroyed first, while the queued ops' bodies may still run on what is above.
+  Executor e{transport, nullptr, nullptr, 0, 1, 0, kTagId};
 };
 
 // A biased claim held before it takes its number (testing::biased_claim_hook), until another
@@ -104,11 +109,9 @@ TEST_CASE("a revoker waits out a biased claim that has not taken its number yet"
           "[comm][executor]") {
   if (!can_bias()) return;
   const BiasAfter after(2);
-  SelfTransport t;
-  Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
-  Drives drives;
-  for (int i = 0; i < 4; ++i) e.run(barrier_info(), drives.body(0us));
-  REQUIRE(e.biased());
+  Rig rig;
+  for (int i = 0; i < 4; ++i) rig.e.run(barrier_info(), rig.body(0us));
+  REQUIRE(rig.e.biased());
   holding.store(false);
   other_numbered.store(false);
   hold_armed.store(true);
@@ -117,59 +120,57 @@ TEST_CASE("a revoker waits out a biased claim that has not taken its number yet"
   // after it.
   std::thread other([&] {
     while (!holding.load()) std::this_thread::yield();
-    cohort::Work queued = e.submit(barrier_info(), drives.body(0us));
+    cohort::Work queued = rig.e.submit(barrier_info(), rig.body(0us));
     other_numbered.store(true);
     queued.wait();
   });
-  e.run(barrier_info(), drives.body(0us));
+  rig.e.run(barrier_info(), rig.body(0us));
   other.join();
   cohort::comm::testing::biased_claim_hook.store(nullptr);
-  CHECK_FALSE(e.biased());
-  CHECK(drives.overlaps.load() == 0);
-  CHECK(drives.ran_in_order(4 + 2));
+  CHECK_FALSE(rig.e.biased());
+  CHECK(rig.overlaps.load() == 0);
+  CHECK(rig.ran_in_order(4 + 2));
 }
 
 TEST_CASE("the fast path is biased to the thread that ran a streak, and only ever to it",
           "[comm][executor]") {
   if (!can_bias()) return;
   const BiasAfter after(4);
-  SelfTransport t;
-  Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
-  Drives drives;
-  const auto run = [&] { e.run(barrier_info(), drives.body(0us)); };
+  Rig rig;
+  const auto run = [&] { rig.e.run(barrier_info(), rig.body(0us)); };
 
   for (int i = 0; i < 3; ++i) run();
-  CHECK_FALSE(e.biased());
+  CHECK_FALSE(rig.e.biased());
   run();  // the fourth in a row
-  CHECK(e.biased());
+  CHECK(rig.e.biased());
   for (int i = 0; i < 10; ++i) run();
-  CHECK(e.biased());
-  CHECK(e.bias_grants() == 1);
+  CHECK(rig.e.biased());
+  CHECK(rig.e.bias_grants() == 1);
 
   // Another thread's op revokes it; this thread then needs twice the streak.
   std::thread([&] { run(); }).join();
-  CHECK_FALSE(e.biased());
+  CHECK_FALSE(rig.e.biased());
   for (int i = 0; i < 7; ++i) run();
-  CHECK_FALSE(e.biased());
+  CHECK_FALSE(rig.e.biased());
   run();
-  CHECK(e.biased());
-  CHECK(e.bias_grants() == 2);
+  CHECK(rig.e.biased());
+  CHECK(rig.e.bias_grants() == 2);
 
   // A streak of any length on another thread earns it nothing.
   std::thread([&] {
     for (int i = 0; i < 100; ++i) run();
   }).join();
-  CHECK_FALSE(e.biased());
-  CHECK(e.bias_grants() == 2);
+  CHECK_FALSE(rig.e.biased());
+  CHECK(rig.e.bias_grants() == 2);
 
   // Queued work revokes it too, without another thread.
   for (int i = 0; i < 32; ++i) run();
-  CHECK(e.biased());
-  e.submit(barrier_info(), drives.body(0us)).wait();
-  CHECK_FALSE(e.biased());
+  CHECK(rig.e.biased());
+  rig.e.submit(barrier_info(), rig.body(0us)).wait();
+  CHECK_FALSE(rig.e.biased());
 
-  CHECK(drives.overlaps.load() == 0);
-  CHECK(drives.ran_in_order(3 + 1 + 10 + 1 + 8 + 100 + 32 + 1));
+  CHECK(rig.overlaps.load() == 0);
+  CHECK(rig.ran_in_order(3 + 1 + 10 + 1 + 8 + 100 + 32 + 1));
 }
 
 TEST_CASE("another thread taking the drive from a busy bias thread never drives beside it",
@@ -179,9 +180,7 @@ TEST_CASE("another thread taking the drive from a busy bias thread never drives 
   // Fresh executors, so every round has a bias to revoke while its thread is running ops.
   for (int round = 0; round < 100; ++round) {
     CAPTURE(round);
-    SelfTransport t;
-    Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
-    Drives drives;
+    Rig rig;
     std::atomic<bool> stop{false};
     std::atomic<std::uint32_t> owner_ops{0};
     std::thread owner([&, round] {
@@ -189,46 +188,44 @@ TEST_CASE("another thread taking the drive from a busy bias thread never drives 
       // back to back, where it mostly comes between two ops (and races their claims).
       const std::chrono::microseconds hold = round % 2 == 0 ? 20us : 0us;
       while (!stop.load()) {
-        e.run(barrier_info(), drives.body(hold));
+        rig.e.run(barrier_info(), rig.body(hold));
         owner_ops.fetch_add(1);
       }
     });
-    while (!e.biased()) std::this_thread::yield();
+    while (!rig.e.biased()) std::this_thread::yield();
     // The other thread's ops alternate blocking and queued, each while the owner runs.
     const std::uint32_t seen = owner_ops.load();
     while (owner_ops.load() < seen + 2) std::this_thread::yield();
     if (round % 4 < 2) {
-      e.run(barrier_info(), drives.body(2us));
+      rig.e.run(barrier_info(), rig.body(2us));
     } else {
-      e.submit(barrier_info(), drives.body(2us)).wait();
+      rig.e.submit(barrier_info(), rig.body(2us)).wait();
     }
     stop.store(true);
     owner.join();
-    CHECK(drives.overlaps.load() == 0);
-    CHECK(drives.ran_in_order(owner_ops.load() + 1));
+    CHECK(rig.overlaps.load() == 0);
+    CHECK(rig.ran_in_order(owner_ops.load() + 1));
   }
 }
 
 TEST_CASE("threads taking turns on one executor: one driver at a time, every op once, in order",
           "[comm][executor]") {
   const BiasAfter after(2);
-  SelfTransport t;
-  Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
-  Drives drives;
+  Rig rig;
   constexpr int kOwnerOps = 4000, kOtherOps = 300;
   std::thread other([&] {
     for (int i = 0; i < kOtherOps; ++i) {
       if (i % 3 == 2) {
-        e.submit(barrier_info(), drives.body(1us)).wait();
+        rig.e.submit(barrier_info(), rig.body(1us)).wait();
       } else {
-        e.run(barrier_info(), drives.body(1us));
+        rig.e.run(barrier_info(), rig.body(1us));
       }
     }
   });
-  for (int i = 0; i < kOwnerOps; ++i) e.run(barrier_info(), drives.body(1us));
+  for (int i = 0; i < kOwnerOps; ++i) rig.e.run(barrier_info(), rig.body(1us));
   other.join();
-  CHECK(drives.overlaps.load() == 0);
-  CHECK(drives.ran_in_order(kOwnerOps + kOtherOps));
+  CHECK(rig.overlaps.load() == 0);
+  CHECK(rig.ran_in_order(kOwnerOps + kOtherOps));
 }
 
 TEST_CASE("three threads: a bias thread, a sharer and device ops numbered beside them",
@@ -240,42 +237,40 @@ TEST_CASE("three threads: a bias thread, a sharer and device ops numbered beside
   std::uint64_t grants = 0;
   for (int round = 0; round < 50; ++round) {
     CAPTURE(round);
-    SelfTransport t;
-    Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
-    Drives drives;
+    Rig rig;
     std::mutex external_mutex;
     std::vector<std::uint32_t> external;
     constexpr int kOwnerOps = 300, kSharerOps = 60, kExternalOps = 20;
     std::thread sharer([&] {
-      for (int i = 0; i < kSharerOps; ++i) e.run(barrier_info(), drives.body(0us));
+      for (int i = 0; i < kSharerOps; ++i) rig.e.run(barrier_info(), rig.body(0us));
     });
     std::thread device([&] {
       for (int i = 0; i < kExternalOps; ++i) {
         const OpInfo info = barrier_info();
-        const std::uint32_t seq = e.begin_external(info);
-        e.end_external(info, seq, nullptr);
+        const std::uint32_t seq = rig.e.begin_external(info);
+        rig.e.end_external(info, seq, nullptr);
         std::lock_guard lock(external_mutex);
         external.push_back(seq);
       }
     });
-    for (int i = 0; i < kOwnerOps; ++i) e.run(barrier_info(), drives.body(0us));
+    for (int i = 0; i < kOwnerOps; ++i) rig.e.run(barrier_info(), rig.body(0us));
     sharer.join();
     device.join();
-    CHECK(drives.overlaps.load() == 0);
+    CHECK(rig.overlaps.load() == 0);
     // The executor's ops ran in the order of their numbers, and with the device ops they took
     // every number once.
     std::vector<std::uint32_t> all;
     {
-      std::lock_guard lock(drives.mutex);
-      CHECK(std::is_sorted(drives.order.begin(), drives.order.end()));
-      all = drives.order;
+      std::lock_guard lock(rig.mutex);
+      CHECK(std::is_sorted(rig.order.begin(), rig.order.end()));
+      all = rig.order;
     }
     all.insert(all.end(), external.begin(), external.end());
     std::sort(all.begin(), all.end());
     std::vector<std::uint32_t> expected(kOwnerOps + kSharerOps + kExternalOps);
     for (std::uint32_t i = 0; i < expected.size(); ++i) expected[i] = i;
     CHECK(all == expected);
-    grants += e.bias_grants();
+    grants += rig.e.bias_grants();
   }
   // The biased path took part (where membarrier exists).
   if (cohort::process_fence_available()) CHECK(grants > 0);
@@ -284,19 +279,17 @@ TEST_CASE("three threads: a bias thread, a sharer and device ops numbered beside
 TEST_CASE("an abort from another thread reaches the bias thread's next op", "[comm][executor]") {
   if (!can_bias()) return;
   const BiasAfter after(2);
-  SelfTransport t;
-  Executor e(t, nullptr, nullptr, 0, 1, 0, kTagId);
-  Drives drives;
-  for (int i = 0; i < 4; ++i) e.run(barrier_info(), drives.body(0us));
-  REQUIRE(e.biased());
-  std::thread([&] { e.abort("stop here"); }).join();
-  CHECK_FALSE(e.biased());
+  Rig rig;
+  for (int i = 0; i < 4; ++i) rig.e.run(barrier_info(), rig.body(0us));
+  REQUIRE(rig.e.biased());
+  std::thread([&] { rig.e.abort("stop here"); }).join();
+  CHECK_FALSE(rig.e.biased());
   try {
-    e.run(barrier_info(), drives.body(0us));
+    rig.e.run(barrier_info(), rig.body(0us));
     FAIL("a biased op ran after an abort from another thread");
   } catch (const cohort::Error& error) {
     CHECK(error.code() == cohort::ErrorCode::InvalidUsage);
     CHECK_THAT(error.what(), Catch::Contains("stop here"));
   }
-  CHECK(drives.ran_in_order(4));
+  CHECK(rig.ran_in_order(4));
 }
