@@ -172,6 +172,7 @@ int run_benchmark(const BenchOptions& o, int* argc, char*** argv) {
   info.iters = o.run.iters;
   info.min_time_s = o.run.min_time_s;
   info.fresh_input = o.run.fresh_input;
+  info.mappable = o.run.mappable;
   info.check = o.run.check;
   info.average = static_cast<int>(o.run.average);
   if (printer) print_run_header(stdout, info);

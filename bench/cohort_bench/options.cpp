@@ -144,6 +144,10 @@ CommandLine::CommandLine() {
   app.add_flag("--fresh-input", o.run.fresh_input,
                "rewrite the input before every timed call and time the calls alone (each after a "
                "barrier), as freshly computed data; host buffers only");
+  app.add_flag(
+      "--mappable", o.run.mappable,
+      "cohort's host buffers from Buffer::allocate_mappable, which the ranks of a host map "
+      "and work on in place; a peer's (--peer) stay ordinary memory");
   app.add_option("-c,--check", check, "check results: 0|1")
       ->capture_default_str()
       ->check(CLI::Range(0, 1));
@@ -220,6 +224,9 @@ BenchOptions CommandLine::parse(std::vector<std::string> args) {
   if (o.run.fresh_input && o.device == BenchDevice::Cuda)
     throw Error(ErrorCode::InvalidArgument,
                 "--fresh-input: rewrites host buffers; not with --device cuda");
+  if (o.run.mappable && o.device == BenchDevice::Cuda)
+    throw Error(ErrorCode::InvalidArgument,
+                "--mappable: allocates host buffers; not with --device cuda");
   return o;
 }
 

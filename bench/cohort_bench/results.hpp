@@ -56,6 +56,7 @@ struct RunInfo {
   int iters = 0;
   double min_time_s = 0.0;
   bool fresh_input = false;
+  bool mappable = false;  ///< cohort's host buffers from Buffer::allocate_mappable
   bool check = true;
   int average = 1;
 };

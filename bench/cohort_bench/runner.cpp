@@ -68,6 +68,12 @@ std::vector<ResultRow> Runner::run_size(const BenchCase& bc, std::uint64_t reque
   Buffers buffers{Buffer::allocate(shape.in_count, bc.dtype),
                   Buffer::allocate(shape.out_count, bc.dtype),
                   Buffer::allocate(inplace_count, bc.dtype)};
+  // cohort's own set when asked for mappable memory (host buffers only, options.cpp).
+  std::optional<Buffers> mappable;
+  if (settings_.mappable && device_ == nullptr)
+    mappable.emplace(Buffers{Buffer::allocate_mappable(shape.in_count, bc.dtype),
+                             Buffer::allocate_mappable(shape.out_count, bc.dtype),
+                             Buffer::allocate_mappable(inplace_count, bc.dtype)});
   if (device_ != nullptr) {
     const Device device = device_->device();
     buffers.device_in = Buffer::allocate(shape.in_count, bc.dtype, device);
@@ -92,13 +98,14 @@ std::vector<ResultRow> Runner::run_size(const BenchCase& bc, std::uint64_t reque
     if (auto reason = contender.impl->unsupported(probe)) {
       row.skipped = *reason;
     } else {
-      row.out_of_place = measure(bc, shape, buffers, contender, false);
+      Buffers& own = mappable && contender.impl->name() == "cohort" ? *mappable : buffers;
+      row.out_of_place = measure(bc, shape, own, contender, false);
       if (op_has_in_place(bc.op)) {
         probe.in_place = true;
         if (auto in_place_reason = contender.impl->unsupported(probe)) {
           row.skipped = "in-place: " + *in_place_reason;
         } else {
-          row.in_place = measure(bc, shape, buffers, contender, true);
+          row.in_place = measure(bc, shape, own, contender, true);
         }
       }
     }

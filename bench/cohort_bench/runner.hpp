@@ -39,6 +39,10 @@ struct RunSettings {
   /// reads it (a single copy) may find it still in its own caches, as freshly computed data
   /// would not be. Host buffers only.
   bool fresh_input = false;
+  /// cohort's host buffers come from Buffer::allocate_mappable, which ranks of a host map and
+  /// work on in place; a peer implementation's stay ordinary memory, so neither is measured on
+  /// memory it would not be given.
+  bool mappable = false;
   bool check = true;
   Averaging average = Averaging::Mean;
   /// Test-only: this rank corrupts its output after each checked call.

@@ -44,6 +44,15 @@ class Buffer {
   static Buffer allocate(std::size_t count, DType dtype, Device device);
   /// An owning, 64-byte-aligned, zero-filled host allocation of the given shape.
   static Buffer allocate(std::vector<std::int64_t> shape, DType dtype);
+  /// An owning, zero-filled host allocation of `count` elements (1-D) that the other ranks of
+  /// this host can map: collectives whose buffers on every rank lie in such memory let peers
+  /// read and write them in place instead of copying (README, "Mappable buffers"). Each one is
+  /// a memfd that stays open while the allocation lives (one file descriptor each), page-aligned
+  /// (2 MiB-aligned from 2 MiB on). Freed when the last Buffer sharing it goes; its memory then
+  /// returns at once, even while peers still map it. Views into it (slices, DLPack exports)
+  /// count too. Thread-safe. Throws SystemError when the kernel refuses (no memfd, out of
+  /// descriptors or memory).
+  static Buffer allocate_mappable(std::size_t count, DType dtype);
 
   /// Concatenates along dim 0 into a new host allocation. All parts must share dtype and
   /// trailing dims, and be host-accessible. Throws InvalidArgument naming the first mismatch.

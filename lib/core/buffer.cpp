@@ -4,6 +4,7 @@
 #include "core/bulk_allocation.hpp"
 #include "core/float_formats.hpp"
 #include "core/invalid_argument.hpp"
+#include "core/mappable_memory.hpp"
 #include "core/system_error.hpp"
 
 #include <algorithm>
@@ -134,6 +135,24 @@ Buffer Buffer::allocate(std::size_t count, DType dtype) {
 Buffer Buffer::allocate(std::vector<std::int64_t> shape, DType dtype) {
   const std::size_t count = checked_count(shape, dtype);
   std::shared_ptr<void> memory = allocate_zeroed(count * dtype_size(dtype));
+  void* data = memory.get();
+  return view(data, std::move(shape), dtype, Device::cpu(), {}, 0, std::move(memory));
+}
+
+Buffer Buffer::allocate_mappable(std::size_t count, DType dtype) {
+  if (count > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()))
+    invalid_argument("element count " + std::to_string(count) + " exceeds the int64 range");
+  std::vector<std::int64_t> shape{static_cast<std::int64_t>(count)};
+  const std::size_t nbytes = checked_count(shape, dtype) * dtype_size(dtype);
+  std::shared_ptr<void> memory;
+  if (nbytes > 0) {
+    std::size_t rounded = 0;
+    void* base = cohort::allocate_mappable(nbytes, &rounded);
+    if (base == nullptr)
+      throw system_error("allocating " + std::to_string(nbytes) + " bytes of mappable memory",
+                         errno);
+    memory = std::shared_ptr<void>(base, cohort::free_mappable);
+  }
   void* data = memory.get();
   return view(data, std::move(shape), dtype, Device::cpu(), {}, 0, std::move(memory));
 }

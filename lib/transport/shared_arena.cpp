@@ -2,6 +2,7 @@
 
 #include <cohort/error.hpp>
 
+#include "core/check.hpp"
 #include "core/log.hpp"
 #include "core/memory_fence.hpp"
 #include "core/tunables.hpp"
@@ -320,6 +321,12 @@ SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes, std:
       watches_(std::move(watches)),
       single_copy_(single_copy),
       measured_choice_(measured_choice) {}
+
+std::byte* SharedArena::map_peer(int r, const MappableRef& ref, std::size_t bytes,
+                                 const std::string& what) {
+  COHORT_CHECK(single_copy_ && r != rank_);
+  return mappings_.map(r, watches_[static_cast<std::size_t>(r)].pid(), ref, bytes, what);
+}
 
 void SharedArena::read_from(int r, void* into, const void* source, std::size_t bytes,
                             const std::string& what) const {

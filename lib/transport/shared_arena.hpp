@@ -47,6 +47,7 @@
 // a reader that finds the same call stamped with another g knows an earlier op differed.
 
 #include "transport/interruption.hpp"
+#include "transport/peer_mappings.hpp"
 #include "transport/process_watch.hpp"
 #include "transport/transport.hpp"
 #include "transport/wait_policy.hpp"
@@ -128,6 +129,14 @@ class SharedArena {
   /// when the kernel refuses.
   void read_from(int r, void* into, const void* source, std::size_t bytes,
                  const std::string& what) const;
+  /// This process's address of the `bytes` at `ref` in rank r's mappable memory
+  /// (core/mappable_memory.hpp), mapped read-write on first use and kept
+  /// (transport/peer_mappings.hpp). Only when single_copy(): opening r's descriptor needs the
+  /// same access to its process. r must keep the allocation alive until this rank tells it it is
+  /// done, as for read_from. Throws as PeerMappings::map. One op at a time.
+  std::byte* map_peer(int r, const MappableRef& ref, std::size_t bytes, const std::string& what);
+  /// Peers' allocations mapped now (for tests).
+  std::size_t peer_mappings() const noexcept { return mappings_.size(); }
   /// Marks every flag of this rank so that each peer waiting on it, in this op or a later one
   /// through the arena, fails at once instead of at its deadline: with Error(InvalidArgument)
   /// as for a disagreement found in a wait when `disagreement` (lengths that disagree), else
@@ -266,6 +275,7 @@ class SharedArena {
   WaitPolicy policy_;
   const Interruption* interruption_ = nullptr;
   std::vector<ProcessWatch> watches_;  ///< by rank; empty watch for this rank
+  PeerMappings mappings_;              ///< peers' mappable memory mapped here
   bool single_copy_;
   bool measured_choice_;
   std::uint64_t generation_ = 0;

@@ -9,6 +9,9 @@
 // - Allgather: every rank exposes its output, which announces that it has read every input it
 //   needed; each rank then copies every other share out of its owner's output.
 // Every element is reduced once, by its share's owner, so all ranks hold identical bits.
+// Where every rank's input and output are mappable memory (Buffer::allocate_mappable), one step
+// does both (run_mapped): each rank reads its share of every input in place and writes the sums
+// into every output, as threads of one process would.
 //
 // Why: the arena's share scheme (shared_memory_reduction.cpp) copies each rank's input into the
 // segment, reduces into a result slot and copies every result out, each through memory. Here a
@@ -27,10 +30,12 @@
 #include "algorithms/engines/rank_order_fold.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
 #include "core/copy_bytes.hpp"
+#include "core/stream_copy.hpp"
 #include "patterns/block_partition.hpp"
 #include "reduce/reduce.hpp"
 
 #include <algorithm>
+#include <vector>
 
 namespace cohort::algorithms {
 namespace {
@@ -38,6 +43,50 @@ namespace {
 /// Bytes of a peer's part read at once: small enough that a chunk from two peers and this rank's
 /// output stay in the core's cache while they are reduced.
 constexpr std::size_t kChunkBytes = 128 * 1024;
+
+/// Outputs from this size on are written with non-temporal stores
+/// (core/stream_copy.hpp): larger than the caches keep, and read next by their owners.
+constexpr std::size_t kStreamOutputMinBytes = 8 * 1024 * 1024;
+
+/// Every rank's input and output mapped here (all_mappable): rank r folds share r of every
+/// input, a chunk at a time into scratch that stays in cache, and writes it into share r of
+/// every output. Each element is read once from each input and written once into each output,
+/// and no rank touches another's share of any buffer, so in place needs nothing kept aside.
+void run_mapped(const OpContext& ctx, const AllreduceArgs& args, SingleCopyOp& op) {
+  const std::size_t es = dtype_size(args.dtype);
+  const int n = ctx.size;
+  const std::size_t bytes = args.count * es;
+  std::vector<const std::byte*> inputs(static_cast<std::size_t>(n));
+  std::vector<std::byte*> outputs(static_cast<std::size_t>(n));
+  bool agreed = true;
+  for (int r = 0; r < n; ++r) {
+    const auto i = static_cast<std::size_t>(r);
+    inputs[i] = r == ctx.rank ? static_cast<const std::byte*>(args.in) : op.mapped(r, 0, bytes);
+    outputs[i] = r == ctx.rank ? static_cast<std::byte*>(args.out) : op.mapped(r, 1, bytes);
+    agreed = agreed && inputs[i] != nullptr && outputs[i] != nullptr;
+  }
+  if (agreed) {
+    const patterns::BlockRange mine = patterns::balanced_block(
+        args.count, static_cast<std::size_t>(n), static_cast<std::size_t>(ctx.rank));
+    const std::size_t chunk_elems = std::max<std::size_t>(kChunkBytes / es, 1);
+    std::byte* sums = ctx.scratch.get(kChunkBytes, kSlotWork0);
+    // In place, the fold just read every output line it writes: plain stores hit the cache.
+    const auto copy_out =
+        bytes >= kStreamOutputMinBytes && args.in != args.out ? stream_copy : copy_bytes;
+    for (std::size_t done = 0; done < mine.count; done += chunk_elems) {
+      const std::size_t elems = std::min(chunk_elems, mine.count - done);
+      const std::size_t offset = (mine.offset + done) * es;
+      fold_in_rank_order(args.op, args.dtype, sums, elems, n,
+                         [&](int r) { return inputs[static_cast<std::size_t>(r)] + offset; });
+      // Own output last: the peers' lines leave this core's cache, its own may stay.
+      for (int k = 1; k <= n; ++k)
+        copy_out(outputs[static_cast<std::size_t>((ctx.rank + k) % n)] + offset, sums, elems * es);
+    }
+  }
+  // The second step reads nothing; announcing it keeps the generations of the copying scheme.
+  op.expose_next({});
+  op.release_after_all();
+}
 
 void run(const OpContext& ctx, const AllreduceArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
@@ -47,8 +96,14 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
   const auto* in = static_cast<const std::byte*>(args.in);
   auto* out = static_cast<std::byte*>(args.out);
   SingleCopyOp op(ctx, *ctx.arena(), 2);
-  const ExposedBlock input{args.in, bytes};
-  op.expose({&input, 1});
+  // The output is exposed from the start too: where every rank's buffers are mappable, the
+  // ranks write each other's outputs in place.
+  const ExposedBlock blocks[2] = {{args.in, bytes}, {args.out, bytes}};
+  op.expose(blocks);
+  if (op.all_mappable(2)) {
+    run_mapped(ctx, args, op);
+    return;
+  }
 
   // 1. This rank's share, a chunk at a time.
   const patterns::BlockRange mine = patterns::balanced_block(args.count, n, me);

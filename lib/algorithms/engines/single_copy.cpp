@@ -3,6 +3,8 @@
 #include <cohort/error.hpp>
 
 #include "core/check.hpp"
+#include "core/copy_bytes.hpp"
+#include "core/mappable_memory.hpp"
 #include "core/memory_fence.hpp"
 
 #include <cstring>
@@ -12,11 +14,35 @@ namespace {
 
 using Flag = transport::SharedArena::Flag;
 
-/// A table entry as it sits in the owner's data slot.
+/// A table entry as it sits in the owner's data slot. A block in mappable memory
+/// (core/mappable_memory.hpp) also names its file, so a reader may map it instead of copying.
 struct Entry {
   std::uint64_t address;
   std::uint64_t bytes;
+  std::uint64_t inode;  ///< 0: not in mappable memory
+  std::uint64_t device;
+  std::uint64_t file_bytes;
+  std::uint64_t file_offset;
+  std::int64_t fd;
 };
+
+Entry entry_for(const ExposedBlock& block) {
+  Entry entry{reinterpret_cast<std::uintptr_t>(block.data), block.bytes, 0, 0, 0, 0, -1};
+  MappableRef ref;
+  if (block.bytes > 0 && find_mappable(block.data, block.bytes, &ref)) {
+    entry.inode = ref.inode;
+    entry.device = ref.device;
+    entry.file_bytes = ref.file_bytes;
+    entry.file_offset = ref.offset;
+    entry.fd = ref.fd;
+  }
+  return entry;
+}
+
+MappableRef mappable_ref(const Entry& entry) {
+  return MappableRef{static_cast<std::int32_t>(entry.fd), entry.inode, entry.device,
+                     entry.file_bytes, entry.file_offset};
+}
 
 /// Before the entries: how many there are.
 struct Header {
@@ -64,8 +90,7 @@ void SingleCopyOp::write_table(std::size_t entries, BlockOf block_of) {
   std::memcpy(slot, &header, sizeof header);
   std::byte* table = slot + sizeof header;
   for (std::size_t d = 0; d < entries; ++d) {
-    const ExposedBlock block = block_of(d);
-    const Entry entry{reinterpret_cast<std::uintptr_t>(block.data), block.bytes};
+    const Entry entry = entry_for(block_of(d));
     std::memcpy(table, &entry, sizeof entry);
     table += sizeof entry;
   }
@@ -76,34 +101,71 @@ void SingleCopyOp::read(int r, std::size_t entry, void* into, std::size_t bytes)
   read_part(r, entry, bytes, 0, into, bytes);
 }
 
-void SingleCopyOp::read_part(int r, std::size_t entry, std::size_t entry_bytes, std::size_t offset,
-                             void* into, std::size_t bytes) {
+bool SingleCopyOp::find_entry(int r, std::size_t entry, std::size_t entry_bytes, void* found) {
   arena_.wait_for(r, Flag::Arrived, exposure_, ctx_.deadline, ctx_.what);
   const std::byte* slot = arena_.data(r, exposure_);
   Header header{};
   std::memcpy(&header, slot, sizeof header);
-  Entry found{0, 0};
+  Entry e{0, 0, 0, 0, 0, 0, -1};
   if (entry < header.entries)
-    std::memcpy(&found, slot + sizeof(Header) + entry * sizeof(Entry), sizeof found);
-  if (found.bytes != entry_bytes) {
-    if (mismatch_.empty()) {
-      mismatch_ = "rank " + std::to_string(r) + " has " + std::to_string(found.bytes) +
-                  " bytes for rank " + std::to_string(ctx_.rank) + ", which expects " +
-                  std::to_string(entry_bytes) + " (do the ranks' counts agree?)";
-      mismatched_rank_ = r;
-    }
-    return;
+    std::memcpy(&e, slot + sizeof(Header) + entry * sizeof(Entry), sizeof e);
+  std::memcpy(found, &e, sizeof e);
+  if (e.bytes == entry_bytes) return true;
+  if (mismatch_.empty()) {
+    mismatch_ = "rank " + std::to_string(r) + " has " + std::to_string(e.bytes) +
+                " bytes for rank " + std::to_string(ctx_.rank) + ", which expects " +
+                std::to_string(entry_bytes) + " (do the ranks' counts agree?)";
+    mismatched_rank_ = r;
   }
+  return false;
+}
+
+void SingleCopyOp::read_part(int r, std::size_t entry, std::size_t entry_bytes, std::size_t offset,
+                             void* into, std::size_t bytes) {
+  Entry found{};
+  if (!find_entry(r, entry, entry_bytes, &found)) return;
   COHORT_CHECK(offset <= entry_bytes && bytes <= entry_bytes - offset);
   if (bytes == 0) return;
-  arena_.read_from(
-      r, into, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(found.address) + offset),
-      bytes, ctx_.what);
+  if (found.inode != 0) {
+    // In mappable memory: a plain copy through the mapping, without the kernel pinning pages.
+    copy_bytes(into, arena_.map_peer(r, mappable_ref(found), entry_bytes, ctx_.what) + offset,
+               bytes);
+  } else {
+    arena_.read_from(
+        r, into, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(found.address) + offset),
+        bytes, ctx_.what);
+  }
   // An owner that failed before this copy ended may have handed its buffer back; it marked its
   // flags before its error left the op, so this sees the mark and throws. The fence keeps the
   // look at the flag after the copy's loads.
   memory_fence(std::memory_order_acquire);
   arena_.wait_for(r, Flag::Arrived, exposure_, ctx_.deadline, ctx_.what);
+}
+
+bool SingleCopyOp::all_mappable(std::size_t entries) {
+  bool all = true;
+  for (int r = 0; r < ctx_.size; ++r) {
+    arena_.wait_for(r, Flag::Arrived, exposure_, ctx_.deadline, ctx_.what);
+    const std::byte* slot = arena_.data(r, exposure_);
+    Header header{};
+    std::memcpy(&header, slot, sizeof header);
+    if (header.entries < entries) return false;
+    for (std::size_t d = 0; d < entries; ++d) {
+      Entry e{};
+      std::memcpy(&e, slot + sizeof(Header) + d * sizeof(Entry), sizeof e);
+      all = all && (e.inode != 0 || e.bytes == 0);
+    }
+  }
+  return all;
+}
+
+std::byte* SingleCopyOp::mapped(int r, std::size_t entry, std::size_t entry_bytes) {
+  Entry found{};
+  if (!find_entry(r, entry, entry_bytes, &found) || entry_bytes == 0) return nullptr;
+  if (r == ctx_.rank)
+    return reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(found.address));
+  COHORT_CHECK(found.inode != 0);
+  return arena_.map_peer(r, mappable_ref(found), entry_bytes, ctx_.what);
 }
 
 void SingleCopyOp::release() {

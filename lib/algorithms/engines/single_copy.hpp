@@ -2,7 +2,10 @@
 
 // The handoffs of the single-copy algorithms (<family>/single_copy.cpp): ranks of one host copy
 // each other's blocks straight out of the owner's buffer (SharedArena::read_from, which is
-// process_vm_readv), one copy per byte instead of the arena's copy in and copy out.
+// process_vm_readv), one copy per byte instead of the arena's copy in and copy out. A block in
+// mappable memory (Buffer::allocate_mappable) is mapped instead (SharedArena::map_peer) and
+// copied with plain loads, and an algorithm may work on it in place where every rank's blocks
+// are mappable (all_mappable, mapped).
 //
 // Why: the arena path writes every block into the segment and reads it out again. From a few
 // tens of KiB to a few MiB, where blocks still sit in the caches, that second pass is most of an
@@ -11,11 +14,11 @@
 //
 // A one-step op takes two generations of the arena's main numbering:
 //   g (exposure): every rank waits until its data slot of g's parity is free, writes a table of
-//     (address, bytes) into it, one entry per destination rank or one for all (none for ranks
-//     nobody reads from), and announces Arrived(g). A reader waits for the owner's Arrived(g),
-//     finds its entry, checks the length it expects, copies, and then looks at the owner's flag
-//     once more: an owner that failed meanwhile (and may have handed its buffer back) has marked
-//     it, so the copy is not trusted.
+//     (address, bytes, and the file of a block in mappable memory) into it, one entry per
+//     destination rank or one for all (none for ranks nobody reads from), and announces Arrived(g).
+//     A reader waits for the owner's Arrived(g), finds its entry, checks the length it expects,
+//     copies, and then looks at the owner's flag once more: an owner that failed meanwhile (and may
+//     have handed its buffer back) has marked it, so the copy is not trusted.
 //   g + 1 (release): every rank announces Arrived(g + 1) once it has copied everything it copies.
 //     A rank that others read from waits for their Arrived(g + 1) before it returns: after that
 //     its caller may change or free the buffers.
@@ -82,6 +85,18 @@ class SingleCopyOp {
   void read_part(int r, std::size_t entry, std::size_t entry_bytes, std::size_t offset, void* into,
                  std::size_t bytes);
 
+  /// Whether entries [0, entries) of every rank's table (this rank's too) lie in mappable memory
+  /// (core/mappable_memory.hpp), or are empty: the same answer on every rank, so ranks may choose
+  /// a scheme by it. Waits for every rank's table.
+  bool all_mappable(std::size_t entries);
+  /// Entry `entry` of rank r's table as an address in this process, for reading and writing in
+  /// place: rank r's mappable memory mapped here (transport/peer_mappings.hpp), or this rank's
+  /// own block. Only where all_mappable() said so. Null for an empty entry, or when the entry's
+  /// length is not `entry_bytes` (a disagreement, thrown by the release as for read_part). Rank
+  /// r's block may be written only where r reads and writes nothing of it until its release, and
+  /// read only where r does not write it.
+  std::byte* mapped(int r, std::size_t entry, std::size_t entry_bytes);
+
   /// Announces that this rank read all it reads, and returns: for a rank nobody reads from.
   void release();
   /// The same, then waits until rank `reader` is done too (gather: the root).
@@ -93,6 +108,9 @@ class SingleCopyOp {
   /// Writes `entries` entries, block_of(d) for entry d, and announces the table.
   template <class BlockOf>
   void write_table(std::size_t entries, BlockOf block_of);
+  /// Waits for rank r's table and copies entry `entry` of it into `found` (an Entry); false,
+  /// with the disagreement recorded for the release, when its length is not `entry_bytes`.
+  bool find_entry(int r, std::size_t entry, std::size_t entry_bytes, void* found);
   /// Throws the first length disagreement, if any, and otherwise marks the op finished.
   void finish();
 

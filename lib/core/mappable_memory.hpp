@@ -1,0 +1,49 @@
+#pragma once
+
+// Host memory that other processes of the host can map: each allocation is its own memfd,
+// mapped shared, and registered here so that a collective can tell whether a pointer lies in
+// one and name it to a peer.
+//
+// Why: ranks of one host otherwise reach each other's buffers only by copying, through the
+// shared arena (two copies) or process_vm_readv (one copy, and the kernel pins every page
+// first). A peer that maps the owner's memfd reads and writes the buffer in place: a large
+// allreduce then touches memory as two threads of one process would (each element read once
+// from every input and written once into every output), which no copy-based scheme can.
+//
+// A peer opens the owner's descriptor through /proc/<pid>/fd/<fd> (transport/peer_mappings.hpp)
+// and checks the inode, so the owner keeps the descriptor open for the allocation's life. When
+// the allocation is freed its pages are punched out of the file before it is closed: a peer
+// that still maps it (mappings are cached) keeps only address space, never the memory, and a
+// peer that touched it anyway would read zeros, not fault.
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cohort {
+
+/// How a peer finds a block of mappable memory: the owner's descriptor and the file's identity,
+/// and where the block starts in the file.
+struct MappableRef {
+  std::int32_t fd = -1;          ///< the owner's descriptor of the memfd
+  std::uint64_t inode = 0;       ///< the memfd's inode, which a peer checks after opening fd
+  std::uint64_t device = 0;      ///< and its device
+  std::uint64_t file_bytes = 0;  ///< the memfd's length (the whole allocation)
+  std::uint64_t offset = 0;      ///< the block's first byte in the file
+};
+
+/// At least `bytes` of zero-filled mappable memory (rounded up to whole pages, and to huge pages
+/// from kHugePageBytes on, where the kernel allows them for shared memory); the rounded size in
+/// `*rounded`. Null with errno set when the kernel refuses (no memfd, out of descriptors or
+/// memory). Thread-safe. Release with free_mappable.
+void* allocate_mappable(std::size_t bytes, std::size_t* rounded) noexcept;
+
+/// Releases an allocation of allocate_mappable (its first byte): punches its pages out of the
+/// file, unmaps it and closes the descriptor. Null is ignored. Thread-safe.
+void free_mappable(void* base) noexcept;
+
+/// Whether [p, p + bytes) lies inside one live allocation of this process; fills `*ref` when it
+/// does. Costs one relaxed load while the process has no allocation; a shared lock otherwise.
+/// Thread-safe. The answer is only as durable as the allocation: the caller must keep it alive.
+bool find_mappable(const void* p, std::size_t bytes, MappableRef* ref) noexcept;
+
+}  // namespace cohort

@@ -1,0 +1,64 @@
+#pragma once
+
+// Where this process maps other ranks' mappable memory (core/mappable_memory.hpp), so that a
+// collective reads and writes their buffers in place.
+//
+// A mapping is made the first time a rank's allocation is named and kept: mapping costs a
+// system call and a page fault per page on first touch, which a loop over the same buffers
+// should pay once. A cached mapping stays right because the inode it was checked against
+// cannot be reused while this process holds the file; a freed allocation has had its pages
+// punched out by its owner, so keeping its mapping costs address space, not memory. At most
+// kMaxMappings are kept, the least recently used unmapped first.
+
+#include "core/mappable_memory.hpp"
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace cohort::transport {
+
+class PeerMappings {
+ public:
+  static constexpr std::size_t kMaxMappings = 64;
+
+  PeerMappings() = default;
+  ~PeerMappings();
+  PeerMappings(const PeerMappings&) = delete;
+  PeerMappings& operator=(const PeerMappings&) = delete;
+
+  /// This process's address of the `bytes` at `ref` in rank r's (process `pid`'s) mappable
+  /// memory, mapped read-write. The owner must keep the allocation alive and the descriptor in
+  /// `ref` open while this runs (a collective's exposure guarantees both). Throws
+  /// Error(SystemError) when the owner's descriptor cannot be opened or mapped, and
+  /// Error(RemoteError) when it names another file than `ref` says (the owner freed the
+  /// allocation during the op) or one shorter than the block. Not thread-safe: one op at a time.
+  std::byte* map(int r, pid_t pid, const MappableRef& ref, std::size_t bytes,
+                 const std::string& what);
+
+  /// Mappings kept now (for tests).
+  std::size_t size() const noexcept { return mappings_.size(); }
+
+ private:
+  struct Mapping {
+    int rank;
+    std::uint64_t inode;
+    std::uint64_t device;
+    std::byte* base;
+    std::size_t bytes;
+    std::uint64_t last_use;
+  };
+
+  /// Opens and maps rank r's file after checking it is the one `ref` names.
+  Mapping open_mapping(int r, pid_t pid, const MappableRef& ref, const std::string& what) const;
+  /// Unmaps the least recently used mapping.
+  void evict_one() noexcept;
+
+  std::vector<Mapping> mappings_;
+  std::uint64_t uses_ = 0;
+};
+
+}  // namespace cohort::transport
