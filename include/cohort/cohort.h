@@ -414,6 +414,16 @@ COHORT_API cohort_status_t cohort_buffer_from_dlpack(DLManagedTensor* tensor,
 COHORT_API cohort_status_t cohort_buffer_from_dlpack_versioned(DLManagedTensorVersioned* tensor,
                                                                cohort_buffer_t* buffer);
 
+/// A new zero-filled host buffer of `count` elements of `dtype` (lanes 1) that the other ranks
+/// of this host can map: where every rank's buffers of a collective are such memory, single-copy
+/// algorithms read and write them in place instead of copying. One file descriptor each while
+/// it lives; the memory returns when the handle and every tensor exported from it are released.
+/// COHORT_ERROR_INVALID_ARGUMENT for a negative count or an unknown dtype,
+/// COHORT_ERROR_SYSTEM when the kernel refuses (no memfd, out of descriptors or memory); on
+/// failure *buffer is NULL.
+COHORT_API cohort_status_t cohort_buffer_allocate_mappable(int64_t count, DLDataType dtype,
+                                                           cohort_buffer_t* buffer);
+
 /// A borrowed descriptor of the buffer's memory, valid until cohort_buffer_destroy(buffer), to
 /// pass to the collectives. byte_offset is 0 (folded into data); strides are always set. A
 /// read-only buffer's tensor must not be passed as an output.

@@ -4,6 +4,7 @@
 
 #include "capi/handles.hpp"
 #include "capi/status.hpp"
+#include "core/dlpack_dtype.hpp"
 
 #include <cohort/dlpack_versioned.h>
 #include <cohort/dlpack.hpp>
@@ -46,6 +47,20 @@ cohort_status_t cohort_buffer_from_dlpack(DLManagedTensor* tensor, cohort_buffer
 cohort_status_t cohort_buffer_from_dlpack_versioned(DLManagedTensorVersioned* tensor,
                                                     cohort_buffer_t* buffer) {
   return import("cohort_buffer_from_dlpack_versioned", tensor, buffer);
+}
+
+cohort_status_t cohort_buffer_allocate_mappable(int64_t count, DLDataType dtype,
+                                                cohort_buffer_t* buffer) {
+  constexpr const char* fn = "cohort_buffer_allocate_mappable";
+  clear(buffer);
+  return guarded(fn, [&] {
+    require_out(buffer, fn, "buffer");
+    if (count < 0)
+      cohort::capi::invalid_argument(fn, "count is negative (" + std::to_string(count) + ")");
+    auto handle = std::make_unique<cohort_buffer>(cohort::Buffer::allocate_mappable(
+        static_cast<std::size_t>(count), cohort::dtype_from_dl(dtype)));
+    *buffer = handle.release();
+  });
 }
 
 cohort_status_t cohort_buffer_tensor(cohort_buffer_t buffer, const DLTensor** tensor) {

@@ -1,6 +1,8 @@
 #include <cohort/dlpack_versioned.h>
 #include <cohort/dlpack.hpp>
+
 #include <cohort/error.hpp>
+#include "core/dlpack_dtype.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -39,6 +41,8 @@ constexpr DTypeCode kDTypeCodes[] = {
     {DType::Bool, COHORT_DL_BOOL, 8},
 };
 
+}  // namespace
+
 DType dtype_from_dl(const DLDataType& type) {
   if (type.lanes != 1)
     invalid_argument("DLPack tensor has " + std::to_string(type.lanes) +
@@ -48,6 +52,8 @@ DType dtype_from_dl(const DLDataType& type) {
   invalid_argument("unsupported DLPack dtype code " + std::to_string(type.code) + " with " +
                    std::to_string(type.bits) + " bits");
 }
+
+namespace {
 
 DLDataType dtype_to_dl(DType dtype) {
   for (const auto& entry : kDTypeCodes)

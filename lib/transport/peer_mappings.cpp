@@ -67,14 +67,18 @@ PeerMappings::Mapping PeerMappings::open_mapping(int r, pid_t pid, const Mappabl
                            std::to_string(r) + "'s buffer",
                        errno)
         .with_context(ErrorContext{.peers = {r}});
-  return Mapping{r, ref.inode, ref.device, static_cast<std::byte*>(base),
-                 static_cast<std::size_t>(ref.file_bytes), 0};
+  return Mapping{r,
+                 ref.inode,
+                 ref.device,
+                 static_cast<std::byte*>(base),
+                 static_cast<std::size_t>(ref.file_bytes),
+                 0};
 }
 
 void PeerMappings::evict_one() noexcept {
-  const auto oldest = std::min_element(
-      mappings_.begin(), mappings_.end(),
-      [](const Mapping& a, const Mapping& b) { return a.last_use < b.last_use; });
+  const auto oldest =
+      std::min_element(mappings_.begin(), mappings_.end(),
+                       [](const Mapping& a, const Mapping& b) { return a.last_use < b.last_use; });
   munmap(oldest->base, oldest->bytes);
   mappings_.erase(oldest);
 }

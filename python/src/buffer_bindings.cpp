@@ -131,16 +131,21 @@ Device parse_device(const std::string& text) {
               "Buffer.allocate: unknown device '" + text + "' (cpu, cuda:N or cuda_host)");
 }
 
-// Buffer::allocate on `device`, which allocates 1-D; the shape is then a view of it.
-Buffer allocate_on(const std::vector<std::int64_t>& shape, DType dtype, Device device) {
-  if (device == Device::cpu()) return Buffer::allocate(shape, dtype);
+/// Elements of `shape`; InvalidArgument naming `fn` for a negative or overflowing one.
+std::size_t element_count(const std::vector<std::int64_t>& shape, const char* fn) {
   std::int64_t count = 1;
   for (const std::int64_t extent : shape) {
     if (extent < 0 || __builtin_mul_overflow(count, extent, &count))
       throw Error(ErrorCode::InvalidArgument,
-                  "Buffer.allocate: shape has a negative extent or too many elements");
+                  std::string(fn) + ": shape has a negative extent or too many elements");
   }
-  return Buffer::allocate(static_cast<std::size_t>(count), dtype, device).reshape(shape);
+  return static_cast<std::size_t>(count);
+}
+
+// Buffer::allocate on `device`, which allocates 1-D; the shape is then a view of it.
+Buffer allocate_on(const std::vector<std::int64_t>& shape, DType dtype, Device device) {
+  if (device == Device::cpu()) return Buffer::allocate(shape, dtype);
+  return Buffer::allocate(element_count(shape, "Buffer.allocate"), dtype, device).reshape(shape);
 }
 
 py::tuple as_tuple(const std::vector<std::int64_t>& values) {
@@ -185,6 +190,19 @@ A new zero-filled allocation of `shape` (an int or a sequence): 64-byte-aligned 
 device="cpu"; device memory for "cuda:N" and pinned host memory for "cuda_host" through the CUDA
 runtime. Raises cohort.UnsupportedError when cohort was built without CUDA or the device does not
 exist, InvalidArgumentError for "cuda_managed" (not offered).)doc")
+      .def_static(
+          "allocate_mappable",
+          [](py::handle shape, py::handle dtype) {
+            const std::vector<std::int64_t> dims = parse_shape(shape);
+            return Buffer::allocate_mappable(element_count(dims, "Buffer.allocate_mappable"),
+                                             parse_dtype(dtype, "Buffer.allocate_mappable"))
+                .reshape(dims);
+          },
+          "shape"_a, "dtype"_a = "float32", R"doc(
+A new zero-filled host allocation of `shape` that the other ranks of this host can map: where
+every rank's buffers of a collective are such memory, single-copy algorithms read and write them
+in place instead of copying (README, "Mappable buffers"). One file descriptor each while it
+lives; its memory returns when the last Buffer or consumer sharing it goes.)doc")
       .def_static(
           "from_dlpack",
           [](py::handle object) { return import_tensor(object, "Buffer.from_dlpack"); }, "tensor"_a,

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -39,16 +40,24 @@ void sweep_everything(SweepRank& rank, const SweepPlan& plan) {
   rank.barrier();
 }
 
-void launch_sweep(int world_size, const SweepPlan& plan) {
+/// What a launch does besides the sweep: with `mappable`, every buffer comes from mappable
+/// memory, and each rank checks afterwards that its single-copy ops mapped their peers' blocks.
+void launch_sweep(int world_size, const SweepPlan& plan, bool mappable = false) {
   cohort::LaunchOptions options;
   options.grace = 2s;
   options.timeout = 600s;
   const auto start = std::chrono::steady_clock::now();
   REQUIRE_NOTHROW(cohort::launch(
       world_size,
-      [&plan](const cohort::Environment& env) {
+      [&plan, mappable](const cohort::Environment& env) {
+        cohort::sweep::use_mappable_buffers(mappable);
         SweepRank rank(env);
         sweep_everything(rank, plan);
+        // Without the mapping, single copy would have copied out of the peers with
+        // process_vm_readv and the results alone could not tell.
+        if (mappable && env.world_size > 1 && rank.single_copy() && rank.peer_mappings() == 0)
+          throw std::runtime_error("rank " + std::to_string(env.rank) +
+                                   " mapped none of its peers' buffers");
         if (env.rank == 0)
           std::printf("world size %d: %u ops checked\n", env.world_size,
                       static_cast<unsigned>(rank.ops()));
@@ -91,6 +100,19 @@ TEST_CASE("the sweep over TCP only", "[.][sweep-ucx]") {
   plan.large_subset = true;
   plan.layouts = world_size == 5;
   launch_sweep(world_size, plan);
+}
+
+TEST_CASE("the sweep over mappable buffers", "[.][sweep-mappable]") {
+  // Every algorithm on memory from Buffer::allocate_mappable: the single-copy ones map their
+  // peers' blocks instead of copying them out, and the allreduce reads every input and writes
+  // every output in place, in and out of place; the others must not care.
+  const int world_size = GENERATE(2, 3, 4, 5);
+  CAPTURE(world_size);
+  SweepPlan plan;
+  plan.counts = {1, 1031};
+  plan.large_subset = true;
+  plan.layouts = world_size == 3;
+  launch_sweep(world_size, plan, true);
 }
 
 TEST_CASE("the large count with every dtype and op, and more world sizes", "[.][sweep-slow]") {

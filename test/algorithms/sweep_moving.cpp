@@ -67,18 +67,18 @@ std::vector<Layout> layouts(const SweepPlan& plan, std::size_t count, int size) 
 }
 
 /// A poisoned buffer of the layout's extent holding every rank's block (salt, rank) in place.
-std::vector<unsigned char> gathered(const Layout& l, DType dtype, std::uint64_t salt) {
+Bytes gathered(const Layout& l, DType dtype, std::uint64_t salt) {
   const std::size_t es = dtype_size(dtype);
-  std::vector<unsigned char> buf(l.extent * es, kPoison);
+  Bytes buf(l.extent * es, kPoison);
   for (std::size_t r = 0; r < l.counts.size(); ++r)
     fill_contribution(dtype, ReduceOp::Sum, static_cast<int>(r), salt, 0, l.counts[r],
                       buf.data() + l.displs[r] * es);
   return buf;
 }
 
-std::vector<unsigned char> block_of(int rank, const Layout& l, DType dtype, std::uint64_t salt) {
+Bytes block_of(int rank, const Layout& l, DType dtype, std::uint64_t salt) {
   const auto r = static_cast<std::size_t>(rank);
-  std::vector<unsigned char> block(l.counts[r] * dtype_size(dtype));
+  Bytes block(l.counts[r] * dtype_size(dtype));
   fill_contribution(dtype, ReduceOp::Sum, rank, salt, 0, l.counts[r], block.data());
   return block;
 }
@@ -104,12 +104,10 @@ void SweepRank::broadcast(const SweepPlan& plan) {
         const bool in_place = k++ % 2 == 0;
         auto ctx = context(Collective::Broadcast);
         const std::uint64_t salt = ctx.seq;
-        std::vector<unsigned char> expected(c.count * dtype_size(c.dtype));
+        Bytes expected(c.count * dtype_size(c.dtype));
         fill_contribution(c.dtype, ReduceOp::Sum, root, salt, 0, c.count, expected.data());
-        const std::vector<unsigned char> input = expected;
-        std::vector<unsigned char> buf = rank_ == root && in_place
-                                             ? expected
-                                             : std::vector<unsigned char>(expected.size(), kPoison);
+        const Bytes input = expected;
+        Bytes buf = rank_ == root && in_place ? expected : Bytes(expected.size(), kPoison);
         const void* in = rank_ != root ? nullptr : in_place ? buf.data() : input.data();
         const std::string what =
             describe(Collective::Broadcast, algorithm, c, rank_, size_,
@@ -138,7 +136,7 @@ void SweepRank::allgather(const SweepPlan& plan) {
         const std::uint64_t salt = ctx.seq;
         const auto expected = gathered(l, c.dtype, salt);
         // The caller has already put this rank's block in place.
-        std::vector<unsigned char> buf(expected.size(), kPoison);
+        Bytes buf(expected.size(), kPoison);
         const auto mine = block_of(rank_, l, c.dtype, salt);
         if (!mine.empty())
           std::memcpy(buf.data() + l.displs[static_cast<std::size_t>(rank_)] * es, mine.data(),
@@ -172,7 +170,7 @@ void SweepRank::gather(const SweepPlan& plan) {
           // Alternately in place (the root's block already in out, passed as its input) and
           // out of place (the algorithm copies the root's block from its input).
           const bool in_place = ctx.seq % 2 == 1;
-          std::vector<unsigned char> out;
+          Bytes out;
           const unsigned char* in = mine.data();
           if (rank_ == root) {
             out.assign(expected.size(), kPoison);
@@ -208,9 +206,9 @@ void SweepRank::scatter(const SweepPlan& plan) {
         for (int root : roots()) {
           auto ctx = context(Collective::Scatter);
           const std::uint64_t salt = ctx.seq;
-          auto in = rank_ == root ? gathered(l, c.dtype, salt) : std::vector<unsigned char>{};
+          auto in = rank_ == root ? gathered(l, c.dtype, salt) : Bytes{};
           const auto expected = block_of(rank_, l, c.dtype, salt);
-          std::vector<unsigned char> out(expected.size(), kPoison);
+          Bytes out(expected.size(), kPoison);
           // Alternately in place (the root's output is its own block of its input, which the
           // algorithm must leave alone) and out of place (the algorithm copies it).
           const bool in_place = rank_ == root && ctx.seq % 2 == 1;
@@ -283,11 +281,10 @@ void SweepRank::alltoall(const SweepPlan& plan) {
         const bool shared = in_place || overlapping;
         const std::size_t in_at = own_recv > own_send ? own_recv - own_send : 0;
         const std::size_t out_at = in_at + own_send - own_recv;
-        std::vector<unsigned char> memory(
-            shared ? std::max(in_at + send_total * es, out_at + recv_extent * es)
-                   : recv_extent * es,
-            kPoison);
-        std::vector<unsigned char> separate_in(shared ? 0 : send_total * es);
+        Bytes memory(shared ? std::max(in_at + send_total * es, out_at + recv_extent * es)
+                            : recv_extent * es,
+                     kPoison);
+        Bytes separate_in(shared ? 0 : send_total * es);
         unsigned char* in = shared ? memory.data() + in_at : separate_in.data();
         unsigned char* result = shared ? memory.data() + out_at : memory.data();
         // Block from `from` to `to` carries (from, salt * 64 + to) data.
@@ -295,7 +292,7 @@ void SweepRank::alltoall(const SweepPlan& plan) {
           fill_contribution(c.dtype, ReduceOp::Sum, rank_, salt * 64 + j, 0, send_counts[j],
                             in + send_displs[j] * es);
         // The output's gaps keep what was there before the call, overlapping input included.
-        std::vector<unsigned char> expected(result, result + recv_extent * es);
+        Bytes expected(result, result + recv_extent * es);
         for (std::size_t j = 0; j < n; ++j)
           fill_contribution(c.dtype, ReduceOp::Sum, static_cast<int>(j), salt * 64 + me, 0,
                             recv_counts[j], expected.data() + recv_displs[j] * es);

@@ -8,6 +8,7 @@
 #include "transport/transport_factory.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <stdexcept>
 
@@ -80,6 +81,27 @@ bool must_decline(Collective collective, Algorithm algorithm, int world_size, bo
   // check_ran expects a decline on every world).
   if (algorithm == Algorithm::SingleCopy) return world_size == 1;
   return false;
+}
+
+namespace {
+std::atomic<bool> g_mappable{false};
+}  // namespace
+
+void use_mappable_buffers(bool on) noexcept {
+  g_mappable.store(on, std::memory_order_relaxed);
+}
+bool mappable_buffers() noexcept {
+  return g_mappable.load(std::memory_order_relaxed);
+}
+
+std::size_t SweepRank::peer_mappings() const {
+  const transport::SharedArena* arena = arena_->existing();
+  return arena == nullptr ? 0 : arena->peer_mappings();
+}
+
+bool SweepRank::single_copy() const {
+  const transport::SharedArena* arena = arena_->existing();
+  return arena != nullptr && arena->single_copy();
 }
 
 SweepRank::SweepRank(const Environment& env)

@@ -8,6 +8,7 @@
 
 #include "algorithms/engines/ring_pipeline.hpp"
 #include "algorithms/op_context.hpp"
+#include "core/mappable_memory.hpp"
 
 #include <cohort/algorithm.hpp>
 #include <cohort/dtype.hpp>
@@ -25,6 +26,42 @@ namespace cohort::sweep {
 /// Prime, and larger than a ring chunk for every dtype (more elements than kRingChunkBytes).
 inline constexpr std::size_t kLargeCount = 524309;
 static_assert(kLargeCount > algorithms::kRingChunkBytes);
+
+/// Where this process's sweep buffers come from: the heap, or mappable memory
+/// (core/mappable_memory.hpp), so that the single-copy algorithms map their peers' blocks and
+/// the allreduce works on them in place. Set by a launch before its first buffer.
+void use_mappable_buffers(bool on) noexcept;
+bool mappable_buffers() noexcept;
+
+/// The sweep's byte buffers' allocator: use_mappable_buffers() decides, at each allocation.
+template <class T>
+struct SweepAllocator {
+  using value_type = T;
+  SweepAllocator() noexcept = default;
+  template <class U>
+  SweepAllocator(const SweepAllocator<U>&) noexcept {}
+  T* allocate(std::size_t n) {
+    if (!mappable_buffers()) return std::allocator<T>().allocate(n);
+    std::size_t rounded = 0;
+    void* memory = allocate_mappable(n * sizeof(T), &rounded);
+    if (memory == nullptr) throw std::bad_alloc();
+    return static_cast<T*>(memory);
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+    MappableRef ref;
+    if (find_mappable(p, n * sizeof(T), &ref) && ref.offset == 0)
+      free_mappable(p);
+    else
+      std::allocator<T>().deallocate(p, n);
+  }
+  template <class U>
+  bool operator==(const SweepAllocator<U>&) const noexcept {
+    return true;
+  }
+};
+
+/// Every byte buffer of the sweep (inputs, outputs, references).
+using Bytes = std::vector<unsigned char, SweepAllocator<unsigned char>>;
 
 struct Case {
   std::size_t count;  ///< elements per rank (per block for alltoall: see SweepRank)
@@ -63,6 +100,11 @@ class SweepRank {
   void scatter(const SweepPlan& plan);
   void alltoall(const SweepPlan& plan);
   void barrier();
+
+  /// Peers' allocations this rank's arena maps now (transport/peer_mappings.hpp).
+  std::size_t peer_mappings() const;
+  /// Whether the ranks can read each other's memory (single copy runs), once an op has run.
+  bool single_copy() const;
 
   /// Ops run so far.
   std::uint32_t ops() const noexcept { return seq_; }

@@ -13,8 +13,8 @@
 namespace cohort::sweep {
 namespace {
 
-std::vector<unsigned char> poisoned(std::size_t bytes) {
-  return std::vector<unsigned char>(bytes, kPoison);
+Bytes poisoned(std::size_t bytes) {
+  return Bytes(bytes, kPoison);
 }
 
 }  // namespace
@@ -28,7 +28,7 @@ void SweepRank::allreduce(const SweepPlan& plan) {
       const std::size_t es = dtype_size(c.dtype);
       auto ctx = context(Collective::Allreduce);
       const std::uint64_t salt = ctx.seq;
-      std::vector<unsigned char> in(c.count * es), out = poisoned(c.count * es);
+      Bytes in(c.count * es), out = poisoned(c.count * es);
       fill_contribution(c.dtype, c.op, rank_, salt, 0, c.count, in.data());
       void* result = in_place ? in.data() : out.data();
       const std::string what =
@@ -37,7 +37,7 @@ void SweepRank::allreduce(const SweepPlan& plan) {
           ctx, staging_, algorithms::AllreduceArgs{in.data(), result, c.count, c.dtype, c.op},
           algorithm);
       check_ran(Collective::Allreduce, algorithm, ran, true, what);
-      std::vector<unsigned char> expected(c.count * es);
+      Bytes expected(c.count * es);
       fill_reference(c.dtype, c.op, size_, salt, 0, c.count, expected.data());
       const auto mismatch = first_mismatch(c.dtype, result, expected.data(), c.count);
       expect(mismatch.empty(), what + ": " + mismatch);
@@ -59,7 +59,7 @@ void SweepRank::reduce(const SweepPlan& plan) {
         const bool in_place = (i + k) % 2 == 1;
         auto ctx = context(Collective::Reduce);
         const std::uint64_t salt = ctx.seq;
-        std::vector<unsigned char> in(c.count * es), out = poisoned(c.count * es);
+        Bytes in(c.count * es), out = poisoned(c.count * es);
         fill_contribution(c.dtype, c.op, rank_, salt, 0, c.count, in.data());
         void* result = rank_ != root ? nullptr : in_place ? in.data() : out.data();
         const std::string what =
@@ -70,13 +70,13 @@ void SweepRank::reduce(const SweepPlan& plan) {
             algorithm);
         check_ran(Collective::Reduce, algorithm, ran, true, what);
         if (rank_ == root) {
-          std::vector<unsigned char> expected(c.count * es);
+          Bytes expected(c.count * es);
           fill_reference(c.dtype, c.op, size_, salt, 0, c.count, expected.data());
           const auto mismatch = first_mismatch(c.dtype, result, expected.data(), c.count);
           expect(mismatch.empty(), what + ": " + mismatch);
         } else if (!in_place) {
           // A non-root's input is read-only.
-          std::vector<unsigned char> original(c.count * es);
+          Bytes original(c.count * es);
           fill_contribution(c.dtype, c.op, rank_, salt, 0, c.count, original.data());
           expect(in == original, what + ": input modified on a non-root");
         }
@@ -98,7 +98,7 @@ void SweepRank::reduce_scatter(const SweepPlan& plan) {
       const std::size_t mine = c.count * static_cast<std::size_t>(rank_);
       auto ctx = context(Collective::ReduceScatter);
       const std::uint64_t salt = ctx.seq;
-      std::vector<unsigned char> in(total * es), out = poisoned(c.count * es);
+      Bytes in(total * es), out = poisoned(c.count * es);
       fill_contribution(c.dtype, c.op, rank_, salt, 0, total, in.data());
       void* result = in_place ? in.data() + mine * es : out.data();
       const std::string what = describe(Collective::ReduceScatter, algorithm, c, rank_, size_,
@@ -107,7 +107,7 @@ void SweepRank::reduce_scatter(const SweepPlan& plan) {
           ctx, staging_, algorithms::ReduceScatterArgs{in.data(), result, c.count, c.dtype, c.op},
           algorithm);
       check_ran(Collective::ReduceScatter, algorithm, ran, true, what);
-      std::vector<unsigned char> expected(c.count * es);
+      Bytes expected(c.count * es);
       fill_reference(c.dtype, c.op, size_, salt, mine, c.count, expected.data());
       const auto mismatch = first_mismatch(c.dtype, result, expected.data(), c.count);
       expect(mismatch.empty(), what + ": " + mismatch);

@@ -275,10 +275,39 @@ static void check_option_sizes(cohort_comm_t world) {
   EXPECT_STATUS(cohort_collective_options_init(NULL), COHORT_ERROR_INVALID_ARGUMENT);
 }
 
+static void check_mappable_allocation(void) {
+  const DLDataType f32 = {kDLFloat, 32, 1};
+  cohort_buffer_t buffer = NULL;
+  OK(cohort_buffer_allocate_mappable(1000, f32, &buffer));
+  const DLTensor* t = NULL;
+  OK(cohort_buffer_tensor(buffer, &t));
+  CHECK(t->data != NULL && t->ndim == 1 && t->shape[0] == 1000, "mappable buffer's shape");
+  CHECK(t->dtype.code == kDLFloat && t->dtype.bits == 32, "mappable buffer's dtype");
+  CHECK(t->device.device_type == kDLCPU, "mappable buffer's device");
+  const float* values = (const float*)t->data;
+  for (int i = 0; i < 1000; ++i) CHECK(values[i] == 0.0f, "element %d is not zero", i);
+  OK(cohort_buffer_destroy(buffer));
+
+  buffer = (cohort_buffer_t)1;
+  CHECK(cohort_buffer_allocate_mappable(-1, f32, &buffer) == COHORT_ERROR_INVALID_ARGUMENT,
+        "a negative count");
+  CHECK(buffer == NULL, "*buffer not cleared on failure");
+  CHECK(strstr(cohort_last_error_message(), "negative") != NULL, "message: %s",
+        cohort_last_error_message());
+  const DLDataType unknown = {kDLFloat, 24, 1};
+  CHECK(cohort_buffer_allocate_mappable(10, unknown, &buffer) == COHORT_ERROR_INVALID_ARGUMENT,
+        "an unknown dtype");
+  CHECK(strstr(cohort_last_error_message(), "24 bits") != NULL, "message: %s",
+        cohort_last_error_message());
+  CHECK(cohort_buffer_allocate_mappable(10, f32, NULL) == COHORT_ERROR_INVALID_ARGUMENT,
+        "a NULL out-parameter");
+}
+
 int main(void) {
   check_legacy_round_trip();
   check_versioned_read_only();
   check_import_errors();
+  check_mappable_allocation();
 
   cohort_comm_t world = NULL;
   OK(cohort_init(NULL, &world));

@@ -6,6 +6,7 @@ does not wait for it, and sendrecv exchanges around a ring in one call. Expected
 ranks' inputs: rank r holds (r + 1) * x, so a sum over n ranks is x * n(n + 1) / 2.
 """
 
+import ctypes
 import functools
 import operator
 import sys
@@ -97,6 +98,26 @@ def gathers_and_buffers(comm, n, r):
     equal(view, [n * (n + 1) // 2] * 4, "Buffer seen through numpy after allreduce")
 
 
+def mappable_buffers(comm, n, r):
+    # Mappable memory seen through numpy and torch-style DLPack, and an allreduce over it in
+    # place and out of place with single copy forced, where ranks write each other's outputs.
+    a = cohort.Buffer.allocate_mappable((3, 100_000), "float32")
+    view = np.from_dlpack(a)
+    check(view.shape == (3, 100_000) and view.dtype == np.float32, "allocate_mappable's shape")
+    check(view.ctypes.data == a.data_ptr, "numpy.from_dlpack(mappable Buffer) copied the memory")
+    equal(view[:, :5].ravel(), [0.0] * 15, "allocate_mappable zero-fills")
+    # numpy's DLPack import is read-only; write through the address instead.
+    writable = np.ctypeslib.as_array((ctypes.c_float * 300_000).from_address(a.data_ptr))
+    writable[:] = np.arange(300_000, dtype=np.float32) % 7 + r
+    out = cohort.Buffer.allocate_mappable(300_000, "float32")
+    algorithm = "single_copy" if n > 1 else None
+    comm.allreduce(a.flat(), out=out, algorithm=algorithm)
+    expected = (np.arange(300_000) % 7) * n + n * (n - 1) // 2
+    equal(np.from_dlpack(out), expected, "allreduce of mappable buffers out of place")
+    comm.allreduce(a, op="max", algorithm=algorithm)
+    equal(view.ravel(), np.arange(300_000) % 7 + n - 1, "allreduce of mappable buffers in place")
+
+
 class TrackedArray(np.ndarray):
     """An ndarray that can be watched with a weakref (plain ndarrays cannot)."""
 
@@ -184,6 +205,7 @@ def main():
     every_op_on_int64(comm, n, r)
     read_only_and_bool(comm, n, r)
     gathers_and_buffers(comm, n, r)
+    mappable_buffers(comm, n, r)
     references_are_released(comm, n, r)
     receive_behind_allreduce_async(comm, n, r)
     ring_sendrecv(comm, n, r)
