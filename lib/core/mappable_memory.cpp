@@ -17,7 +17,7 @@
 namespace cohort {
 namespace {
 
-struct Allocation {
+struct MappableAllocation {
   std::size_t bytes;
   int fd;
   std::uint64_t inode;
@@ -26,18 +26,19 @@ struct Allocation {
 
 /// Live allocations by first byte. A process keeps few (they are large), so a map under one
 /// lock is enough; `live` lets the common case, a process with none, skip the lock.
-struct Registry {
+struct MappableRegistry {
   std::shared_mutex mutex;
-  std::map<std::uintptr_t, Allocation> allocations;
+  std::map<std::uintptr_t, MappableAllocation> allocations;
   std::atomic<std::size_t> live{0};
 };
 
-Registry& registry() {
-  static Registry* r = new Registry;  // never destroyed: frees may run during static destruction
+MappableRegistry& mappable_registry() {
+  static MappableRegistry* r =
+      new MappableRegistry;  // never destroyed: frees may run during static destruction
   return *r;
 }
 
-std::size_t page_bytes() {
+std::size_t mappable_page_bytes() {
   static const auto bytes = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
   return bytes;
 }
@@ -45,7 +46,7 @@ std::size_t page_bytes() {
 }  // namespace
 
 void* allocate_mappable(std::size_t bytes, std::size_t* rounded) noexcept {
-  const std::size_t unit = bytes >= kHugePageBytes ? kHugePageBytes : page_bytes();
+  const std::size_t unit = bytes >= kHugePageBytes ? kHugePageBytes : mappable_page_bytes();
   if (bytes == 0 || bytes > SIZE_MAX - unit) {
     errno = EINVAL;
     return nullptr;
@@ -69,12 +70,12 @@ void* allocate_mappable(std::size_t bytes, std::size_t* rounded) noexcept {
   }
   // Advice only: shared memory gets huge pages where shmem_enabled allows advised ones.
   if (unit == kHugePageBytes) (void)madvise(base, size, MADV_HUGEPAGE);
-  Registry& r = registry();
+  MappableRegistry& r = mappable_registry();
   try {
     std::unique_lock lock(r.mutex);
     r.allocations.emplace(reinterpret_cast<std::uintptr_t>(base),
-                          Allocation{size, fd, static_cast<std::uint64_t>(st.st_ino),
-                                     static_cast<std::uint64_t>(st.st_dev)});
+                          MappableAllocation{size, fd, static_cast<std::uint64_t>(st.st_ino),
+                                             static_cast<std::uint64_t>(st.st_dev)});
   } catch (...) {
     munmap(base, size);
     close(fd);
@@ -88,8 +89,8 @@ void* allocate_mappable(std::size_t bytes, std::size_t* rounded) noexcept {
 
 void free_mappable(void* base) noexcept {
   if (base == nullptr) return;
-  Registry& r = registry();
-  Allocation allocation{};
+  MappableRegistry& r = mappable_registry();
+  MappableAllocation allocation{};
   {
     std::unique_lock lock(r.mutex);
     const auto it = r.allocations.find(reinterpret_cast<std::uintptr_t>(base));
@@ -107,7 +108,7 @@ void free_mappable(void* base) noexcept {
 }
 
 bool find_mappable(const void* p, std::size_t bytes, MappableRef* ref) noexcept {
-  Registry& r = registry();
+  MappableRegistry& r = mappable_registry();
   if (r.live.load(std::memory_order_relaxed) == 0 || p == nullptr) return false;
   const auto address = reinterpret_cast<std::uintptr_t>(p);
   std::shared_lock lock(r.mutex);

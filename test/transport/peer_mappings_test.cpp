@@ -2,8 +2,8 @@
 // (transport/peer_mappings.hpp): a forked child allocates, the parent maps, over pipes that
 // order every step.
 
-#include "core/mappable_memory.hpp"
 #include "transport/peer_mappings.hpp"
+#include "core/mappable_memory.hpp"
 
 #include <cohort/buffer.hpp>
 #include <cohort/error.hpp>
@@ -25,7 +25,9 @@ using cohort::transport::PeerMappings;
 
 constexpr std::size_t kBytes = 1 << 20;
 
-unsigned char pattern(std::size_t i) { return static_cast<unsigned char>(i % 251 + 1); }
+unsigned char pattern(std::size_t i) {
+  return static_cast<unsigned char>(i % 251 + 1);
+}
 
 /// One direction of a pipe carrying plain values.
 struct Channel {
@@ -156,7 +158,7 @@ TEST_CASE("another process maps mappable memory in place, cached, and checked ag
                                     std::string::npos;
                        }));
   MappableRef closed = ref;
-  closed.fd = 1000;    // no such descriptor in the child
+  closed.fd = 1000;   // no such descriptor in the child
   closed.inode += 2;  // and not cached under the inode the mapping was made for
   CHECK_THROWS_MATCHES(mappings.map(1, child, closed, 8192, "test"), cohort::Error,
                        Catch::Matchers::Predicate<cohort::Error>([](const cohort::Error& e) {
