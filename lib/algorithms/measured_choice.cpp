@@ -4,20 +4,28 @@
 
 namespace cohort::algorithms {
 
+MeasuredChoice::MeasuredChoice(std::size_t class_bytes) noexcept {
+  if (class_bytes >= kLargeClassBytes) return;
+  trial_calls_ = kSmallTrialCalls;
+  const std::size_t calls = kSmallBytesBetweenTrials / std::max<std::size_t>(class_bytes, 1);
+  calls_between_trials_ = static_cast<std::uint32_t>(
+      std::clamp<std::size_t>(calls, kCallsBetweenTrials, kMaxCallsBetweenTrials));
+}
+
 MeasuredChoice::Which MeasuredChoice::next() const noexcept {
-  if (trial_ < kTrialCalls) return trial_ % 2 == 0 ? kTable : kAlternative;
+  if (trial_ < trial_calls_) return trial_ % 2 == 0 ? kTable : kAlternative;
   return chosen_;
 }
 
 void MeasuredChoice::record(double seconds) noexcept {
-  if (trial_ < kTrialCalls) {
+  if (trial_ < trial_calls_) {
     const int which = trial_ % 2;
     best_[which] = trial_ < 2 ? seconds : std::min(best_[which], seconds);
     ++trial_;
     return;
   }
   // The winner's calls: after kCallsBetweenTrials of them, measure again.
-  if (++since_vote_ >= kCallsBetweenTrials) {
+  if (++since_vote_ >= calls_between_trials_) {
     trial_ = 0;
     since_vote_ = 0;
   }
@@ -25,7 +33,7 @@ void MeasuredChoice::record(double seconds) noexcept {
 
 void MeasuredChoice::decide(const std::array<double, 2>& slowest) noexcept {
   chosen_ = slowest[kAlternative] < kMargin * slowest[kTable] ? kAlternative : kTable;
-  trial_ = kTrialCalls + 1;  // voted: the winner runs
+  trial_ = trial_calls_ + 1;  // voted: the winner runs
   since_vote_ = 0;
 }
 

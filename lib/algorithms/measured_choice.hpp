@@ -17,26 +17,49 @@
 // then the winner runs for kCallsBetweenTrials calls, and the trials start again.
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 namespace cohort::algorithms {
 
 class MeasuredChoice {
  public:
-  /// Calls per measurement, alternating: the table's choice, the alternative, and so on. Each
-  /// algorithm's first call may fault pages in or set scratch up, so each runs twice.
+  /// Calls per measurement of a large size class, alternating: the table's choice, the
+  /// alternative, and so on. Each algorithm's first call may fault pages in, map a peer's
+  /// buffers or set scratch up, so each runs twice.
   static constexpr int kTrialCalls = 4;
-  /// Calls that run the winner before the next measurement: often enough to follow a host that
-  /// changes over minutes, rarely enough that running the slower one twice costs under 1%.
+  /// Calls that run the winner before a large class's next measurement: often enough to follow
+  /// a host that changes over minutes, rarely enough that running the slower one twice costs
+  /// under 1%.
   static constexpr std::uint32_t kCallsBetweenTrials = 256;
+  /// Classes below this many bytes per call are "small": calls of microseconds, whose times a
+  /// preempted rank (more ranks than cores) can multiply, and of which a program makes many.
+  static constexpr std::size_t kLargeClassBytes = std::size_t{16} << 20;
+  /// A small class's trials: each algorithm runs 8 times, so that one lucky or preempted call
+  /// on some rank does not decide alone.
+  static constexpr int kSmallTrialCalls = 16;
+  /// A small class measures again after about this many bytes of the winner's calls (at least
+  /// kCallsBetweenTrials, at most kMaxCallsBetweenTrials calls): its trials cost microseconds,
+  /// but the slower algorithm there can be several times slower.
+  static constexpr std::size_t kSmallBytesBetweenTrials = std::size_t{4} << 30;
+  static constexpr std::uint32_t kMaxCallsBetweenTrials = 65536;
   /// The alternative wins only below this fraction of the table's choice's time, so noise
   /// between two near-equal algorithms keeps the table's.
   static constexpr double kMargin = 0.9;
 
   enum Which : int { kTable = 0, kAlternative = 1 };
 
+  MeasuredChoice() noexcept = default;
+  /// The measurement of calls of `class_bytes` (its size class's smallest size) and up: trials
+  /// and their spacing as above.
+  explicit MeasuredChoice(std::size_t class_bytes) noexcept;
+
+  /// Calls per measurement and calls of the winner between measurements.
+  int trial_calls() const noexcept { return trial_calls_; }
+  std::uint32_t calls_between_trials() const noexcept { return calls_between_trials_; }
+
   /// Whether a vote must run before this call: the trials have ended and were not voted on.
-  bool vote_due() const noexcept { return trial_ == kTrialCalls; }
+  bool vote_due() const noexcept { return trial_ == trial_calls_; }
 
   /// This rank's vote: its best time for the table's choice and for the alternative.
   std::array<double, 2> vote() const noexcept { return best_; }
@@ -55,7 +78,9 @@ class MeasuredChoice {
   Which chosen() const noexcept { return chosen_; }
 
  private:
-  int trial_ = 0;                 ///< calls measured in this round of trials (kTrialCalls: done)
+  int trial_calls_ = kTrialCalls;
+  std::uint32_t calls_between_trials_ = kCallsBetweenTrials;
+  int trial_ = 0;                 ///< calls measured in this round of trials (trial_calls_: done)
   std::uint32_t since_vote_ = 0;  ///< calls of the winner since the last vote
   Which chosen_ = kTable;
   std::array<double, 2> best_{};

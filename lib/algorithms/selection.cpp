@@ -410,6 +410,13 @@ const Candidates& SelectionMemo::candidates(Collective collective, std::size_t b
   return e.candidates;
 }
 
+std::array<MeasuredChoice, kMeasuredChoiceBuckets> SelectionMemo::measured_classes() noexcept {
+  std::array<MeasuredChoice, kMeasuredChoiceBuckets> classes;
+  for (std::size_t k = 0; k < classes.size(); ++k)
+    classes[k] = MeasuredChoice(kMeasuredChoiceMinBytes << k);
+  return classes;
+}
+
 MeasuredChoice* SelectionMemo::measured_allreduce(std::size_t bytes, Algorithm forced) {
   refresh();
   if (bytes < kMeasuredChoiceMinBytes || forced != Algorithm::Auto ||

@@ -94,11 +94,14 @@ inline constexpr std::size_t kAllgatherSingleCopyTwoRanksMinBytes = 32 * kKiB;
 /// allreduce on one host from this size on: the arena and single copy are timed and the faster
 /// runs (measured_choice.hpp), where the table would run the arena. On 2026-11-27's host single
 /// copy was 1.2-1.9x faster at 64 MiB, and an hour later the arena was (bench/PERFORMANCE-LOG.md,
-/// "A slow phase").
-inline constexpr std::size_t kMeasuredChoiceMinBytes = 16 * kMiB;
+/// "A slow phase"). Below 16 MiB the arena wins on ordinary memory, but over mappable buffers
+/// (Buffer::allocate_mappable) single copy works in place and was 1.2-3x faster from 4 KiB on 2
+/// ranks and from 16 KiB on 4 ("Mappable buffers"); which kind of memory every rank passes only
+/// the timing can tell without a word between the ranks.
+inline constexpr std::size_t kMeasuredChoiceMinBytes = 16 * kKiB;
 /// Size classes with a measurement of their own: powers of two from kMeasuredChoiceMinBytes,
 /// the last taking everything larger.
-inline constexpr std::size_t kMeasuredChoiceBuckets = 16;
+inline constexpr std::size_t kMeasuredChoiceBuckets = 26;
 /// allgather, 3 ranks and more: single copy from this total size (below it the arena's one
 /// handoff per piece beats n - 1 reads of small blocks).
 inline constexpr std::size_t kAllgatherSingleCopyMinBytes = 4 * kMiB;
@@ -215,7 +218,9 @@ class SelectionMemo {
     Candidates candidates;
   };
   std::array<Entry, kCollectiveCount> entries_{};
-  std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_{};
+  /// One per size class, each with its class's trials (MeasuredChoice(class_bytes)).
+  std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_ = measured_classes();
+  static std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_classes() noexcept;
   /// Parses COHORT_ALGO again when the tunables were reloaded, and then forgets every entry.
   void refresh();
   /// The tunables snapshot overrides_ was parsed from; a new one (reload) clears every entry.

@@ -100,26 +100,68 @@ TEST_CASE("measured choice: the winner runs 256 calls, then the trials start aga
   CHECK(m.next() == MeasuredChoice::kTable);
 }
 
+TEST_CASE("measured choice: a small class tries each algorithm 8 times and measures rarely",
+          "[unit]") {
+  constexpr std::size_t kKiB = 1024;
+  SECTION("16 KiB: 16 trial calls, then 65536 calls (4 GiB would be 262144)") {
+    MeasuredChoice m(16 * kKiB);
+    CHECK(m.trial_calls() == 16);
+    CHECK(m.calls_between_trials() == 65536);
+    std::vector<Which> order;
+    // Best of 8 each: one fast table call among slow ones still counts.
+    for (int i = 0; i < 16; ++i) {
+      REQUIRE_FALSE(m.vote_due());
+      order.push_back(m.next());
+      m.record(i == 6 ? 0.001 : i % 2 == 0 ? 0.009 : 0.003);
+    }
+    CHECK(order[14] == MeasuredChoice::kTable);
+    CHECK(order[15] == MeasuredChoice::kAlternative);
+    CHECK(m.vote_due());
+    CHECK(m.vote() == std::array<double, 2>{0.001, 0.003});
+    m.decide({0.009, 0.003});
+    for (int i = 0; i < 65535; ++i) m.record(0.003);
+    CHECK(m.next() == MeasuredChoice::kAlternative);
+    m.record(0.003);
+    CHECK(m.next() == MeasuredChoice::kTable);  // measuring again
+  }
+  SECTION("4 MiB: 1024 calls between trials (4 GiB of them)") {
+    const MeasuredChoice m(4 * 1024 * kKiB);
+    CHECK(m.trial_calls() == 16);
+    CHECK(m.calls_between_trials() == 1024);
+  }
+  SECTION("8 MiB: 512; 16 MiB and up: 4 trial calls and 256 between, as before") {
+    CHECK(MeasuredChoice(8 * 1024 * kKiB).calls_between_trials() == 512);
+    const MeasuredChoice large(16 * 1024 * kKiB);
+    CHECK(large.trial_calls() == 4);
+    CHECK(large.calls_between_trials() == 256);
+  }
+}
+
 TEST_CASE("measured choice: which allreduces a communicator measures, and in which size class",
           "[unit]") {
   using cohort::Algorithm;
   using cohort::algorithms::kMeasuredChoiceMinBytes;
   using cohort::algorithms::SelectionMemo;
+  constexpr std::size_t kKiB = std::size_t{1} << 10;
   constexpr std::size_t kMiB = std::size_t{1} << 20;
-  static_assert(kMeasuredChoiceMinBytes == 16 * kMiB, "the classes below are written for 16 MiB");
+  static_assert(kMeasuredChoiceMinBytes == 16 * kKiB, "the classes below are written for 16 KiB");
   const cohort::test::ScopedEnv algo("COHORT_ALGO", std::nullopt);
   cohort::reload_tunables();
   SelectionMemo memo;
 
-  SECTION("from 16 MiB, one class per doubling, the last taking everything larger") {
-    CHECK(memo.measured_allreduce(16 * kMiB - 1, Algorithm::Auto) == nullptr);
-    MeasuredChoice* first = memo.measured_allreduce(16 * kMiB, Algorithm::Auto);
+  SECTION("from 16 KiB, one class per doubling, the last taking everything larger") {
+    CHECK(memo.measured_allreduce(16 * kKiB - 1, Algorithm::Auto) == nullptr);
+    MeasuredChoice* first = memo.measured_allreduce(16 * kKiB, Algorithm::Auto);
     REQUIRE(first != nullptr);
-    CHECK(memo.measured_allreduce(32 * kMiB - 1, Algorithm::Auto) == first);
-    MeasuredChoice* second = memo.measured_allreduce(32 * kMiB, Algorithm::Auto);
+    CHECK(first->trial_calls() == 16);
+    CHECK(memo.measured_allreduce(32 * kKiB - 1, Algorithm::Auto) == first);
+    MeasuredChoice* second = memo.measured_allreduce(32 * kKiB, Algorithm::Auto);
     CHECK(second != nullptr);
     CHECK(second != first);
-    // Classes 16 MiB * 2^k for k = 0 .. 15: the last starts at 2^39 bytes.
+    // Each class measures with its own size's trials.
+    CHECK(memo.measured_allreduce(16 * kMiB, Algorithm::Auto)->trial_calls() == 4);
+    CHECK(memo.measured_allreduce(16 * kMiB - 1, Algorithm::Auto)->calls_between_trials() == 512);
+    // Classes 16 KiB * 2^k for k = 0 .. 25: the last starts at 2^39 bytes.
     MeasuredChoice* last = memo.measured_allreduce(std::size_t{1} << 39, Algorithm::Auto);
     CHECK(last != memo.measured_allreduce((std::size_t{1} << 39) - 1, Algorithm::Auto));
     CHECK(memo.measured_allreduce(std::size_t{1} << 50, Algorithm::Auto) == last);

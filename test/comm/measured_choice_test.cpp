@@ -24,7 +24,7 @@ namespace {
 using namespace cohort;
 using namespace cohort::test;
 
-/// 16 MiB and a little: the smallest size class measured.
+/// 16 MiB and a little: the smallest large size class (4 trial calls, as below).
 constexpr std::size_t kCount = 4 * 1024 * 1024 + 3;
 /// The trials (arena, single copy, arena, single copy), then the vote and two of the winner's.
 constexpr int kCalls = 7;
