@@ -11,6 +11,7 @@
 #include "algorithms/normalise.hpp"
 #include "algorithms/selection.hpp"
 #include "core/log.hpp"
+#include "core/mappable_memory.hpp"
 
 #include <array>
 #include <chrono>
@@ -68,8 +69,8 @@ Algorithm run_measured(const OpContext& ctx, const AllreduceArgs& args, std::siz
     return Algorithm::Auto;
   if (measured->vote_due()) {
     // Every rank is at the same call of this size class: agree on the slowest rank's times.
-    const std::array<double, 2> mine = measured->vote();
-    std::array<double, 2> slowest{};
+    const std::array<double, 3> mine = measured->vote();
+    std::array<double, 3> slowest{};
     const AllreduceArgs vote{mine.data(), slowest.data(), mine.size(), DType::Float64,
                              ReduceOp::Max};
     try {
@@ -79,14 +80,24 @@ Algorithm run_measured(const OpContext& ctx, const AllreduceArgs& args, std::siz
       throw e.with_context(ErrorContext{.algorithm = "shared_memory (measured choice's vote)"});
     }
     measured->decide(slowest);
+    COHORT_LOG_DEBUG(
+        "{}: measured choice for {} bytes: arena {:.3g} s/GB, single copy {:.3g} s/GB "
+        "(slowest rank's best), {} buffers; runs {}",
+        ctx.what, bytes, slowest[0] * 1e9, slowest[1] * 1e9,
+        slowest[2] == 0.0 ? "mappable" : "ordinary",
+        measured->chosen() == MeasuredChoice::kAlternative ? "single_copy" : "shared_memory");
   }
   const bool alternative = measured->next() == MeasuredChoice::kAlternative;
   const Algorithm algorithm = alternative ? Algorithm::SingleCopy : Algorithm::SharedMemory;
   const auto start = std::chrono::steady_clock::now();
   run_accepted(ctx, args, bytes, algorithm, alternative ? single : arena);
   // Per byte: calls of different sizes share a size class.
+  // Whether this rank's buffers are mappable: only a small class's vote asks (measured_choice.hpp).
+  MappableRef ref;
+  const bool mappable = find_mappable(args.in, bytes, &ref) && find_mappable(args.out, bytes, &ref);
   measured->record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-                   static_cast<double>(bytes));
+                       static_cast<double>(bytes),
+                   mappable);
   return algorithm;
 }
 

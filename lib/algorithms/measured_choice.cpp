@@ -17,10 +17,11 @@ MeasuredChoice::Which MeasuredChoice::next() const noexcept {
   return chosen_;
 }
 
-void MeasuredChoice::record(double seconds) noexcept {
+void MeasuredChoice::record(double seconds, bool mappable) noexcept {
   if (trial_ < trial_calls_) {
     const int which = trial_ % 2;
     best_[which] = trial_ < 2 ? seconds : std::min(best_[which], seconds);
+    ordinary_ = (trial_ > 0 && ordinary_) || !mappable;
     ++trial_;
     return;
   }
@@ -31,8 +32,9 @@ void MeasuredChoice::record(double seconds) noexcept {
   }
 }
 
-void MeasuredChoice::decide(const std::array<double, 2>& slowest) noexcept {
-  chosen_ = slowest[kAlternative] < kMargin * slowest[kTable] ? kAlternative : kTable;
+void MeasuredChoice::decide(const std::array<double, 3>& slowest) noexcept {
+  const bool eligible = trial_calls_ == kTrialCalls || slowest[2] == 0.0;
+  chosen_ = eligible && slowest[kAlternative] < kMargin * slowest[kTable] ? kAlternative : kTable;
   trial_ = trial_calls_ + 1;  // voted: the winner runs
   since_vote_ = 0;
 }

@@ -61,18 +61,26 @@ class MeasuredChoice {
   /// Whether a vote must run before this call: the trials have ended and were not voted on.
   bool vote_due() const noexcept { return trial_ == trial_calls_; }
 
-  /// This rank's vote: its best time for the table's choice and for the alternative.
-  std::array<double, 2> vote() const noexcept { return best_; }
+  /// This rank's vote: its best time for the table's choice and for the alternative, and 1 if
+  /// any of its trial calls had buffers that were not mappable (core/mappable_memory.hpp), else
+  /// 0.
+  std::array<double, 3> vote() const noexcept {
+    return {best_[0], best_[1], ordinary_ ? 1.0 : 0.0};
+  }
 
-  /// Decides from the votes combined across ranks (each the slowest rank's best), so every rank
-  /// decides alike.
-  void decide(const std::array<double, 2>& slowest) noexcept;
+  /// Decides from the votes combined across ranks (each the maximum over ranks: the slowest
+  /// rank's best, and whether any rank had ordinary buffers), so every rank decides alike. A
+  /// small class takes the alternative only where no rank had ordinary buffers: there single
+  /// copy works in place, while over ordinary memory the arena's lead is steady and single
+  /// copy's trials flatter it (bench/PERFORMANCE-LOG.md, "Mappable buffers").
+  void decide(const std::array<double, 3>& slowest) noexcept;
 
   /// Which algorithm this call runs (after any vote due).
   Which next() const noexcept;
 
-  /// This rank's seconds (per byte, so sizes of one class compare) for the call next() chose.
-  void record(double seconds) noexcept;
+  /// This rank's seconds (per byte, so sizes of one class compare) for the call next() chose,
+  /// and whether all of this rank's buffers of that call were mappable.
+  void record(double seconds, bool mappable = false) noexcept;
 
   /// The choice in force: the table's until a vote chose otherwise.
   Which chosen() const noexcept { return chosen_; }
@@ -84,6 +92,7 @@ class MeasuredChoice {
   std::uint32_t since_vote_ = 0;  ///< calls of the winner since the last vote
   Which chosen_ = kTable;
   std::array<double, 2> best_{};
+  bool ordinary_ = false;  ///< some trial call of this round had buffers that were not mappable
 };
 
 }  // namespace cohort::algorithms

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -45,14 +46,14 @@ TEST_CASE("measured choice: the trials alternate, table first, then a vote is du
 TEST_CASE("measured choice: each vote is the best of that algorithm's two calls", "[unit]") {
   MeasuredChoice m;
   trials(m, {0.012, 0.009, 0.010, 0.011});
-  CHECK(m.vote() == std::array<double, 2>{0.010, 0.009});
+  CHECK(m.vote() == std::array<double, 3>{0.010, 0.009, 1.0});
 }
 
 TEST_CASE("measured choice: the alternative wins only below 0.9 of the table's time", "[unit]") {
   SECTION("0.85 of it: the alternative") {
     MeasuredChoice m;
     trials(m, {1, 1, 1, 1});
-    m.decide({0.0100, 0.0085});
+    m.decide({0.0100, 0.0085, 1.0});
     CHECK_FALSE(m.vote_due());
     CHECK(m.chosen() == MeasuredChoice::kAlternative);
     CHECK(m.next() == MeasuredChoice::kAlternative);
@@ -60,20 +61,20 @@ TEST_CASE("measured choice: the alternative wins only below 0.9 of the table's t
   SECTION("0.95 of it: the table's") {
     MeasuredChoice m;
     trials(m, {1, 1, 1, 1});
-    m.decide({0.0100, 0.0095});
+    m.decide({0.0100, 0.0095, 1.0});
     CHECK(m.chosen() == MeasuredChoice::kTable);
     CHECK(m.next() == MeasuredChoice::kTable);
   }
   SECTION("exactly 0.9 of it: the table's") {
     MeasuredChoice m;
     trials(m, {1, 1, 1, 1});
-    m.decide({0.5, 0.45});
+    m.decide({0.5, 0.45, 1.0});
     CHECK(m.chosen() == MeasuredChoice::kTable);
   }
   SECTION("slower: the table's") {
     MeasuredChoice m;
     trials(m, {1, 1, 1, 1});
-    m.decide({0.010, 0.020});
+    m.decide({0.010, 0.020, 1.0});
     CHECK(m.chosen() == MeasuredChoice::kTable);
   }
 }
@@ -83,7 +84,7 @@ TEST_CASE("measured choice: the winner runs 256 calls, then the trials start aga
   // The first round's times are the faster ones, so a second round that kept them would vote
   // them again.
   trials(m, {0.002, 0.001, 0.002, 0.001});
-  m.decide({0.002, 0.001});
+  m.decide({0.002, 0.001, 1.0});
   for (int i = 0; i < 256; ++i) {
     REQUIRE_FALSE(m.vote_due());
     REQUIRE(m.next() == MeasuredChoice::kAlternative);
@@ -94,8 +95,8 @@ TEST_CASE("measured choice: the winner runs 256 calls, then the trials start aga
   CHECK(m.chosen() == MeasuredChoice::kAlternative);
   trials(m, {0.004, 0.006, 0.005, 0.007});
   CHECK(m.vote_due());
-  CHECK(m.vote() == std::array<double, 2>{0.004, 0.006});
-  m.decide({0.004, 0.006});
+  CHECK(m.vote() == std::array<double, 3>{0.004, 0.006, 1.0});
+  m.decide({0.004, 0.006, 1.0});
   CHECK(m.chosen() == MeasuredChoice::kTable);
   CHECK(m.next() == MeasuredChoice::kTable);
 }
@@ -108,21 +109,42 @@ TEST_CASE("measured choice: a small class tries each algorithm 8 times and measu
     CHECK(m.trial_calls() == 16);
     CHECK(m.calls_between_trials() == 65536);
     std::vector<Which> order;
-    // Best of 8 each: one fast table call among slow ones still counts.
+    // Best of 8 each: one fast table call among slow ones still counts. Every call had
+    // mappable buffers.
     for (int i = 0; i < 16; ++i) {
       REQUIRE_FALSE(m.vote_due());
       order.push_back(m.next());
-      m.record(i == 6 ? 0.001 : i % 2 == 0 ? 0.009 : 0.003);
+      m.record(i == 6 ? 0.001 : i % 2 == 0 ? 0.009 : 0.003, true);
     }
     CHECK(order[14] == MeasuredChoice::kTable);
     CHECK(order[15] == MeasuredChoice::kAlternative);
     CHECK(m.vote_due());
-    CHECK(m.vote() == std::array<double, 2>{0.001, 0.003});
-    m.decide({0.009, 0.003});
+    CHECK(m.vote() == std::array<double, 3>{0.001, 0.003, 0.0});
+    m.decide({0.009, 0.003, 0.0});
+    CHECK(m.chosen() == MeasuredChoice::kAlternative);
     for (int i = 0; i < 65535; ++i) m.record(0.003);
     CHECK(m.next() == MeasuredChoice::kAlternative);
     m.record(0.003);
     CHECK(m.next() == MeasuredChoice::kTable);  // measuring again
+  }
+  SECTION("the alternative only where no rank had ordinary buffers in a trial") {
+    MeasuredChoice m(64 * kKiB);
+    for (int i = 0; i < 16; ++i) m.record(i % 2 == 0 ? 0.009 : 0.003, i != 9);
+    CHECK(m.vote() == std::array<double, 3>{0.009, 0.003, 1.0});
+    m.decide({0.009, 0.003, 1.0});  // a third as long, but some rank's memory was ordinary
+    CHECK(m.chosen() == MeasuredChoice::kTable);
+    // The next round starts clean: all mappable this time.
+    for (std::uint32_t i = 0; i < m.calls_between_trials(); ++i) m.record(0.009);
+    for (int i = 0; i < 16; ++i) m.record(i % 2 == 0 ? 0.009 : 0.003, true);
+    CHECK(m.vote()[2] == 0.0);
+    m.decide({0.009, 0.003, 0.0});
+    CHECK(m.chosen() == MeasuredChoice::kAlternative);
+  }
+  SECTION("a large class decides by time alone") {
+    MeasuredChoice m(16 * 1024 * kKiB);
+    trials(m, {0.009, 0.003, 0.009, 0.003});
+    m.decide({0.009, 0.003, 1.0});
+    CHECK(m.chosen() == MeasuredChoice::kAlternative);
   }
   SECTION("4 MiB: 1024 calls between trials (4 GiB of them)") {
     const MeasuredChoice m(4 * 1024 * kKiB);
