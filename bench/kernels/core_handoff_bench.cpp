@@ -18,6 +18,13 @@
 // the peer's cache) can beat the arena's two copies. bench/PERFORMANCE-LOG.md has the figures.
 // Two SMT siblings share their caches, so pick CPUs on separate cores (--cpus).
 //
+// Then the ceiling of a 2-rank allreduce on this host: the same two threads on plain memory of
+// one process, each reading its half of both inputs once and writing the sums into both outputs
+// in one fused pass (streaming stores out of place), out of place and in place; and the same
+// work done the way the allreduce over mappable buffers does it (allreduce/single_copy.cpp,
+// run_mapped: the library's kernels into scratch, then copies). cohort-bench's busbw over the
+// ceiling is how near the memory's limit cohort runs.
+//
 // Then the same two CPUs stream tiny messages, as a tiny broadcast's root and its reader do
 // through the arena's eager lines: 8-byte messages through 16 rotating cache lines, the reader
 // announcing its progress and the writer reading that only once its lines run out; and again
@@ -45,6 +52,7 @@
 #include <thread>
 #include <vector>
 
+#include <immintrin.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -243,6 +251,101 @@ double median_seconds(bool shared, std::size_t bytes, int repeats, const int (&c
   return seconds[seconds.size() / 2];
 }
 
+/// d0 = d1 = a + b over n floats in one pass (streaming stores when `stream`, 64-byte-aligned
+/// destinations), the loop a hand-written allreduce of two ranks' floats would run: AVX-512 where
+/// the CPU has it, else SSE (every x86-64 has it).
+__attribute__((target("avx512f"))) void sum_twice_avx512(float* d0, float* d1, const float* a,
+                                                         const float* b, std::size_t n,
+                                                         bool stream) {
+  std::size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_add_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i));
+    if (stream) {
+      _mm512_stream_ps(d0 + i, v);
+      _mm512_stream_ps(d1 + i, v);
+    } else {
+      _mm512_storeu_ps(d0 + i, v);
+      _mm512_storeu_ps(d1 + i, v);
+    }
+  }
+  for (; i < n; ++i) d0[i] = d1[i] = a[i] + b[i];
+  _mm_sfence();
+}
+
+void sum_twice_sse(float* d0, float* d1, const float* a, const float* b, std::size_t n,
+                   bool stream) {
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    const __m128 v = _mm_add_ps(_mm_loadu_ps(a + i), _mm_loadu_ps(b + i));
+    if (stream) {
+      _mm_stream_ps(d0 + i, v);
+      _mm_stream_ps(d1 + i, v);
+    } else {
+      _mm_storeu_ps(d0 + i, v);
+      _mm_storeu_ps(d1 + i, v);
+    }
+  }
+  for (; i < n; ++i) d0[i] = d1[i] = a[i] + b[i];
+  _mm_sfence();
+}
+
+/// Median seconds of `repeats` allreduces of `bytes` on two threads of one process, each
+/// reading its half of both ranks' inputs and writing it into both outputs (in place: into the
+/// inputs), either as the mappable allreduce does (`fused` false:
+/// lib/algorithms/allreduce/single_copy.cpp, run_mapped; the library's kernels, 128 KiB at a time
+/// into scratch, then streaming copies from 8 MiB out of place) or in one fused pass per element
+/// (sum_twice_*: the ceiling).
+/// (lib/algorithms/allreduce/single_copy.cpp, run_mapped), by two threads of one process on
+/// plain memory: thread r folds half r of both inputs, 128 KiB at a time, into scratch and
+/// writes it into half r of both outputs (streaming stores from 8 MiB out of place; in place the
+/// outputs are the inputs). No copy and no cache line moves between the cores but the inputs'
+/// and outputs' own: the ceiling of any 2-rank allreduce of this host's memory.
+double direct_median_seconds(bool fused, bool in_place, std::size_t bytes, int repeats,
+                             const int (&cpus)[2]) {
+  constexpr std::size_t kChunk = 128 * 1024;
+  const auto sum_twice = __builtin_cpu_supports("avx512f") ? sum_twice_avx512 : sum_twice_sse;
+  Rank ranks[2]{Rank(bytes), Rank(bytes)};
+  std::vector<double> seconds;
+  const auto copy_out =
+      bytes >= kStreamMinBytes && !in_place ? cohort::stream_copy : cohort::copy_bytes;
+  for (int r = 0; r < repeats + 1; ++r) {  // the first run warms the pages up, untimed
+    const auto start = std::chrono::steady_clock::now();
+    auto body = [&](int me) {
+      pin_to(cpus[me]);
+      std::vector<float> sums(kChunk / sizeof(float));
+      auto* scratch = reinterpret_cast<std::byte*>(sums.data());
+      std::byte* outputs[2] = {in_place ? ranks[0].input() : ranks[0].output(),
+                               in_place ? ranks[1].input() : ranks[1].output()};
+      const std::size_t half = bytes / 2;
+      if (fused) {
+        const std::size_t at = static_cast<std::size_t>(me) * half;
+        sum_twice(
+            reinterpret_cast<float*>(outputs[0] + at), reinterpret_cast<float*>(outputs[1] + at),
+            reinterpret_cast<const float*>(ranks[0].input() + at),
+            reinterpret_cast<const float*>(ranks[1].input() + at), half / sizeof(float), !in_place);
+        return;
+      }
+      for (std::size_t done = 0; done < half; done += kChunk) {
+        const std::size_t at = static_cast<std::size_t>(me) * half + done;
+        const std::size_t length = std::min(kChunk, half - done);
+        cohort::reduce::reduce_to(ReduceOp::Sum, DType::Float32, scratch, ranks[0].input() + at,
+                                  ranks[1].input() + at, length / sizeof(float));
+        copy_out(outputs[1 - me] + at, scratch, length);
+        copy_out(outputs[me] + at, scratch, length);
+      }
+    };
+    std::thread first(body, 0);
+    std::thread second(body, 1);
+    first.join();
+    second.join();
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (r > 0) seconds.push_back(elapsed);
+  }
+  std::sort(seconds.begin(), seconds.end());
+  return seconds[seconds.size() / 2];
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -299,6 +402,16 @@ int main(int argc, char** argv) {
                 static_cast<double>(bytes) / s / 1e9);
   }
   std::printf("shared / private: %.2f\n", times[0] / times[1]);
+  // The ceiling, and the mappable allreduce's scheme, on plain memory in one process.
+  for (bool fused : {true, false}) {
+    for (bool in_place : {false, true}) {
+      const double s = direct_median_seconds(fused, in_place, bytes, repeats, cpus);
+      std::printf("%-26s %-12s %9.2f ms  busbw %6.2f GB/s\n",
+                  fused ? "ceiling (one fused pass)" : "mappable allreduce's way",
+                  in_place ? "in place" : "out of place", s * 1e3,
+                  static_cast<double>(bytes) / s / 1e9);
+    }
+  }
   const std::uint64_t messages = quick ? 200'000 : 5'000'000;
   const double rotating = stream_ns(false, messages, cpus);
   const double both_touch = stream_ns(true, messages, cpus);
