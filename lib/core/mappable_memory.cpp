@@ -3,6 +3,7 @@
 #include "core/bulk_allocation.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <new>
 #include <shared_mutex>
 
 namespace cohort {
@@ -22,6 +24,7 @@ struct MappableAllocation {
   int fd;
   std::uint64_t inode;
   std::uint64_t device;
+  pid_t owner;  ///< the process that allocated it (a forked child inherits the entry)
 };
 
 /// Live allocations by first byte. A process keeps few (they are large), so a map under one
@@ -33,8 +36,17 @@ struct MappableRegistry {
 };
 
 MappableRegistry& mappable_registry() {
-  static MappableRegistry* r =
-      new MappableRegistry;  // never destroyed: frees may run during static destruction
+  // Never destroyed: frees may run during static destruction. A fork holds the lock across it,
+  // so the map is whole in the child; the child then starts from a fresh lock, since the one it
+  // inherited is held by a thread that does not exist there (and glibc's rwlock will not let
+  // another thread id unlock it).
+  static MappableRegistry* r = [] {
+    auto* registry = new MappableRegistry;
+    pthread_atfork([] { mappable_registry().mutex.lock(); },
+                   [] { mappable_registry().mutex.unlock(); },
+                   [] { new (&mappable_registry().mutex) std::shared_mutex; });
+    return registry;
+  }();
   return *r;
 }
 
@@ -75,7 +87,7 @@ void* allocate_mappable(std::size_t bytes, std::size_t* rounded) noexcept {
     std::unique_lock lock(r.mutex);
     r.allocations.emplace(reinterpret_cast<std::uintptr_t>(base),
                           MappableAllocation{size, fd, static_cast<std::uint64_t>(st.st_ino),
-                                             static_cast<std::uint64_t>(st.st_dev)});
+                                             static_cast<std::uint64_t>(st.st_dev), getpid()});
   } catch (...) {
     munmap(base, size);
     close(fd);
@@ -100,9 +112,11 @@ void free_mappable(void* base) noexcept {
   }
   r.live.fetch_sub(1, std::memory_order_relaxed);
   // Peers may still map the file (their caches keep mappings): take the pages out of it, so
-  // the memory returns now, whoever maps what.
-  (void)fallocate(allocation.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-                  static_cast<off_t>(allocation.bytes));
+  // the memory returns now, whoever maps what. Only the allocating process does: a forked child
+  // letting go of its inherited view must not empty its parent's buffer.
+  if (allocation.owner == getpid())
+    (void)fallocate(allocation.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                    static_cast<off_t>(allocation.bytes));
   munmap(base, allocation.bytes);
   close(allocation.fd);
 }

@@ -20,14 +20,20 @@ PeerMappings::~PeerMappings() {
 }
 
 std::byte* PeerMappings::map(int r, pid_t pid, const MappableRef& ref, std::size_t bytes,
-                             const std::string& what) {
+                             std::uint64_t op, const std::string& what) {
   auto it = std::find_if(mappings_.begin(), mappings_.end(), [&](const Mapping& m) {
     return m.rank == r && m.inode == ref.inode && m.device == ref.device;
   });
   if (it == mappings_.end()) {
     Mapping fresh = open_mapping(r, pid, ref, what);
-    if (mappings_.size() >= kMaxMappings) evict_one();
-    mappings_.push_back(fresh);
+    while (mappings_.size() >= kMaxMappings && evict_one(op)) {
+    }
+    try {
+      mappings_.push_back(fresh);
+    } catch (...) {
+      munmap(fresh.base, fresh.bytes);
+      throw;
+    }
     it = mappings_.end() - 1;
   }
   if (ref.offset > it->bytes || bytes > it->bytes - ref.offset)
@@ -37,6 +43,7 @@ std::byte* PeerMappings::map(int r, pid_t pid, const MappableRef& ref, std::size
                     "which holds " + std::to_string(it->bytes),
                 ErrorContext{.op = what, .peers = {r}});
   it->last_use = ++uses_;
+  it->op = op;
   return it->base + ref.offset;
 }
 
@@ -72,15 +79,18 @@ PeerMappings::Mapping PeerMappings::open_mapping(int r, pid_t pid, const Mappabl
                  ref.device,
                  static_cast<std::byte*>(base),
                  static_cast<std::size_t>(ref.file_bytes),
+                 0,
                  0};
 }
 
-void PeerMappings::evict_one() noexcept {
-  const auto oldest =
-      std::min_element(mappings_.begin(), mappings_.end(),
-                       [](const Mapping& a, const Mapping& b) { return a.last_use < b.last_use; });
+bool PeerMappings::evict_one(std::uint64_t op) noexcept {
+  auto oldest = mappings_.end();
+  for (auto it = mappings_.begin(); it != mappings_.end(); ++it)
+    if (it->op != op && (oldest == mappings_.end() || it->last_use < oldest->last_use)) oldest = it;
+  if (oldest == mappings_.end()) return false;
   munmap(oldest->base, oldest->bytes);
   mappings_.erase(oldest);
+  return true;
 }
 
 }  // namespace cohort::transport

@@ -7,8 +7,9 @@
 // system call and a page fault per page on first touch, which a loop over the same buffers
 // should pay once. A cached mapping stays right because the inode it was checked against
 // cannot be reused while this process holds the file; a freed allocation has had its pages
-// punched out by its owner, so keeping its mapping costs address space, not memory. At most
-// kMaxMappings are kept, the least recently used unmapped first.
+// punched out by its owner, so keeping its mapping costs address space, not memory. About
+// kMaxMappings are kept, the least recently used unmapped first; but never one the current op
+// mapped or used, whose addresses that op may still hold (an op over many ranks may need more).
 
 #include "core/mappable_memory.hpp"
 
@@ -31,12 +32,14 @@ class PeerMappings {
   PeerMappings& operator=(const PeerMappings&) = delete;
 
   /// This process's address of the `bytes` at `ref` in rank r's (process `pid`'s) mappable
-  /// memory, mapped read-write. The owner must keep the allocation alive and the descriptor in
-  /// `ref` open while this runs (a collective's exposure guarantees both). Throws
-  /// Error(SystemError) when the owner's descriptor cannot be opened or mapped, and
-  /// Error(RemoteError) when it names another file than `ref` says (the owner freed the
-  /// allocation during the op) or one shorter than the block. Not thread-safe: one op at a time.
-  std::byte* map(int r, pid_t pid, const MappableRef& ref, std::size_t bytes,
+  /// memory, mapped read-write. The address stays valid as long as calls name the same `op` (an
+  /// op's number, the same for all of its calls): only mappings last used by another op are
+  /// unmapped to make room. The owner must keep the allocation alive and the descriptor in `ref`
+  /// open while this runs (a collective's exposure guarantees both). Throws Error(SystemError)
+  /// when the owner's descriptor cannot be opened or mapped, and Error(RemoteError) when it names
+  /// another file than `ref` says (the owner freed the allocation during the op) or one shorter
+  /// than the block. Not thread-safe: one op at a time.
+  std::byte* map(int r, pid_t pid, const MappableRef& ref, std::size_t bytes, std::uint64_t op,
                  const std::string& what);
 
   /// Mappings kept now (for tests).
@@ -50,12 +53,13 @@ class PeerMappings {
     std::byte* base;
     std::size_t bytes;
     std::uint64_t last_use;
+    std::uint64_t op;  ///< the op that last used it
   };
 
   /// Opens and maps rank r's file after checking it is the one `ref` names.
   Mapping open_mapping(int r, pid_t pid, const MappableRef& ref, const std::string& what) const;
-  /// Unmaps the least recently used mapping.
-  void evict_one() noexcept;
+  /// Unmaps the least recently used mapping not used by `op`; false when every one was.
+  bool evict_one(std::uint64_t op) noexcept;
 
   std::vector<Mapping> mappings_;
   std::uint64_t uses_ = 0;

@@ -322,10 +322,10 @@ SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes, std:
       single_copy_(single_copy),
       measured_choice_(measured_choice) {}
 
-std::byte* SharedArena::map_peer(int r, const MappableRef& ref, std::size_t bytes,
+std::byte* SharedArena::map_peer(int r, const MappableRef& ref, std::size_t bytes, std::uint64_t op,
                                  const std::string& what) {
   COHORT_CHECK(single_copy_ && r != rank_);
-  return mappings_.map(r, watches_[static_cast<std::size_t>(r)].pid(), ref, bytes, what);
+  return mappings_.map(r, watches_[static_cast<std::size_t>(r)].pid(), ref, bytes, op, what);
 }
 
 void SharedArena::read_from(int r, void* into, const void* source, std::size_t bytes,

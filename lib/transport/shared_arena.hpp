@@ -131,10 +131,13 @@ class SharedArena {
                  const std::string& what) const;
   /// This process's address of the `bytes` at `ref` in rank r's mappable memory
   /// (core/mappable_memory.hpp), mapped read-write on first use and kept
-  /// (transport/peer_mappings.hpp). Only when single_copy(): opening r's descriptor needs the
-  /// same access to its process. r must keep the allocation alive until this rank tells it it is
-  /// done, as for read_from. Throws as PeerMappings::map. One op at a time.
-  std::byte* map_peer(int r, const MappableRef& ref, std::size_t bytes, const std::string& what);
+  /// (transport/peer_mappings.hpp); valid while calls name the same `op` (any number that
+  /// identifies the op, such as one of its generations). Only when single_copy(): opening r's
+  /// descriptor needs the same access to its process. r must keep the allocation alive until
+  /// this rank tells it it is done, as for read_from. Throws as PeerMappings::map. One op at a
+  /// time.
+  std::byte* map_peer(int r, const MappableRef& ref, std::size_t bytes, std::uint64_t op,
+                      const std::string& what);
   /// Peers' allocations mapped now (for tests).
   std::size_t peer_mappings() const noexcept { return mappings_.size(); }
   /// Marks every flag of this rank so that each peer waiting on it, in this op or a later one

@@ -37,6 +37,12 @@ struct Channel {
     for (int fd : fds)
       if (fd >= 0) close(fd);
   }
+  /// Closes end `i` (0 read, 1 write) in this process: each side keeps only the end it uses, so
+  /// a side that dies leaves the other reading end-of-file instead of waiting forever.
+  void close_end(int i) {
+    close(fds[i]);
+    fds[i] = -1;
+  }
   template <class T>
   void put(const T& value) const {
     if (write(fds[1], &value, sizeof value) != static_cast<ssize_t>(sizeof value)) _exit(90);
@@ -65,7 +71,8 @@ TEST_CASE("mappable memory is zeroed, and found only for ranges inside a live al
   std::size_t rounded = 0;
   auto* base = static_cast<unsigned char*>(cohort::allocate_mappable(10000, &rounded));
   REQUIRE(base != nullptr);
-  CHECK(rounded == 12288);  // whole 4 KiB pages
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  CHECK(rounded == (10000 + page - 1) / page * page);  // whole pages
   for (std::size_t i = 0; i < rounded; ++i) REQUIRE(base[i] == 0);
   MappableRef ref;
   REQUIRE(cohort::find_mappable(base + 100, 200, &ref));
@@ -88,8 +95,33 @@ TEST_CASE("mappable memory is zeroed, and found only for ranges inside a live al
   auto* huge = cohort::allocate_mappable((2u << 20) + 1, &rounded);
   REQUIRE(huge != nullptr);
   CHECK(rounded == (4u << 20));  // whole 2 MiB pages from 2 MiB on
-  CHECK(reinterpret_cast<std::uintptr_t>(huge) % 4096 == 0);
+  CHECK(reinterpret_cast<std::uintptr_t>(huge) % page == 0);
   cohort::free_mappable(huge);
+}
+
+TEST_CASE("a forked child shares mappable memory, and letting it go leaves the parent's") {
+  std::size_t rounded = 0;
+  auto* base = static_cast<unsigned char*>(cohort::allocate_mappable(8192, &rounded));
+  REQUIRE(base != nullptr);
+  for (std::size_t i = 0; i < 8192; ++i) base[i] = pattern(i);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // The child's view is the parent's memory, not a copy: its write shows in the parent.
+    base[0] = 0xCD;
+    cohort::free_mappable(base);  // its own view only
+    MappableRef ref;
+    _exit(cohort::find_mappable(base, 1, &ref) ? 20 : 0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  CHECK(base[0] == 0xCD);
+  for (std::size_t i = 1; i < 8192; ++i) REQUIRE(base[i] == pattern(i));
+  MappableRef ref;
+  CHECK(cohort::find_mappable(base, 8192, &ref));
+  cohort::free_mappable(base);
 }
 
 TEST_CASE("Buffer::allocate_mappable gives mappable memory, freed with its last Buffer") {
@@ -114,6 +146,8 @@ TEST_CASE("another process maps mappable memory in place, cached, and checked ag
   REQUIRE(child >= 0);
   if (child == 0) {
     // The owner: allocates, fills, names the block, and answers the parent's requests.
+    to_parent.close_end(0);
+    to_child.close_end(1);
     std::size_t rounded = 0;
     auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
     if (a == nullptr) _exit(10);
@@ -128,30 +162,34 @@ TEST_CASE("another process maps mappable memory in place, cached, and checked ag
     if (b == nullptr || !cohort::find_mappable(b, 4096, &ref)) _exit(14);
     b[0] = 7;
     to_parent.put(ref);
-    // Enough more allocations to overflow the parent's cache.
+    // Enough more allocations to overflow the parent's cache within one op and then another,
+    // each marked with its number.
     std::vector<void*> more;
-    for (std::size_t i = 0; i < PeerMappings::kMaxMappings; ++i) {
+    for (std::size_t i = 0; i < PeerMappings::kMaxMappings + 2; ++i) {
       more.push_back(cohort::allocate_mappable(4096, &rounded));
       if (more.back() == nullptr || !cohort::find_mappable(more.back(), 4096, &ref)) _exit(15);
+      static_cast<unsigned char*>(more.back())[0] = static_cast<unsigned char>(i + 1);
       to_parent.put(ref);
     }
     if (to_child.get<int>() != 2) _exit(16);
     _exit(0);
   }
 
+  to_parent.close_end(1);
+  to_child.close_end(0);
   PeerMappings mappings;
   const auto ref = to_parent.get<MappableRef>();
   CHECK(ref.offset == 4096);
-  std::byte* p = mappings.map(1, child, ref, 8192, "test");
+  std::byte* p = mappings.map(1, child, ref, 8192, 1, "test");
   for (std::size_t i = 0; i < 8192; ++i)
     REQUIRE(static_cast<unsigned char>(p[i]) == pattern(4096 + i));
   p[0] = std::byte{0xAB};
-  CHECK(mappings.map(1, child, ref, 8192, "test") == p);  // cached
+  CHECK(mappings.map(1, child, ref, 8192, 1, "test") == p);  // cached
   CHECK(mappings.size() == 1);
 
   MappableRef wrong = ref;
   wrong.inode += 1;
-  CHECK_THROWS_MATCHES(mappings.map(1, child, wrong, 8192, "test"), cohort::Error,
+  CHECK_THROWS_MATCHES(mappings.map(1, child, wrong, 8192, 1, "test"), cohort::Error,
                        Catch::Matchers::Predicate<cohort::Error>([](const cohort::Error& e) {
                          return e.code() == cohort::ErrorCode::RemoteError &&
                                 std::string(e.what()).find("not the memory it exposed") !=
@@ -160,13 +198,13 @@ TEST_CASE("another process maps mappable memory in place, cached, and checked ag
   MappableRef closed = ref;
   closed.fd = 1000;   // no such descriptor in the child
   closed.inode += 2;  // and not cached under the inode the mapping was made for
-  CHECK_THROWS_MATCHES(mappings.map(1, child, closed, 8192, "test"), cohort::Error,
+  CHECK_THROWS_MATCHES(mappings.map(1, child, closed, 8192, 1, "test"), cohort::Error,
                        Catch::Matchers::Predicate<cohort::Error>([](const cohort::Error& e) {
                          return e.code() == cohort::ErrorCode::SystemError;
                        }));
   MappableRef past_end = ref;
   past_end.offset = kBytes - 4096;
-  CHECK_THROWS_AS(mappings.map(1, child, past_end, 8192, "test"), cohort::Error);
+  CHECK_THROWS_AS(mappings.map(1, child, past_end, 8192, 1, "test"), cohort::Error);
   CHECK(mappings.size() == 1);
 
   CHECK(resident(p));
@@ -176,13 +214,21 @@ TEST_CASE("another process maps mappable memory in place, cached, and checked ag
   // here, and reading it finds zeros instead of faulting.
   CHECK_FALSE(resident(p));
   CHECK(static_cast<unsigned char>(p[0]) == 0);
-  CHECK(resident(p));  // the read brought a zero page back, this process's to keep till unmapped
-  std::byte* q = mappings.map(1, child, b, 4096, "test");
+  std::byte* q = mappings.map(1, child, b, 4096, 1, "test");
   CHECK(static_cast<unsigned char>(q[0]) == 7);
   CHECK(mappings.size() == 2);
-  for (std::size_t i = 0; i < PeerMappings::kMaxMappings; ++i)
-    mappings.map(1, child, to_parent.get<MappableRef>(), 4096, "test");
+  // One op maps 65 allocations: the two the first op used make room, then the cache grows
+  // rather than unmap one this op still holds.
+  std::vector<std::byte*> held;
+  for (std::size_t i = 0; i <= PeerMappings::kMaxMappings; ++i)
+    held.push_back(mappings.map(1, child, to_parent.get<MappableRef>(), 4096, 2, "test"));
+  CHECK(mappings.size() == PeerMappings::kMaxMappings + 1);
+  for (std::size_t i = 0; i < held.size(); ++i)
+    REQUIRE(static_cast<unsigned char>(held[i][0]) == i + 1);
+  // The next op trims the cache back to its size, least recently used first.
+  mappings.map(1, child, to_parent.get<MappableRef>(), 4096, 3, "test");
   CHECK(mappings.size() == PeerMappings::kMaxMappings);
+  CHECK(static_cast<unsigned char>(held.back()[0]) == PeerMappings::kMaxMappings + 1);
   to_child.put(2);
   int status = 0;
   REQUIRE(waitpid(child, &status, 0) == child);

@@ -128,7 +128,8 @@ void SingleCopyOp::read_part(int r, std::size_t entry, std::size_t entry_bytes, 
   if (bytes == 0) return;
   if (found.inode != 0) {
     // In mappable memory: a plain copy through the mapping, without the kernel pinning pages.
-    copy_bytes(into, arena_.map_peer(r, mappable_ref(found), entry_bytes, ctx_.what) + offset,
+    copy_bytes(into,
+               arena_.map_peer(r, mappable_ref(found), entry_bytes, release_, ctx_.what) + offset,
                bytes);
   } else {
     arena_.read_from(
@@ -165,7 +166,7 @@ std::byte* SingleCopyOp::mapped(int r, std::size_t entry, std::size_t entry_byte
   if (r == ctx_.rank)
     return reinterpret_cast<std::byte*>(static_cast<std::uintptr_t>(found.address));
   COHORT_CHECK(found.inode != 0);
-  return arena_.map_peer(r, mappable_ref(found), entry_bytes, ctx_.what);
+  return arena_.map_peer(r, mappable_ref(found), entry_bytes, release_, ctx_.what);
 }
 
 void SingleCopyOp::release() {
