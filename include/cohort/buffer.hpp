@@ -47,11 +47,14 @@ class Buffer {
   /// An owning, zero-filled host allocation of `count` elements (1-D) that the other ranks of
   /// this host can map: collectives whose buffers on every rank lie in such memory let peers
   /// read and write them in place instead of copying (README, "Mappable buffers"). Each one is
-  /// a memfd that stays open while the allocation lives (one file descriptor each), page-aligned
-  /// (2 MiB-aligned from 2 MiB on). Freed when the last Buffer sharing it goes; its memory then
-  /// returns at once, even while peers still map it. Views into it (slices, DLPack exports)
-  /// count too. Thread-safe. Throws SystemError when the kernel refuses (no memfd, out of
-  /// descriptors or memory).
+  /// a memfd that stays open while the allocation lives (one file descriptor each),
+  /// page-aligned. Freed when the last Buffer sharing it goes (views, slices and DLPack exports
+  /// count too); its pages then leave the file at once, even while peers still map it. Unlike
+  /// ordinary memory it is shared, not copied, with a child this process forks (the child's
+  /// writes show in the parent; the child letting go of it frees nothing). If a collective over
+  /// it fails on this rank, peers writing into its output stop within the piece they are
+  /// writing, which may land after the failure returned here. Thread-safe. Throws SystemError
+  /// when the kernel refuses (no memfd, out of descriptors or memory).
   static Buffer allocate_mappable(std::size_t count, DType dtype);
 
   /// Concatenates along dim 0 into a new host allocation. All parts must share dtype and

@@ -11,10 +11,12 @@
 // faster one runs until the next measurement.
 //
 // The schedule is the same on every rank, since every rank runs the same sequence of ops: a
-// size's first kTrialCalls calls alternate the two algorithms (the table's choice first); the
-// next call starts with a vote (every rank contributes its best time per byte of each, MAX
-// across ranks, through the arena under an announcement of its own);
-// then the winner runs for kCallsBetweenTrials calls, and the trials start again.
+// size class's first trial_calls() calls alternate the two algorithms (the table's choice
+// first); the next call starts with a vote (every rank contributes its best time per byte of
+// each and whether its buffers were all mappable, MAX across ranks, through the arena under an
+// announcement of its own); then the winner runs for calls_between_trials() calls, and the
+// trials start again. Classes from kLargeClassBytes take kTrialCalls and kCallsBetweenTrials;
+// smaller ones more trials, spaced by bytes, and single copy only over mappable buffers.
 
 #include <array>
 #include <cstddef>

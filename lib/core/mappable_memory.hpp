@@ -13,8 +13,13 @@
 // A peer opens the owner's descriptor through /proc/<pid>/fd/<fd> (transport/peer_mappings.hpp)
 // and checks the inode, so the owner keeps the descriptor open for the allocation's life. When
 // the allocation is freed its pages are punched out of the file before it is closed: a peer
-// that still maps it (mappings are cached) keeps only address space, never the memory, and a
-// peer that touched it anyway would read zeros, not fault.
+// that still maps it (mappings are cached) keeps only address space, and one that touches it
+// anyway (only a collective that failed on the owner's side can) reads zeros instead of
+// faulting, its writes holding pages only until its mapping goes.
+//
+// The mapping is shared, so a forked child sees and writes the parent's memory rather than a
+// copy; only the allocating process punches the pages out when freeing, and a fork holds the
+// registry's lock across it.
 
 #include <cstddef>
 #include <cstdint>

@@ -5,6 +5,7 @@
 // every combination in the same process set. Floats compare with zero tolerance: the data are
 // small integers whose sums and products are exact in every dtype (see sweep_data.hpp).
 
+#include "algorithms/engines/single_copy.hpp"
 #include "support/scoped_env.hpp"
 #include "sweep_rank.hpp"
 
@@ -54,10 +55,16 @@ void launch_sweep(int world_size, const SweepPlan& plan, bool mappable = false) 
         SweepRank rank(env);
         sweep_everything(rank, plan);
         // Without the mapping, single copy would have copied out of the peers with
-        // process_vm_readv and the results alone could not tell.
-        if (mappable && env.world_size > 1 && rank.single_copy() && rank.peer_mappings() == 0)
-          throw std::runtime_error("rank " + std::to_string(env.rank) +
-                                   " mapped none of its peers' buffers");
+        // process_vm_readv, and the allreduce taken its copying scheme: the results alone could
+        // not tell.
+        if (mappable && env.world_size > 1 && rank.single_copy()) {
+          if (rank.peer_mappings() == 0)
+            throw std::runtime_error("rank " + std::to_string(env.rank) +
+                                     " mapped none of its peers' buffers");
+          if (cohort::algorithms::testing::mapped_allreduces() == 0)
+            throw std::runtime_error("rank " + std::to_string(env.rank) +
+                                     " ran no allreduce in place on mapped buffers");
+        }
         if (env.rank == 0)
           std::printf("world size %d: %u ops checked\n", env.world_size,
                       static_cast<unsigned>(rank.ops()));

@@ -35,6 +35,7 @@
 #include "reduce/reduce.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 namespace cohort::algorithms {
@@ -47,6 +48,8 @@ constexpr std::size_t kChunkBytes = 128 * 1024;
 /// Outputs from this size on are written with non-temporal stores
 /// (core/stream_copy.hpp): larger than the caches keep, and read next by their owners.
 constexpr std::size_t kStreamOutputMinBytes = 8 * 1024 * 1024;
+
+std::atomic<std::uint64_t> mapped_allreduce_count{0};
 
 /// Every rank's input and output mapped here (all_mappable): rank r folds share r of every
 /// input, a chunk at a time into scratch that stays in cache, and writes it into share r of
@@ -78,11 +81,14 @@ void run_mapped(const OpContext& ctx, const AllreduceArgs& args, SingleCopyOp& o
       const std::size_t offset = (mine.offset + done) * es;
       fold_in_rank_order(args.op, args.dtype, sums, elems, n,
                          [&](int r) { return inputs[static_cast<std::size_t>(r)] + offset; });
+      // A peer that failed may have its buffers back: write nothing more into them.
+      op.check_peers();
       // Own output last: the peers' lines leave this core's cache, its own may stay.
       for (int k = 1; k <= n; ++k)
         copy_out(outputs[static_cast<std::size_t>((ctx.rank + k) % n)] + offset, sums, elems * es);
     }
   }
+  if (agreed) mapped_allreduce_count.fetch_add(1, std::memory_order_relaxed);
   // The second step reads nothing; announcing it keeps the generations of the copying scheme.
   op.expose_next({});
   op.release_after_all();
@@ -141,6 +147,10 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
 }
 
 }  // namespace
+
+std::uint64_t testing::mapped_allreduces() noexcept {
+  return mapped_allreduce_count.load(std::memory_order_relaxed);
+}
 
 extern const AlgorithmDescriptor allreduce_single_copy =
     describe<run, reading_peers<AllreduceArgs>>(

@@ -169,6 +169,10 @@ std::byte* SingleCopyOp::mapped(int r, std::size_t entry, std::size_t entry_byte
   return arena_.map_peer(r, mappable_ref(found), entry_bytes, release_, ctx_.what);
 }
 
+void SingleCopyOp::check_peers() {
+  arena_.wait_for_all(Flag::Arrived, exposure_, ctx_.deadline, ctx_.what);
+}
+
 void SingleCopyOp::release() {
   COHORT_CHECK(exposure_ + 1 == release_);  // every step exposed
   arena_.publish(Flag::Arrived, release_);

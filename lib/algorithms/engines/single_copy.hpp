@@ -63,7 +63,9 @@ class SingleCopyOp {
   /// Publishes this rank's blocks: one per destination rank (entry d for rank d), or one that
   /// every rank reads (entry 0), or none. Call exactly once, before any read. The blocks must
   /// stay valid until the release returns, and every byte a peer reads unchanged until that
-  /// peer announces it is done with it (its release, or its next step's table).
+  /// peer announces it is done with it (its release, or its next step's table). A block in
+  /// mappable memory may also be written by peers in place (mapped()) until their release; if
+  /// this rank fails first, a peer stops within the piece it is writing (check_peers).
   void expose(std::span<const ExposedBlock> blocks);
   /// The same for one block per destination rank d: counts[d] elements of `element_bytes` at
   /// `base` + displs[d] elements (a scatter's or an alltoall's layout), written straight into
@@ -87,7 +89,7 @@ class SingleCopyOp {
 
   /// Whether entries [0, entries) of every rank's table (this rank's too) lie in mappable memory
   /// (core/mappable_memory.hpp), or are empty: the same answer on every rank, so ranks may choose
-  /// a scheme by it. Waits for every rank's table.
+  /// a scheme by it. Waits for the tables in rank order until one answers no.
   bool all_mappable(std::size_t entries);
   /// Entry `entry` of rank r's table as an address in this process, for reading and writing in
   /// place: rank r's mappable memory mapped here (transport/peer_mappings.hpp), or this rank's
@@ -96,6 +98,11 @@ class SingleCopyOp {
   /// r's block may be written only where r reads and writes nothing of it until its release, and
   /// read only where r does not write it.
   std::byte* mapped(int r, std::size_t entry, std::size_t entry_bytes);
+
+  /// Throws as a read would when some peer has failed since it published this step's table (it
+  /// marked its flags, and its caller may have its buffers back): an op that writes peers'
+  /// memory in place calls it before each piece it writes, so it stops within a piece.
+  void check_peers();
 
   /// Announces that this rank read all it reads, and returns: for a rank nobody reads from.
   void release();
@@ -122,6 +129,12 @@ class SingleCopyOp {
   std::string mismatch_;  ///< the first length disagreement, thrown by the release
   int mismatched_rank_ = -1;
 };
+
+namespace testing {
+/// Allreduces this process ran in place on every rank's mappable buffers
+/// (allreduce/single_copy.cpp), for tests that must know the path was taken.
+std::uint64_t mapped_allreduces() noexcept;
+}  // namespace testing
 
 /// accepts() of the single-copy algorithms: a shared arena exists, its ranks can read each
 /// other's memory (SharedArena::single_copy(), the same on every rank), and their tables fit a
