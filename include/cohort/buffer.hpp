@@ -50,8 +50,9 @@ class Buffer {
   /// a memfd that stays open while the allocation lives (one file descriptor each),
   /// page-aligned. Freed when the last Buffer sharing it goes (views, slices and DLPack exports
   /// count too); its pages then leave the file at once, even while peers still map it. Unlike
-  /// ordinary memory it is shared, not copied, with a child this process forks (the child's
-  /// writes show in the parent; the child letting go of it frees nothing). If a collective over
+  /// ordinary memory it is shared, not copied, with a child this process forks (each sees the
+  /// other's writes; the child letting go of it frees nothing, and once the parent frees it the
+  /// child's view reads zeros). If a collective over
   /// it fails on this rank, peers writing into its output stop within the piece they are
   /// writing, which may land after the failure returned here. Thread-safe. Throws SystemError
   /// when the kernel refuses (no memfd, out of descriptors or memory).

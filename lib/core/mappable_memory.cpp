@@ -55,6 +55,10 @@ std::size_t mappable_page_bytes() {
   return bytes;
 }
 
+/// The registry and its fork handlers exist from the library's load, before any thread could
+/// fork while another builds them (a child would inherit the static's guard mid-construction).
+[[maybe_unused]] const bool registry_at_load = (mappable_registry(), true);
+
 }  // namespace
 
 void* allocate_mappable(std::size_t bytes, std::size_t* rounded) noexcept {

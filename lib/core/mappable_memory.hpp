@@ -42,8 +42,9 @@ struct MappableRef {
 /// memory). Thread-safe. Release with free_mappable.
 void* allocate_mappable(std::size_t bytes, std::size_t* rounded) noexcept;
 
-/// Releases an allocation of allocate_mappable (its first byte): punches its pages out of the
-/// file, unmaps it and closes the descriptor. Null is ignored. Thread-safe.
+/// Releases an allocation of allocate_mappable (its first byte): in the process that allocated
+/// it, punches its pages out of the file; then unmaps it and closes the descriptor (in a forked
+/// child, only its own view goes). Null is ignored. Thread-safe.
 void free_mappable(void* base) noexcept;
 
 /// Whether [p, p + bytes) lies inside one live allocation of this process; fills `*ref` when it

@@ -50,6 +50,7 @@ constexpr std::size_t kChunkBytes = 128 * 1024;
 constexpr std::size_t kStreamOutputMinBytes = 8 * 1024 * 1024;
 
 std::atomic<std::uint64_t> mapped_allreduce_count{0};
+std::atomic<void (*)(int, std::size_t)> mapped_piece_hook{nullptr};
 
 /// Every rank's input and output mapped here (all_mappable): rank r folds share r of every
 /// input, a chunk at a time into scratch that stays in cache, and writes it into share r of
@@ -81,6 +82,8 @@ void run_mapped(const OpContext& ctx, const AllreduceArgs& args, SingleCopyOp& o
       const std::size_t offset = (mine.offset + done) * es;
       fold_in_rank_order(args.op, args.dtype, sums, elems, n,
                          [&](int r) { return inputs[static_cast<std::size_t>(r)] + offset; });
+      if (auto* hook = mapped_piece_hook.load(std::memory_order_relaxed))
+        hook(ctx.rank, done / chunk_elems);
       // A peer that failed may have its buffers back: write nothing more into them.
       op.check_peers();
       // Own output last: the peers' lines leave this core's cache, its own may stay.
@@ -150,6 +153,10 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
 
 std::uint64_t testing::mapped_allreduces() noexcept {
   return mapped_allreduce_count.load(std::memory_order_relaxed);
+}
+
+void testing::set_mapped_piece_hook(void (*hook)(int, std::size_t)) noexcept {
+  mapped_piece_hook.store(hook, std::memory_order_relaxed);
 }
 
 extern const AlgorithmDescriptor allreduce_single_copy =

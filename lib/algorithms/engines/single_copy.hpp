@@ -89,7 +89,8 @@ class SingleCopyOp {
 
   /// Whether entries [0, entries) of every rank's table (this rank's too) lie in mappable memory
   /// (core/mappable_memory.hpp), or are empty: the same answer on every rank, so ranks may choose
-  /// a scheme by it. Waits for the tables in rank order until one answers no.
+  /// a scheme by it. Waits for every rank's table (returns early only at one with too few
+  /// entries).
   bool all_mappable(std::size_t entries);
   /// Entry `entry` of rank r's table as an address in this process, for reading and writing in
   /// place: rank r's mappable memory mapped here (transport/peer_mappings.hpp), or this rank's
@@ -134,6 +135,10 @@ namespace testing {
 /// Allreduces this process ran in place on every rank's mappable buffers
 /// (allreduce/single_copy.cpp), for tests that must know the path was taken.
 std::uint64_t mapped_allreduces() noexcept;
+/// Called by that allreduce before it checks its peers and writes piece `piece` (0, 1, ...),
+/// with this rank's number; null (the default) for none. A test's hook may throw (a failure
+/// mid-op) or wait (to order one rank's failure before another's writes). Set it before the op.
+void set_mapped_piece_hook(void (*hook)(int rank, std::size_t piece)) noexcept;
 }  // namespace testing
 
 /// accepts() of the single-copy algorithms: a shared arena exists, its ranks can read each
