@@ -68,7 +68,7 @@ using cohort::ReduceOp;
 
 constexpr std::size_t kPieceBytes = 256 * 1024;  // SharedArena::kSlotBytes
 constexpr std::size_t kHalf = kPieceBytes / 2;
-constexpr std::size_t kStreamMinBytes = 8 * 1024 * 1024;  // as the engine's copy-out
+constexpr std::size_t kStreamMinBytes = cohort::kStreamOutputMinBytes;  // as the engine's
 
 /// One flag per cache line, as the arena's.
 struct alignas(64) Flag {

@@ -91,13 +91,15 @@ Algorithm run_measured(const OpContext& ctx, const AllreduceArgs& args, std::siz
   const Algorithm algorithm = alternative ? Algorithm::SingleCopy : Algorithm::SharedMemory;
   const auto start = std::chrono::steady_clock::now();
   run_accepted(ctx, args, bytes, algorithm, alternative ? single : arena);
-  // Per byte: calls of different sizes share a size class.
-  // Whether this rank's buffers are mappable: only a small class's vote asks (measured_choice.hpp).
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Whether this rank's buffers are mappable: only a small class's vote asks
+  // (measured_choice.hpp), so only trial calls look.
   MappableRef ref;
-  const bool mappable = find_mappable(args.in, bytes, &ref) && find_mappable(args.out, bytes, &ref);
-  measured->record(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
-                       static_cast<double>(bytes),
-                   mappable);
+  const bool mappable = measured->in_trials() && find_mappable(args.in, bytes, &ref) &&
+                        find_mappable(args.out, bytes, &ref);
+  // Per byte: calls of different sizes share a size class.
+  measured->record(seconds / static_cast<double>(bytes), mappable);
   return algorithm;
 }
 

@@ -60,6 +60,9 @@ class MeasuredChoice {
   int trial_calls() const noexcept { return trial_calls_; }
   std::uint32_t calls_between_trials() const noexcept { return calls_between_trials_; }
 
+  /// Whether this call is one of the trials (its record counts).
+  bool in_trials() const noexcept { return trial_ < trial_calls_; }
+
   /// Whether a vote must run before this call: the trials have ended and were not voted on.
   bool vote_due() const noexcept { return trial_ == trial_calls_; }
 

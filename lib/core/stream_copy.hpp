@@ -10,6 +10,11 @@
 
 namespace cohort {
 
+/// Outputs of a reduction at least this large are written with stream_copy out of place
+/// (shared_memory_reduction.cpp, allreduce/single_copy.cpp): larger than the caches keep, and
+/// read next by their owners, not by the core that writes them.
+inline constexpr std::size_t kStreamOutputMinBytes = 8 * 1024 * 1024;
+
 /// memcpy semantics (no overlap). The stores are fenced before returning, so a flag published
 /// afterwards is ordered after the data on every architecture.
 void stream_copy(void* dst, const void* src, std::size_t bytes) noexcept;

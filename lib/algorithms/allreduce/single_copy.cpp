@@ -45,10 +45,6 @@ namespace {
 /// output stay in the core's cache while they are reduced.
 constexpr std::size_t kChunkBytes = 128 * 1024;
 
-/// Outputs from this size on are written with non-temporal stores
-/// (core/stream_copy.hpp): larger than the caches keep, and read next by their owners.
-constexpr std::size_t kStreamOutputMinBytes = 8 * 1024 * 1024;
-
 std::atomic<std::uint64_t> mapped_allreduce_count{0};
 std::atomic<void (*)(int, std::size_t)> mapped_piece_hook{nullptr};
 

@@ -52,10 +52,6 @@ using transport::SharedArena;
 /// reduction.
 constexpr std::size_t kDirectMaxBytes = 16 * 1024;
 
-/// Out-of-place outputs from this size on are written with non-temporal stores
-/// (core/stream_copy.hpp): they exceed what the caches could keep anyway.
-constexpr std::size_t kStreamOutputMinBytes = 8 * 1024 * 1024;
-
 /// Where rank r's contribution to piece `generation` lives: next to its flag (a tiny vector on
 /// the direct path) or in its data slot.
 std::byte* contribution(const SharedArena& arena, int r, std::uint64_t generation, bool tiny) {
