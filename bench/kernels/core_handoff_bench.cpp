@@ -22,7 +22,7 @@
 // one process, each reading its half of both inputs once and writing the sums into both outputs
 // in one fused pass (streaming stores out of place), out of place and in place; and the same
 // work done the way the allreduce over mappable buffers does it (allreduce/single_copy.cpp,
-// run_mapped: the library's kernels into scratch, then copies). cohort-bench's busbw over the
+// run_mapped: reduce::fold_to_all, one pass per piece). cohort-bench's busbw over the
 // ceiling is how near the memory's limit cohort runs.
 //
 // Then the same two CPUs stream tiny messages, as a tiny broadcast's root and its reader do
@@ -289,31 +289,25 @@ void sum_twice_sse(float* d0, float* d1, const float* a, const float* b, std::si
   _mm_sfence();
 }
 
-/// Median seconds of `repeats` allreduces of `bytes` on two threads of one process, each
-/// reading its half of both ranks' inputs and writing it into both outputs (in place: into the
-/// inputs), either as the mappable allreduce does (`fused` false:
-/// lib/algorithms/allreduce/single_copy.cpp, run_mapped; the library's kernels, 128 KiB at a time
-/// into scratch, then streaming copies from 8 MiB out of place) or in one fused pass per element
-/// (sum_twice_*: the ceiling).
-/// (lib/algorithms/allreduce/single_copy.cpp, run_mapped), by two threads of one process on
-/// plain memory: thread r folds half r of both inputs, 128 KiB at a time, into scratch and
-/// writes it into half r of both outputs (streaming stores from 8 MiB out of place; in place the
-/// outputs are the inputs). No copy and no cache line moves between the cores but the inputs'
-/// and outputs' own: the ceiling of any 2-rank allreduce of this host's memory.
+/// Median seconds of `repeats` allreduces of `bytes` on two threads of one process pinned to
+/// `cpus`, each reading its half of both ranks' inputs and writing it into both outputs (in
+/// place: into the inputs), either in one hand-written fused pass per element (`fused`,
+/// sum_twice_*: the ceiling) or as the allreduce over mappable buffers does it
+/// (lib/algorithms/allreduce/single_copy.cpp, run_mapped: reduce::fold_to_all over 128 KiB at a
+/// time, streaming stores from 8 MiB out of place). No copy and no cache line moves between the
+/// cores but the inputs' and outputs' own.
 double direct_median_seconds(bool fused, bool in_place, std::size_t bytes, int repeats,
                              const int (&cpus)[2]) {
   constexpr std::size_t kChunk = 128 * 1024;
   const auto sum_twice = __builtin_cpu_supports("avx512f") ? sum_twice_avx512 : sum_twice_sse;
   Rank ranks[2]{Rank(bytes), Rank(bytes)};
   std::vector<double> seconds;
-  const auto copy_out =
-      bytes >= kStreamMinBytes && !in_place ? cohort::stream_copy : cohort::copy_bytes;
+  const auto stores = bytes >= kStreamMinBytes && !in_place ? cohort::reduce::Stores::Streaming
+                                                            : cohort::reduce::Stores::Cached;
   for (int r = 0; r < repeats + 1; ++r) {  // the first run warms the pages up, untimed
     const auto start = std::chrono::steady_clock::now();
     auto body = [&](int me) {
       pin_to(cpus[me]);
-      std::vector<float> sums(kChunk / sizeof(float));
-      auto* scratch = reinterpret_cast<std::byte*>(sums.data());
       std::byte* outputs[2] = {in_place ? ranks[0].input() : ranks[0].output(),
                                in_place ? ranks[1].input() : ranks[1].output()};
       const std::size_t half = bytes / 2;
@@ -328,10 +322,10 @@ double direct_median_seconds(bool fused, bool in_place, std::size_t bytes, int r
       for (std::size_t done = 0; done < half; done += kChunk) {
         const std::size_t at = static_cast<std::size_t>(me) * half + done;
         const std::size_t length = std::min(kChunk, half - done);
-        cohort::reduce::reduce_to(ReduceOp::Sum, DType::Float32, scratch, ranks[0].input() + at,
-                                  ranks[1].input() + at, length / sizeof(float));
-        copy_out(outputs[1 - me] + at, scratch, length);
-        copy_out(outputs[me] + at, scratch, length);
+        const void* inputs[2] = {ranks[0].input() + at, ranks[1].input() + at};
+        void* pieces[2] = {outputs[1 - me] + at, outputs[me] + at};
+        cohort::reduce::fold_to_all(ReduceOp::Sum, DType::Float32, pieces, 2, inputs, 2,
+                                    length / sizeof(float), stores);
       }
     };
     std::thread first(body, 0);

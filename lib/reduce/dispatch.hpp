@@ -29,6 +29,10 @@ const char* isa_name(Isa isa) noexcept;
 
 /// dst[i] = a[i] op b[i] for i < count; dst may be identical to a or b.
 using BinaryKernel = void (*)(void* dst, const void* a, const void* b, std::size_t count);
+/// Every outputs[j][i] = inputs[0][i] op ... op inputs[n_inputs - 1][i], in one pass (see
+/// fold_to_all in reduce.hpp); `stream` asks for non-temporal stores where a block is aligned.
+using FoldKernel = void (*)(void* const* outputs, std::size_t n_outputs, const void* const* inputs,
+                            std::size_t n_inputs, std::size_t count, bool stream);
 /// data[i] = data[i] / divisor in the accumulate type.
 using DivideKernel = void (*)(void* data, std::size_t count, std::size_t divisor);
 /// dst[i] = float(src[i]) for a 16- or 8-bit float dtype (exact).
@@ -43,6 +47,7 @@ inline constexpr std::size_t kDTypeCount = std::size(kAllDTypes);
 /// (reduce_op_supports() is false); callers validate before looking up.
 struct KernelTable {
   BinaryKernel binary[kOpCount][kDTypeCount];
+  FoldKernel fold[kOpCount][kDTypeCount];
   DivideKernel divide[kDTypeCount];
   /// The vectorised codecs the kernels use, exposed so tests can check them against
   /// lib/core/float_formats.hpp over many more values than reductions reach. Non-null only for

@@ -140,6 +140,31 @@ void reduce_to(ReduceOp op, DType dtype, void* dst, const void* a, const void* b
   kernel(dst, a, b, count);
 }
 
+void fold_to_all(ReduceOp op, DType dtype, void* const* outputs, std::size_t n_outputs,
+                 const void* const* inputs, std::size_t n_inputs, std::size_t count,
+                 Stores stores) {
+  check_supported(op, dtype);
+  check_count_fits(dtype, count);
+  // The message is built only on failure: a small allreduce calls this once per piece.
+  const auto fail = [&](const std::string& detail) {
+    throw Error(ErrorCode::InvalidArgument, "fold_to_all of " + std::to_string(count) + " " +
+                                                std::string(dtype_name(dtype)) + ": " + detail);
+  };
+  if (n_inputs < 2 || n_outputs < 1)
+    fail("needs at least 2 inputs and 1 output, got " + std::to_string(n_inputs) + " and " +
+         std::to_string(n_outputs));
+  if (count == 0) return;
+  if (outputs == nullptr || inputs == nullptr) fail("null pointer array");
+  for (std::size_t r = 0; r < n_inputs; ++r)
+    if (inputs[r] == nullptr) fail("input " + std::to_string(r) + " is null");
+  for (std::size_t j = 0; j < n_outputs; ++j)
+    if (outputs[j] == nullptr) fail("output " + std::to_string(j) + " is null");
+  const FoldKernel kernel =
+      active_kernels().fold[static_cast<std::size_t>(op)][static_cast<std::size_t>(dtype)];
+  COHORT_CHECK(kernel != nullptr);
+  kernel(outputs, n_outputs, inputs, n_inputs, count, stores == Stores::Streaming);
+}
+
 void divide_by(DType dtype, void* data, std::size_t count, std::size_t divisor) {
   check_supported(ReduceOp::Avg, dtype);
   check_count_fits(dtype, count);

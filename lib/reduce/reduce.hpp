@@ -28,6 +28,25 @@ void reduce_into(ReduceOp op, DType dtype, void* dst, const void* src, std::size
 void reduce_to(ReduceOp op, DType dtype, void* dst, const void* a, const void* b,
                std::size_t count);
 
+/// How fold_to_all writes its outputs.
+enum class Stores {
+  Cached,     ///< ordinary stores: the lines stay in this core's cache
+  Streaming,  ///< non-temporal stores past the cache, for outputs no core reads soon
+};
+
+/// outputs[j][i] = inputs[0][i] op inputs[1][i] op ... op inputs[n_inputs - 1][i] for every j
+/// and i < count, in one pass: each input element is read once, each output element written
+/// once, nothing goes through scratch memory. Folded in input order and rounded after each
+/// step, so the bits are exactly those of reduce_to(inputs 0 and 1) followed by reduce_into of
+/// each later input. n_inputs >= 2, n_outputs >= 1. An output may be identical to an input (in
+/// place); no other overlap. Streaming stores apply to the aligned blocks of outputs aligned
+/// alike (from output 0's first 64-byte boundary on), the rest is stored ordinarily; they are
+/// fenced before return, so a flag stored afterwards is seen after the data. Throws
+/// Error(InvalidArgument) naming what is wrong (op/dtype as check_supported, too few inputs or
+/// outputs, a null pointer) before touching any output.
+void fold_to_all(ReduceOp op, DType dtype, void* const* outputs, std::size_t n_outputs,
+                 const void* const* inputs, std::size_t n_inputs, std::size_t count, Stores stores);
+
 /// data[i] = data[i] / divisor in the accumulate type (float for 16/8-bit floats, truncating
 /// integer division for integers). Used to finish Avg.
 void divide_by(DType dtype, void* data, std::size_t count, std::size_t divisor);

@@ -10,6 +10,10 @@
 
 #include <initializer_list>
 
+#if defined(__SSE2__)
+#include <immintrin.h>  // non-temporal stores; inline intrinsics only, never out-of-line code
+#endif
+
 namespace cohort::reduce::COHORT_REDUCE_ISA_NAMESPACE {
 namespace {
 
@@ -122,6 +126,157 @@ void binary_kernel(void* dst, const void* a, const void* b, std::size_t count) {
   }
 }
 
+// fold_kernel: every input folded into each output in one pass. Per block, the inputs are
+// combined into a block on the stack (which stays in registers or L1) by the same combine_block
+// calls, in the same order, that reduce_to followed by reduce_into would make, so the bits are
+// theirs; then the block is stored into every output. Each block of every input is read before
+// any output's block is written, so an output may be one of the inputs.
+
+/// Where non-temporal stores start: output 0 is brought to this alignment first, so its blocks
+/// after that (and those of every output aligned like it) suit the widest store.
+constexpr std::size_t kStreamAlignment = 64;
+
+/// The widest non-temporal store this ISA has that divides a block of kStep bytes; 0 for none.
+template <std::size_t kStep>
+constexpr std::size_t stream_width() {
+#if defined(__AVX512F__)
+  if (kStep % 64 == 0) return 64;
+#endif
+#if defined(__AVX__)
+  if (kStep % 32 == 0) return 32;
+#endif
+#if defined(__SSE2__)
+  if (kStep % 16 == 0) return 16;
+#endif
+  return 0;
+}
+
+/// Stores one block into `dst`, aligned to stream_width<kStep>() (not 0), past the cache.
+template <std::size_t kStep>
+COHORT_REDUCE_INLINE void stream_block(unsigned char* dst, const unsigned char* block) {
+  constexpr std::size_t kWidth = stream_width<kStep>();
+  static_assert(kWidth != 0);
+#if defined(__AVX512F__)
+  if constexpr (kWidth == 64) {
+    for (std::size_t b = 0; b < kStep; b += 64)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + b),
+                          _mm512_load_si512(reinterpret_cast<const __m512i*>(block + b)));
+    return;
+  }
+#endif
+#if defined(__AVX__)
+  if constexpr (kWidth == 32) {
+    for (std::size_t b = 0; b < kStep; b += 32)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + b),
+                          _mm256_load_si256(reinterpret_cast<const __m256i*>(block + b)));
+    return;
+  }
+#endif
+#if defined(__SSE2__)
+  if constexpr (kWidth == 16) {
+    for (std::size_t b = 0; b < kStep; b += 16)
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + b),
+                       _mm_load_si128(reinterpret_cast<const __m128i*>(block + b)));
+  }
+#endif
+}
+
+/// Orders the non-temporal stores before any later store (a flag a peer reads).
+COHORT_REDUCE_INLINE void fence_streams() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+// Not std::min: nothing here may be an out-of-line function (see vector_codecs.hpp).
+COHORT_REDUCE_INLINE std::size_t smaller(std::size_t a, std::size_t b) {
+  return a < b ? a : b;
+}
+
+COHORT_REDUCE_INLINE const unsigned char* byte_at(const void* base, std::size_t at) {
+  return static_cast<const unsigned char*>(base) + at;
+}
+
+COHORT_REDUCE_INLINE unsigned char* byte_at(void* base, std::size_t at) {
+  return static_cast<unsigned char*>(base) + at;
+}
+
+/// Bytes [at, at + length) of every output, length < one block: through zero-padded copies on
+/// the stack, as binary_kernel's tail.
+template <class C, class Op>
+void fold_part(void* const* outputs, std::size_t n_outputs, const void* const* inputs,
+               std::size_t n_inputs, std::size_t at, std::size_t length) {
+  constexpr std::size_t kStep = kBlockBytes<C>;
+  alignas(64) unsigned char sum[kStep] = {};
+  alignas(64) unsigned char operand[kStep] = {};
+  __builtin_memcpy(sum, byte_at(inputs[0], at), length);
+  for (std::size_t r = 1; r < n_inputs; ++r) {
+    __builtin_memcpy(operand, byte_at(inputs[r], at), length);
+    combine_block<C, Op>(sum, sum, operand);
+  }
+  for (std::size_t j = 0; j < n_outputs; ++j)
+    __builtin_memcpy(byte_at(outputs[j], at), sum, length);
+}
+
+/// The whole blocks from `at` on; kStream: every output's blocks are aligned for stream_block.
+/// Returns where the blocks end.
+template <class C, class Op, bool kStream>
+std::size_t fold_blocks(void* const* outputs, std::size_t n_outputs, const void* const* inputs,
+                        std::size_t n_inputs, std::size_t at, std::size_t total) {
+  constexpr std::size_t kStep = kBlockBytes<C>;
+  // In locals, not read through the arrays: a store through a byte pointer may alias an array.
+  const void* const first = inputs[0];
+  const void* const second = inputs[1];
+  for (; total - at >= kStep; at += kStep) {
+    alignas(64) unsigned char sum[kStep];
+    combine_block<C, Op>(sum, byte_at(first, at), byte_at(second, at));
+    for (std::size_t r = 2; r < n_inputs; ++r)
+      combine_block<C, Op>(sum, sum, byte_at(inputs[r], at));
+    for (std::size_t j = 0; j < n_outputs; ++j) {
+      if constexpr (kStream)
+        stream_block<kStep>(byte_at(outputs[j], at), sum);
+      else
+        __builtin_memcpy(byte_at(outputs[j], at), sum, kStep);
+    }
+  }
+  return at;
+}
+
+template <class C, class Op>
+void fold_kernel(void* const* outputs, std::size_t n_outputs, const void* const* inputs,
+                 std::size_t n_inputs, std::size_t count, bool stream) {
+  constexpr std::size_t kStep = kBlockBytes<C>;
+  constexpr std::size_t kSize = sizeof(typename C::Storage);
+  constexpr std::size_t kWidth = stream_width<kStep>();
+  const std::size_t total = count * kSize;
+  std::size_t at = 0;
+  if (stream && kWidth != 0) {
+    // Up to output 0's next aligned byte, where an element boundary falls on it.
+    const std::size_t misaligned = reinterpret_cast<std::uintptr_t>(outputs[0]) % kStreamAlignment;
+    if (misaligned != 0 && (kStreamAlignment - misaligned) % kSize == 0) {
+      const std::size_t head = smaller(total, kStreamAlignment - misaligned);
+      for (std::size_t length = 0; at < head; at += length) {
+        length = smaller(kStep, head - at);
+        fold_part<C, Op>(outputs, n_outputs, inputs, n_inputs, at, length);
+      }
+    }
+    // Streamed only if every output is aligned alike: a block boundary then stays aligned.
+    for (std::size_t j = 0; j < n_outputs && stream; ++j)
+      stream =
+          (reinterpret_cast<std::uintptr_t>(outputs[j]) + at) % (kWidth == 0 ? 1 : kWidth) == 0;
+  } else {
+    stream = false;
+  }
+  if constexpr (kWidth != 0) {
+    if (stream) {
+      at = fold_blocks<C, Op, true>(outputs, n_outputs, inputs, n_inputs, at, total);
+      fence_streams();
+    }
+  }
+  at = fold_blocks<C, Op, false>(outputs, n_outputs, inputs, n_inputs, at, total);
+  if (at < total) fold_part<C, Op>(outputs, n_outputs, inputs, n_inputs, at, total - at);
+}
+
 template <class C>
 COHORT_REDUCE_INLINE void divide_block(unsigned char* p, Compute<C> divisor) {
   Compute<C> v[C::kParts];
@@ -207,14 +362,21 @@ constexpr std::size_t slot(DType dtype) {
   return static_cast<std::size_t>(dtype);
 }
 
+/// The kernels of one op on one dtype: the two-operand form and the fold.
+template <class C, class Op>
+constexpr void add_op(KernelTable& table, ReduceOp op, DType dtype) {
+  table.binary[slot(op)][slot(dtype)] = &binary_kernel<C, Op>;
+  table.fold[slot(op)][slot(dtype)] = &fold_kernel<C, Op>;
+}
+
 // Sum, Prod, Min, Max and Avg (whose combining step is Sum) plus the Avg division.
 template <class C>
 constexpr void add_arithmetic(KernelTable& table, DType dtype) {
-  table.binary[slot(ReduceOp::Sum)][slot(dtype)] = &binary_kernel<C, SumOp>;
-  table.binary[slot(ReduceOp::Avg)][slot(dtype)] = &binary_kernel<C, SumOp>;
-  table.binary[slot(ReduceOp::Prod)][slot(dtype)] = &binary_kernel<C, ProdOp>;
-  table.binary[slot(ReduceOp::Min)][slot(dtype)] = &binary_kernel<C, MinOp>;
-  table.binary[slot(ReduceOp::Max)][slot(dtype)] = &binary_kernel<C, MaxOp>;
+  add_op<C, SumOp>(table, ReduceOp::Sum, dtype);
+  add_op<C, SumOp>(table, ReduceOp::Avg, dtype);
+  add_op<C, ProdOp>(table, ReduceOp::Prod, dtype);
+  add_op<C, MinOp>(table, ReduceOp::Min, dtype);
+  add_op<C, MaxOp>(table, ReduceOp::Max, dtype);
   if constexpr (C::kFloating) table.divide[slot(dtype)] = &divide_kernel<C>;
 }
 
@@ -229,19 +391,18 @@ template <class T>
 constexpr void add_integer(KernelTable& table, DType dtype) {
   add_arithmetic<Plain<T>>(table, dtype);
   table.divide[slot(dtype)] = &integer_divide_kernel<T>;
-  table.binary[slot(ReduceOp::BAnd)][slot(dtype)] = &binary_kernel<Plain<T>, AndOp>;
-  table.binary[slot(ReduceOp::BOr)][slot(dtype)] = &binary_kernel<Plain<T>, OrOp>;
-  table.binary[slot(ReduceOp::BXor)][slot(dtype)] = &binary_kernel<Plain<T>, XorOp>;
+  add_op<Plain<T>, AndOp>(table, ReduceOp::BAnd, dtype);
+  add_op<Plain<T>, OrOp>(table, ReduceOp::BOr, dtype);
+  add_op<Plain<T>, XorOp>(table, ReduceOp::BXor, dtype);
 }
 
 // On Bool, Sum/Max/BOr are "or" and Prod/Min/BAnd are "and"; Avg is undefined.
 constexpr void add_bool(KernelTable& table) {
-  const std::size_t b = slot(DType::Bool);
   for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::BOr})
-    table.binary[slot(op)][b] = &binary_kernel<BoolCodec, OrOp>;
+    add_op<BoolCodec, OrOp>(table, op, DType::Bool);
   for (ReduceOp op : {ReduceOp::Prod, ReduceOp::Min, ReduceOp::BAnd})
-    table.binary[slot(op)][b] = &binary_kernel<BoolCodec, AndOp>;
-  table.binary[slot(ReduceOp::BXor)][b] = &binary_kernel<BoolCodec, XorOp>;
+    add_op<BoolCodec, AndOp>(table, op, DType::Bool);
+  add_op<BoolCodec, XorOp>(table, ReduceOp::BXor, DType::Bool);
 }
 
 constexpr KernelTable make_kernel_table() {

@@ -49,9 +49,10 @@ std::atomic<std::uint64_t> mapped_allreduce_count{0};
 std::atomic<void (*)(int, std::size_t)> mapped_piece_hook{nullptr};
 
 /// Every rank's input and output mapped here (all_mappable): rank r folds share r of every
-/// input, a chunk at a time into scratch that stays in cache, and writes it into share r of
-/// every output. Each element is read once from each input and written once into each output,
-/// and no rank touches another's share of any buffer, so in place needs nothing kept aside.
+/// input and writes the result into share r of every output in one pass (reduce::fold_to_all),
+/// a chunk at a time so that a failed peer stops it between chunks. Each element is read once
+/// from each input and written once into each output, and no rank touches another's share of
+/// any buffer, so in place needs nothing kept aside.
 void run_mapped(const OpContext& ctx, const AllreduceArgs& args, SingleCopyOp& op) {
   const std::size_t es = dtype_size(args.dtype);
   const int n = ctx.size;
@@ -69,22 +70,28 @@ void run_mapped(const OpContext& ctx, const AllreduceArgs& args, SingleCopyOp& o
     const patterns::BlockRange mine = patterns::balanced_block(
         args.count, static_cast<std::size_t>(n), static_cast<std::size_t>(ctx.rank));
     const std::size_t chunk_elems = std::max<std::size_t>(kChunkBytes / es, 1);
-    std::byte* sums = ctx.scratch.get(kChunkBytes, kSlotWork0);
-    // In place, the fold just read every output line it writes: plain stores hit the cache.
-    const auto copy_out =
-        bytes >= kStreamOutputMinBytes && args.in != args.out ? stream_copy : copy_bytes;
+    // In place, the fold has just read every output line it writes: plain stores hit the cache.
+    const reduce::Stores stores = bytes >= kStreamOutputMinBytes && args.in != args.out
+                                      ? reduce::Stores::Streaming
+                                      : reduce::Stores::Cached;
+    std::vector<const void*> pieces_in(static_cast<std::size_t>(n));
+    std::vector<void*> pieces_out(static_cast<std::size_t>(n));
     for (std::size_t done = 0; done < mine.count; done += chunk_elems) {
       const std::size_t elems = std::min(chunk_elems, mine.count - done);
       const std::size_t offset = (mine.offset + done) * es;
-      fold_in_rank_order(args.op, args.dtype, sums, elems, n,
-                         [&](int r) { return inputs[static_cast<std::size_t>(r)] + offset; });
+      // Own output last: the peers' lines leave this core's cache, its own may stay.
+      for (int k = 0; k < n; ++k) {
+        const auto i = static_cast<std::size_t>(k);
+        pieces_in[i] = inputs[i] + offset;
+        pieces_out[i] = outputs[static_cast<std::size_t>((ctx.rank + 1 + k) % n)] + offset;
+      }
       if (auto* hook = mapped_piece_hook.load(std::memory_order_relaxed))
         hook(ctx.rank, done / chunk_elems);
       // A peer that failed may have its buffers back: write nothing more into them.
       op.check_peers();
-      // Own output last: the peers' lines leave this core's cache, its own may stay.
-      for (int k = 1; k <= n; ++k)
-        copy_out(outputs[static_cast<std::size_t>((ctx.rank + k) % n)] + offset, sums, elems * es);
+      // Inputs in rank order, so every rank's share folds as fold_in_rank_order would.
+      reduce::fold_to_all(args.op, args.dtype, pieces_out.data(), pieces_out.size(),
+                          pieces_in.data(), pieces_in.size(), elems, stores);
     }
   }
   if (agreed) mapped_allreduce_count.fetch_add(1, std::memory_order_relaxed);
