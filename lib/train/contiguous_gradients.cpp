@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "train/mappable_host_memory.hpp"
+
 namespace cohort::train {
 
 std::vector<Buffer> contiguous_gradients(std::span<const std::size_t> counts, DType dtype) {
@@ -24,8 +26,9 @@ std::vector<Buffer> contiguous_gradients(std::span<const std::size_t> counts, DT
       throw Error(ErrorCode::InvalidArgument, "contiguous_gradients: total count overflows");
     total += n;
   }
-  // Buffer::allocate checks the byte size; the views share (and keep alive) its storage.
-  const Buffer storage = Buffer::allocate(total, dtype);
+  // The allocation checks the byte size; the views share (and keep alive) its storage. Mappable,
+  // so the ranks of a host reduce each other's buckets in place.
+  const Buffer storage = allocate_mappable_or_ordinary(total, dtype, "contiguous gradients");
   std::vector<Buffer> grads;
   grads.reserve(counts.size());
   std::int64_t offset = 0;

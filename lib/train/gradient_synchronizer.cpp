@@ -49,6 +49,7 @@
 #include "train/buffer_checks.hpp"
 #include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
+#include "train/mappable_host_memory.hpp"
 
 namespace cohort::train {
 
@@ -187,10 +188,12 @@ GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
     bucket->averages = bucket->dtype != DType::Float16 && bucket->dtype != DType::Float8E4M3 &&
                        bucket->dtype != DType::Float8E5M2;
     bucket->device = place;
+    // Host staging is mappable, so the ranks of a host reduce each other's buckets in place.
     if (!bucket->view)
-      bucket->staging = bucket->device < 0
-                            ? Buffer::allocate(offset, bucket->dtype)
-                            : Buffer::allocate(offset, bucket->dtype, Device::cuda(bucket->device));
+      bucket->staging =
+          bucket->device < 0
+              ? allocate_mappable_or_ordinary(offset, bucket->dtype, "gradient staging buffers")
+              : Buffer::allocate(offset, bucket->dtype, Device::cuda(bucket->device));
     buckets_.push_back(std::move(bucket));
   }
   unready_flags_ = Buffer::allocate(world, DType::Float32);

@@ -128,7 +128,8 @@ void run_fold(ReduceOp op, DType dtype, std::size_t count, std::size_t n_outputs
     CHECK(input_copies[r].guards_intact());
     const bool written = (layout == Layout::InPlaceFirst && r == 0) ||
                          (layout == Layout::InPlaceLast && r + 1 == in.size());
-    if (!written && bytes != 0) CHECK(std::memcmp(input_copies[r].data(), in[r].data(), bytes) == 0);
+    if (!written && bytes != 0)
+      CHECK(std::memcmp(input_copies[r].data(), in[r].data(), bytes) == 0);
   }
 }
 
@@ -147,7 +148,8 @@ TEST_CASE("fold_to_all matches the chained reference on every op, dtype and ISA"
       for (std::size_t count : kCounts) {
         for (std::size_t n_inputs : kInputs) {
           std::vector<std::vector<unsigned char>> in;
-          for (std::size_t r = 0; r < n_inputs; ++r) in.push_back(random_elements(dtype, count, rng));
+          for (std::size_t r = 0; r < n_inputs; ++r)
+            in.push_back(random_elements(dtype, count, rng));
           const auto want = chained_reference(op, dtype, count, in);
           for (Isa isa : available_isas()) {
             force_isa(isa);
@@ -178,9 +180,11 @@ TEST_CASE("fold_to_all writes the same bits as reduce_to followed by reduce_into
       force_isa(isa);
       std::vector<unsigned char> stepwise(in[0].size());
       reduce_to(ReduceOp::Sum, dtype, stepwise.data(), in[0].data(), in[1].data(), count);
-      for (int r = 2; r < 5; ++r) reduce_into(ReduceOp::Sum, dtype, stepwise.data(), in[r].data(), count);
+      for (int r = 2; r < 5; ++r)
+        reduce_into(ReduceOp::Sum, dtype, stepwise.data(), in[r].data(), count);
       std::vector<unsigned char> fused(in[0].size(), 0);
-      const void* inputs[5] = {in[0].data(), in[1].data(), in[2].data(), in[3].data(), in[4].data()};
+      const void* inputs[5] = {in[0].data(), in[1].data(), in[2].data(), in[3].data(),
+                               in[4].data()};
       void* outputs[1] = {fused.data()};
       fold_to_all(ReduceOp::Sum, dtype, outputs, 1, inputs, 5, count, Stores::Streaming);
       INFO("isa=" << active_isa() << " dtype=" << dtype_name(dtype) << " "
@@ -207,18 +211,25 @@ TEST_CASE("fold_to_all refuses bad arguments before writing any output", "[reduc
     }
     for (float v : out) CHECK(v == -7.0f);
   };
-  refused([&] { fold_to_all(ReduceOp::Sum, DType::Float32, outputs, 1, two, 1, 16, Stores::Cached); },
-          "at least 2 inputs and 1 output, got 1 and 1");
-  refused([&] { fold_to_all(ReduceOp::Sum, DType::Float32, outputs, 0, two, 2, 16, Stores::Cached); },
-          "got 2 and 0");
   refused(
-      [&] { fold_to_all(ReduceOp::Sum, DType::Float32, outputs, 1, one_null, 2, 16, Stores::Cached); },
+      [&] { fold_to_all(ReduceOp::Sum, DType::Float32, outputs, 1, two, 1, 16, Stores::Cached); },
+      "at least 2 inputs and 1 output, got 1 and 1");
+  refused(
+      [&] { fold_to_all(ReduceOp::Sum, DType::Float32, outputs, 0, two, 2, 16, Stores::Cached); },
+      "got 2 and 0");
+  refused(
+      [&] {
+        fold_to_all(ReduceOp::Sum, DType::Float32, outputs, 1, one_null, 2, 16, Stores::Cached);
+      },
       "input 1 is null");
   refused(
-      [&] { fold_to_all(ReduceOp::Sum, DType::Float32, null_output, 2, two, 2, 16, Stores::Cached); },
+      [&] {
+        fold_to_all(ReduceOp::Sum, DType::Float32, null_output, 2, two, 2, 16, Stores::Cached);
+      },
       "output 1 is null");
-  refused([&] { fold_to_all(ReduceOp::BXor, DType::Float32, outputs, 1, two, 2, 16, Stores::Cached); },
-          "not defined on dtype float ");
+  refused(
+      [&] { fold_to_all(ReduceOp::BXor, DType::Float32, outputs, 1, two, 2, 16, Stores::Cached); },
+      "not defined on dtype float ");
 }
 
 }  // namespace

@@ -1,16 +1,23 @@
 // bucket_layout: DDP's bucket assignment (reverse registration order, a bucket closes at >= its
 // cap, the first bucket at the first cap, a dtype or device change closes the open bucket).
 // Expected layouts are worked out by hand in each case's comment. Also contiguous_gradients,
-// the allocation that makes every bucket one range of memory.
+// the allocation that makes every bucket one range of memory, in mappable memory where the
+// kernel gives it and ordinary memory where not.
 
 #include <cohort/error.hpp>
 #include <cohort/train/gradients.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <vector>
+
+#include "core/mappable_memory.hpp"
 
 namespace {
 
@@ -112,8 +119,48 @@ TEST_CASE("contiguous_gradients: consecutive views of one allocation that outliv
   for (std::size_t i = 0; i < 5; ++i) CHECK(grads[2].data_as<std::uint16_t>()[i] == 0);
   const Buffer last = grads[3];
   grads.clear();
-  last.data_as<std::uint16_t>()[0] = 0x3f80;  // 1.0 in bf16; ASan would flag freed memory
+  last.data_as<std::uint16_t>()[0] = 0x3f80;  // 1.0 in bf16; freed memory would fault
   CHECK(last.data_as<std::uint16_t>()[0] == 0x3f80);
 
   CHECK_THROWS_AS(cohort::train::contiguous_gradients(counts, DType::Int32), cohort::Error);
+}
+
+TEST_CASE("contiguous_gradients: mappable memory, or ordinary memory when out of descriptors",
+          "[train][buckets]") {
+  const std::size_t counts[] = {1000, 24};
+  {
+    std::vector<Buffer> grads = cohort::train::contiguous_gradients(counts, DType::Float32);
+    cohort::MappableRef ref;
+    CHECK(cohort::find_mappable(grads[0].data(), grads[0].nbytes() + grads[1].nbytes(), &ref));
+  }
+  // A child whose descriptor limit is its lowest free descriptor cannot open a memfd: it must
+  // get zero-filled, writable ordinary memory instead of an error. (A child, so the limit and
+  // whatever else fails under it stay out of this process.)
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    const int lowest_free = dup(0);
+    if (lowest_free < 0) _exit(10);
+    close(lowest_free);
+    const rlimit limit{static_cast<rlim_t>(lowest_free), static_cast<rlim_t>(lowest_free)};
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) _exit(11);
+    try {
+      std::vector<Buffer> grads = cohort::train::contiguous_gradients(counts, DType::Float32);
+      cohort::MappableRef ref;
+      if (cohort::find_mappable(grads[0].data(), grads[0].nbytes(), &ref)) _exit(12);
+      for (std::size_t i = 0; i < counts[0]; ++i)
+        if (grads[0].data_as<float>()[i] != 0.0f) _exit(13);
+      grads[1].data_as<float>()[23] = 2.5f;
+      _exit(grads[1].data_as<float>()[23] == 2.5f ? 0 : 14);
+    } catch (...) {
+      _exit(15);
+    }
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  INFO(
+      "10-11: could not set the limit; 12: mappable anyway; 13-14: not zero-filled or not "
+      "writable; 15: threw instead of falling back");
+  CHECK(WEXITSTATUS(status) == 0);
 }

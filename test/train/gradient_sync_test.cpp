@@ -9,11 +9,14 @@
 
 #include <catch2/catch.hpp>
 
+#include "algorithms/engines/single_copy.hpp"
 #include "comm/rank_checks.hpp"
+#include "core/mappable_memory.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -460,6 +463,51 @@ TEST_CASE(
         expect_all(grads[i], 10.0 * i + (env.world_size - 1) / 2.0,
                    "gradient " + std::to_string(i));
     }
+  }));
+}
+
+TEST_CASE("buckets in the layer's own memory are reduced in place in each other's memory",
+          "[train][gradients][multiproc]") {
+  // contiguous_gradients and the staging buffers are mappable, so an allreduce forced onto the
+  // single-copy algorithm takes its mapped path (every rank folds its share of every peer's
+  // bucket and writes every peer's output): one such allreduce per bucket and step. The
+  // unready-flags allreduce (one float per rank, ordinary memory) copies instead. g_i = r + i
+  // averages to i + (world - 1) / 2.
+  const int size = GENERATE(2, 3, 5);
+  const bool staged = GENERATE(true, false);
+  CAPTURE(size, staged);
+  REQUIRE_NOTHROW(run_ranks(size, [staged](const Environment& env) {
+    ::setenv("COHORT_ALGO", "allreduce:single_copy", 1);
+    auto comm = world(env);
+    const int r = comm->rank();
+    const std::size_t counts[] = {4096, 3001, 5000, 77};
+    std::vector<Buffer> grads;
+    if (staged) {
+      for (std::size_t n : counts) grads.push_back(f32_filled(n, 0));
+    } else {
+      grads = train::contiguous_gradients(counts, DType::Float32);
+      MappableRef ref;
+      RANK_CHECK(find_mappable(grads[0].data(), grads[0].nbytes(), &ref),
+                 "contiguous_gradients' storage is not mappable");
+    }
+    GradientSyncOptions options = with_timeout();
+    options.first_bucket_cap_bytes = options.bucket_cap_bytes = 20000;  // [3, 2], [1, 0]
+    GradientSynchronizer sync(comm, grads, options);
+    RANK_CHECK((sync.buckets() == std::vector<std::vector<std::size_t>>{{3, 2}, {1, 0}}),
+               "bucket layout");
+    const std::uint64_t before = algorithms::testing::mapped_allreduces();
+    for (int step = 0; step < 2; ++step) {
+      sync.begin_micro_step();
+      for (std::size_t i = 0; i < 4; ++i) fill(grads[i], static_cast<float>(r + i));
+      for (std::size_t i : {3u, 2u, 1u, 0u}) sync.mark_ready(i);
+      sync.finish();
+      for (std::size_t i = 0; i < 4; ++i)
+        expect_all(grads[i], static_cast<double>(i) + (env.world_size - 1) / 2.0,
+                   "step " + std::to_string(step) + " gradient " + std::to_string(i));
+    }
+    const std::uint64_t mapped = algorithms::testing::mapped_allreduces() - before;
+    RANK_CHECK(mapped == 4, "2 steps of 2 buckets ran "
+                                << mapped << " allreduces on mapped buffers, expected 4");
   }));
 }
 

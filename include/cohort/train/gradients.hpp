@@ -75,7 +75,9 @@ struct GradientSyncOptions {
 /// communication dtype), that memory *is* the bucket: gradients are divided in place and reduced
 /// in place, with no staging copy in or out (DDP's gradient_as_bucket_view, seen from the other
 /// side). contiguous_gradients() allocates gradients that way; otherwise each bucket has a
-/// staging buffer and every gradient is copied in and out once.
+/// staging buffer and every gradient is copied in and out once. Host staging buffers are
+/// mappable memory (Buffer::allocate_mappable; ordinary memory where the kernel refuses it), so
+/// the ranks of a host reduce them in each other's memory; so is contiguous_gradients()'s.
 ///
 /// Accumulation: begin_micro_step() says whether this micro-step is the last of its window
 /// (every accumulation_steps-th, and always at the end of the data). On the other micro-steps
@@ -220,7 +222,11 @@ void broadcast_parameters(Communicator& comm, std::span<const Buffer> params, in
 /// Allocates gradients for `counts` elements each (registration order) as consecutive views of
 /// one zero-filled host allocation of `dtype`, which the views keep alive. Every bucket of such
 /// gradients is a contiguous range of memory, so GradientSynchronizer reduces them in place
-/// without staging copies.
+/// without staging copies. The allocation is mappable (Buffer::allocate_mappable: the ranks of a
+/// host read and write it in place; one file descriptor; shared, not copied, with a child this
+/// process forks), or ordinary memory where the kernel refuses a memfd (SystemError: no memfd,
+/// out of descriptors), logged once at info level. Throws InvalidArgument for a dtype that is
+/// not floating or a total count that overflows.
 std::vector<Buffer> contiguous_gradients(std::span<const std::size_t> counts, DType dtype);
 
 /// The gradient bucket layout GradientSynchronizer uses, computable without a communicator:
