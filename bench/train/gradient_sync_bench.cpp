@@ -13,7 +13,8 @@
 //       bucket is copied into a staging buffer and back.
 //
 // The compute time of one backward is `ratio` times the time of the flat allreduce alone
-// (measured first, in the same run), split over the gradients in proportion to their sizes.
+// (measured first, in the same run), split over the gradients in proportion to their sizes; or
+// a fixed --compute-ms, to compare two builds whose allreduces differ at the same compute.
 // "exposed" is a step's time beyond its compute: communication the step waited for. "hidden" is
 // the share of the flat allreduce's time that a variant did not expose: 1 - exposed / comm.
 // Every time is the maximum over ranks of that step; each iteration measures comm alone first
@@ -24,7 +25,8 @@
 //
 // Usage (under cohort-run, mpirun or torchrun):
 //   cohort-run -n 2 -- cohort-grad-sync-bench --model vit-b16 --ratio 1.5 --steps 10
-//   [--bucket-mib 25] [--first-bucket-mib 1] [--json results.json]
+//   [--compute-ms MS (instead of --ratio)] [--bucket-mib 25] [--first-bucket-mib 1] [--json
+//   results.json]
 
 #include <cohort/cohort.hpp>
 #include <cohort/train.hpp>
@@ -36,6 +38,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -50,12 +53,25 @@ using Seconds = std::chrono::duration<double>;
 struct Options {
   std::string model = "gpt-25m";
   double ratio = 1.5;
+  double compute_ms = 0;  // > 0: a fixed compute time instead of `ratio` x comm
   int steps = 10;
   int warmup = 2;
   double bucket_mib = 25;
   double first_bucket_mib = 1;
   std::string json;
 };
+
+std::string fmt_ms(double ms) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f ms", ms);
+  return text;
+}
+
+std::string fmt_ratio(double ratio) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f", ratio);
+  return text;
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -114,9 +130,14 @@ int main(int argc, char** argv) {
                "cohort-grad-sync-bench"};
   app.add_option("--model", o.model, "vit-s16, vit-b16, gpt-25m or gpt-125m")
       ->capture_default_str();
-  app.add_option("--ratio", o.ratio, "backward compute time / flat allreduce time")
+  auto* ratio = app.add_option("--ratio", o.ratio, "backward compute time / flat allreduce time")
+                    ->check(CLI::PositiveNumber)
+                    ->capture_default_str();
+  app.add_option("--compute-ms", o.compute_ms,
+                 "a fixed backward compute time instead of --ratio: two builds whose flat "
+                 "allreduce differs are compared at the same compute")
       ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+      ->excludes(ratio);
   app.add_option("--steps", o.steps, "timed steps")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
@@ -182,7 +203,7 @@ int main(int argc, char** argv) {
   std::vector<double> comm_runs, computes, exposed_a, exposed_b, exposed_c, hidden_b, hidden_c;
   for (int i = 0; i < o.warmup + o.steps; ++i) {
     const double alone = flat_allreduce();
-    SimulatedBackward backward(*shape, o.ratio * alone);
+    SimulatedBackward backward(*shape, o.compute_ms > 0 ? o.compute_ms / 1e3 : o.ratio * alone);
     // (a) backward, then one allreduce.
     comm->barrier();
     backward.start();
@@ -206,10 +227,10 @@ int main(int argc, char** argv) {
   if (main_rank) {
     std::printf(
         "# %s: %zu tensors, %.1fM parameters (f32, %.0f MiB), %d ranks, %zu buckets, "
-        "compute = %.2f x comm\n",
+        "compute = %s\n",
         shape->name.c_str(), counts.size(), static_cast<double>(shape->total()) / 1e6,
         static_cast<double>(flat.nbytes()) / 1048576.0, comm->size(), in_place.buckets().size(),
-        o.ratio);
+        o.compute_ms > 0 ? fmt_ms(o.compute_ms).c_str() : (fmt_ratio(o.ratio) + " x comm").c_str());
     std::printf(
         "# medians over %d steps (max over ranks per step), ms; hidden = share of comm "
         "not exposed\n",
@@ -220,20 +241,22 @@ int main(int argc, char** argv) {
                 compute * 1e3, median(exposed_a) * 1e3, median(exposed_b) * 1e3,
                 median(hidden_b) * 100, median(exposed_c) * 1e3, median(hidden_c) * 100);
     if (!o.json.empty()) {
-      nlohmann::json j = {{"model", shape->name},
-                          {"parameters", shape->total()},
-                          {"tensors", counts.size()},
-                          {"ranks", comm->size()},
-                          {"buckets", in_place.buckets().size()},
-                          {"ratio", o.ratio},
-                          {"steps", o.steps},
-                          {"comm_ms", comm_time * 1e3},
-                          {"compute_ms", compute * 1e3},
-                          {"exposed_flat_ms", median(exposed_a) * 1e3},
-                          {"exposed_in_place_ms", median(exposed_b) * 1e3},
-                          {"hidden_in_place", median(hidden_b)},
-                          {"exposed_staged_ms", median(exposed_c) * 1e3},
-                          {"hidden_staged", median(hidden_c)}};
+      nlohmann::json j = {
+          {"model", shape->name},
+          {"parameters", shape->total()},
+          {"tensors", counts.size()},
+          {"ranks", comm->size()},
+          {"buckets", in_place.buckets().size()},
+          {"ratio", o.compute_ms > 0 ? nlohmann::json() : nlohmann::json(o.ratio)},
+          {"fixed_compute_ms", o.compute_ms > 0 ? nlohmann::json(o.compute_ms) : nlohmann::json()},
+          {"steps", o.steps},
+          {"comm_ms", comm_time * 1e3},
+          {"compute_ms", compute * 1e3},
+          {"exposed_flat_ms", median(exposed_a) * 1e3},
+          {"exposed_in_place_ms", median(exposed_b) * 1e3},
+          {"hidden_in_place", median(hidden_b)},
+          {"exposed_staged_ms", median(exposed_c) * 1e3},
+          {"hidden_staged", median(hidden_c)}};
       std::ofstream(o.json) << j.dump(2) << "\n";
     }
   }

@@ -15,9 +15,10 @@ Buffer allocate_mappable_or_ordinary(std::size_t count, DType dtype, const char*
     if (e.code() != ErrorCode::SystemError) throw;
     static std::atomic<bool> told{false};
     if (!told.exchange(true))
-      COHORT_LOG_INFO("training layer: {} in ordinary memory, which peers copy instead of "
-                      "mapping: {}",
-                      what, e.what());
+      COHORT_LOG_INFO(
+          "training layer: {} in ordinary memory, which peers copy instead of "
+          "mapping: {}",
+          what, e.what());
     return Buffer::allocate(count, dtype);
   }
 }
