@@ -51,18 +51,32 @@ void run_accepted(const OpContext& ctx, const Args& args, std::size_t bytes, Alg
                    algorithm_name(algorithm));
 }
 
-/// A large allreduce on one host, where the table runs the arena: the arena or single copy,
-/// whichever the communicator measured faster (measured_choice.hpp). Returns Auto, having run
-/// nothing, where no measurement applies.
-Algorithm run_measured(const OpContext& ctx, const AllreduceArgs& args, std::size_t bytes,
+/// Whether this rank's buffers of an op the measured choice times are mappable: the ones a
+/// single-copy run works on in place (an allreduce's input and output, a reduce_scatter's input).
+bool buffers_mappable(const AllreduceArgs& args, std::size_t bytes) {
+  MappableRef ref;
+  return find_mappable(args.in, bytes, &ref) && find_mappable(args.out, bytes, &ref);
+}
+
+bool buffers_mappable(const ReduceScatterArgs& args, std::size_t bytes) {
+  MappableRef ref;
+  return find_mappable(args.in, bytes, &ref);
+}
+
+/// A large allreduce or reduce_scatter on one host, where the table runs the arena: the arena
+/// or single copy, whichever the communicator measured faster (measured_choice.hpp). Returns
+/// Auto, having run nothing, where no measurement applies.
+template <class Args>
+Algorithm run_measured(const OpContext& ctx, const Args& args, std::size_t bytes,
                        const Candidates& candidates, Algorithm forced) {
+  constexpr Collective kFamily = kFamilyOf<Args>;
   if (ctx.choices == nullptr || ctx.size < 2 || candidates.empty() ||
       *candidates.begin() != Algorithm::SharedMemory)
     return Algorithm::Auto;
-  MeasuredChoice* measured = ctx.choices->measured_allreduce(bytes, forced);
+  MeasuredChoice* measured = ctx.choices->measured(kFamily, bytes, forced);
   if (measured == nullptr) return Algorithm::Auto;
-  const AlgorithmDescriptor& arena = descriptor_of(Collective::Allreduce, Algorithm::SharedMemory);
-  const AlgorithmDescriptor& single = descriptor_of(Collective::Allreduce, Algorithm::SingleCopy);
+  const AlgorithmDescriptor& arena = descriptor_of(kFamily, Algorithm::SharedMemory);
+  const AlgorithmDescriptor& single = descriptor_of(kFamily, Algorithm::SingleCopy);
   // The same on every rank: one host, the arena's single-copy check, and its agreement that
   // every rank allows the measurement (COHORT_MEASURED_CHOICE).
   if (!arena.accepts(ctx, &args) || !single.accepts(ctx, &args) || !ctx.arena()->measured_choice())
@@ -94,10 +108,8 @@ Algorithm run_measured(const OpContext& ctx, const AllreduceArgs& args, std::siz
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Whether this rank's buffers are mappable: only a small class's vote asks
-  // (measured_choice.hpp), so only trial calls look.
-  MappableRef ref;
-  const bool mappable = measured->in_trials() && find_mappable(args.in, bytes, &ref) &&
-                        find_mappable(args.out, bytes, &ref);
+  // (measured_choice.hpp), so only trial calls look. `bytes` is a reduce_scatter's whole input.
+  const bool mappable = measured->in_trials() && buffers_mappable(args, bytes);
   // Per byte: calls of different sizes share a size class.
   measured->record(seconds / static_cast<double>(bytes), mappable);
   return algorithm;
@@ -112,7 +124,7 @@ Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm 
       ctx.choices != nullptr
           ? ctx.choices->candidates(family, bytes, ctx.size, forced)
           : select_candidates(family, bytes, ctx.size, forced, environment_algorithm_overrides());
-  if constexpr (std::is_same_v<Args, AllreduceArgs>) {
+  if constexpr (std::is_same_v<Args, AllreduceArgs> || std::is_same_v<Args, ReduceScatterArgs>) {
     if (bytes >= kMeasuredChoiceMinBytes)
       if (const Algorithm ran = run_measured(ctx, args, bytes, candidates, forced);
           ran != Algorithm::Auto)

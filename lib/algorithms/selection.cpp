@@ -417,14 +417,20 @@ std::array<MeasuredChoice, kMeasuredChoiceBuckets> SelectionMemo::measured_class
   return classes;
 }
 
-MeasuredChoice* SelectionMemo::measured_allreduce(std::size_t bytes, Algorithm forced) {
+MeasuredChoice* SelectionMemo::measured(Collective collective, std::size_t bytes,
+                                        Algorithm forced) {
   refresh();
+  collective = algorithm_family(collective);
+  if (collective != Collective::Allreduce && collective != Collective::ReduceScatter)
+    return nullptr;
   if (bytes < kMeasuredChoiceMinBytes || forced != Algorithm::Auto ||
-      overrides_[static_cast<std::size_t>(Collective::Allreduce)] != Algorithm::Auto)
+      overrides_[static_cast<std::size_t>(collective)] != Algorithm::Auto)
     return nullptr;
   const auto doublings =
       static_cast<std::size_t>(std::bit_width(bytes) - std::bit_width(kMeasuredChoiceMinBytes));
-  return &measured_[std::min(doublings, kMeasuredChoiceBuckets - 1)];
+  auto& classes =
+      collective == Collective::Allreduce ? measured_allreduce_ : measured_reduce_scatter_;
+  return &classes[std::min(doublings, kMeasuredChoiceBuckets - 1)];
 }
 
 }  // namespace cohort::algorithms

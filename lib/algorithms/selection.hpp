@@ -203,11 +203,13 @@ class SelectionMemo {
   const Candidates& candidates(Collective collective, std::size_t bytes, int world_size,
                                Algorithm forced);
 
-  /// The measurement for an allreduce of `bytes` (one per power-of-two size class), or null
-  /// where none applies: below kMeasuredChoiceMinBytes, or with a forced algorithm or a
-  /// COHORT_ALGO override for allreduce (both must be the same on every rank, as for any op).
-  /// Whether every rank allows it (COHORT_MEASURED_CHOICE) is the arena's to say.
-  MeasuredChoice* measured_allreduce(std::size_t bytes, Algorithm forced);
+  /// The measurement for an allreduce or a reduce_scatter of `bytes` (selection_bytes: a
+  /// reduce_scatter's whole input), one per collective and power-of-two size class, or null
+  /// where none applies: another collective, below kMeasuredChoiceMinBytes, or with a forced
+  /// algorithm or a COHORT_ALGO override for the collective (both must be the same on every
+  /// rank, as for any op). Whether every rank allows it (COHORT_MEASURED_CHOICE) is the arena's
+  /// to say.
+  MeasuredChoice* measured(Collective collective, std::size_t bytes, Algorithm forced);
 
  private:
   struct Entry {
@@ -218,8 +220,10 @@ class SelectionMemo {
     Candidates candidates;
   };
   std::array<Entry, kCollectiveCount> entries_{};
-  /// One per size class, each with its class's trials (MeasuredChoice(class_bytes)).
-  std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_ = measured_classes();
+  /// One per size class, each with its class's trials (MeasuredChoice(class_bytes)): the
+  /// allreduce's and the reduce_scatter's.
+  std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_allreduce_ = measured_classes();
+  std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_reduce_scatter_ = measured_classes();
   static std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_classes() noexcept;
   /// Parses COHORT_ALGO again when the tunables were reloaded, and then forgets every entry.
   void refresh();

@@ -159,8 +159,10 @@ TEST_CASE("measured choice: a small class tries each algorithm 8 times and measu
   }
 }
 
-TEST_CASE("measured choice: which allreduces a communicator measures, and in which size class",
-          "[unit]") {
+TEST_CASE(
+    "measured choice: which allreduces and reduce_scatters a communicator measures, and in "
+    "which size class",
+    "[unit]") {
   using cohort::Algorithm;
   using cohort::algorithms::kMeasuredChoiceMinBytes;
   using cohort::algorithms::SelectionMemo;
@@ -170,37 +172,54 @@ TEST_CASE("measured choice: which allreduces a communicator measures, and in whi
   const cohort::test::ScopedEnv algo("COHORT_ALGO", std::nullopt);
   cohort::reload_tunables();
   SelectionMemo memo;
+  const auto allreduce = [&](std::size_t bytes, Algorithm forced) {
+    return memo.measured(cohort::Collective::Allreduce, bytes, forced);
+  };
 
   SECTION("from 16 KiB, one class per doubling, the last taking everything larger") {
-    CHECK(memo.measured_allreduce(16 * kKiB - 1, Algorithm::Auto) == nullptr);
-    MeasuredChoice* first = memo.measured_allreduce(16 * kKiB, Algorithm::Auto);
+    CHECK(allreduce(16 * kKiB - 1, Algorithm::Auto) == nullptr);
+    MeasuredChoice* first = allreduce(16 * kKiB, Algorithm::Auto);
     REQUIRE(first != nullptr);
     CHECK(first->trial_calls() == 16);
-    CHECK(memo.measured_allreduce(32 * kKiB - 1, Algorithm::Auto) == first);
-    MeasuredChoice* second = memo.measured_allreduce(32 * kKiB, Algorithm::Auto);
+    CHECK(allreduce(32 * kKiB - 1, Algorithm::Auto) == first);
+    MeasuredChoice* second = allreduce(32 * kKiB, Algorithm::Auto);
     CHECK(second != nullptr);
     CHECK(second != first);
     // Each class measures with its own size's trials.
-    CHECK(memo.measured_allreduce(16 * kMiB, Algorithm::Auto)->trial_calls() == 4);
-    CHECK(memo.measured_allreduce(16 * kMiB - 1, Algorithm::Auto)->calls_between_trials() == 512);
+    CHECK(allreduce(16 * kMiB, Algorithm::Auto)->trial_calls() == 4);
+    CHECK(allreduce(16 * kMiB - 1, Algorithm::Auto)->calls_between_trials() == 512);
     // Classes 16 KiB * 2^k for k = 0 .. 25: the last starts at 2^39 bytes.
-    MeasuredChoice* last = memo.measured_allreduce(std::size_t{1} << 39, Algorithm::Auto);
-    CHECK(last != memo.measured_allreduce((std::size_t{1} << 39) - 1, Algorithm::Auto));
-    CHECK(memo.measured_allreduce(std::size_t{1} << 50, Algorithm::Auto) == last);
+    MeasuredChoice* last = allreduce(std::size_t{1} << 39, Algorithm::Auto);
+    CHECK(last != allreduce((std::size_t{1} << 39) - 1, Algorithm::Auto));
+    CHECK(allreduce(std::size_t{1} << 50, Algorithm::Auto) == last);
+  }
+  SECTION("reduce_scatter has classes of its own; no other collective is measured") {
+    using cohort::Collective;
+    MeasuredChoice* scatter = memo.measured(Collective::ReduceScatter, 16 * kKiB, Algorithm::Auto);
+    REQUIRE(scatter != nullptr);
+    CHECK(scatter != allreduce(16 * kKiB, Algorithm::Auto));
+    CHECK(scatter->trial_calls() == 16);
+    CHECK(memo.measured(Collective::ReduceScatter, 16 * kKiB - 1, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(Collective::ReduceScatter, 64 * kMiB, Algorithm::SharedMemory) == nullptr);
+    CHECK(memo.measured(Collective::ReduceScatter, 64 * kMiB, Algorithm::Auto)->trial_calls() == 4);
+    for (Collective other : {Collective::Broadcast, Collective::Reduce, Collective::Allgather,
+                             Collective::Gather, Collective::Scatter, Collective::Alltoall})
+      CHECK(memo.measured(other, 64 * kMiB, Algorithm::Auto) == nullptr);
   }
   SECTION("not with a forced algorithm") {
-    CHECK(memo.measured_allreduce(64 * kMiB, Algorithm::SharedMemory) == nullptr);
-    CHECK(memo.measured_allreduce(64 * kMiB, Algorithm::Ring) == nullptr);
+    CHECK(allreduce(64 * kMiB, Algorithm::SharedMemory) == nullptr);
+    CHECK(allreduce(64 * kMiB, Algorithm::Ring) == nullptr);
   }
   SECTION("not with a COHORT_ALGO override for allreduce; another family's does not matter") {
     {
       const cohort::test::ScopedEnv ring("COHORT_ALGO", "allreduce:ring");
       cohort::reload_tunables();
-      CHECK(memo.measured_allreduce(64 * kMiB, Algorithm::Auto) == nullptr);
+      CHECK(allreduce(64 * kMiB, Algorithm::Auto) == nullptr);
     }
-    const cohort::test::ScopedEnv tree("COHORT_ALGO", "broadcast:tree");
+    const cohort::test::ScopedEnv tree("COHORT_ALGO", "broadcast:tree,reduce_scatter:ring");
     cohort::reload_tunables();
-    CHECK(memo.measured_allreduce(64 * kMiB, Algorithm::Auto) != nullptr);
+    CHECK(allreduce(64 * kMiB, Algorithm::Auto) != nullptr);
+    CHECK(memo.measured(cohort::Collective::ReduceScatter, 64 * kMiB, Algorithm::Auto) == nullptr);
   }
   cohort::reload_tunables();
 }

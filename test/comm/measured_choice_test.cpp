@@ -1,7 +1,8 @@
-// The measured choice between the arena and single copy for large allreduces on one host
-// (lib/algorithms/measured_choice.hpp), through the public API on real processes: which
-// algorithm each call ran (from the flight record), and that every call gives the bits of a
-// plain float32 fold in rank order, computed here, whichever algorithm ran.
+// The measured choice between the arena and single copy for large allreduces and
+// reduce_scatters on one host (lib/algorithms/measured_choice.hpp), through the public API on
+// real processes: which algorithm each call ran (from the flight record), and that every call
+// gives the bits of a plain float32 fold in rank order, computed here, whichever algorithm ran
+// (for reduce_scatter over ordinary and mappable buffers, whose single copy differs).
 
 #include "rank_checks.hpp"
 #include "support/cross_process_reads.hpp"
@@ -52,8 +53,9 @@ std::vector<float> reference(int size, ReduceOp op) {
   return folded;
 }
 
-/// The algorithms this rank's allreduces of kCount elements ran, in order (the flight record).
-std::vector<std::string> allreduce_algorithms(Communicator& c) {
+/// The algorithms this rank's ops `name` of `count` elements ran, in order (the flight record).
+std::vector<std::string> recorded_algorithms(Communicator& c, const std::string& name,
+                                             std::size_t count) {
   const TempDir dir("cohort-measured-choice-test");
   const std::string path = (dir.path() / "record.json").string();
   c.dump_trace(path);
@@ -61,9 +63,54 @@ std::vector<std::string> allreduce_algorithms(Communicator& c) {
   const nlohmann::json record = nlohmann::json::parse(in);
   std::vector<std::string> ran;
   for (const auto& op : record.at("ops"))
-    if (op.at("op") == "allreduce" && op.at("count") == kCount)
+    if (op.at("op") == name && op.at("count") == count)
       ran.push_back(op.at("algorithm").get<std::string>());
   return ran;
+}
+
+std::vector<std::string> allreduce_algorithms(Communicator& c) {
+  return recorded_algorithms(c, "allreduce", kCount);
+}
+
+/// A reduce_scatter's block per rank: the whole input (size blocks) is just over 16 MiB, the
+/// smallest large size class, as kCount is for allreduce.
+std::size_t scatter_block(int size) {
+  return kCount / static_cast<std::size_t>(size) + 1;
+}
+
+/// kCalls reduce_scatters of `op` over `memory`'s buffers, in pairs out of place and in place
+/// (the output is the input's block of this rank), each checked bit for bit against the fold
+/// in rank order of every rank's block of this rank.
+void run_reduce_scatters(Communicator& c, ReduceOp op, bool mappable) {
+  const std::size_t block = scatter_block(c.size());
+  const std::size_t total = block * static_cast<std::size_t>(c.size());
+  const std::size_t mine = block * static_cast<std::size_t>(c.rank());
+  std::vector<float> expected(block);
+  for (std::size_t i = 0; i < block; ++i) {
+    float folded = input(0, mine + i);
+    for (int r = 1; r < c.size(); ++r) folded += input(r, mine + i);
+    expected[i] = op == ReduceOp::Avg ? folded / static_cast<float>(c.size()) : folded;
+  }
+  const auto allocate = [mappable](std::size_t n) {
+    return mappable ? Buffer::allocate_mappable(n, DType::Float32)
+                    : Buffer::allocate(n, DType::Float32);
+  };
+  Buffer in = allocate(total);
+  Buffer out = allocate(block);
+  for (int call = 0; call < kCalls; ++call) {
+    auto* data = static_cast<float*>(in.data());
+    for (std::size_t i = 0; i < total; ++i) data[i] = input(c.rank(), i);
+    const bool in_place = (call / 2) % 2 == 1;
+    Buffer result = in_place ? in.slice(static_cast<std::int64_t>(mine),
+                                        static_cast<std::int64_t>(mine + block))
+                             : out;
+    c.reduce_scatter(in, result, op);
+    const auto* got = static_cast<const float*>(result.data());
+    for (std::size_t i = 0; i < block; ++i)
+      RANK_CHECK(std::memcmp(&got[i], &expected[i], sizeof(float)) == 0,
+                 "call " << call << (in_place ? " (in place)" : "") << ", element " << i << ": got "
+                         << got[i] << ", expected " << expected[i]);
+  }
 }
 
 /// kCalls allreduces of `op`, in pairs out of place and in place (so each algorithm's trials
@@ -139,6 +186,27 @@ TEST_CASE(
       expect_trials_then_one(allreduce_algorithms(*c));
     else
       expect_arena_only(allreduce_algorithms(*c));
+  }));
+}
+
+TEST_CASE(
+    "measured choice: large reduce_scatters try the arena and single copy, then keep one, "
+    "with the bits of a rank-order fold",
+    "[comm][multiproc]") {
+  const int size = GENERATE(2, 3);
+  const ReduceOp op = GENERATE(ReduceOp::Sum, ReduceOp::Avg);
+  const bool mappable = GENERATE(false, true);
+  CAPTURE(size, op, mappable);
+  const PinnedEnvironment pinned;
+  const bool single_copy = single_copy_runs_here();
+  REQUIRE_NOTHROW(run_ranks(size, [single_copy, op, mappable](const Environment& env) {
+    auto c = world(env);
+    run_reduce_scatters(*c, op, mappable);
+    const auto ran = recorded_algorithms(*c, "reduce_scatter", scatter_block(env.world_size));
+    if (single_copy)
+      expect_trials_then_one(ran);
+    else
+      expect_arena_only(ran);
   }));
 }
 

@@ -139,6 +139,9 @@ std::uint64_t mapped_allreduces() noexcept;
 /// with this rank's number; null (the default) for none. A test's hook may throw (a failure
 /// mid-op) or wait (to order one rank's failure before another's writes). Set it before the op.
 void set_mapped_piece_hook(void (*hook)(int rank, std::size_t piece)) noexcept;
+/// Reduce_scatters this process ran reading every rank's mappable input in place
+/// (reduce_scatter/single_copy.cpp).
+std::uint64_t mapped_reduce_scatters() noexcept;
 }  // namespace testing
 
 /// accepts() of the single-copy algorithms: a shared arena exists, its ranks can read each
