@@ -52,19 +52,26 @@ void run_accepted(const OpContext& ctx, const Args& args, std::size_t bytes, Alg
 }
 
 /// Whether this rank's buffers of an op the measured choice times are mappable: the ones a
-/// single-copy run works on in place (an allreduce's input and output, a reduce_scatter's input).
-bool buffers_mappable(const AllreduceArgs& args, std::size_t bytes) {
+/// single-copy run works on in place (an allreduce's input and output, a reduce's input and the
+/// root's output, a reduce_scatter's input).
+bool buffers_mappable(const OpContext&, const AllreduceArgs& args, std::size_t bytes) {
   MappableRef ref;
   return find_mappable(args.in, bytes, &ref) && find_mappable(args.out, bytes, &ref);
 }
 
-bool buffers_mappable(const ReduceScatterArgs& args, std::size_t bytes) {
+bool buffers_mappable(const OpContext& ctx, const ReduceArgs& args, std::size_t bytes) {
+  MappableRef ref;
+  return find_mappable(args.in, bytes, &ref) &&
+         (ctx.rank != args.root || find_mappable(args.out, bytes, &ref));
+}
+
+bool buffers_mappable(const OpContext&, const ReduceScatterArgs& args, std::size_t bytes) {
   MappableRef ref;
   return find_mappable(args.in, bytes, &ref);
 }
 
-/// A large allreduce or reduce_scatter on one host, where the table runs the arena: the arena
-/// or single copy, whichever the communicator measured faster (measured_choice.hpp). Returns
+/// A large allreduce, reduce or reduce_scatter on one host, where the table runs the arena: the
+/// arena or single copy, whichever the communicator measured faster (measured_choice.hpp). Returns
 /// Auto, having run nothing, where no measurement applies.
 template <class Args>
 Algorithm run_measured(const OpContext& ctx, const Args& args, std::size_t bytes,
@@ -109,7 +116,7 @@ Algorithm run_measured(const OpContext& ctx, const Args& args, std::size_t bytes
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Whether this rank's buffers are mappable: only a small class's vote asks
   // (measured_choice.hpp), so only trial calls look. `bytes` is a reduce_scatter's whole input.
-  const bool mappable = measured->in_trials() && buffers_mappable(args, bytes);
+  const bool mappable = measured->in_trials() && buffers_mappable(ctx, args, bytes);
   // Per byte: calls of different sizes share a size class.
   measured->record(seconds / static_cast<double>(bytes), mappable);
   return algorithm;
@@ -124,7 +131,8 @@ Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm 
       ctx.choices != nullptr
           ? ctx.choices->candidates(family, bytes, ctx.size, forced)
           : select_candidates(family, bytes, ctx.size, forced, environment_algorithm_overrides());
-  if constexpr (std::is_same_v<Args, AllreduceArgs> || std::is_same_v<Args, ReduceScatterArgs>) {
+  if constexpr (std::is_same_v<Args, AllreduceArgs> || std::is_same_v<Args, ReduceArgs> ||
+                std::is_same_v<Args, ReduceScatterArgs>) {
     if (bytes >= kMeasuredChoiceMinBytes)
       if (const Algorithm ran = run_measured(ctx, args, bytes, candidates, forced);
           ran != Algorithm::Auto)

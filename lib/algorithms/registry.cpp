@@ -17,7 +17,8 @@ extern const AlgorithmDescriptor allreduce_ring, allreduce_recursive_doubling,
     alltoall_pairwise, alltoall_bruck, alltoall_shared_memory, barrier_dissemination,
     barrier_shared_memory, broadcast_hierarchical, barrier_hierarchical, allgather_hierarchical,
     reduce_scatter_hierarchical, broadcast_single_copy, allgather_single_copy, gather_single_copy,
-    scatter_single_copy, alltoall_single_copy, allreduce_single_copy, reduce_scatter_single_copy;
+    scatter_single_copy, alltoall_single_copy, allreduce_single_copy, reduce_scatter_single_copy,
+    reduce_single_copy;
 
 namespace {
 
@@ -36,6 +37,7 @@ const std::array kAlgorithms{
     &reduce_tree,
     &reduce_reduce_scatter_gather,
     &reduce_shared_memory,
+    &reduce_single_copy,
     &allgather_ring,
     &allgather_recursive_doubling,
     &allgather_bruck,

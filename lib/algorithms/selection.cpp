@@ -421,15 +421,17 @@ MeasuredChoice* SelectionMemo::measured(Collective collective, std::size_t bytes
                                         Algorithm forced) {
   refresh();
   collective = algorithm_family(collective);
-  if (collective != Collective::Allreduce && collective != Collective::ReduceScatter)
+  if (collective != Collective::Allreduce && collective != Collective::Reduce &&
+      collective != Collective::ReduceScatter)
     return nullptr;
   if (bytes < kMeasuredChoiceMinBytes || forced != Algorithm::Auto ||
       overrides_[static_cast<std::size_t>(collective)] != Algorithm::Auto)
     return nullptr;
   const auto doublings =
       static_cast<std::size_t>(std::bit_width(bytes) - std::bit_width(kMeasuredChoiceMinBytes));
-  auto& classes =
-      collective == Collective::Allreduce ? measured_allreduce_ : measured_reduce_scatter_;
+  auto& classes = collective == Collective::Allreduce ? measured_allreduce_
+                  : collective == Collective::Reduce  ? measured_reduce_
+                                                      : measured_reduce_scatter_;
   return &classes[std::min(doublings, kMeasuredChoiceBuckets - 1)];
 }
 

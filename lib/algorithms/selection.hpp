@@ -203,8 +203,8 @@ class SelectionMemo {
   const Candidates& candidates(Collective collective, std::size_t bytes, int world_size,
                                Algorithm forced);
 
-  /// The measurement for an allreduce or a reduce_scatter of `bytes` (selection_bytes: a
-  /// reduce_scatter's whole input), one per collective and power-of-two size class, or null
+  /// The measurement for an allreduce, a reduce or a reduce_scatter of `bytes` (selection_bytes:
+  /// a reduce_scatter's whole input), one per collective and power-of-two size class, or null
   /// where none applies: another collective, below kMeasuredChoiceMinBytes, or with a forced
   /// algorithm or a COHORT_ALGO override for the collective (both must be the same on every
   /// rank, as for any op). Whether every rank allows it (COHORT_MEASURED_CHOICE) is the arena's
@@ -221,8 +221,9 @@ class SelectionMemo {
   };
   std::array<Entry, kCollectiveCount> entries_{};
   /// One per size class, each with its class's trials (MeasuredChoice(class_bytes)): the
-  /// allreduce's and the reduce_scatter's.
+  /// allreduce's, the reduce's and the reduce_scatter's.
   std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_allreduce_ = measured_classes();
+  std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_reduce_ = measured_classes();
   std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_reduce_scatter_ = measured_classes();
   static std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_classes() noexcept;
   /// Parses COHORT_ALGO again when the tunables were reloaded, and then forgets every entry.

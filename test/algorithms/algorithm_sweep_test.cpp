@@ -67,6 +67,9 @@ void launch_sweep(int world_size, const SweepPlan& plan, bool mappable = false) 
           if (cohort::algorithms::testing::mapped_reduce_scatters() == 0)
             throw std::runtime_error("rank " + std::to_string(env.rank) +
                                      " ran no reduce_scatter reading mapped inputs in place");
+          if (cohort::algorithms::testing::mapped_reduces() == 0)
+            throw std::runtime_error("rank " + std::to_string(env.rank) +
+                                     " ran no reduce folding into a mapped root's output");
         }
         if (env.rank == 0)
           std::printf("world size %d: %u ops checked\n", env.world_size,

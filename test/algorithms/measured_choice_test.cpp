@@ -160,8 +160,8 @@ TEST_CASE("measured choice: a small class tries each algorithm 8 times and measu
 }
 
 TEST_CASE(
-    "measured choice: which allreduces and reduce_scatters a communicator measures, and in "
-    "which size class",
+    "measured choice: which allreduces, reduces and reduce_scatters a communicator measures, and "
+    "in which size class",
     "[unit]") {
   using cohort::Algorithm;
   using cohort::algorithms::kMeasuredChoiceMinBytes;
@@ -193,7 +193,7 @@ TEST_CASE(
     CHECK(last != allreduce((std::size_t{1} << 39) - 1, Algorithm::Auto));
     CHECK(allreduce(std::size_t{1} << 50, Algorithm::Auto) == last);
   }
-  SECTION("reduce_scatter has classes of its own; no other collective is measured") {
+  SECTION("reduce and reduce_scatter have classes of their own; no other collective is measured") {
     using cohort::Collective;
     MeasuredChoice* scatter = memo.measured(Collective::ReduceScatter, 16 * kKiB, Algorithm::Auto);
     REQUIRE(scatter != nullptr);
@@ -202,8 +202,12 @@ TEST_CASE(
     CHECK(memo.measured(Collective::ReduceScatter, 16 * kKiB - 1, Algorithm::Auto) == nullptr);
     CHECK(memo.measured(Collective::ReduceScatter, 64 * kMiB, Algorithm::SharedMemory) == nullptr);
     CHECK(memo.measured(Collective::ReduceScatter, 64 * kMiB, Algorithm::Auto)->trial_calls() == 4);
-    for (Collective other : {Collective::Broadcast, Collective::Reduce, Collective::Allgather,
-                             Collective::Gather, Collective::Scatter, Collective::Alltoall})
+    MeasuredChoice* reduce = memo.measured(Collective::Reduce, 16 * kKiB, Algorithm::Auto);
+    REQUIRE(reduce != nullptr);
+    CHECK(reduce != scatter);
+    CHECK(reduce != allreduce(16 * kKiB, Algorithm::Auto));
+    for (Collective other : {Collective::Broadcast, Collective::Allgather, Collective::Gather,
+                             Collective::Scatter, Collective::Alltoall, Collective::Barrier})
       CHECK(memo.measured(other, 64 * kMiB, Algorithm::Auto) == nullptr);
   }
   SECTION("not with a forced algorithm") {

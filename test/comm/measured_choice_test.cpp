@@ -1,8 +1,9 @@
-// The measured choice between the arena and single copy for large allreduces and
+// The measured choice between the arena and single copy for large allreduces, reduces and
 // reduce_scatters on one host (lib/algorithms/measured_choice.hpp), through the public API on
 // real processes: which algorithm each call ran (from the flight record), and that every call
 // gives the bits of a plain float32 fold in rank order, computed here, whichever algorithm ran
-// (for reduce_scatter over ordinary and mappable buffers, whose single copy differs).
+// (for reduce and reduce_scatter over ordinary and mappable buffers, whose single copy
+// differs).
 
 #include "rank_checks.hpp"
 #include "support/cross_process_reads.hpp"
@@ -168,6 +169,32 @@ void expect_arena_only(const std::vector<std::string>& ran) {
   for (const std::string& a : ran) RANK_CHECK(a == "shared_memory", "ran " << a);
 }
 
+/// kCalls reduces of `op` to the last rank, over `mappable` buffers or ordinary ones, in pairs
+/// out of place and in place on the root, the root checking each bit for bit.
+void run_reduces(Communicator& c, ReduceOp op, bool mappable) {
+  const int root = c.size() - 1;
+  const std::vector<float> expected =
+      c.rank() == root ? reference(c.size(), op) : std::vector<float>{};
+  const auto allocate = [mappable](std::size_t n) {
+    return mappable ? Buffer::allocate_mappable(n, DType::Float32)
+                    : Buffer::allocate(n, DType::Float32);
+  };
+  Buffer in = allocate(kCount);
+  Buffer out = allocate(kCount);
+  for (int call = 0; call < kCalls; ++call) {
+    auto* data = static_cast<float*>(in.data());
+    for (std::size_t i = 0; i < kCount; ++i) data[i] = input(c.rank(), i);
+    const bool in_place = (call / 2) % 2 == 1;
+    c.reduce(in, in_place ? in : out, op, root);
+    if (c.rank() != root) continue;
+    const auto* got = static_cast<const float*>((in_place ? in : out).data());
+    for (std::size_t i = 0; i < kCount; ++i)
+      RANK_CHECK(std::memcmp(&got[i], &expected[i], sizeof(float)) == 0,
+                 "call " << call << (in_place ? " (in place)" : "") << ", element " << i << ": got "
+                         << got[i] << ", expected " << expected[i]);
+  }
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -203,6 +230,26 @@ TEST_CASE(
     auto c = world(env);
     run_reduce_scatters(*c, op, mappable);
     const auto ran = recorded_algorithms(*c, "reduce_scatter", scatter_block(env.world_size));
+    if (single_copy)
+      expect_trials_then_one(ran);
+    else
+      expect_arena_only(ran);
+  }));
+}
+
+TEST_CASE(
+    "measured choice: large reduces try the arena and single copy, then keep one, with the "
+    "bits of a rank-order fold at the root",
+    "[comm][multiproc]") {
+  const int size = GENERATE(2, 3);
+  const bool mappable = GENERATE(false, true);
+  CAPTURE(size, mappable);
+  const PinnedEnvironment pinned;
+  const bool single_copy = single_copy_runs_here();
+  REQUIRE_NOTHROW(run_ranks(size, [single_copy, mappable](const Environment& env) {
+    auto c = world(env);
+    run_reduces(*c, ReduceOp::Sum, mappable);
+    const auto ran = recorded_algorithms(*c, "reduce", kCount);
     if (single_copy)
       expect_trials_then_one(ran);
     else

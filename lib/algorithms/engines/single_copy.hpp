@@ -142,6 +142,9 @@ void set_mapped_piece_hook(void (*hook)(int rank, std::size_t piece)) noexcept;
 /// Reduce_scatters this process ran reading every rank's mappable input in place
 /// (reduce_scatter/single_copy.cpp).
 std::uint64_t mapped_reduce_scatters() noexcept;
+/// Reduces this process took part in where every rank folded its share into the root's mapped
+/// output (reduce/single_copy.cpp).
+std::uint64_t mapped_reduces() noexcept;
 }  // namespace testing
 
 /// accepts() of the single-copy algorithms: a shared arena exists, its ranks can read each

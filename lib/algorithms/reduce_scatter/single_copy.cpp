@@ -18,10 +18,10 @@
 // rank's input, never block r. A rank after rank 1 keeps its own chunk aside first, since the
 // fold's first step writes the output before its own operand is folded in.
 
+#include "algorithms/engines/single_copy.hpp"
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/rank_order_fold.hpp"
 #include "algorithms/engines/scratch_slots.hpp"
-#include "algorithms/engines/single_copy.hpp"
 #include "core/copy_bytes.hpp"
 #include "core/stream_copy.hpp"
 #include "reduce/reduce.hpp"
@@ -93,8 +93,8 @@ void fold_copied(const OpContext& ctx, const ReduceScatterArgs& args, SingleCopy
 }
 
 void run(const OpContext& ctx, const ReduceScatterArgs& args) {
-  const std::size_t input_bytes = static_cast<std::size_t>(ctx.size) * args.count *
-                                  dtype_size(args.dtype);
+  const std::size_t input_bytes =
+      static_cast<std::size_t>(ctx.size) * args.count * dtype_size(args.dtype);
   SingleCopyOp op(ctx, *ctx.arena());
   const ExposedBlock input{args.in, input_bytes};
   op.expose({&input, 1});
