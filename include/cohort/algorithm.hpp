@@ -65,10 +65,10 @@ enum class Algorithm : std::uint8_t {
   Hierarchical,         ///< allreduce, broadcast, allgather, reduce_scatter, barrier across
                         ///< hosts with several ranks on some: each host's shared segment
                         ///< inside it, messages among one leader per host between them
-  SingleCopy,           ///< allreduce, broadcast, reduce, allgather, gather, scatter,
-               ///< reduce_scatter, alltoall on one host: each rank copies its peers' blocks
-               ///< straight out of their buffers (process_vm_readv), one copy instead of the
-               ///< arena's two, or works on them in place where they are mappable
+  /// allreduce, broadcast, reduce, allgather, gather, scatter, reduce_scatter, alltoall on one
+  /// host: each rank copies its peers' blocks straight out of their buffers (process_vm_readv),
+  /// one copy instead of the arena's two, or works on them in place where they are mappable.
+  SingleCopy,
 };
 
 /// How many Algorithm values there are (Auto included): they are 0 .. kAlgorithmCount - 1.

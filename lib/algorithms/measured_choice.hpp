@@ -2,13 +2,13 @@
 
 // Choosing between two algorithms by timing them, where the table cannot know which is faster.
 //
-// On one host a large allreduce can run through the shared arena (its data passes from one
-// core's cache to another's, which some hosts make slow) or by single copy (each rank reads its
-// peers' buffers from memory). Which is faster depends on the host, and on some hosts it
-// changes within the hour (bench/PERFORMANCE-LOG.md, "A slow phase"). Both fold every
-// element in rank order, so they give the same bits and a communicator may switch between them
-// at will: it times each a few times, the ranks agree on the slowest rank's times, and the
-// faster one runs until the next measurement.
+// On one host a large allreduce, reduce or reduce_scatter can run through the shared arena (its
+// data passes from one core's cache to another's, which some hosts make slow) or by single copy
+// (each rank reads its peers' buffers from memory, in place where they are mappable). Which is
+// faster depends on the host, and on some hosts it changes within the hour
+// (bench/PERFORMANCE-LOG.md, "A slow phase"). Both fold every element in rank order, so they give
+// the same bits and a communicator may switch between them at will: it times each a few times, the
+// ranks agree on the slowest rank's times, and the faster one runs until the next measurement.
 //
 // The schedule is the same on every rank, since every rank runs the same sequence of ops: a
 // size class's first trial_calls() calls alternate the two algorithms (the table's choice

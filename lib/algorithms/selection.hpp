@@ -91,8 +91,9 @@ inline constexpr std::size_t kAllreduceSingleCopyTwoRanksMinBytes = 4 * kMiB;
 inline constexpr std::size_t kAllreduceSingleCopyTwoRanksMaxBytes = 16 * kMiB;
 /// allgather, 2 ranks: single copy from this total size (1.2-2.5x faster to 2 MiB).
 inline constexpr std::size_t kAllgatherSingleCopyTwoRanksMinBytes = 32 * kKiB;
-/// allreduce on one host from this size on: the arena and single copy are timed and the faster
-/// runs (measured_choice.hpp), where the table would run the arena. On 2026-11-27's host single
+/// allreduce, reduce and reduce_scatter (its whole input) on one host from this size on: the
+/// arena and single copy are timed and the faster runs (measured_choice.hpp), where the table
+/// would run the arena; the figures below are the allreduce's. On 2026-11-27's host single
 /// copy was 1.2-1.9x faster at 64 MiB, and an hour later the arena was (bench/PERFORMANCE-LOG.md,
 /// "A slow phase"). Below 16 MiB the arena wins on ordinary memory, but over mappable buffers
 /// (Buffer::allocate_mappable) single copy works in place and was 1.2-3x faster from 4 KiB on 2

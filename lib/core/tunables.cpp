@@ -171,8 +171,9 @@ constexpr std::array kTunables{
                 "host) stay on UCX",
                 false, &parse_single_copy},
     TunableInfo{"COHORT_MEASURED_CHOICE", "enum auto|off", "auto",
-                "auto: large allreduces on one host time the arena and single copy and run the "
-                "faster (same bits); off: the table's choice (set alike on every rank)",
+                "auto: allreduces, reduces and reduce_scatters from 16 KiB on one host time the "
+                "arena and single copy and run the faster (same bits); off: the table's choice "
+                "(set alike on every rank)",
                 false, &parse_measured_choice},
 };
 

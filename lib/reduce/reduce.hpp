@@ -43,7 +43,8 @@ enum class Stores {
 /// alike (from output 0's first 64-byte boundary on), the rest is stored ordinarily; they are
 /// fenced before return, so a flag stored afterwards is seen after the data. Throws
 /// Error(InvalidArgument) naming what is wrong (op/dtype as check_supported, too few inputs or
-/// outputs, a null pointer) before touching any output.
+/// outputs, a null pointer) before touching any output; with count 0 it checks op, dtype and
+/// the numbers of inputs and outputs only, and touches nothing.
 void fold_to_all(ReduceOp op, DType dtype, void* const* outputs, std::size_t n_outputs,
                  const void* const* inputs, std::size_t n_inputs, std::size_t count, Stores stores);
 

@@ -201,8 +201,8 @@ COHORT_REDUCE_INLINE unsigned char* byte_at(void* base, std::size_t at) {
   return static_cast<unsigned char*>(base) + at;
 }
 
-/// Bytes [at, at + length) of every output, length < one block: through zero-padded copies on
-/// the stack, as binary_kernel's tail.
+/// Bytes [at, at + length) of every output, length at most one block: through zero-padded copies
+/// on the stack, as binary_kernel's tail.
 template <class C, class Op>
 void fold_part(void* const* outputs, std::size_t n_outputs, const void* const* inputs,
                std::size_t n_inputs, std::size_t at, std::size_t length) {

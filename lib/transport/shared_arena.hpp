@@ -117,7 +117,8 @@ class SharedArena {
   /// process_vm_readv between them (Yama ptrace_scope, a seccomp profile, different users or
   /// pid namespaces); set-up reads a probe value from every peer to find out.
   bool single_copy() const noexcept { return single_copy_; }
-  /// Whether large allreduces may choose between the arena and single copy by timing them
+  /// Whether allreduces, reduces and reduce_scatters may choose between the arena and single
+  /// copy by timing them
   /// (algorithms/measured_choice.hpp): single_copy() and COHORT_MEASURED_CHOICE=auto on every
   /// rank. The same on every rank, so a rank set apart cannot make the ranks run different
   /// algorithms.

@@ -72,7 +72,9 @@ TEST_CASE("algorithms that apply to each op", "[bench][ops]") {
   CHECK(op_algorithms(BenchOp::Allgather).size() == 6);
   CHECK(algorithm_applies(BenchOp::Alltoall, Algorithm::SingleCopy));
   CHECK(algorithm_applies(BenchOp::Allreduce, Algorithm::SingleCopy));
-  CHECK_FALSE(algorithm_applies(BenchOp::Reduce, Algorithm::SingleCopy));
+  CHECK(algorithm_applies(BenchOp::Reduce, Algorithm::SingleCopy));
+  CHECK(algorithm_applies(BenchOp::ReduceScatter, Algorithm::SingleCopy));
+  CHECK_FALSE(algorithm_applies(BenchOp::Barrier, Algorithm::SingleCopy));
   CHECK(algorithm_applies(BenchOp::ReduceScatter, Algorithm::Hierarchical));
   CHECK_FALSE(algorithm_applies(BenchOp::Reduce, Algorithm::Hierarchical));
   // Every collective has a shared-memory algorithm (the list comes from the library's registry;

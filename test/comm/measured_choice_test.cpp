@@ -5,6 +5,7 @@
 // (for reduce and reduce_scatter over ordinary and mappable buffers, whose single copy
 // differs).
 
+#include "algorithms/engines/single_copy.hpp"
 #include "rank_checks.hpp"
 #include "support/cross_process_reads.hpp"
 #include "support/scoped_env.hpp"
@@ -13,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -164,6 +166,15 @@ void expect_trials_then_one(const std::vector<std::string>& ran) {
                "call " << call << " ran " << ran[call] << ", call 4 " << ran[4]);
 }
 
+/// Every single-copy run took the mapped path over mappable buffers, and none over ordinary
+/// ones: the results alone cannot tell the two paths apart.
+void expect_mapped_runs(std::uint64_t mapped, const std::vector<std::string>& ran, bool mappable) {
+  const auto single = static_cast<std::uint64_t>(std::count(ran.begin(), ran.end(), "single_copy"));
+  RANK_CHECK(mapped == (mappable ? single : 0),
+             mapped << " of " << single << " single-copy runs took the mapped path over "
+                    << (mappable ? "mappable" : "ordinary") << " buffers");
+}
+
 void expect_arena_only(const std::vector<std::string>& ran) {
   RANK_CHECK(ran.size() == kCalls, "recorded " << ran.size() << " allreduces");
   for (const std::string& a : ran) RANK_CHECK(a == "shared_memory", "ran " << a);
@@ -228,12 +239,15 @@ TEST_CASE(
   const bool single_copy = single_copy_runs_here();
   REQUIRE_NOTHROW(run_ranks(size, [single_copy, op, mappable](const Environment& env) {
     auto c = world(env);
+    const std::uint64_t before = algorithms::testing::mapped_reduce_scatters();
     run_reduce_scatters(*c, op, mappable);
     const auto ran = recorded_algorithms(*c, "reduce_scatter", scatter_block(env.world_size));
     if (single_copy)
       expect_trials_then_one(ran);
     else
       expect_arena_only(ran);
+    expect_mapped_runs(algorithms::testing::mapped_reduce_scatters() - before, ran,
+                       single_copy && mappable);
   }));
 }
 
@@ -242,18 +256,22 @@ TEST_CASE(
     "bits of a rank-order fold at the root",
     "[comm][multiproc]") {
   const int size = GENERATE(2, 3);
+  const ReduceOp op = GENERATE(ReduceOp::Sum, ReduceOp::Avg);
   const bool mappable = GENERATE(false, true);
-  CAPTURE(size, mappable);
+  CAPTURE(size, op, mappable);
   const PinnedEnvironment pinned;
   const bool single_copy = single_copy_runs_here();
-  REQUIRE_NOTHROW(run_ranks(size, [single_copy, mappable](const Environment& env) {
+  REQUIRE_NOTHROW(run_ranks(size, [single_copy, op, mappable](const Environment& env) {
     auto c = world(env);
-    run_reduces(*c, ReduceOp::Sum, mappable);
+    const std::uint64_t before = algorithms::testing::mapped_reduces();
+    run_reduces(*c, op, mappable);
     const auto ran = recorded_algorithms(*c, "reduce", kCount);
     if (single_copy)
       expect_trials_then_one(ran);
     else
       expect_arena_only(ran);
+    expect_mapped_runs(algorithms::testing::mapped_reduces() - before, ran,
+                       single_copy && mappable);
   }));
 }
 

@@ -1,6 +1,7 @@
 // reduce::fold_to_all against the scalar reference in reduce_reference.hpp, chained one input at
 // a time as reduce_to + reduce_into would round: every op on every dtype on every ISA this CPU
-// runs, 2-5 inputs into 1-3 outputs, cached and streaming stores, outputs aligned alike and not,
+// runs, 2-5 inputs into 1-3 outputs, cached and streaming stores (from the start, and after a
+// head that aligns the outputs), outputs aligned alike and not,
 // in place, counts around the block and alignment boundaries, and the bytes around every output
 // left untouched. Then its refusals, which must come before any output byte is written.
 
@@ -77,14 +78,15 @@ std::string first_mismatch(DType dtype, const unsigned char* got,
   return {};
 }
 
-enum class Layout { Aligned, MixedAlignment, InPlaceFirst, InPlaceLast };
+enum class Layout { Aligned, MisalignedAlike, MixedAlignment, InPlaceFirst, InPlaceLast };
 
 const char* layout_name(Layout layout) {
   switch (layout) {
-    case Layout::Aligned: return "outputs 64-byte aligned";
+    case Layout::Aligned: return "output 64-byte aligned";
+    case Layout::MisalignedAlike: return "outputs one element past alignment alike";
     case Layout::MixedAlignment: return "output j one element past alignment times j";
-    case Layout::InPlaceFirst: return "output 0 is input 0";
-    case Layout::InPlaceLast: return "output 0 is the last input";
+    case Layout::InPlaceFirst: return "output 0 is input 0, all one element past alignment";
+    case Layout::InPlaceLast: return "output 0 is the last input, all one element past alignment";
   }
   return "?";
 }
@@ -101,8 +103,15 @@ void run_fold(ReduceOp op, DType dtype, std::size_t count, std::size_t n_outputs
     if (bytes != 0) std::memcpy(input_copies.back().data(), data.data(), bytes);
   }
   std::vector<AlignedPlacement> output_places;
-  for (std::size_t j = 0; j < n_outputs; ++j)
-    output_places.emplace_back(bytes, layout == Layout::MixedAlignment ? j * size : 0, 0x5a);
+  // Streaming stores need every output aligned alike: Aligned streams from the start, and
+  // MisalignedAlike and the in-place layouts (inputs sit one element past alignment too) after
+  // a head that brings them to a 64-byte boundary; MixedAlignment cannot stream.
+  for (std::size_t j = 0; j < n_outputs; ++j) {
+    const std::size_t offset = layout == Layout::Aligned          ? 0
+                               : layout == Layout::MixedAlignment ? j * size
+                                                                  : size;
+    output_places.emplace_back(bytes, offset, 0x5a);
+  }
   std::vector<const void*> inputs;
   for (auto& placed : input_copies) inputs.push_back(placed.data());
   std::vector<void*> outputs;
@@ -140,8 +149,8 @@ TEST_CASE("fold_to_all matches the chained reference on every op, dtype and ISA"
   // and one run through many blocks.
   const std::size_t kCounts[] = {0, 1, 7, 63, 64, 65, 129, 1031};
   const std::size_t kInputs[] = {2, 3, 5};
-  const Layout kLayouts[] = {Layout::Aligned, Layout::MixedAlignment, Layout::InPlaceFirst,
-                             Layout::InPlaceLast};
+  const Layout kLayouts[] = {Layout::Aligned, Layout::MisalignedAlike, Layout::MixedAlignment,
+                             Layout::InPlaceFirst, Layout::InPlaceLast};
   for (DType dtype : kAllDTypes) {
     for (ReduceOp op : kAllReduceOps) {
       if (!reduce_op_supports(op, dtype)) continue;

@@ -77,7 +77,8 @@ struct GradientSyncOptions {
 /// side). contiguous_gradients() allocates gradients that way; otherwise each bucket has a
 /// staging buffer and every gradient is copied in and out once. Host staging buffers are
 /// mappable memory (Buffer::allocate_mappable; ordinary memory where the kernel refuses it), so
-/// the ranks of a host reduce them in each other's memory; so is contiguous_gradients()'s.
+/// the ranks of a host reduce them in each other's memory; so is contiguous_gradients()'s. Like
+/// all mappable memory they are shared with, not copied into, a child this process forks.
 ///
 /// Accumulation: begin_micro_step() says whether this micro-step is the last of its window
 /// (every accumulation_steps-th, and always at the end of the data). On the other micro-steps

@@ -27,8 +27,7 @@
 
 #include "algorithms/engines/single_copy.hpp"
 #include "algorithms/descriptor.hpp"
-#include "algorithms/engines/rank_order_fold.hpp"
-#include "algorithms/engines/scratch_slots.hpp"
+#include "algorithms/engines/peer_fold.hpp"
 #include "core/copy_bytes.hpp"
 #include "core/stream_copy.hpp"
 #include "patterns/block_partition.hpp"
@@ -40,10 +39,6 @@
 
 namespace cohort::algorithms {
 namespace {
-
-/// Bytes of a peer's part read at once: small enough that a chunk from two peers and this rank's
-/// output stay in the core's cache while they are reduced.
-constexpr std::size_t kChunkBytes = 128 * 1024;
 
 std::atomic<std::uint64_t> mapped_allreduce_count{0};
 std::atomic<void (*)(int, std::size_t)> mapped_piece_hook{nullptr};
@@ -57,19 +52,18 @@ void run_mapped(const OpContext& ctx, const AllreduceArgs& args, SingleCopyOp& o
   const std::size_t es = dtype_size(args.dtype);
   const int n = ctx.size;
   const std::size_t bytes = args.count * es;
-  std::vector<const std::byte*> inputs(static_cast<std::size_t>(n));
+  const std::vector<const std::byte*> inputs = mapped_inputs(ctx, op, args.in, bytes);
   std::vector<std::byte*> outputs(static_cast<std::size_t>(n));
-  bool agreed = true;
-  for (int r = 0; r < n; ++r) {
-    const auto i = static_cast<std::size_t>(r);
-    inputs[i] = r == ctx.rank ? static_cast<const std::byte*>(args.in) : op.mapped(r, 0, bytes);
-    outputs[i] = r == ctx.rank ? static_cast<std::byte*>(args.out) : op.mapped(r, 1, bytes);
-    agreed = agreed && inputs[i] != nullptr && outputs[i] != nullptr;
+  bool agreed = !inputs.empty();
+  for (int r = 0; r < n && agreed; ++r) {
+    outputs[static_cast<std::size_t>(r)] =
+        r == ctx.rank ? static_cast<std::byte*>(args.out) : op.mapped(r, 1, bytes);
+    agreed = outputs[static_cast<std::size_t>(r)] != nullptr;
   }
   if (agreed) {
     const patterns::BlockRange mine = patterns::balanced_block(
         args.count, static_cast<std::size_t>(n), static_cast<std::size_t>(ctx.rank));
-    const std::size_t chunk_elems = std::max<std::size_t>(kChunkBytes / es, 1);
+    const std::size_t chunk_elems = std::max<std::size_t>(kPeerFoldChunkBytes / es, 1);
     // In place, the fold has just read every output line it writes: plain stores hit the cache.
     const reduce::Stores stores = bytes >= kStreamOutputMinBytes && args.in != args.out
                                       ? reduce::Stores::Streaming
@@ -117,28 +111,10 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
     return;
   }
 
-  // 1. This rank's share, a chunk at a time.
+  // 1. This rank's share, each peer's part copied out of its input.
   const patterns::BlockRange mine = patterns::balanced_block(args.count, n, me);
-  const std::size_t chunk_elems = std::max<std::size_t>(kChunkBytes / es, 1);
-  std::byte* first = ctx.scratch.get(kChunkBytes, kSlotWork0);
-  std::byte* second = ctx.scratch.get(kChunkBytes, kSlotWork1);
-  const bool keep_own = own_operand_needs_keeping(out == in, ctx.rank);
-  std::byte* own_copy = keep_own ? ctx.scratch.get(kChunkBytes, kSlotWork2) : nullptr;
-  for (std::size_t done = 0; done < mine.count; done += chunk_elems) {
-    const std::size_t elems = std::min(chunk_elems, mine.count - done);
-    const std::size_t offset = (mine.offset + done) * es;
-    if (keep_own) copy_bytes(own_copy, in + offset, elems * es);
-    // Rank r's operand: this rank's own from its input (or the copy kept of it), a peer's read
-    // into scratch (rank 1's into its own, since rank 0's is still to be read).
-    fold_in_rank_order(args.op, args.dtype, out + offset, elems, ctx.size,
-                       [&](int r) -> const std::byte* {
-                         if (static_cast<std::size_t>(r) == me)
-                           return keep_own ? own_copy : in + offset;
-                         std::byte* into = r == 1 ? second : first;
-                         op.read_part(r, 0, bytes, offset, into, elems * es);
-                         return into;
-                       });
-  }
+  fold_copied_from_peers(ctx, op, args.op, args.dtype, out + mine.offset * es,
+                         in + mine.offset * es, mine.count, bytes, mine.offset * es);
 
   // 2. Every other share, out of its owner's output, from the next rank on.
   const ExposedBlock output{args.out, bytes};

@@ -19,11 +19,9 @@
 // of its inputs before it writes it. On the copying path the root keeps its own chunk aside
 // first when it is rank 2 or later (rank_order_fold.hpp).
 
-#include "algorithms/descriptor.hpp"
-#include "algorithms/engines/rank_order_fold.hpp"
-#include "algorithms/engines/scratch_slots.hpp"
 #include "algorithms/engines/single_copy.hpp"
-#include "core/copy_bytes.hpp"
+#include "algorithms/descriptor.hpp"
+#include "algorithms/engines/peer_fold.hpp"
 #include "core/stream_copy.hpp"
 #include "patterns/block_partition.hpp"
 #include "reduce/reduce.hpp"
@@ -35,10 +33,6 @@
 namespace cohort::algorithms {
 namespace {
 
-/// Bytes folded at once: a chunk from every rank stays in cache, and a failed root's output is
-/// not written past the piece in flight.
-constexpr std::size_t kChunkBytes = 128 * 1024;
-
 std::atomic<std::uint64_t> mapped_reduce_count{0};
 
 /// Every rank's input and the root's output mapped here: fold share `me` of every input into
@@ -47,20 +41,19 @@ bool fold_mapped(const OpContext& ctx, const ReduceArgs& args, SingleCopyOp& op,
                  std::size_t bytes) {
   const std::size_t es = dtype_size(args.dtype);
   const auto n = static_cast<std::size_t>(ctx.size);
-  std::vector<const std::byte*> inputs(n);
-  for (std::size_t r = 0; r < n; ++r) {
-    inputs[r] = static_cast<int>(r) == ctx.rank ? static_cast<const std::byte*>(args.in)
-                                                : op.mapped(static_cast<int>(r), 0, bytes);
-    if (inputs[r] == nullptr) return false;
-  }
-  std::byte* output = ctx.rank == args.root ? static_cast<std::byte*>(args.out)
-                                            : op.mapped(args.root, 1, bytes);
+  const std::vector<const std::byte*> inputs = mapped_inputs(ctx, op, args.in, bytes);
+  if (inputs.empty()) return false;
+  std::byte* output =
+      ctx.rank == args.root ? static_cast<std::byte*>(args.out) : op.mapped(args.root, 1, bytes);
   if (output == nullptr) return false;
   const patterns::BlockRange mine =
       patterns::balanced_block(args.count, n, static_cast<std::size_t>(ctx.rank));
-  const std::size_t chunk_elems = std::max<std::size_t>(kChunkBytes / es, 1);
-  // The root reads its output next: only a large one out of place goes past the caches.
-  const reduce::Stores stores = bytes >= kStreamOutputMinBytes && args.out != args.in
+  const std::size_t chunk_elems = std::max<std::size_t>(kPeerFoldChunkBytes / es, 1);
+  // In place (the root's output is its input: the same file and offset, so the same address
+  // here on every rank) the fold has just read every line it writes, and plain stores hit the
+  // cache; out of place only a large output goes past it.
+  const bool in_place = output == inputs[static_cast<std::size_t>(args.root)];
+  const reduce::Stores stores = bytes >= kStreamOutputMinBytes && !in_place
                                     ? reduce::Stores::Streaming
                                     : reduce::Stores::Cached;
   std::vector<const void*> pieces(n);
@@ -78,32 +71,6 @@ bool fold_mapped(const OpContext& ctx, const ReduceArgs& args, SingleCopyOp& op,
   return true;
 }
 
-/// The root folds every rank's input, each peer's chunk read into scratch first.
-void fold_at_root(const OpContext& ctx, const ReduceArgs& args, SingleCopyOp& op,
-                  std::size_t bytes) {
-  const std::size_t es = dtype_size(args.dtype);
-  const auto* in = static_cast<const std::byte*>(args.in);
-  auto* out = static_cast<std::byte*>(args.out);
-  const std::size_t chunk_elems = std::max<std::size_t>(kChunkBytes / es, 1);
-  std::byte* first = ctx.scratch.get(kChunkBytes, kSlotWork0);
-  std::byte* second = ctx.scratch.get(kChunkBytes, kSlotWork1);
-  const bool keep_own = own_operand_needs_keeping(out == in, ctx.rank);
-  std::byte* own_copy = keep_own ? ctx.scratch.get(kChunkBytes, kSlotWork2) : nullptr;
-  for (std::size_t done = 0; done < args.count; done += chunk_elems) {
-    const std::size_t elems = std::min(chunk_elems, args.count - done);
-    const std::size_t offset = done * es;
-    if (keep_own) copy_bytes(own_copy, in + offset, elems * es);
-    fold_in_rank_order(args.op, args.dtype, out + offset, elems, ctx.size,
-                       [&](int r) -> const std::byte* {
-                         if (r == ctx.rank) return keep_own ? own_copy : in + offset;
-                         // Rank 1's operand into its own scratch: rank 0's is still in use.
-                         std::byte* into = r == 1 ? second : first;
-                         op.read_part(r, 0, bytes, offset, into, elems * es);
-                         return into;
-                       });
-  }
-}
-
 void run(const OpContext& ctx, const ReduceArgs& args) {
   const std::size_t bytes = args.count * dtype_size(args.dtype);
   const bool root = ctx.rank == args.root;
@@ -119,7 +86,10 @@ void run(const OpContext& ctx, const ReduceArgs& args) {
     op.release_after_all();
     return;
   }
-  if (root && bytes != 0) fold_at_root(ctx, args, op, bytes);
+  // The root folds every rank's input, each peer's chunk read into scratch first.
+  if (root && bytes != 0)
+    fold_copied_from_peers(ctx, op, args.op, args.dtype, static_cast<std::byte*>(args.out),
+                           static_cast<const std::byte*>(args.in), args.count, bytes, 0);
   // Only the root reads: the others wait until it is done with their inputs.
   if (root)
     op.release();

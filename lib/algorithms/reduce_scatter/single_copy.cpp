@@ -20,21 +20,15 @@
 
 #include "algorithms/engines/single_copy.hpp"
 #include "algorithms/descriptor.hpp"
-#include "algorithms/engines/rank_order_fold.hpp"
-#include "algorithms/engines/scratch_slots.hpp"
-#include "core/copy_bytes.hpp"
+#include "algorithms/engines/peer_fold.hpp"
 #include "core/stream_copy.hpp"
 #include "reduce/reduce.hpp"
 
-#include <algorithm>
 #include <atomic>
 #include <vector>
 
 namespace cohort::algorithms {
 namespace {
-
-/// Bytes of one block folded at once: a chunk from every rank and the output's stay in cache.
-constexpr std::size_t kChunkBytes = 128 * 1024;
 
 std::atomic<std::uint64_t> mapped_reduce_scatter_count{0};
 
@@ -42,54 +36,23 @@ std::atomic<std::uint64_t> mapped_reduce_scatter_count{0};
 void fold_mapped(const OpContext& ctx, const ReduceScatterArgs& args, SingleCopyOp& op,
                  std::size_t input_bytes) {
   const std::size_t es = dtype_size(args.dtype);
-  const auto n = static_cast<std::size_t>(ctx.size);
   const std::size_t block_offset = static_cast<std::size_t>(ctx.rank) * args.count * es;
-  std::vector<const void*> inputs(n);
-  for (std::size_t r = 0; r < n; ++r) {
-    const std::byte* base = static_cast<int>(r) == ctx.rank
-                                ? static_cast<const std::byte*>(args.in)
-                                : op.mapped(static_cast<int>(r), 0, input_bytes);
-    if (base == nullptr) return;  // a disagreement about lengths: the release throws it
-    inputs[r] = base + block_offset;
-  }
+  const std::vector<const std::byte*> bases = mapped_inputs(ctx, op, args.in, input_bytes);
+  if (bases.empty()) return;  // a disagreement about lengths: the release throws it
+  std::vector<const void*> inputs(bases.size());
+  for (std::size_t r = 0; r < bases.size(); ++r) inputs[r] = bases[r] + block_offset;
   // Nobody else reads the output; in place it is the block just read, and plain stores hit it.
   const bool in_place = args.out == static_cast<const std::byte*>(args.in) + block_offset;
   const reduce::Stores stores = args.count * es >= kStreamOutputMinBytes && !in_place
                                     ? reduce::Stores::Streaming
                                     : reduce::Stores::Cached;
   void* outputs[1] = {args.out};
-  reduce::fold_to_all(args.op, args.dtype, outputs, 1, inputs.data(), n, args.count, stores);
+  reduce::fold_to_all(args.op, args.dtype, outputs, 1, inputs.data(), inputs.size(), args.count,
+                      stores);
   // A peer that failed meanwhile may have had its input back (freed: zeros, or changed): the
   // sums are not trusted then, as a copy read from it would not be.
   op.check_peers();
   mapped_reduce_scatter_count.fetch_add(1, std::memory_order_relaxed);
-}
-
-/// Reads each peer's chunk of block `me` into scratch and folds it into the output.
-void fold_copied(const OpContext& ctx, const ReduceScatterArgs& args, SingleCopyOp& op,
-                 std::size_t input_bytes) {
-  const std::size_t es = dtype_size(args.dtype);
-  const auto* in = static_cast<const std::byte*>(args.in);
-  auto* out = static_cast<std::byte*>(args.out);
-  const std::size_t block_offset = static_cast<std::size_t>(ctx.rank) * args.count * es;
-  const std::size_t chunk_elems = std::max<std::size_t>(kChunkBytes / es, 1);
-  std::byte* first = ctx.scratch.get(kChunkBytes, kSlotWork0);
-  std::byte* second = ctx.scratch.get(kChunkBytes, kSlotWork1);
-  const bool keep_own = own_operand_needs_keeping(out == in + block_offset, ctx.rank);
-  std::byte* own_copy = keep_own ? ctx.scratch.get(kChunkBytes, kSlotWork2) : nullptr;
-  for (std::size_t done = 0; done < args.count; done += chunk_elems) {
-    const std::size_t elems = std::min(chunk_elems, args.count - done);
-    const std::size_t offset = block_offset + done * es;
-    if (keep_own) copy_bytes(own_copy, in + offset, elems * es);
-    fold_in_rank_order(args.op, args.dtype, out + done * es, elems, ctx.size,
-                       [&](int r) -> const std::byte* {
-                         if (r == ctx.rank) return keep_own ? own_copy : in + offset;
-                         // Rank 1's operand into its own scratch: rank 0's is still in use.
-                         std::byte* into = r == 1 ? second : first;
-                         op.read_part(r, 0, input_bytes, offset, into, elems * es);
-                         return into;
-                       });
-  }
 }
 
 void run(const OpContext& ctx, const ReduceScatterArgs& args) {
@@ -99,10 +62,14 @@ void run(const OpContext& ctx, const ReduceScatterArgs& args) {
   const ExposedBlock input{args.in, input_bytes};
   op.expose({&input, 1});
   if (args.count != 0) {
+    const std::size_t block_offset =
+        static_cast<std::size_t>(ctx.rank) * args.count * dtype_size(args.dtype);
     if (op.all_mappable(1))
       fold_mapped(ctx, args, op, input_bytes);
     else
-      fold_copied(ctx, args, op, input_bytes);
+      fold_copied_from_peers(ctx, op, args.op, args.dtype, static_cast<std::byte*>(args.out),
+                             static_cast<const std::byte*>(args.in) + block_offset, args.count,
+                             input_bytes, block_offset);
   }
   // Peers read this rank's input until they are done: wait for them before returning it.
   op.release_after_all();
