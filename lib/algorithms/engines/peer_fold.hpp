@@ -26,14 +26,14 @@ inline constexpr std::size_t kPeerFoldChunkBytes = 128 * 1024;
 /// must hold `entry_bytes`, else the release throws the disagreement) for every peer, copied
 /// into scratch slots kSlotWork0-2 a chunk at a time. `own` may be `dst` (in place): it is kept
 /// aside first where the fold would overwrite it before its turn.
-void fold_copied_from_peers(const OpContext& ctx, SingleCopyOp& op, ReduceOp reduce_op,
-                            DType dtype, std::byte* dst, const std::byte* own, std::size_t count,
+void fold_copied_from_peers(const OpContext& ctx, SingleCopyOp& op, ReduceOp reduce_op, DType dtype,
+                            std::byte* dst, const std::byte* own, std::size_t count,
                             std::size_t entry_bytes, std::size_t offset);
 
 /// Entry 0 of every rank's table as an address here, `entry_bytes` long: `own` for this rank,
 /// the peer's mappable memory mapped here (SingleCopyOp::mapped) for the others. Only where
 /// all_mappable() said so. Empty where some entry's length disagreed (the release throws it).
-std::vector<const std::byte*> mapped_inputs(const OpContext& ctx, SingleCopyOp& op,
-                                            const void* own, std::size_t entry_bytes);
+std::vector<const std::byte*> mapped_inputs(const OpContext& ctx, SingleCopyOp& op, const void* own,
+                                            std::size_t entry_bytes);
 
 }  // namespace cohort::algorithms
