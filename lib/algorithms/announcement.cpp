@@ -67,7 +67,8 @@ std::string describe_announcement(std::uint64_t a) {
   const std::uint64_t root = (a >> kBytesBits) & kNoRoot;
   const std::uint64_t bytes = a & kNoBytes;
   if (kind == Collective::Allreduce && root == kVoteRoot)
-    return "the measured choice's vote (which of the arena and single copy runs large allreduces)";
+    return "the measured choice's vote (which of the arena and single copy runs an allreduce, "
+           "reduce or reduce_scatter size class)";
   std::string text(collective_name(kind));
   if (kind != Collective::Barrier) {
     text += bytes == kNoBytes ? std::string(" of per-rank counts")

@@ -58,8 +58,8 @@ struct Tunables {
   bool single_copy = true;
   /// COHORT_MEASURED_CHOICE: true ("auto") lets a communicator on one host time the arena and
   /// single copy on allreduces, reduces and reduce_scatters from 16 KiB and run the faster
-  /// (algorithms/measured_choice.hpp; both
-  /// give the same bits); false ("off") keeps the table's choice. Must agree across ranks.
+  /// (algorithms/measured_choice.hpp; both give the same bits); false ("off") keeps the table's
+  /// choice. Must agree across ranks.
   bool measured_choice = true;
   /// COHORT_STORE_TIMEOUT: the default deadline of store waits (default_store_timeout()).
   std::chrono::milliseconds store_timeout = kDefaultStoreTimeout;

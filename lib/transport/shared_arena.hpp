@@ -118,10 +118,9 @@ class SharedArena {
   /// pid namespaces); set-up reads a probe value from every peer to find out.
   bool single_copy() const noexcept { return single_copy_; }
   /// Whether allreduces, reduces and reduce_scatters may choose between the arena and single
-  /// copy by timing them
-  /// (algorithms/measured_choice.hpp): single_copy() and COHORT_MEASURED_CHOICE=auto on every
-  /// rank. The same on every rank, so a rank set apart cannot make the ranks run different
-  /// algorithms.
+  /// copy by timing them (algorithms/measured_choice.hpp): single_copy() and
+  /// COHORT_MEASURED_CHOICE=auto on every rank. The same on every rank, so a rank set apart cannot
+  /// make the ranks run different algorithms.
   bool measured_choice() const noexcept { return measured_choice_; }
   /// Copies `bytes` from address `source` in rank r's process into `into`, in one copy
   /// (process_vm_readv). Only when single_copy(); r must keep `source` valid and unchanged

@@ -24,9 +24,6 @@
 namespace cohort::reduce::testing {
 namespace {
 
-constexpr std::size_t kGuard = 64;
-constexpr unsigned char kGuardByte = 0xa5;
-
 /// `size` bytes at `offset` past a 64-byte boundary, guard bytes on both sides: where the
 /// streaming stores' alignment is known.
 class AlignedPlacement {

@@ -34,9 +34,6 @@ const char* form_name(Form form) {
   return "?";
 }
 
-constexpr std::size_t kGuard = 64;
-constexpr unsigned char kGuardByte = 0xa5;
-
 /// A copy of `data` placed `offset` bytes into a buffer with guard bytes on both sides.
 struct PlacedBuffer {
   PlacedBuffer(const std::vector<unsigned char>& data, std::size_t offset)

@@ -168,6 +168,11 @@ inline bool is_nan_element(DType dtype, const unsigned char* p) {
   }
 }
 
+/// Bytes of guard on each side of a buffer under test, and their value: a kernel that writes
+/// outside its range changes them.
+inline constexpr std::size_t kGuard = 64;
+inline constexpr unsigned char kGuardByte = 0xa5;
+
 /// Bit-for-bit equality, except that any NaN equals any NaN.
 inline bool same_element(DType dtype, const unsigned char* x, const unsigned char* y) {
   if (is_nan_element(dtype, x) && is_nan_element(dtype, y)) return true;

@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -128,7 +129,14 @@ TEST_CASE("contiguous_gradients: consecutive views of one allocation that outliv
 TEST_CASE("contiguous_gradients: mappable memory, or ordinary memory when out of descriptors",
           "[train][buckets]") {
   const std::size_t counts[] = {1000, 24};
-  {
+  bool memfd_works = true;
+  try {
+    Buffer::allocate_mappable(1, DType::Float32);
+  } catch (const cohort::Error&) {
+    memfd_works = false;
+    WARN("this kernel gives no memfd: contiguous_gradients uses ordinary memory here");
+  }
+  if (memfd_works) {
     std::vector<Buffer> grads = cohort::train::contiguous_gradients(counts, DType::Float32);
     cohort::MappableRef ref;
     CHECK(cohort::find_mappable(grads[0].data(), grads[0].nbytes() + grads[1].nbytes(), &ref));
@@ -139,7 +147,7 @@ TEST_CASE("contiguous_gradients: mappable memory, or ordinary memory when out of
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    const int lowest_free = dup(0);
+    const int lowest_free = open("/dev/null", O_RDONLY);
     if (lowest_free < 0) _exit(10);
     close(lowest_free);
     const rlimit limit{static_cast<rlim_t>(lowest_free), static_cast<rlim_t>(lowest_free)};

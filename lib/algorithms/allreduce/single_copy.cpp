@@ -28,7 +28,6 @@
 #include "algorithms/engines/single_copy.hpp"
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/peer_fold.hpp"
-#include "core/copy_bytes.hpp"
 #include "core/stream_copy.hpp"
 #include "patterns/block_partition.hpp"
 #include "reduce/reduce.hpp"

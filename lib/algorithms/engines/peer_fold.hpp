@@ -32,7 +32,8 @@ void fold_copied_from_peers(const OpContext& ctx, SingleCopyOp& op, ReduceOp red
 
 /// Entry 0 of every rank's table as an address here, `entry_bytes` long: `own` for this rank,
 /// the peer's mappable memory mapped here (SingleCopyOp::mapped) for the others. Only where
-/// all_mappable() said so. Empty where some entry's length disagreed (the release throws it).
+/// all_mappable() said so. Empty where some entry's length disagreed (the release throws it)
+/// or is empty (entry_bytes 0: nothing to fold).
 std::vector<const std::byte*> mapped_inputs(const OpContext& ctx, SingleCopyOp& op, const void* own,
                                             std::size_t entry_bytes);
 
