@@ -180,6 +180,18 @@ void expect_arena_only(const std::vector<std::string>& ran) {
   for (const std::string& a : ran) RANK_CHECK(a == "shared_memory", "ran " << a);
 }
 
+/// What a measured collective over `mappable` buffers ran: the trials then one winner where
+/// single copy can run here, else the arena only; and the mapped path on exactly its
+/// single-copy runs over mappable buffers (`mapped`: this process's count of them).
+void expect_measured(const std::vector<std::string>& ran, std::uint64_t mapped, bool single_copy,
+                     bool mappable) {
+  if (single_copy)
+    expect_trials_then_one(ran);
+  else
+    expect_arena_only(ran);
+  expect_mapped_runs(mapped, ran, single_copy && mappable);
+}
+
 /// kCalls reduces of `op` to the last rank, over `mappable` buffers or ordinary ones, in pairs
 /// out of place and in place on the root, the root checking each bit for bit.
 void run_reduces(Communicator& c, ReduceOp op, bool mappable) {
@@ -241,13 +253,8 @@ TEST_CASE(
     auto c = world(env);
     const std::uint64_t before = algorithms::testing::mapped_reduce_scatters();
     run_reduce_scatters(*c, op, mappable);
-    const auto ran = recorded_algorithms(*c, "reduce_scatter", scatter_block(env.world_size));
-    if (single_copy)
-      expect_trials_then_one(ran);
-    else
-      expect_arena_only(ran);
-    expect_mapped_runs(algorithms::testing::mapped_reduce_scatters() - before, ran,
-                       single_copy && mappable);
+    expect_measured(recorded_algorithms(*c, "reduce_scatter", scatter_block(env.world_size)),
+                    algorithms::testing::mapped_reduce_scatters() - before, single_copy, mappable);
   }));
 }
 
@@ -265,13 +272,8 @@ TEST_CASE(
     auto c = world(env);
     const std::uint64_t before = algorithms::testing::mapped_reduces();
     run_reduces(*c, op, mappable);
-    const auto ran = recorded_algorithms(*c, "reduce", kCount);
-    if (single_copy)
-      expect_trials_then_one(ran);
-    else
-      expect_arena_only(ran);
-    expect_mapped_runs(algorithms::testing::mapped_reduces() - before, ran,
-                       single_copy && mappable);
+    expect_measured(recorded_algorithms(*c, "reduce", kCount),
+                    algorithms::testing::mapped_reduces() - before, single_copy, mappable);
   }));
 }
 
