@@ -7,13 +7,17 @@
 // machine's copy bandwidth, so a ratio near 1 means the kernel moves bytes as fast as the
 // memory system lets it. Each figure is the best of several timed runs.
 //
-// Usage: cohort-reduce-bench [--all-isas] [--quick]
+// Usage: cohort-reduce-bench [--all-isas] [--quick] [--fan-out]
 //   --all-isas  also time every other instruction set this CPU runs (default: the dispatched one)
 //   --quick     smaller out-of-cache buffers (32 MiB) and fewer runs, for a smoke test
+//   --fan-out   instead: fold_to_all of two float32 inputs into 1-32 outputs, streaming and
+//               cached stores (what a mapped allreduce does on that many ranks); GB/s counts
+//               every input read and output written
 
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -104,24 +108,81 @@ void run(const Size& size, bool all_isas) {
   reduce::force_isa(reduce::detected_isa());
 }
 
+/// fold_to_all(Sum, float32) of two inputs into n outputs of `bytes` each, for n up to
+/// kMaxOutputs, with both kinds of stores, on every instruction set asked for.
+void run_fan_out(std::size_t bytes, bool all_isas, double min_seconds, int repeats) {
+  constexpr std::size_t kMaxOutputs = 32;
+  // Aligned alike (64 B), as a mapped allreduce's outputs are: each is a page-aligned mapping.
+  constexpr std::size_t kAlign = 4096;
+  const std::size_t stride = (bytes + kAlign - 1) / kAlign * kAlign;
+  std::vector<unsigned char> storage((kMaxOutputs + 2) * stride + kAlign);
+  unsigned char* base =
+      storage.data() +
+      (kAlign - reinterpret_cast<std::uintptr_t>(storage.data()) % kAlign) % kAlign;
+  for (std::size_t i = 0; i < storage.size() - (base - storage.data()); ++i)
+    base[i] = static_cast<unsigned char>(0x3c + (i % 3));
+  const void* inputs[2] = {base, base + stride};
+  void* outputs[kMaxOutputs];
+  for (std::size_t j = 0; j < kMaxOutputs; ++j) outputs[j] = base + (j + 2) * stride;
+  const std::size_t count = bytes / sizeof(float);
+
+  std::vector<reduce::Isa> isas{reduce::detected_isa()};
+  if (all_isas)
+    for (reduce::Isa isa : {reduce::Isa::Avx2, reduce::Isa::Portable})
+      if (isa != isas.front() && reduce::isa_available(isa)) isas.push_back(isa);
+  std::printf(
+      "fold_to_all, float32 sum of 2 inputs of %zu MiB into n outputs; GB/s = (2 + n) x "
+      "size / time\n",
+      bytes >> 20);
+  std::printf("%-8s %8s %14s %14s %10s\n", "isa", "outputs", "streaming", "cached", "ratio");
+  for (reduce::Isa isa : isas) {
+    reduce::force_isa(isa);
+    for (std::size_t n : {1, 2, 4, 8, 12, 16, 24, 32}) {
+      double gbs[2];
+      for (int k = 0; k < 2; ++k) {
+        const reduce::Stores stores = k == 0 ? reduce::Stores::Streaming : reduce::Stores::Cached;
+        gbs[k] = static_cast<double>((2 + n) * bytes) / 1e9 /
+                 best_seconds_per_call(
+                     [&] {
+                       reduce::fold_to_all(ReduceOp::Sum, DType::Float32, outputs, n, inputs, 2,
+                                           count, stores);
+                       escape(outputs[0]);
+                     },
+                     min_seconds, repeats);
+      }
+      std::printf("%-8s %8zu %9.1f GB/s %9.1f GB/s %9.2fx\n", reduce::isa_name(isa), n, gbs[0],
+                  gbs[1], gbs[0] / gbs[1]);
+    }
+  }
+  reduce::force_isa(reduce::detected_isa());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   bool all_isas = false;
   bool quick = false;
+  bool fan_out = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--all-isas") {
       all_isas = true;
     } else if (arg == "--quick") {
       quick = true;
+    } else if (arg == "--fan-out") {
+      fan_out = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--all-isas] [--quick]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--all-isas] [--quick] [--fan-out]\n", argv[0]);
       return 2;
     }
   }
   std::printf("cohort-reduce-bench: dispatched ISA %s; GB/s = bytes touched (reads + writes)\n",
               reduce::active_isa());
+  if (fan_out) {
+    run_fan_out(quick ? std::size_t{1} << 20 : std::size_t{16} << 20, all_isas, quick ? 0.0 : 0.3,
+                quick ? 1 : 3);
+    return 0;
+  }
   std::printf("%-14s %-9s %-8s %-26s %14s\n", "buffer", "dtype", "isa", "kernel", "bandwidth");
   const Size in_cache{"32KiB(cache)", 32 << 10, quick ? 0.02 : 0.1, quick ? 2 : 5};
   const Size out_of_cache{quick ? "32MiB(memory)" : "256MiB(memory)",

@@ -39,12 +39,13 @@ enum class Stores {
 /// once, nothing goes through scratch memory. Folded in input order and rounded after each
 /// step, so the bits are exactly those of reduce_to(inputs 0 and 1) followed by reduce_into of
 /// each later input. n_inputs >= 2, n_outputs >= 1. An output may be identical to an input (in
-/// place); no other overlap. Streaming stores apply to the aligned blocks of outputs aligned
-/// alike (from output 0's first 64-byte boundary on), the rest is stored ordinarily; they are
-/// fenced before return, so a flag stored afterwards is seen after the data. Throws
-/// Error(InvalidArgument) naming what is wrong (op/dtype as check_supported, too few inputs or
-/// outputs, a null pointer) before touching any output; with count 0 it checks op, dtype and
-/// the numbers of inputs and outputs only, and touches nothing.
+/// place); no other overlap. Streaming stores apply to whole 64-byte lines where every output
+/// sits alike against them (from output 0's first line boundary on; a line of one output at a
+/// time, so that many outputs do not leave many lines half-written), the rest is stored
+/// ordinarily; they are fenced before return, so a flag stored afterwards is seen after the
+/// data. Throws Error(InvalidArgument) naming what is wrong (op/dtype as check_supported, too
+/// few inputs or outputs, a null pointer) before touching any output; with count 0 it checks op,
+/// dtype and the numbers of inputs and outputs only, and touches nothing.
 void fold_to_all(ReduceOp op, DType dtype, void* const* outputs, std::size_t n_outputs,
                  const void* const* inputs, std::size_t n_inputs, std::size_t count, Stores stores);
 

@@ -200,6 +200,27 @@ TEST_CASE("fold_to_all writes the same bits as reduce_to followed by reduce_into
   }
 }
 
+TEST_CASE("fold_to_all streams into many outputs, each whole", "[reduce]") {
+  // A mapped allreduce on n ranks stores every block into n outputs; streamed a line of one
+  // output at a time (vector_kernels.hpp, fold_blocks). 17 outputs, more than a core's
+  // write-combining buffers, aligned and one element past alignment alike, over counts that
+  // end mid-line and mid-block.
+  IsaRestorer restore;
+  std::mt19937_64 rng(17);
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Float64, DType::Int8}) {
+    for (std::size_t count : {std::size_t{1031}, std::size_t{4096} + 3}) {
+      std::vector<std::vector<unsigned char>> in;
+      for (int r = 0; r < 3; ++r) in.push_back(random_elements(dtype, count, rng));
+      const auto want = chained_reference(ReduceOp::Sum, dtype, count, in);
+      for (Isa isa : available_isas()) {
+        force_isa(isa);
+        for (Layout layout : {Layout::Aligned, Layout::MisalignedAlike})
+          run_fold(ReduceOp::Sum, dtype, count, 17, layout, Stores::Streaming, in, want);
+      }
+    }
+  }
+}
+
 TEST_CASE("fold_to_all refuses bad arguments before writing any output", "[reduce]") {
   std::vector<float> a(16, 1.0f), b(16, 2.0f), out(16, -7.0f);
   const void* two[2] = {a.data(), b.data()};
