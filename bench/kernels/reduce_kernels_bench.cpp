@@ -10,9 +10,9 @@
 // Usage: cohort-reduce-bench [--all-isas] [--quick] [--fan-out]
 //   --all-isas  also time every other instruction set this CPU runs (default: the dispatched one)
 //   --quick     smaller out-of-cache buffers (32 MiB) and fewer runs, for a smoke test
-//   --fan-out   instead: fold_to_all of two float32 inputs into 1-32 outputs, streaming and
-//               cached stores (what a mapped allreduce does on that many ranks); GB/s counts
-//               every input read and output written
+//   --fan-out   instead: fold_to_all of two inputs into 1-32 outputs (float32, float16,
+//               bfloat16), streaming and cached stores (what a mapped allreduce does on that
+//               many ranks); GB/s counts every input read and output written
 
 #include <algorithm>
 #include <chrono>
@@ -108,8 +108,8 @@ void run(const Size& size, bool all_isas) {
   reduce::force_isa(reduce::detected_isa());
 }
 
-/// fold_to_all(Sum, float32) of two inputs into n outputs of `bytes` each, for n up to
-/// kMaxOutputs, with both kinds of stores, on every instruction set asked for.
+/// fold_to_all(Sum) of two inputs into n outputs of `bytes` each, for n up to kMaxOutputs, with
+/// both kinds of stores, on every instruction set asked for.
 void run_fan_out(std::size_t bytes, bool all_isas, double min_seconds, int repeats) {
   constexpr std::size_t kMaxOutputs = 32;
   // Aligned alike (64 B), as a mapped allreduce's outputs are: each is a page-aligned mapping.
@@ -124,34 +124,37 @@ void run_fan_out(std::size_t bytes, bool all_isas, double min_seconds, int repea
   const void* inputs[2] = {base, base + stride};
   void* outputs[kMaxOutputs];
   for (std::size_t j = 0; j < kMaxOutputs; ++j) outputs[j] = base + (j + 2) * stride;
-  const std::size_t count = bytes / sizeof(float);
 
   std::vector<reduce::Isa> isas{reduce::detected_isa()};
   if (all_isas)
     for (reduce::Isa isa : {reduce::Isa::Avx2, reduce::Isa::Portable})
       if (isa != isas.front() && reduce::isa_available(isa)) isas.push_back(isa);
   std::printf(
-      "fold_to_all, float32 sum of 2 inputs of %zu MiB into n outputs; GB/s = (2 + n) x "
-      "size / time\n",
+      "fold_to_all, sum of 2 inputs of %zu MiB into n outputs; GB/s = (2 + n) x size / "
+      "time\n",
       bytes >> 20);
-  std::printf("%-8s %8s %14s %14s %10s\n", "isa", "outputs", "streaming", "cached", "ratio");
+  std::printf("%-8s %-9s %8s %14s %14s %10s\n", "isa", "dtype", "outputs", "streaming", "cached",
+              "ratio");
   for (reduce::Isa isa : isas) {
     reduce::force_isa(isa);
-    for (std::size_t n : {1, 2, 4, 8, 12, 16, 24, 32}) {
-      double gbs[2];
-      for (int k = 0; k < 2; ++k) {
-        const reduce::Stores stores = k == 0 ? reduce::Stores::Streaming : reduce::Stores::Cached;
-        gbs[k] = static_cast<double>((2 + n) * bytes) / 1e9 /
-                 best_seconds_per_call(
-                     [&] {
-                       reduce::fold_to_all(ReduceOp::Sum, DType::Float32, outputs, n, inputs, 2,
-                                           count, stores);
-                       escape(outputs[0]);
-                     },
-                     min_seconds, repeats);
+    for (DType dtype : {DType::Float32, DType::Float16, DType::BFloat16}) {
+      const std::size_t count = bytes / cohort::dtype_size(dtype);
+      for (std::size_t n : {1, 2, 4, 8, 12, 16, 24, 32}) {
+        double gbs[2];
+        for (int k = 0; k < 2; ++k) {
+          const reduce::Stores stores = k == 0 ? reduce::Stores::Streaming : reduce::Stores::Cached;
+          gbs[k] =
+              static_cast<double>((2 + n) * bytes) / 1e9 /
+              best_seconds_per_call(
+                  [&] {
+                    reduce::fold_to_all(ReduceOp::Sum, dtype, outputs, n, inputs, 2, count, stores);
+                    escape(outputs[0]);
+                  },
+                  min_seconds, repeats);
+        }
+        std::printf("%-8s %-9s %8zu %9.1f GB/s %9.1f GB/s %9.2fx\n", reduce::isa_name(isa),
+                    cohort::dtype_name(dtype).data(), n, gbs[0], gbs[1], gbs[0] / gbs[1]);
       }
-      std::printf("%-8s %8zu %9.1f GB/s %9.1f GB/s %9.2fx\n", reduce::isa_name(isa), n, gbs[0],
-                  gbs[1], gbs[0] / gbs[1]);
     }
   }
   reduce::force_isa(reduce::detected_isa());

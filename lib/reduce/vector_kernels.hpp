@@ -218,19 +218,21 @@ void fold_part(void* const* outputs, std::size_t n_outputs, const void* const* i
     __builtin_memcpy(byte_at(outputs[j], at), sum, length);
 }
 
-/// The whole blocks from `at` on; kStream: every output is aligned to kStreamAlignment at `at`,
-/// and each gets a whole line of streamed stores at a time. Returns where the blocks end.
+/// The whole blocks from `at` on. kStream: stored past the cache, every output aligned to
+/// kStreamAlignment at `at`; kLines: each output gets a whole line of them at a time (one
+/// output's blocks fill its lines in turn anyway). Returns where the blocks end.
 ///
 /// Why whole lines: a core combines non-temporal stores to one line in a write-combining
 /// buffer, of which it has about ten. Blocks narrower than a line (32 bytes on AVX2, 16 on
 /// SSE2) stored to n outputs in turn keep n lines half-written; past the buffers' number each is
 /// flushed as a partial write (cohort-reduce-bench --fan-out --all-isas, AVX2, 16 MiB into 8
-/// outputs: 3.8 GB/s, into 12-32: 0.5, against 7-13 cached; a line at a time, as fast as AVX-512).
-template <class C, class Op, bool kStream>
+/// outputs: 3.8 GB/s, into 12-32: 0.5, against 7-13 cached; a line at a time, as fast as AVX-512;
+/// f16 blocks are 32 bytes on AVX-512 too).
+template <class C, class Op, bool kStream, bool kLines = false>
 std::size_t fold_blocks(void* const* outputs, std::size_t n_outputs, const void* const* inputs,
                         std::size_t n_inputs, std::size_t at, std::size_t total) {
   constexpr std::size_t kStep = kBlockBytes<C>;
-  constexpr std::size_t kSpan = kStream && kStep < kStreamAlignment ? kStreamAlignment : kStep;
+  constexpr std::size_t kSpan = kLines && kStep < kStreamAlignment ? kStreamAlignment : kStep;
   static_assert(kSpan % kStep == 0);
   // In locals, not read through the arrays: a store through a byte pointer may alias an array.
   const void* const first = inputs[0];
@@ -243,9 +245,12 @@ std::size_t fold_blocks(void* const* outputs, std::size_t n_outputs, const void*
         combine_block<C, Op>(sum + b, sum + b, byte_at(inputs[r], at + b));
     }
     for (std::size_t j = 0; j < n_outputs; ++j) {
-      if constexpr (kStream)
-        stream_block<kSpan>(byte_at(outputs[j], at), sum);
-      else
+      if constexpr (kStream) {
+        // Block by block, as the combine stored them: a wider load of the sum would have to
+        // wait for both of a narrow codec's stores (a failed store forwarding).
+        for (std::size_t b = 0; b < kSpan; b += kStep)
+          stream_block<kStep>(byte_at(outputs[j], at + b), sum + b);
+      } else
         __builtin_memcpy(byte_at(outputs[j], at), sum, kSpan);
     }
   }
@@ -278,7 +283,9 @@ void fold_kernel(void* const* outputs, std::size_t n_outputs, const void* const*
   }
   if constexpr (kWidth != 0) {
     if (stream) {
-      at = fold_blocks<C, Op, true>(outputs, n_outputs, inputs, n_inputs, at, total);
+      at = n_outputs == 1
+               ? fold_blocks<C, Op, true>(outputs, n_outputs, inputs, n_inputs, at, total)
+               : fold_blocks<C, Op, true, true>(outputs, n_outputs, inputs, n_inputs, at, total);
       fence_streams();
     }
   }
