@@ -9,6 +9,7 @@
 #include "comm/communicator_impl.hpp"
 #include "core/log.hpp"
 #include "core/tunables.hpp"
+#include "reduce/reduce.hpp"
 #include "transport/tag.hpp"
 #include "transport/transport_factory.hpp"
 #include "transport/wait_policy.hpp"
@@ -108,16 +109,19 @@ std::unique_ptr<Communicator::Impl> derive_communicator(
 namespace {
 
 /// Start-up checks once the tunables have just been read afresh (reload_tunables()): applies
-/// COHORT_LOG_LEVEL, parses COHORT_ALGO so a typo fails at init rather than at the first
-/// collective, and at info level logs every tunable's value.
+/// COHORT_LOG_LEVEL and COHORT_KERNEL_ISA (refusing an instruction set this CPU lacks), parses
+/// COHORT_ALGO so a typo fails at init rather than at the first collective, and at info level
+/// logs every tunable's value.
 void check_tunables_at_start() {
   log::apply_level_from_tunables();
+  reduce::apply_kernel_isa_tunable();
   algorithms::environment_algorithm_overrides();
   // Every rank logs, not only rank 0: launchers may give ranks different environments, and a
   // value on one rank can change what all do (COHORT_SHARED_MEMORY=off), so each rank's own
   // values are the useful record; the rank prefix on each line tells them apart. Info is a
   // level users ask for, so the lines (one per tunable per rank) are wanted there.
   if (!log::logger().should_log(spdlog::level::info)) return;
+  COHORT_LOG_INFO("reduction and conversion kernels: {}", reduce::active_isa());
   const std::string description = describe_tunables();
   std::string_view rest = description;
   while (!rest.empty()) {

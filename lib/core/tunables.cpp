@@ -91,6 +91,19 @@ void parse_measured_choice(const std::string& text, Tunables& into) {
   into.measured_choice = auto_or_off("COHORT_MEASURED_CHOICE", text);
 }
 
+void parse_kernel_isa(const std::string& text, Tunables& into) {
+  if (text == "auto")
+    into.kernel_isa = KernelIsa::Auto;
+  else if (text == "avx512")
+    into.kernel_isa = KernelIsa::Avx512;
+  else if (text == "avx2")
+    into.kernel_isa = KernelIsa::Avx2;
+  else if (text == "portable")
+    into.kernel_isa = KernelIsa::Portable;
+  else
+    malformed("COHORT_KERNEL_ISA", text, "(expected 'auto', 'avx512', 'avx2' or 'portable')");
+}
+
 void parse_store_timeout(const std::string& text, Tunables& into) {
   double seconds = 0;
   const char* end = text.data() + text.size();
@@ -175,6 +188,10 @@ constexpr std::array kTunables{
                 "arena and single copy and run the faster (same bits); off: the table's choice "
                 "(set alike on every rank)",
                 false, &parse_measured_choice},
+    TunableInfo{"COHORT_KERNEL_ISA", "enum auto|avx512|avx2|portable", "auto",
+                "instruction set of the reduction and conversion kernels (auto: the widest this "
+                "CPU runs; one it lacks fails init)",
+                false, &parse_kernel_isa},
 };
 
 // The environment as it is now, every variable parsed; a malformed one keeps its default in

@@ -28,6 +28,11 @@ namespace cohort {
 /// which routes same-host traffic over TCP loopback (~3x slower).
 enum class PeerErrorHandling { Auto, Peer };
 
+/// COHORT_KERNEL_ISA: the instruction set of the reduction and conversion kernels
+/// (lib/reduce/dispatch.hpp). Auto takes the widest this CPU runs; a narrower one serves hosts
+/// whose clock drops under wide vectors, and comparisons; one the CPU lacks is refused at init.
+enum class KernelIsa { Auto, Avx512, Avx2, Portable };
+
 inline constexpr std::chrono::milliseconds kDefaultOpTimeout{std::chrono::seconds(600)};
 inline constexpr std::chrono::milliseconds kDefaultStoreTimeout{std::chrono::seconds(300)};
 /// torch's TORCH_NCCL_TRACE_BUFFER_SIZE default; about 200 kB per communicator.
@@ -61,6 +66,9 @@ struct Tunables {
   /// (algorithms/measured_choice.hpp; both give the same bits); false ("off") keeps the table's
   /// choice. Must agree across ranks.
   bool measured_choice = true;
+  /// COHORT_KERNEL_ISA: applied at init (reduce::apply_kernel_isa_tunable()), and by the
+  /// kernels' first call if that comes earlier.
+  KernelIsa kernel_isa = KernelIsa::Auto;
   /// COHORT_STORE_TIMEOUT: the default deadline of store waits (default_store_timeout()).
   std::chrono::milliseconds store_timeout = kDefaultStoreTimeout;
   /// COHORT_ALGO as set (empty when unset), e.g. "allreduce:ring,broadcast:tree". Core cannot

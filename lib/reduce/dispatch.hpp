@@ -9,6 +9,8 @@
 
 #include <cohort/dtype.hpp>
 
+#include "core/tunables.hpp"
+
 #include <cstddef>
 #include <iterator>
 
@@ -69,6 +71,11 @@ bool isa_available(Isa isa) noexcept;
 
 /// The best instruction set available here: what the kernels use unless forced.
 Isa detected_isa() noexcept;
+
+/// The instruction set COHORT_KERNEL_ISA's value `wanted` stands for where `available` says
+/// which ones run (isa_available, or a test's stand-in): Auto the widest; any other itself, or
+/// Error(InvalidArgument) naming it and the widest when it does not run.
+Isa kernel_isa_for(KernelIsa wanted, bool (*available)(Isa));
 
 /// Test hook: makes every later kernel call use `isa`'s table (or the detected one again when
 /// `isa` is the detected one). Throws Error(Unsupported) when isa_available(isa) is false. Not

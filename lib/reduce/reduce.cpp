@@ -9,6 +9,8 @@
 #include <string>
 
 #include "core/check.hpp"
+#include "core/log.hpp"
+#include "core/tunables.hpp"
 #include "reduce/dispatch.hpp"
 
 #if COHORT_REDUCE_X86
@@ -27,14 +29,27 @@ const KernelTable& table_for(Isa isa) noexcept {
   return kPortableKernels;
 }
 
-// The active ISA; initialised on first use from the CPU. Relaxed atomics suffice: every value
-// stored names a constant table that is valid on this CPU.
+// The active ISA; initialised on first use from COHORT_KERNEL_ISA and the CPU, and again by
+// init (apply_kernel_isa_tunable). Relaxed atomics suffice: every value stored names a constant
+// table that is valid on this CPU.
 std::atomic<int> g_active_isa{-1};
+
+/// The first call's choice: COHORT_KERNEL_ISA's where it is valid here, else the widest. A
+/// process that inits a communicator has a wrong value refused there; one that only calls the
+/// kernels (the training layer's conversions, say) gets a warning.
+Isa initial_isa() noexcept {
+  try {
+    return kernel_isa_for(tunables().kernel_isa, &isa_available);
+  } catch (const std::exception& e) {
+    COHORT_LOG_WARN("{}; the kernels use {}", e.what(), isa_name(detected_isa()));
+    return detected_isa();
+  }
+}
 
 Isa active() noexcept {
   int isa = g_active_isa.load(std::memory_order_relaxed);
   if (isa < 0) {
-    isa = static_cast<int>(detected_isa());
+    isa = static_cast<int>(initial_isa());
     g_active_isa.store(isa, std::memory_order_relaxed);
   }
   return static_cast<Isa>(isa);
@@ -89,6 +104,29 @@ Isa detected_isa() noexcept {
   if (isa_available(Isa::Avx512)) return Isa::Avx512;
   if (isa_available(Isa::Avx2)) return Isa::Avx2;
   return Isa::Portable;
+}
+
+Isa kernel_isa_for(KernelIsa wanted, bool (*available)(Isa)) {
+  if (wanted == KernelIsa::Auto) {
+    for (Isa isa : {Isa::Avx512, Isa::Avx2})
+      if (available(isa)) return isa;
+    return Isa::Portable;
+  }
+  const Isa isa = wanted == KernelIsa::Avx512 ? Isa::Avx512
+                  : wanted == KernelIsa::Avx2 ? Isa::Avx2
+                                              : Isa::Portable;
+  if (!available(isa))
+    throw Error(ErrorCode::InvalidArgument,
+                std::string("COHORT_KERNEL_ISA=") + isa_name(isa) +
+                    " names instructions this CPU lacks (it runs " +
+                    isa_name(kernel_isa_for(KernelIsa::Auto, available)) +
+                    " at most); unset it, or set 'auto'");
+  return isa;
+}
+
+void apply_kernel_isa_tunable() {
+  const Isa isa = kernel_isa_for(tunables().kernel_isa, &isa_available);
+  g_active_isa.store(static_cast<int>(isa), std::memory_order_relaxed);
 }
 
 void force_isa(Isa isa) {

@@ -56,4 +56,10 @@ void divide_by(DType dtype, void* data, std::size_t count, std::size_t divisor);
 /// Which instruction set the kernels dispatched to at run time ("avx512", "avx2", "portable").
 const char* active_isa() noexcept;
 
+/// Makes the kernels use the instruction set COHORT_KERNEL_ISA names in the current tunables
+/// (the widest this CPU runs for 'auto'). Called at init, after the tunables were read afresh;
+/// throws Error(InvalidArgument) for one this CPU lacks, leaving the kernels as they were. Call
+/// it while no kernel runs on another thread (they would finish on the table they started).
+void apply_kernel_isa_tunable();
+
 }  // namespace cohort::reduce

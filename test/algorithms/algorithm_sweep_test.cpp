@@ -6,6 +6,8 @@
 // small integers whose sums and products are exact in every dtype (see sweep_data.hpp).
 
 #include "algorithms/engines/single_copy.hpp"
+#include "reduce/dispatch.hpp"
+#include "reduce/reduce.hpp"
 #include "support/scoped_env.hpp"
 #include "sweep_rank.hpp"
 
@@ -71,6 +73,13 @@ void launch_sweep(int world_size, const SweepPlan& plan, bool mappable = false) 
             throw std::runtime_error("rank " + std::to_string(env.rank) +
                                      " ran no reduce folding into a mapped root's output");
         }
+        // Under COHORT_KERNEL_ISA (the sweep over each instruction set), the kernels that ran
+        // must be that set's: else the sweep would have tested the widest again.
+        if (const char* isa = std::getenv("COHORT_KERNEL_ISA");
+            isa != nullptr && std::string(isa) != cohort::reduce::active_isa())
+          throw std::runtime_error("rank " + std::to_string(env.rank) + " ran the " +
+                                   cohort::reduce::active_isa() + " kernels under " +
+                                   "COHORT_KERNEL_ISA=" + isa);
         if (env.rank == 0)
           std::printf("world size %d: %u ops checked\n", env.world_size,
                       static_cast<unsigned>(rank.ops()));
@@ -126,6 +135,21 @@ TEST_CASE("the sweep over mappable buffers", "[.][sweep-mappable]") {
   plan.large_subset = true;
   plan.layouts = world_size == 3;
   launch_sweep(world_size, plan, true);
+}
+
+TEST_CASE("the mappable sweep on the narrower instruction sets", "[.][sweep-isa]") {
+  // The kernels are checked per instruction set on their own (test/reduce); here the AVX2 and
+  // portable ones run inside real collectives, where the mapped allreduce streams into every
+  // rank's output (5 ranks: 5 outputs, whose blocks are narrower than a line off AVX-512).
+  for (const cohort::reduce::Isa isa : {cohort::reduce::Isa::Avx2, cohort::reduce::Isa::Portable}) {
+    if (!cohort::reduce::isa_available(isa)) continue;
+    const ScopedEnv set("COHORT_KERNEL_ISA", cohort::reduce::isa_name(isa));
+    CAPTURE(cohort::reduce::isa_name(isa));
+    SweepPlan plan;
+    plan.counts = {1, 1031};
+    plan.large_subset = true;
+    launch_sweep(5, plan, true);
+  }
 }
 
 TEST_CASE("the large count with every dtype and op, and more world sizes", "[.][sweep-slow]") {

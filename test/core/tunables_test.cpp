@@ -45,7 +45,9 @@ bool same(const Tunables& a, const Tunables& b) {
          a.spin == b.spin && a.ucx_err_handling == b.ucx_err_handling &&
          a.shared_memory == b.shared_memory && a.store_timeout == b.store_timeout &&
          a.algorithm_spec == b.algorithm_spec && a.rendezvous_dir == b.rendezvous_dir &&
-         a.token == b.token && a.trace_buffer == b.trace_buffer && a.trace_dir == b.trace_dir;
+         a.token == b.token && a.trace_buffer == b.trace_buffer && a.trace_dir == b.trace_dir &&
+         a.single_copy == b.single_copy && a.measured_choice == b.measured_choice &&
+         a.kernel_isa == b.kernel_isa;
 }
 
 const TunableInfo& declaration(std::string_view name) {
@@ -96,6 +98,9 @@ TEST_CASE("an empty environment gives every default", "[tunables]") {
   CHECK(t.token.empty());
   CHECK(t.trace_buffer == 2000);
   CHECK_FALSE(t.trace_dir.has_value());
+  CHECK(t.single_copy);
+  CHECK(t.measured_choice);
+  CHECK(t.kernel_isa == KernelIsa::Auto);
   CHECK(same(t, Tunables{}));
 }
 
@@ -109,9 +114,9 @@ TEST_CASE("an empty value counts as unset", "[tunables]") {
 TEST_CASE("each declared default, parsed as a value, gives the built-in default", "[tunables]") {
   // The ones whose default is itself a value of the variable (the others say "unset", "auto",
   // "temp dir": a meaning, not a value).
-  for (const char* name :
-       {"COHORT_TIMEOUT", "COHORT_DEBUG", "COHORT_LOG_LEVEL", "COHORT_SHARED_MEMORY",
-        "COHORT_UCX_ERR_HANDLING", "COHORT_STORE_TIMEOUT", "COHORT_TRACE_BUFFER"}) {
+  for (const char* name : {"COHORT_TIMEOUT", "COHORT_DEBUG", "COHORT_LOG_LEVEL",
+                           "COHORT_SHARED_MEMORY", "COHORT_UCX_ERR_HANDLING",
+                           "COHORT_STORE_TIMEOUT", "COHORT_TRACE_BUFFER", "COHORT_KERNEL_ISA"}) {
     CAPTURE(name);
     const TunableInfo& info = declaration(name);
     Tunables parsed;
@@ -150,6 +155,12 @@ TEST_CASE("accepted values", "[tunables]") {
     CHECK(read_with("COHORT_UCX_ERR_HANDLING", "auto").ucx_err_handling == PeerErrorHandling::Auto);
     CHECK_FALSE(read_with("COHORT_SHARED_MEMORY", "off").shared_memory);
     CHECK(read_with("COHORT_SHARED_MEMORY", "auto").shared_memory);
+  }
+  SECTION("COHORT_KERNEL_ISA: auto or one of the three instruction sets, as spelled") {
+    CHECK(read_with("COHORT_KERNEL_ISA", "auto").kernel_isa == KernelIsa::Auto);
+    CHECK(read_with("COHORT_KERNEL_ISA", "avx512").kernel_isa == KernelIsa::Avx512);
+    CHECK(read_with("COHORT_KERNEL_ISA", "avx2").kernel_isa == KernelIsa::Avx2);
+    CHECK(read_with("COHORT_KERNEL_ISA", "portable").kernel_isa == KernelIsa::Portable);
   }
   SECTION("COHORT_STORE_TIMEOUT: seconds, rounded to the nearest millisecond") {
     CHECK(read_with("COHORT_STORE_TIMEOUT", "0.2").store_timeout == 200ms);
@@ -205,6 +216,8 @@ TEST_CASE("a malformed value names the variable, the value and what was expected
       {"COHORT_TRACE_BUFFER", "-1", "is not a number of ops between 0 and 1000000"},
       {"COHORT_TRACE_BUFFER", "1000001", "between 0 and 1000000"},
       {"COHORT_TRACE_BUFFER", "2k", "number of ops"},
+      {"COHORT_KERNEL_ISA", "sse2", "(expected 'auto', 'avx512', 'avx2' or 'portable')"},
+      {"COHORT_KERNEL_ISA", "AVX2", "(expected 'auto', 'avx512', 'avx2' or 'portable')"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.name, c.value);

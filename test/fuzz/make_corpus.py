@@ -158,7 +158,7 @@ TUNABLE_INDEX = {  # lib/core/tunables.cpp's table order
     "COHORT_TIMEOUT": 0, "COHORT_ALGO": 1, "COHORT_DEBUG": 2, "COHORT_LOG_LEVEL": 3,
     "COHORT_SPIN_US": 4, "COHORT_SHARED_MEMORY": 5, "COHORT_UCX_ERR_HANDLING": 6,
     "COHORT_STORE_TIMEOUT": 7, "COHORT_RENDEZVOUS_DIR": 8, "COHORT_TOKEN": 9,
-    "COHORT_SINGLE_COPY": 12, "COHORT_MEASURED_CHOICE": 13,
+    "COHORT_SINGLE_COPY": 12, "COHORT_MEASURED_CHOICE": 13, "COHORT_KERNEL_ISA": 14,
 }
 
 
@@ -172,6 +172,8 @@ def tunables_seeds():
         ("single_copy", "COHORT_SINGLE_COPY", "off"),
         ("measured_choice", "COHORT_MEASURED_CHOICE", "off"),
         ("measured_choice_bad", "COHORT_MEASURED_CHOICE", "sometimes"),
+        ("kernel_isa", "COHORT_KERNEL_ISA", "avx2"),
+        ("kernel_isa_bad", "COHORT_KERNEL_ISA", "sse4"),
         ("ucx_err", "COHORT_UCX_ERR_HANDLING", "peer"),
         ("store_timeout", "COHORT_STORE_TIMEOUT", "2.5"),
         ("store_timeout_tiny", "COHORT_STORE_TIMEOUT", "0.001"),

@@ -38,6 +38,7 @@ void require_others_default(const Tunables& t, std::string_view name) {
   same("COHORT_SHARED_MEMORY", t.shared_memory == d.shared_memory);
   same("COHORT_SINGLE_COPY", t.single_copy == d.single_copy);
   same("COHORT_MEASURED_CHOICE", t.measured_choice == d.measured_choice);
+  same("COHORT_KERNEL_ISA", t.kernel_isa == d.kernel_isa);
   same("COHORT_STORE_TIMEOUT", t.store_timeout == d.store_timeout);
   same("COHORT_ALGO", t.algorithm_spec == d.algorithm_spec);
   same("COHORT_RENDEZVOUS_DIR", t.rendezvous_dir == d.rendezvous_dir);

@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "core/tunables.hpp"
 #include "isa_restorer.hpp"
 #include "reduce/dispatch.hpp"
 #include "reduce/reduce.hpp"
 #include "reduce_reference.hpp"
+#include "support/scoped_env.hpp"
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
@@ -206,6 +208,58 @@ TEST_CASE("the dispatched ISA is the best available and can be forced", "[reduce
     for (Isa isa : available_isas()) names += std::string(isa_name(isa)) + " ";
     return names;
   }());
+}
+
+/// Stand-ins for isa_available on CPUs this test may not run on.
+bool avx2_at_most(Isa isa) {
+  return isa != Isa::Avx512;
+}
+bool portable_only(Isa isa) {
+  return isa == Isa::Portable;
+}
+
+TEST_CASE("COHORT_KERNEL_ISA names an instruction set the CPU runs, or is refused", "[reduce]") {
+  CHECK(kernel_isa_for(KernelIsa::Auto, &avx2_at_most) == Isa::Avx2);
+  CHECK(kernel_isa_for(KernelIsa::Auto, &portable_only) == Isa::Portable);
+  CHECK(kernel_isa_for(KernelIsa::Avx2, &avx2_at_most) == Isa::Avx2);
+  CHECK(kernel_isa_for(KernelIsa::Portable, &avx2_at_most) == Isa::Portable);
+  CHECK(kernel_isa_for(KernelIsa::Auto, &isa_available) == detected_isa());
+  try {
+    kernel_isa_for(KernelIsa::Avx512, &avx2_at_most);
+    FAIL("avx512 accepted on a CPU that runs avx2 at most");
+  } catch (const Error& e) {
+    CHECK(e.code() == ErrorCode::InvalidArgument);
+    CHECK_THAT(e.message(), Catch::Contains("COHORT_KERNEL_ISA=avx512 names instructions this "
+                                            "CPU lacks (it runs avx2 at most)"));
+  }
+  CHECK_THROWS_WITH(
+      kernel_isa_for(KernelIsa::Avx2, &portable_only),
+      Catch::Contains("COHORT_KERNEL_ISA=avx2") && Catch::Contains("(it runs portable at most)"));
+}
+
+TEST_CASE("init's application of COHORT_KERNEL_ISA switches the kernels' table", "[reduce]") {
+  IsaRestorer restore;
+  for (Isa isa : available_isas()) {
+    const cohort::test::ScopedEnv set("COHORT_KERNEL_ISA", isa_name(isa));
+    reload_tunables();
+    apply_kernel_isa_tunable();
+    CHECK(std::string(active_isa()) == isa_name(isa));
+    CHECK(&active_kernels() == &kernels_of(isa));
+  }
+  const cohort::test::ScopedEnv unset("COHORT_KERNEL_ISA", "auto");
+  reload_tunables();
+  force_isa(Isa::Portable);
+  apply_kernel_isa_tunable();
+  CHECK(std::string(active_isa()) == isa_name(detected_isa()));
+  if (!isa_available(Isa::Avx512)) {
+    // A CPU without it: the value is refused and the kernels stay as they were.
+    const cohort::test::ScopedEnv set("COHORT_KERNEL_ISA", "avx512");
+    reload_tunables();
+    CHECK_THROWS_AS(apply_kernel_isa_tunable(), Error);
+    CHECK(std::string(active_isa()) == isa_name(detected_isa()));
+  }
+  const cohort::test::ScopedEnv cleared("COHORT_KERNEL_ISA", std::nullopt);
+  reload_tunables();
 }
 
 }  // namespace
