@@ -47,6 +47,15 @@ struct Buffers {
 };
 
 using cohort::bench::best_seconds_per_call;
+
+/// The detected instruction set, then (with --all-isas) every other this CPU runs.
+std::vector<reduce::Isa> isas_to_time(bool all_isas) {
+  std::vector<reduce::Isa> isas{reduce::detected_isa()};
+  if (all_isas)
+    for (reduce::Isa isa : {reduce::Isa::Avx2, reduce::Isa::Portable})
+      if (isa != isas.front() && reduce::isa_available(isa)) isas.push_back(isa);
+  return isas;
+}
 using cohort::bench::escape;
 
 struct Size {
@@ -72,10 +81,7 @@ void run(const Size& size, bool all_isas) {
                                 size.min_seconds, size.repeats);
   std::printf("%-14s %-9s %-8s %-26s %9.1f GB/s\n", size.label, "-", "-", "memcpy", memcpy_gbs);
 
-  std::vector<reduce::Isa> isas{reduce::detected_isa()};
-  if (all_isas)
-    for (reduce::Isa isa : {reduce::Isa::Avx2, reduce::Isa::Portable})
-      if (isa != isas.front() && reduce::isa_available(isa)) isas.push_back(isa);
+  const std::vector<reduce::Isa> isas = isas_to_time(all_isas);
 
   for (reduce::Isa isa : isas) {
     reduce::force_isa(isa);
@@ -112,7 +118,8 @@ void run(const Size& size, bool all_isas) {
 /// both kinds of stores, on every instruction set asked for.
 void run_fan_out(std::size_t bytes, bool all_isas, double min_seconds, int repeats) {
   constexpr std::size_t kMaxOutputs = 32;
-  // Aligned alike (64 B), as a mapped allreduce's outputs are: each is a page-aligned mapping.
+  // Page-aligned, so alike modulo 64 bytes: the streamed case (a mapped allreduce's outputs are
+  // when the ranks' buffers are, as those of Buffer::allocate_mappable).
   constexpr std::size_t kAlign = 4096;
   const std::size_t stride = (bytes + kAlign - 1) / kAlign * kAlign;
   std::vector<unsigned char> storage((kMaxOutputs + 2) * stride + kAlign);
@@ -125,10 +132,7 @@ void run_fan_out(std::size_t bytes, bool all_isas, double min_seconds, int repea
   void* outputs[kMaxOutputs];
   for (std::size_t j = 0; j < kMaxOutputs; ++j) outputs[j] = base + (j + 2) * stride;
 
-  std::vector<reduce::Isa> isas{reduce::detected_isa()};
-  if (all_isas)
-    for (reduce::Isa isa : {reduce::Isa::Avx2, reduce::Isa::Portable})
-      if (isa != isas.front() && reduce::isa_available(isa)) isas.push_back(isa);
+  const std::vector<reduce::Isa> isas = isas_to_time(all_isas);
   std::printf(
       "fold_to_all, sum of 2 inputs of %zu MiB into n outputs; GB/s = (2 + n) x size / "
       "time\n",

@@ -9,8 +9,6 @@
 
 #include <cohort/dtype.hpp>
 
-#include "core/tunables.hpp"
-
 #include <cstddef>
 #include <iterator>
 
@@ -20,6 +18,12 @@
 #else
 #define COHORT_REDUCE_X86 0
 #endif
+
+namespace cohort {
+// Declared here, defined in core/tunables.hpp: this header is compiled into each instruction
+// set's kernels, which should see nothing of the library's inline code (vector_codecs.hpp).
+enum class KernelIsa;
+}  // namespace cohort
 
 namespace cohort::reduce {
 
@@ -32,7 +36,7 @@ const char* isa_name(Isa isa) noexcept;
 /// dst[i] = a[i] op b[i] for i < count; dst may be identical to a or b.
 using BinaryKernel = void (*)(void* dst, const void* a, const void* b, std::size_t count);
 /// Every outputs[j][i] = inputs[0][i] op ... op inputs[n_inputs - 1][i], in one pass (see
-/// fold_to_all in reduce.hpp); `stream` asks for non-temporal stores where a block is aligned.
+/// fold_to_all in reduce.hpp); `stream` asks for non-temporal stores where the outputs allow.
 using FoldKernel = void (*)(void* const* outputs, std::size_t n_outputs, const void* const* inputs,
                             std::size_t n_inputs, std::size_t count, bool stream);
 /// data[i] = data[i] / divisor in the accumulate type.

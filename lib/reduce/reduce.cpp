@@ -36,12 +36,13 @@ std::atomic<int> g_active_isa{-1};
 
 /// The first call's choice: COHORT_KERNEL_ISA's where it is valid here, else the widest. A
 /// process that inits a communicator has a wrong value refused there; one that only calls the
-/// kernels (the training layer's conversions, say) gets a warning.
+/// kernels (the training layer's conversions, say) gets a warning. The tunables are read as one
+/// snapshot, so a malformed other variable also leaves the widest here (init names it).
 Isa initial_isa() noexcept {
   try {
     return kernel_isa_for(tunables().kernel_isa, &isa_available);
   } catch (const std::exception& e) {
-    COHORT_LOG_WARN("{}; the kernels use {}", e.what(), isa_name(detected_isa()));
+    COHORT_LOG_WARN("reduction kernels: {}; they use {}", e.what(), isa_name(detected_isa()));
     return detected_isa();
   }
 }
@@ -49,8 +50,11 @@ Isa initial_isa() noexcept {
 Isa active() noexcept {
   int isa = g_active_isa.load(std::memory_order_relaxed);
   if (isa < 0) {
-    isa = static_cast<int>(initial_isa());
-    g_active_isa.store(isa, std::memory_order_relaxed);
+    // Only the first choice may land here: init's (apply_kernel_isa_tunable) stands if it came
+    // between this thread's load and its store.
+    int first = static_cast<int>(initial_isa());
+    if (!g_active_isa.compare_exchange_strong(isa, first, std::memory_order_relaxed)) first = isa;
+    isa = first;
   }
   return static_cast<Isa>(isa);
 }
@@ -101,9 +105,7 @@ bool isa_available(Isa isa) noexcept {
 }
 
 Isa detected_isa() noexcept {
-  if (isa_available(Isa::Avx512)) return Isa::Avx512;
-  if (isa_available(Isa::Avx2)) return Isa::Avx2;
-  return Isa::Portable;
+  return kernel_isa_for(KernelIsa::Auto, &isa_available);
 }
 
 Isa kernel_isa_for(KernelIsa wanted, bool (*available)(Isa)) {

@@ -58,8 +58,10 @@ const char* active_isa() noexcept;
 
 /// Makes the kernels use the instruction set COHORT_KERNEL_ISA names in the current tunables
 /// (the widest this CPU runs for 'auto'). Called at init, after the tunables were read afresh;
-/// throws Error(InvalidArgument) for one this CPU lacks, leaving the kernels as they were. Call
-/// it while no kernel runs on another thread (they would finish on the table they started).
+/// throws Error(InvalidArgument) for one this CPU lacks, leaving the kernels as they were. Kernels
+/// running on other threads meanwhile (another communicator's) finish on the table they started
+/// with; every table gives the same bits, except a norm's partial sums (their last bits), which
+/// change only if the variable itself changed between inits.
 void apply_kernel_isa_tunable();
 
 }  // namespace cohort::reduce

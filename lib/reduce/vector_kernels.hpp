@@ -129,8 +129,9 @@ void binary_kernel(void* dst, const void* a, const void* b, std::size_t count) {
 // fold_kernel: every input folded into each output in one pass. Per block, the inputs are
 // combined into a block on the stack (which stays in registers or L1) by the same combine_block
 // calls, in the same order, that reduce_to followed by reduce_into would make, so the bits are
-// theirs; then the block is stored into every output. Each block of every input is read before
-// any output's block is written, so an output may be one of the inputs.
+// theirs; then the block (or, streamed into several outputs, a line of blocks) is stored into
+// every output. Every input's bytes are read before any output's same bytes are written, so an
+// output may be one of the inputs.
 
 /// Where non-temporal stores start: output 0 is brought to this alignment first, so its blocks
 /// after that (and those of every output aligned like it) suit the widest store.
@@ -224,10 +225,10 @@ void fold_part(void* const* outputs, std::size_t n_outputs, const void* const* i
 ///
 /// Why whole lines: a core combines non-temporal stores to one line in a write-combining
 /// buffer, of which it has about ten. Blocks narrower than a line (32 bytes on AVX2, 16 on
-/// SSE2) stored to n outputs in turn keep n lines half-written; past the buffers' number each is
-/// flushed as a partial write (cohort-reduce-bench --fan-out --all-isas, AVX2, 16 MiB into 8
-/// outputs: 3.8 GB/s, into 12-32: 0.5, against 7-13 cached; a line at a time, as fast as AVX-512;
-/// f16 blocks are 32 bytes on AVX-512 too).
+/// SSE2, 32 for f16 on AVX-512 too) stored to n outputs in turn keep n lines half-written; past
+/// the buffers' number each is flushed as a partial write (cohort-reduce-bench --fan-out
+/// --all-isas on an AVX-512 Xeon, its AVX2 kernels, f32, 16 MiB into 8 outputs: 3.7 GB/s, into
+/// 12-32: 0.5, against 7-13 cached; a line at a time, 26 and 14-18, as its AVX-512 kernels).
 template <class C, class Op, bool kStream, bool kLines = false>
 std::size_t fold_blocks(void* const* outputs, std::size_t n_outputs, const void* const* inputs,
                         std::size_t n_inputs, std::size_t at, std::size_t total) {

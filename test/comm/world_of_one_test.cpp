@@ -4,6 +4,9 @@
 #include <cohort/communicator.hpp>
 #include <cohort/error.hpp>
 
+#include "core/tunables.hpp"
+#include "reduce/dispatch.hpp"
+#include "reduce/reduce.hpp"
 #include "support/scoped_env.hpp"
 
 #include <catch2/catch.hpp>
@@ -135,6 +138,26 @@ TEST_CASE("COHORT_TIMEOUT sets the default timeout; a bad value is named", "[com
     CHECK_THAT(e.message(), Catch::Contains("COHORT_TIMEOUT='soon'"));
   }
   ::unsetenv("COHORT_TIMEOUT");
+}
+
+TEST_CASE("init() applies COHORT_KERNEL_ISA after the kernels have run", "[comm][unit]") {
+  // A kernel call before init picks the widest ISA (nothing set); init must switch to the one
+  // set since, as it does for every tunable it reads afresh.
+  clear_launcher_variables();
+  ::unsetenv("COHORT_KERNEL_ISA");
+  reload_tunables();
+  reduce::apply_kernel_isa_tunable();
+  REQUIRE(std::string(reduce::active_isa()) == reduce::isa_name(reduce::detected_isa()));
+  ::setenv("COHORT_KERNEL_ISA", "portable", 1);
+  auto c = init();
+  CHECK(std::string(reduce::active_isa()) == "portable");
+  std::vector<float> in = iota(1031, 1.0f), out(1031, 0.0f);
+  c->allreduce(Buffer::view(static_cast<const void*>(in.data()), in.size(), DType::Float32),
+               Buffer::view(out.data(), out.size(), DType::Float32), ReduceOp::Sum);
+  CHECK(out == in);
+  ::unsetenv("COHORT_KERNEL_ISA");
+  CHECK(init());
+  CHECK(std::string(reduce::active_isa()) == reduce::isa_name(reduce::detected_isa()));
 }
 
 TEST_CASE(
