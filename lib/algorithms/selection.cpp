@@ -53,8 +53,7 @@ constexpr SelectionRule kTable[] = {
      {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
     // broadcast: tree; scatter + allgather for large messages on 3+ ranks; across hosts with
     // several ranks on some, hierarchical first. On 2 ranks, 32-128 KiB: single copy where the
-    // kernel allows it; 256 KiB-1 MiB: the tree everywhere. On 3+ ranks from 4 MiB: single
-    // copy where the kernel allows it.
+    // kernel allows it; 256 KiB-1 MiB: the tree everywhere.
     {C::Broadcast,
      kBroadcastSingleCopyTwoRanksMinBytes,
      kBroadcastSingleCopyTwoRanksMaxBytes,
@@ -69,12 +68,6 @@ constexpr SelectionRule kTable[] = {
      W::Any,
      {A::Tree, kEnd},
      2},
-    {C::Broadcast,
-     kBroadcastSingleCopyMinBytes,
-     kUnknownBytes,
-     kRingMinWorldSize,
-     W::Any,
-     {A::SingleCopy, A::SharedMemory, A::Hierarchical, A::ScatterAllgather, A::Tree}},
     {C::Broadcast,
      kBroadcastTreeMaxBytes,
      kUnknownBytes,

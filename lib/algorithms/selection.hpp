@@ -112,13 +112,6 @@ inline constexpr std::size_t kAllgatherSingleCopyMinBytes = 4 * kMiB;
 /// copy (in place at 1 MiB, single copy took 1.5x as long on 2 MiB pages).
 inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMinBytes = 32 * kKiB;
 inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMaxBytes = 128 * kKiB;
-/// broadcast, 3 ranks and more: single copy from this size, where the kernel allows it. Each
-/// reader takes the vector straight from the root's buffer, where the arena has the root copy it
-/// in and every reader copy it out. On 3 and 4 ranks, 4-64 MiB, it was faster in 21 of 24 cells
-/// (medians of three alternating launches, in and out of place, with fresh input and in the
-/// usual loop: 1.1-1.7x fresh, up to 2.2x in the loop) and at most 1.09x slower in the other
-/// three (bench/PERFORMANCE-LOG.md, "Large broadcasts on 3 ranks and more by single copy").
-inline constexpr std::size_t kBroadcastSingleCopyMinBytes = 4 * kMiB;
 /// scatter, 2 ranks: single copy from this total size. The one exception to the rule above:
 /// from 2 MiB in place on 4 KiB pages it is slower than the arena (walking the root's small
 /// pages costs more than the arena's second copy), but out of place it is about twice as fast
@@ -142,8 +135,7 @@ struct SelectionRule {
   std::size_t max_bytes;  ///< exclusive (kUnknownBytes: no upper limit, includes kUnknownBytes)
   int min_world_size;
   WorldSizeCondition world;
-  /// In order of preference; Auto (what a shorter list is padded with) ends the list.
-  std::array<Algorithm, 5> candidates;
+  std::array<Algorithm, 4> candidates;  ///< in order of preference; Auto ends the list
   int max_world_size = std::numeric_limits<int>::max();
 };
 

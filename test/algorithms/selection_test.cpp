@@ -136,17 +136,6 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
   REQUIRE(pick(Collective::Broadcast, kBroadcastTreeMaxBytes, 7) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical,
                                  Algorithm::ScatterAllgather, Algorithm::Tree});
-  // Three ranks and more, from 4 MiB: single copy first (the arena next, where the kernel
-  // refuses the reads), on any world size; just below it, the rule above.
-  for (int ranks : {3, 4, 5, 8})
-    REQUIRE(pick(Collective::Broadcast, kBroadcastSingleCopyMinBytes, ranks) ==
-            std::vector<Algorithm>{Algorithm::SingleCopy, Algorithm::SharedMemory,
-                                   Algorithm::Hierarchical, Algorithm::ScatterAllgather,
-                                   Algorithm::Tree});
-  REQUIRE(pick(Collective::Broadcast, kBroadcastSingleCopyMinBytes - 1, 3) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical,
-                                 Algorithm::ScatterAllgather, Algorithm::Tree});
-  REQUIRE(kBroadcastSingleCopyMinBytes == 4 * kMiB);
   // Two ranks: scatter + allgather moves the same bytes as the tree in more steps.
   REQUIRE(
       pick(Collective::Broadcast, 4 * kMiB, 2) ==

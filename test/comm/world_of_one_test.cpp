@@ -141,12 +141,16 @@ TEST_CASE("COHORT_TIMEOUT sets the default timeout; a bad value is named", "[com
 }
 
 TEST_CASE("init() applies COHORT_KERNEL_ISA after the kernels have run", "[comm][unit]") {
-  // A kernel call before init picks the widest ISA (nothing set); init must switch to the one
-  // set since, as it does for every tunable it reads afresh.
+  // A kernel that ran before init used the widest ISA (nothing set); init must switch to the
+  // one set since, as it does for every tunable it reads afresh.
   clear_launcher_variables();
   ::unsetenv("COHORT_KERNEL_ISA");
   reload_tunables();
   reduce::apply_kernel_isa_tunable();
+  float sum[4] = {1, 2, 3, 4};
+  const float more[4] = {4, 3, 2, 1};
+  reduce::reduce_into(ReduceOp::Sum, DType::Float32, sum, more, 4);
+  CHECK(sum[0] == 5.0f);
   REQUIRE(std::string(reduce::active_isa()) == reduce::isa_name(reduce::detected_isa()));
   ::setenv("COHORT_KERNEL_ISA", "portable", 1);
   auto c = init();
