@@ -13,7 +13,14 @@
 # has no both-ways test, and two of its runs in opposite directions are four processes busy-
 # polling on the cores the kernel needs.
 #
-# Usage: bench/cross_host/run.sh [-b BUILD] [-o OUT] [-n RANKS_PER_HOST] [-- cohort-bench args]
+# With -r RATE (tc's units: 4gbit, 500mbit) each direction of the link is shaped to RATE by a
+# token bucket on each end of the veth. Unshaped, the veth is as fast as the cores that copy
+# through it, and an op that loads both directions at once finds the two vCPUs, not the link,
+# to be the limit (a both-ways allreduce then gets about half of one-way tag_bw). Shaped below
+# what the cores carry both ways, the link is the limit again, as between real hosts, and the
+# ratios to the ceiling say what cohort's own protocol costs.
+#
+# Usage: bench/cross_host/run.sh [-b BUILD] [-o OUT] [-n RANKS_PER_HOST] [-r RATE] [-- cohort-bench args]
 #   defaults: build, bench/results, 1 rank per host, `-o allreduce -b 8 -e 256M -f 4 -n 10`.
 # Needs root (namespaces, veth); without it, says so and exits 77. Cleans up on every exit.
 set -euo pipefail
@@ -22,11 +29,13 @@ cd "$(dirname "$0")/../.."
 build=build
 out=bench/results
 per_host=1
+rate=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -b) build=$2; shift 2 ;;
     -o) out=$2; shift 2 ;;
     -n) per_host=$2; shift 2 ;;
+    -r) rate=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -38,7 +47,9 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "cross_host: needs root to create network namespaces and a veth pair; skipping" >&2
   exit 77
 fi
-for tool in ip unshare ucx_perftest python3; do
+tools=(ip unshare ucx_perftest python3)
+[ -z "$rate" ] || tools+=(tc)
+for tool in "${tools[@]}"; do
   command -v "$tool" >/dev/null || { echo "cross_host: $tool not found; skipping" >&2; exit 77; }
 done
 run=$build/tools/cohort_run/cohort-run
@@ -68,7 +79,23 @@ for i in 0 1; do
   ip -n "${ns[$i]}" addr add "${addr[$i]}/24" dev "${dev[$i]}"
   ip -n "${ns[$i]}" link set "${dev[$i]}" up
   ip -n "${ns[$i]}" link set lo up
+  if [ -n "$rate" ]; then
+    # A bucket of half a millisecond at the rate, at least 256 KiB: the veth hands the qdisc
+    # segments of up to 64 KiB, and a bucket of fewer than a few of them throttles below the
+    # rate; a larger one lets a whole 1 MiB message through unshaped.
+    burst=$(python3 - "$rate" <<'PY'
+import re, sys
+m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", sys.argv[1].lower())
+if not m:
+    sys.exit(f"cross_host: -r takes a rate such as 4gbit or 500mbit, not {sys.argv[1]}")
+bits = float(m[1]) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m[2]]
+print(max(int(bits / 8 * 0.0005), 256 << 10))
+PY
+)
+    ip netns exec "${ns[$i]}" tc qdisc add dev "${dev[$i]}" root tbf rate "$rate" burst "$burst" latency 50ms
+  fi
 done
+[ -z "$rate" ] || echo "link shaped to $rate each way (tc tbf on both ends of the veth)" >&2
 
 # Runs a command in host i: its namespace, its own hostname, UCX on its veth only.
 on_host() {
@@ -178,11 +205,11 @@ fi
 
 # ---- side by side ---------------------------------------------------------------------------------
 python3 - "$json" "$out/cross_host.json" "$lat_us" "$per_host" "$tcp_one_way" "$tcp_both_ways" \
-  "${ceiling_rows[@]}" <<'PY'
+  "$rate" "${ceiling_rows[@]}" <<'PY'
 import json, sys, datetime
-bench_path, out_path, lat_us, per_host, tcp_one_way, tcp_both_ways = sys.argv[1:7]
+bench_path, out_path, lat_us, per_host, tcp_one_way, tcp_both_ways, rate = sys.argv[1:8]
 ceiling = {}
-for row in sys.argv[7:]:
+for row in sys.argv[8:]:
     size, mbps = row.split()
     ceiling[int(size)] = float(mbps) * (1 << 20) / 1e9  # ucx_perftest's MB/s are MiB/s
 data = json.load(open(bench_path))
@@ -203,7 +230,7 @@ for r in rows:
     print(f"{size:>12} {entry['form']:>8} {entry['busbw_gbps']:>11.3f} {ceil:>12} {ratio:>6} "
           f"{entry['time_us']:>9.1f}")
 summary = {"date": datetime.date.today().isoformat(), "ranks_per_host": int(per_host),
-           "tag_lat_8B_us": float(lat_us), "rows": combined}
+           "link_shaped_to": rate or None, "tag_lat_8B_us": float(lat_us), "rows": combined}
 if tcp_one_way:
     summary["tcp_one_way_gbps"] = float(tcp_one_way)
     summary["tcp_both_ways_gbps"] = [float(x) for x in tcp_both_ways.split()]

@@ -234,9 +234,9 @@ TEST_CASE("messages of 16 and 32 KiB leave before their receive exists (UCX eage
 
 TEST_CASE(
     "cohort's UCX defaults: set unless the user set the variable or UCX_TLS leaves no "
-    "shared-memory transport",
+    "shared-memory transport; eager sends only between hosts over TCP",
     "[transport]") {
-  // Which names are set; whether UCX then uses them is the test above's to show.
+  // Which names are set; whether UCX then uses them is the tests around this one's to show.
   struct Config {
     ucp_config_t* config = nullptr;
     Config() { REQUIRE(ucp_config_read(nullptr, nullptr, &config) == UCS_OK); }
@@ -247,33 +247,46 @@ TEST_CASE(
   std::vector<std::unique_ptr<ScopedEnv>> cleared;
   for (const char* variable : variables)
     cleared.push_back(std::make_unique<ScopedEnv>(variable, std::nullopt));
-  const std::vector<std::string> applied{"MM_SEG_SIZE"};
+  const ScopedEnv threshold("UCX_RNDV_THRESH", std::nullopt);
+  const std::vector<std::string> element{"MM_SEG_SIZE"}, both{"MM_SEG_SIZE", "RNDV_THRESH"},
+      eager{"RNDV_THRESH"};
   SECTION("nothing set by the user") {
     const ScopedEnv tls("UCX_TLS", std::nullopt);
-    Config config;
-    CHECK(ucx::apply_cohort_defaults(config.config) == applied);
+    Config one_host, across_tcp;
+    CHECK(ucx::apply_cohort_defaults(one_host.config, false) == element);
+    CHECK(ucx::apply_cohort_defaults(across_tcp.config, true) == both);
   }
   SECTION("each of the element size's variables set by the user") {
     const ScopedEnv tls("UCX_TLS", std::nullopt);
     for (const char* variable : variables) {
       CAPTURE(variable);
       const ScopedEnv set(variable, "8256");
-      Config config;
-      CHECK(ucx::apply_cohort_defaults(config.config).empty());
+      Config one_host, across_tcp;
+      CHECK(ucx::apply_cohort_defaults(one_host.config, false).empty());
+      CHECK(ucx::apply_cohort_defaults(across_tcp.config, true) == eager);
     }
+  }
+  SECTION("the threshold set by the user") {
+    const ScopedEnv tls("UCX_TLS", std::nullopt);
+    const ScopedEnv set("UCX_RNDV_THRESH", "64K");
+    Config one_host, across_tcp;
+    CHECK(ucx::apply_cohort_defaults(one_host.config, false) == element);
+    CHECK(ucx::apply_cohort_defaults(across_tcp.config, true) == element);
   }
   SECTION("UCX_TLS with and without a shared-memory transport") {
     for (const char* with : {"sm,self", "shm,tcp", "posix,self", "sysv", "all", "^sysv", "^tcp"}) {
       CAPTURE(with);
       const ScopedEnv tls("UCX_TLS", with);
-      Config config;
-      CHECK(ucx::apply_cohort_defaults(config.config) == applied);
+      Config one_host, across_tcp;
+      CHECK(ucx::apply_cohort_defaults(one_host.config, false) == element);
+      CHECK(ucx::apply_cohort_defaults(across_tcp.config, true) == both);
     }
     for (const char* without : {"tcp", "tcp,self", "^sm", "^shm", "^posix,sysv", "^all"}) {
       CAPTURE(without);
       const ScopedEnv tls("UCX_TLS", without);
-      Config config;
-      CHECK(ucx::apply_cohort_defaults(config.config).empty());
+      Config one_host, across_tcp;
+      CHECK(ucx::apply_cohort_defaults(one_host.config, false).empty());
+      CHECK(ucx::apply_cohort_defaults(across_tcp.config, true) == eager);
     }
   }
 }

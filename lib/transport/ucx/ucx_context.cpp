@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iterator>
 #include <mutex>
 #include <string>
@@ -35,6 +36,28 @@ constexpr const char* kElementSize = "33K";
 constexpr const char* kElementSizeVariables[] = {"UCX_MM_SEG_SIZE", "UCX_SYSV_SEG_SIZE",
                                                  "UCX_POSIX_SEG_SIZE", "UCX_XPMEM_SEG_SIZE"};
 
+// Between hosts over TCP, UCX sends anything above 8 KiB by rendezvous, a handshake per message
+// in which the receiver's answer travels back on the socket (and through the queues) that carry
+// the receiver's own data. While both directions stream (an allreduce, a sendrecv) each answer
+// waits behind that data. Over a link shaped to 4 Gbit/s each way (bench/cross_host/run.sh -r),
+// a 2-rank sendrecv of 1-64 MiB moved 0.52-0.63 of one-way tag_bw in each direction and an
+// allreduce of 1-256 MiB 0.67-0.79, where plain TCP moved 0.96 both ways at once. Sent eagerly
+// (UCX_RNDV_THRESH=inf), the same sendrecv moved 0.93-1.01 and the allreduce 0.94-0.99
+// (bench/PERFORMANCE-LOG.md, "Both ways over TCP"). UCX's newer protocols (UCX_PROTO_ENABLE, the
+// default from UCX 1.16) choose eager sends over TCP at every size by themselves; in UCX 1.13
+// they are experimental (a worker destroyed with a shared-memory rendezvous still pending
+// crashed in UCX's leak report), so cohort keeps UCX's protocols and sets the threshold instead.
+// It is one setting for every transport: on one host it would take UCX's single-copy
+// rendezvous away from large shared-memory messages (an alltoall of 4-16 MiB between two ranks
+// over UCX took 1.3-2x as long), and with RDMA devices it would take away their zero-copy
+// transfers. So a world asks for it only when its ranks span hosts and this host has no RDMA
+// device (then TCP is UCX's only way between hosts). The cost: a message whose receive is not
+// posted yet is buffered whole by the receiver's UCX, as UCX's newer protocols do over TCP too.
+// A threshold is each sender's own choice, so ranks that decide differently still interoperate.
+constexpr const char* kThresholdName = "RNDV_THRESH";
+constexpr const char* kThresholdValue = "inf";
+constexpr const char* kThresholdVariable = "UCX_RNDV_THRESH";
+
 /// Whether UCX_TLS (`tls`; null when unset) leaves a shared-memory transport of the "MM" family
 /// (posix, sysv) in use. UCX takes a setting through ucp_config_modify under any name and
 /// applies it to each transport it opens; one that no transport took makes the worker warn
@@ -58,28 +81,38 @@ bool mm_transports_in(const char* tls) {
   return all || group || posix || sysv;
 }
 
-std::string make_description() {
+/// "ucx 1.13.1 tls=all", then " rndv_thresh=..." where cohort or the user set that.
+std::string make_description(const std::vector<std::string>& applied) {
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
   const char* tls = std::getenv("UCX_TLS");
-  return "ucx " + std::to_string(major) + "." + std::to_string(minor) + "." +
-         std::to_string(release) + " tls=" + (tls && *tls ? tls : "all");
+  std::string description = "ucx " + std::to_string(major) + "." + std::to_string(minor) + "." +
+                            std::to_string(release) + " tls=" + (tls && *tls ? tls : "all");
+  if (std::find(applied.begin(), applied.end(), kThresholdName) != applied.end()) {
+    description += std::string(" rndv_thresh=") + kThresholdValue;
+  } else if (const char* user = std::getenv(kThresholdVariable)) {
+    description += std::string(" rndv_thresh=") + user + " (" + kThresholdVariable + ")";
+  }
+  return description;
 }
 
 }  // namespace
 
-std::vector<std::string> apply_cohort_defaults(ucp_config_t* config) {
-  if (!mm_transports_in(std::getenv("UCX_TLS"))) return {};
+std::vector<std::string> apply_cohort_defaults(ucp_config_t* config, bool hosts_over_tcp) {
   const auto set_by_user = [](const char* variable) { return std::getenv(variable) != nullptr; };
-  if (std::any_of(std::begin(kElementSizeVariables), std::end(kElementSizeVariables), set_by_user))
-    return {};
-  if (const ucs_status_t status = ucp_config_modify(config, kElementSizeName, kElementSize);
-      status != UCS_OK) {
-    COHORT_LOG_DEBUG("UCX_{}={} not applied: {}", kElementSizeName, kElementSize,
-                     ucs_status_string(status));
-    return {};
-  }
-  return {kElementSizeName};
+  std::vector<std::string> applied;
+  const auto apply = [&](const char* name, const char* value) {
+    if (const ucs_status_t status = ucp_config_modify(config, name, value); status != UCS_OK) {
+      COHORT_LOG_DEBUG("UCX_{}={} not applied: {}", name, value, ucs_status_string(status));
+      return;
+    }
+    applied.emplace_back(name);
+  };
+  if (mm_transports_in(std::getenv("UCX_TLS")) &&
+      std::none_of(std::begin(kElementSizeVariables), std::end(kElementSizeVariables), set_by_user))
+    apply(kElementSizeName, kElementSize);
+  if (hosts_over_tcp && !set_by_user(kThresholdVariable)) apply(kThresholdName, kThresholdValue);
+  return applied;
 }
 
 UcxContext::UcxContext(ucp_context_h context, std::string description)
@@ -89,13 +122,22 @@ UcxContext::~UcxContext() {
   ucp_cleanup(context_);
 }
 
-std::shared_ptr<UcxContext> UcxContext::shared() {
-  // A weak reference, not an owning global: the context lives exactly as long as some transport
-  // uses it, and the next transport after that builds a fresh one.
+bool rdma_devices_present() {
+  // Every RDMA device (InfiniBand, RoCE, iWARP) the kernel knows has an entry here.
+  std::error_code error;
+  std::filesystem::directory_iterator devices("/sys/class/infiniband", error);
+  return !error && devices != std::filesystem::directory_iterator();
+}
+
+std::shared_ptr<UcxContext> UcxContext::shared(bool hosts_over_tcp) {
+  // Weak references, not owning globals: a context lives exactly as long as some transport uses
+  // it, and the next transport after that builds a fresh one. One per kind, as the two kinds are
+  // configured differently (a process may run a one-host world and a world across hosts).
   static std::mutex mutex;
-  static std::weak_ptr<UcxContext> current;
+  static std::weak_ptr<UcxContext> current[2];
   std::lock_guard lock(mutex);
-  if (auto live = current.lock()) return live;
+  std::weak_ptr<UcxContext>& slot = current[hosts_over_tcp ? 1 : 0];
+  if (auto live = slot.lock()) return live;
 
   // Transports stay UCX's choice: on one host the fastest path measured (posix eager + cma
   // rendezvous, 10-12 GB/s for 1-4 MiB) is what UCX picks by itself for endpoints without
@@ -106,7 +148,7 @@ std::shared_ptr<UcxContext> UcxContext::shared() {
   ConfigHandle config;
   if (ucs_status_t status = ucp_config_read(nullptr, nullptr, &config.config); status != UCS_OK)
     throw ucx_error(status, "reading the UCX configuration (UCX_* variables)");
-  apply_cohort_defaults(config.config);
+  const std::vector<std::string> applied = apply_cohort_defaults(config.config, hosts_over_tcp);
 
   ucp_params_t params{};
   params.field_mask =
@@ -119,9 +161,9 @@ std::shared_ptr<UcxContext> UcxContext::shared() {
   ucp_context_h context = nullptr;
   if (ucs_status_t status = ucp_init(&params, config.config, &context); status != UCS_OK)
     throw ucx_error(status, "initialising UCX (ucp_init)");
-  auto created = std::shared_ptr<UcxContext>(new UcxContext(context, make_description()));
+  auto created = std::shared_ptr<UcxContext>(new UcxContext(context, make_description(applied)));
   COHORT_LOG_DEBUG("created UCX context: {}", created->description());
-  current = created;
+  slot = created;
   return created;
 }
 

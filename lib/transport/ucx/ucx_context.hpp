@@ -1,8 +1,9 @@
 #pragma once
 
-// The UCX context: one per process, shared by every world's hub (each owning its own worker).
-// It is created on first use and destroyed when the last transport releases it, so a process
-// that forks before creating any transport gives its children a clean slate.
+// The UCX context: one per process and kind (worlds whose hosts talk over TCP, and the others),
+// shared by every such world's hub (each owning its own worker). It is created on first use and
+// destroyed when the last transport releases it, so a process that forks before creating any
+// transport gives its children a clean slate.
 
 #include <ucp/api/ucp.h>
 
@@ -15,25 +16,34 @@ namespace cohort::transport::ucx {
 /// Sets cohort's own defaults in a UCX configuration read from the environment, each unless
 /// the user set that variable: the shared-memory transports' element size, MM_SEG_SIZE, unless
 /// UCX_MM_SEG_SIZE, UCX_SYSV_SEG_SIZE, UCX_POSIX_SEG_SIZE or UCX_XPMEM_SEG_SIZE is set, and only
-/// where UCX_TLS leaves those transports in use (see the .cpp). Returns the names it set. UCX
-/// accepts any name here and checks it only when a worker is created (a name no transport takes
-/// draws its "invalid configuration" warning then). Every rank must run the same: shared-memory
-/// peers write into each other's FIFOs, whose element size this sets.
-std::vector<std::string> apply_cohort_defaults(ucp_config_t* config);
+/// where UCX_TLS leaves those transports in use; and, `hosts_over_tcp`, eager sends at every
+/// size (RNDV_THRESH=inf) unless UCX_RNDV_THRESH is set (see the .cpp for both). Returns the
+/// names it set, in that order. UCX accepts any transport's setting here and checks it only when a
+/// worker is created (a name no transport takes draws its "invalid configuration" warning then); a
+/// name this UCX does not know at all is left out, with a debug line. Every rank of a world must
+/// run the same element size: shared-memory peers write into each other's FIFOs.
+std::vector<std::string> apply_cohort_defaults(ucp_config_t* config, bool hosts_over_tcp);
+
+/// Whether this host has an RDMA device (an entry in /sys/class/infiniband). Without one, UCX
+/// can reach other hosts only over TCP.
+bool rdma_devices_present();
 
 class UcxContext {
  public:
-  /// The live context, or a new one (features TAG | WAKEUP, workers usable from several threads
-  /// one at a time). UCX reads its UCX_* variables now, then cohort's defaults fill in those
-  /// left unset (apply_cohort_defaults). Throws Error on UCX failure.
-  static std::shared_ptr<UcxContext> shared();
+  /// The live context of this kind, or a new one (features TAG | WAKEUP | AM, workers usable from
+  /// several threads one at a time). UCX reads its UCX_* variables now, then cohort's defaults
+  /// fill in those left unset (apply_cohort_defaults, with `hosts_over_tcp`: true for a world
+  /// whose ranks span hosts, on a host without RDMA devices). Thread-safe. Throws Error on UCX
+  /// failure.
+  static std::shared_ptr<UcxContext> shared(bool hosts_over_tcp);
 
   ~UcxContext();
   UcxContext(const UcxContext&) = delete;
   UcxContext& operator=(const UcxContext&) = delete;
 
   ucp_context_h get() const noexcept { return context_; }
-  /// "ucx 1.13.1 tls=all", for logs.
+  /// "ucx 1.13.1 tls=all", with " rndv_thresh=inf" where cohort set it (or the user's value and
+  /// variable where the user did), for logs and transport descriptions.
   const std::string& description() const noexcept { return description_; }
 
  private:

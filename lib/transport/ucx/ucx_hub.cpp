@@ -7,6 +7,7 @@
 #include "core/coarse_clock.hpp"
 #include "core/log.hpp"
 #include "transport/host_identity.hpp"
+#include "transport/host_span.hpp"
 #include "transport/process_memory.hpp"
 #include "transport/ucx/ucx_status.hpp"
 
@@ -53,7 +54,11 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
       size_(size),
       err_handling_(tunables().ucx_err_handling),
       tag_ids_(std::make_shared<TagIdPool>()),
-      worker_(UcxContext::shared()),
+      // Whether the world's hosts talk over TCP configures the UCX context (ucx_context.cpp),
+      // which must exist before this rank's address can be published.
+      worker_(UcxContext::shared(
+          ranks_span_hosts(store, key_prefix, local_host_identity(), size, connect_timeout) &&
+          !rdma_devices_present())),
       probe_(random_probe()) {
   policy_ =
       choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables().spin);
@@ -103,9 +108,10 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
   // after reading all of them. Left in place, the key would outlive the world in the job's store.
   try {
     store.erase(address_key(key_prefix, rank));
+    // Every rank had its verdict before it published its address, all of which this rank read.
+    if (rank == 0) forget_host_span(store, key_prefix);
   } catch (const Error& e) {
-    COHORT_LOG_WARN("could not erase rank {}'s transport address from the store: {}", rank,
-                    e.what());
+    COHORT_LOG_WARN("could not erase rank {}'s transport keys from the store: {}", rank, e.what());
   }
   COHORT_LOG_DEBUG("{}: rank {} of {} connected (spin {} us{})", description(), rank, size,
                    policy_.spin.count(), policy_.yield_while_spinning ? ", yielding" : "");

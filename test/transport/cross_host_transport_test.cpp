@@ -1,0 +1,159 @@
+// The transport of a world whose ranks span hosts, simulated on one machine: each rank enters a
+// UTS namespace of its own and takes its "host"'s hostname, so ranks on different simulated hosts
+// have different host identities and reach each other over UCX's TCP, as on separate machines.
+// What is checked here is cohort's configuration of UCX for such worlds (ucx_context.cpp): eager
+// sends between hosts, behaviour a rendezvous could not show, and nothing of it on one host.
+// Needs root for the namespaces; exits 77 (meson: SKIP) without.
+
+#include "transport/host_span.hpp"
+#include "transport/tag.hpp"
+#include "transport/transport.hpp"
+#include "transport/ucx/ucx_context.hpp"
+
+#include <cohort/launch.hpp>
+#include <cohort/store.hpp>
+
+#include "catch_session.hpp"
+#include "rank_helpers.hpp"
+#include "support/scoped_env.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace cohort::transport;
+using namespace std::chrono_literals;
+
+using cohort::test::after;
+using cohort::test::barrier;
+using cohort::test::bounded;
+using cohort::test::connect;
+using cohort::test::expect;
+using cohort::test::open_store;
+using cohort::test::ScopedEnv;
+
+/// Moves this process to the simulated host `host` (a UTS namespace with its own hostname).
+void become_host(int host) {
+  if (unshare(CLONE_NEWUTS) != 0) throw std::runtime_error("unshare(CLONE_NEWUTS) failed");
+  const std::string name = "cohort-xhost-" + std::to_string(host);
+  if (sethostname(name.c_str(), name.size()) != 0) throw std::runtime_error("sethostname failed");
+}
+
+std::uint8_t pattern(int from, int to, std::size_t i) {
+  return static_cast<std::uint8_t>(from * 131 + to * 31 + static_cast<int>(i) * 7);
+}
+
+/// No UCX setting of the caller's that would change the paths checked here.
+struct CleanUcxEnvironment {
+  ScopedEnv tls{"UCX_TLS", std::nullopt}, threshold{"UCX_RNDV_THRESH", std::nullopt},
+      protocols{"UCX_PROTO_ENABLE", std::nullopt};
+};
+
+TEST_CASE("across hosts over TCP, messages leave before their receive exists (eager sends)",
+          "[transport][multiproc][cross-host]") {
+  // UCX's own choice over TCP is a rendezvous from 8 KiB: a send of 1 MiB could not complete
+  // before the receiver matched it, and rank 0's wait would pass its deadline. A second rank on
+  // rank 0's host (layout {0, 0, 1}) makes the world's span a thing the ranks must agree on.
+  if (ucx::rdma_devices_present()) {
+    WARN("this host has RDMA devices, with which cohort leaves UCX's threshold alone: skipped");
+    return;
+  }
+  const std::vector<int> layout =
+      GENERATE(std::vector<int>{0, 1}, std::vector<int>{0, 0, 1}, std::vector<int>{0, 1, 1, 0});
+  CAPTURE(layout);
+  const CleanUcxEnvironment clean;
+  REQUIRE_NOTHROW(cohort::launch(
+      static_cast<int>(layout.size()),
+      [&layout](const cohort::Environment& env) {
+        become_host(layout[static_cast<std::size_t>(env.rank)]);
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        expect(t->description().find("rndv_thresh=inf") != std::string::npos,
+               "the transport of a world across hosts asks for eager sends: " + t->description());
+        constexpr std::size_t kBytes = 1 << 20;
+        std::vector<int> elsewhere;  // ranks on another host than rank 0's
+        for (int r = 1; r < env.world_size; ++r)
+          if (layout[static_cast<std::size_t>(r)] != layout[0]) elsewhere.push_back(r);
+        const bool receiver = layout[static_cast<std::size_t>(env.rank)] != layout[0];
+        if (env.rank == 0) {
+          std::vector<std::vector<std::uint8_t>> out;
+          std::vector<Request> sends;
+          for (int p : elsewhere) {
+            std::vector<std::uint8_t> data(kBytes);
+            for (std::size_t i = 0; i < kBytes; ++i) data[i] = pattern(0, p, i);
+            out.push_back(std::move(data));
+            sends.push_back(t->post_send(p, out.back().data(), kBytes,
+                                         op_tag(7, static_cast<std::uint32_t>(p), 0)));
+          }
+          t->wait(sends, after(20s), "eager sends to other hosts before any receive");
+          store->set_string("sends done", "1");
+        } else if (receiver) {
+          store->get("sends done", 30s);
+          std::vector<std::uint8_t> in(kBytes, 0xEE);
+          const Request r = t->post_recv(0, in.data(), kBytes,
+                                         op_tag(7, static_cast<std::uint32_t>(env.rank), 0));
+          t->wait(std::span<const Request>(&r, 1), after(30s), "receive after the send completed");
+          for (std::size_t i = 0; i < kBytes; ++i)
+            expect(in[i] == pattern(0, env.rank, i),
+                   "byte " + std::to_string(i) + " of the eager message");
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("a user's UCX_RNDV_THRESH wins across hosts", "[transport][multiproc][cross-host]") {
+  const CleanUcxEnvironment clean;
+  const ScopedEnv threshold("UCX_RNDV_THRESH", "64K");
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        become_host(env.rank);
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        expect(t->description().find("rndv_thresh=64K (UCX_RNDV_THRESH)") != std::string::npos,
+               "the user's threshold named: " + t->description());
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("a world on one host leaves UCX's threshold alone", "[transport][multiproc]") {
+  const CleanUcxEnvironment clean;
+  const int world_size = GENERATE(2, 3);
+  REQUIRE_NOTHROW(cohort::launch(
+      world_size,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        expect(t->description().find("rndv_thresh") == std::string::npos,
+               "nothing set on one host: " + t->description());
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // The namespaces need root (CAP_SYS_ADMIN); try once in a child so this process is untouched.
+  const pid_t child = fork();
+  if (child == 0) _exit(unshare(CLONE_NEWUTS) == 0 ? 0 : 1);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::printf("needs root to simulate hosts with UTS namespaces: skipping\n");
+    return 77;
+  }
+  return cohort::test::run_catch_session(argc, argv);
+}
