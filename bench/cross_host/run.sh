@@ -82,7 +82,8 @@ for i in 0 1; do
   if [ -n "$rate" ]; then
     # A bucket of half a millisecond at the rate, at least 256 KiB: the veth hands the qdisc
     # segments of up to 64 KiB, and a bucket of fewer than a few of them throttles below the
-    # rate; a larger one lets a whole 1 MiB message through unshaped.
+    # rate; a larger one lets a whole 1 MiB message through unshaped. A queue of 5 ms at most,
+    # as a switch port's might hold (2 and 5 ms measured alike; 50 ms too).
     burst=$(python3 - "$rate" <<'PY'
 import re, sys
 m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", sys.argv[1].lower())
@@ -92,7 +93,7 @@ bits = float(m[1]) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m[2]]
 print(max(int(bits / 8 * 0.0005), 256 << 10))
 PY
 )
-    ip netns exec "${ns[$i]}" tc qdisc add dev "${dev[$i]}" root tbf rate "$rate" burst "$burst" latency 50ms
+    ip netns exec "${ns[$i]}" tc qdisc add dev "${dev[$i]}" root tbf rate "$rate" burst "$burst" latency 5ms
   fi
 done
 [ -z "$rate" ] || echo "link shaped to $rate each way (tc tbf on both ends of the veth)" >&2

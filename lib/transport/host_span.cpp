@@ -1,5 +1,7 @@
 #include "transport/host_span.hpp"
 
+#include <cohort/error.hpp>
+
 namespace cohort::transport {
 namespace {
 
@@ -30,7 +32,14 @@ bool ranks_span_hosts(Store& store, const std::string& prefix, const std::string
     const bool several = store.add(elsewhere_key(prefix), 0) > 0;
     store.set_string(verdict_key(prefix), several ? "several" : "one");
   }
-  return store.get_string(verdict_key(prefix), timeout) == "several";
+  try {
+    return store.get_string(verdict_key(prefix), timeout) == "several";
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::Timeout) throw;
+    throw Error(ErrorCode::Timeout, "waiting for every rank to say which host it is on (" +
+                                        std::to_string(store.add(arrived_key(prefix), 0)) + " of " +
+                                        std::to_string(size) + " ranks arrived): " + e.what());
+  }
 }
 
 void forget_host_span(Store& store, const std::string& prefix) {

@@ -16,8 +16,10 @@ namespace cohort::transport {
 /// than one host identity among them (host_identity.hpp). A constant number of store operations
 /// per rank whatever the size: the first identity to arrive is kept, each rank that differs from
 /// it counts itself, and the last rank to arrive publishes the verdict, which the others wait for
-/// until `timeout` (Error(Timeout) naming the key, as any store wait). A size of 1 asks nothing.
-/// The keys stay until forget_host_span; every rank must have returned from here first.
+/// until `timeout` (then Error(Timeout) saying how many ranks arrived). A size of 1 asks nothing.
+/// The keys stay until forget_host_span; every rank must have returned from here first. A
+/// prefix serves one world once: a later world under the same prefix could meet the keys of an
+/// earlier one not yet forgotten (worlds take fresh ids, so their prefixes differ).
 bool ranks_span_hosts(Store& store, const std::string& prefix, const std::string& identity,
                       int size, std::chrono::milliseconds timeout);
 

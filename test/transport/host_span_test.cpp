@@ -1,5 +1,6 @@
 // ranks_span_hosts: every rank of a world learns alike whether their host identities differ,
-// through a store, whatever order they arrive in. Ranks are threads over one in-process store.
+// through a store. Ranks are threads over one in-process store, started together, so the order
+// they arrive in is the scheduler's; the odd identity is put at every position in turn.
 
 #include "transport/host_span.hpp"
 
@@ -80,6 +81,7 @@ TEST_CASE("ranks_span_hosts: a rank that never comes fails the others at their d
     FAIL("returned without the second rank");
   } catch (const cohort::Error& e) {
     CHECK(e.code() == cohort::ErrorCode::Timeout);
+    CHECK_THAT(e.what(), Catch::Matchers::Contains("1 of 2 ranks arrived"));
     CHECK_THAT(e.what(), Catch::Matchers::Contains("late/host_span/verdict"));
   }
 }

@@ -291,6 +291,40 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("RDMA transports in UCX_TLS", "[transport]") {
+  for (const char* with : {"", "all", "rc,sm", "rc_x", "dc_mlx5,self", "ud", "ib", "tcp,rc_v",
+                           "^tcp", "^rc", "^posix,sysv"}) {
+    CAPTURE(with);
+    CHECK(ucx::rdma_in_transport_list(with));
+  }
+  CHECK(ucx::rdma_in_transport_list(nullptr));
+  for (const char* without : {"tcp", "tcp,self", "sm,self", "posix,cma", "^ib", "^all"}) {
+    CAPTURE(without);
+    CHECK_FALSE(ucx::rdma_in_transport_list(without));
+  }
+  // Whatever the hardware: a transport list without RDMA leaves UCX only TCP between hosts.
+  const ScopedEnv tls("UCX_TLS", "tcp,self,sm");
+  CHECK_FALSE(ucx::ucx_has_rdma());
+}
+
+TEST_CASE("a world on one host leaves UCX's rendezvous threshold alone", "[transport][multiproc]") {
+  // Its context is the one-host kind: no rndv_thresh in the transport's description (which
+  // names cohort's or the user's setting, see cross_host_transport_test for worlds across hosts).
+  const int world_size = GENERATE(2, 3);
+  CAPTURE(world_size);
+  const ScopedEnv threshold("UCX_RNDV_THRESH", std::nullopt);
+  REQUIRE_NOTHROW(cohort::launch(
+      world_size,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        expect(t->description().find("rndv_thresh") == std::string::npos,
+               "nothing set on one host: " + t->description());
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
 TEST_CASE("16 MiB messages and same-tag ordering over rendezvous (UCX_RNDV_THRESH=1024)",
           "[transport][multiproc]") {
   const int world_size = GENERATE(2, 3);

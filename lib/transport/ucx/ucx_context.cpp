@@ -3,9 +3,10 @@
 #include "core/log.hpp"
 #include "transport/ucx/ucx_status.hpp"
 
+#include <uct/api/uct.h>
+
 #include <algorithm>
 #include <cstdlib>
-#include <filesystem>
 #include <iterator>
 #include <mutex>
 #include <string>
@@ -37,23 +38,23 @@ constexpr const char* kElementSizeVariables[] = {"UCX_MM_SEG_SIZE", "UCX_SYSV_SE
                                                  "UCX_POSIX_SEG_SIZE", "UCX_XPMEM_SEG_SIZE"};
 
 // Between hosts over TCP, UCX sends anything above 8 KiB by rendezvous, a handshake per message
-// in which the receiver's answer travels back on the socket (and through the queues) that carry
-// the receiver's own data. While both directions stream (an allreduce, a sendrecv) each answer
-// waits behind that data. Over a link shaped to 4 Gbit/s each way (bench/cross_host/run.sh -r),
-// a 2-rank sendrecv of 1-64 MiB moved 0.52-0.63 of one-way tag_bw in each direction and an
-// allreduce of 1-256 MiB 0.67-0.79, where plain TCP moved 0.96 both ways at once. Sent eagerly
-// (UCX_RNDV_THRESH=inf), the same sendrecv moved 0.93-1.01 and the allreduce 0.94-0.99
-// (bench/PERFORMANCE-LOG.md, "Both ways over TCP"). UCX's newer protocols (UCX_PROTO_ENABLE, the
-// default from UCX 1.16) choose eager sends over TCP at every size by themselves; in UCX 1.13
-// they are experimental (a worker destroyed with a shared-memory rendezvous still pending
-// crashed in UCX's leak report), so cohort keeps UCX's protocols and sets the threshold instead.
-// It is one setting for every transport: on one host it would take UCX's single-copy
-// rendezvous away from large shared-memory messages (an alltoall of 4-16 MiB between two ranks
-// over UCX took 1.3-2x as long), and with RDMA devices it would take away their zero-copy
-// transfers. So a world asks for it only when its ranks span hosts and this host has no RDMA
-// device (then TCP is UCX's only way between hosts). The cost: a message whose receive is not
-// posted yet is buffered whole by the receiver's UCX, as UCX's newer protocols do over TCP too.
-// A threshold is each sender's own choice, so ranks that decide differently still interoperate.
+// in which the receiver answers before the data moves. While both directions stream (an
+// allreduce, a sendrecv) that costs a third or more of the link: over a link shaped to 4 Gbit/s
+// each way (bench/cross_host/run.sh -r), a 2-rank allreduce of 1-256 MiB moved 0.69-0.81 of
+// one-way tag_bw and a sendrecv 0.49-0.64 in each direction, where plain TCP moved 0.96 both ways
+// at once and a one-way broadcast 0.95-1.09. Sent eagerly (UCX_RNDV_THRESH=inf), the same
+// allreduce moved 0.93-1.01 and the sendrecv 0.85-1.12 (bench/PERFORMANCE-LOG.md, "Both ways over
+// TCP", which lists the UCX settings that did not help). UCX 1.13's newer protocols
+// (UCX_PROTO_ENABLE, experimental there, the default from UCX 1.16) chose eager sends over TCP
+// by themselves and did as well, but a worker destroyed with a shared-memory rendezvous still
+// pending crashed in their leak report, so cohort keeps UCX's protocols and sets the threshold.
+// It is one setting for every transport: on one host it would take UCX's single-copy rendezvous
+// away from large shared-memory messages (an alltoall of 4-16 MiB between two ranks over UCX
+// took 1.3-2.2x as long), and with RDMA it would take away zero-copy transfers. So a world asks
+// for it only when its ranks span hosts and UCX has no RDMA device here it may use
+// (ucx_has_rdma: then TCP is its only way between hosts). The cost: a message whose receive is
+// not posted yet is buffered whole by the receiver's UCX until it is. A threshold is each
+// sender's own choice, so ranks that decide differently still understand each other.
 constexpr const char* kThresholdName = "RNDV_THRESH";
 constexpr const char* kThresholdValue = "inf";
 constexpr const char* kThresholdVariable = "UCX_RNDV_THRESH";
@@ -122,11 +123,44 @@ UcxContext::~UcxContext() {
   ucp_cleanup(context_);
 }
 
-bool rdma_devices_present() {
-  // Every RDMA device (InfiniBand, RoCE, iWARP) the kernel knows has an entry here.
-  std::error_code error;
-  std::filesystem::directory_iterator devices("/sys/class/infiniband", error);
-  return !error && devices != std::filesystem::directory_iterator();
+bool rdma_in_transport_list(const char* tls) {
+  if (tls == nullptr || *tls == '\0') return true;
+  // UCX's names for its InfiniBand/RoCE transports and their groups.
+  static constexpr std::string_view kRdma[] = {"ib",      "rc",   "rc_v", "rc_x",
+                                               "rc_mlx5", "dc",   "dc_x", "dc_mlx5",
+                                               "ud",      "ud_v", "ud_x", "ud_mlx5"};
+  std::string_view list(tls);
+  const bool excluding = list.front() == '^';
+  if (excluding) list.remove_prefix(1);
+  bool all = false, named = false, group = false;
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    const std::string_view name = list.substr(0, comma);
+    all = all || name == "all";
+    group = group || name == "ib";
+    named = named || std::find(std::begin(kRdma), std::end(kRdma), name) != std::end(kRdma);
+    list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
+  }
+  // An exclusion list leaves some RDMA transport in unless it names all of them (or "all").
+  return excluding ? !(all || group) : (all || named);
+}
+
+bool ucx_has_rdma() {
+  if (!rdma_in_transport_list(std::getenv("UCX_TLS"))) return false;
+  // UCX's own view: its "ib" component lists a memory domain per RDMA device it can open
+  // (InfiniBand, RoCE); none without such hardware, or without UCX's verbs support.
+  uct_component_h* components = nullptr;
+  unsigned count = 0;
+  if (uct_query_components(&components, &count) != UCS_OK) return false;
+  bool found = false;
+  for (unsigned i = 0; i < count && !found; ++i) {
+    uct_component_attr_t attr{};
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    found = uct_component_query(components[i], &attr) == UCS_OK &&
+            std::string_view(attr.name) == "ib" && attr.md_resource_count > 0;
+  }
+  uct_release_component_list(components);
+  return found;
 }
 
 std::shared_ptr<UcxContext> UcxContext::shared(bool hosts_over_tcp) {

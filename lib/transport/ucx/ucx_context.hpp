@@ -24,17 +24,22 @@ namespace cohort::transport::ucx {
 /// run the same element size: shared-memory peers write into each other's FIFOs.
 std::vector<std::string> apply_cohort_defaults(ucp_config_t* config, bool hosts_over_tcp);
 
-/// Whether this host has an RDMA device (an entry in /sys/class/infiniband). Without one, UCX
-/// can reach other hosts only over TCP.
-bool rdma_devices_present();
+/// Whether `tls` (UCX_TLS's value; null or empty when unset) leaves one of UCX's RDMA transports
+/// (InfiniBand/RoCE: rc, dc, ud and their variants, or the group "ib") in use.
+bool rdma_in_transport_list(const char* tls);
+
+/// Whether UCX may reach other hosts by RDMA from here: UCX_TLS leaves an RDMA transport in, and
+/// UCX's InfiniBand component lists a device (UCX's own query, so a device it has no transport
+/// for, such as an EFA adapter, does not count). Without, UCX reaches other hosts over TCP.
+bool ucx_has_rdma();
 
 class UcxContext {
  public:
   /// The live context of this kind, or a new one (features TAG | WAKEUP | AM, workers usable from
   /// several threads one at a time). UCX reads its UCX_* variables now, then cohort's defaults
   /// fill in those left unset (apply_cohort_defaults, with `hosts_over_tcp`: true for a world
-  /// whose ranks span hosts, on a host without RDMA devices). Thread-safe. Throws Error on UCX
-  /// failure.
+  /// whose ranks span hosts, where UCX has no RDMA device to use: !ucx_has_rdma()). Thread-safe.
+  /// Throws Error on UCX failure.
   static std::shared_ptr<UcxContext> shared(bool hosts_over_tcp);
 
   ~UcxContext();

@@ -58,7 +58,7 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
       // which must exist before this rank's address can be published.
       worker_(UcxContext::shared(
           ranks_span_hosts(store, key_prefix, local_host_identity(), size, connect_timeout) &&
-          !rdma_devices_present())),
+          !ucx_has_rdma())),
       probe_(random_probe()) {
   policy_ =
       choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables().spin);
@@ -108,10 +108,17 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
   // after reading all of them. Left in place, the key would outlive the world in the job's store.
   try {
     store.erase(address_key(key_prefix, rank));
-    // Every rank had its verdict before it published its address, all of which this rank read.
-    if (rank == 0) forget_host_span(store, key_prefix);
   } catch (const Error& e) {
-    COHORT_LOG_WARN("could not erase rank {}'s transport keys from the store: {}", rank, e.what());
+    COHORT_LOG_WARN("could not erase rank {}'s transport address from the store: {}", rank,
+                    e.what());
+  }
+  // Every rank had its verdict before it published its address, all of which this rank read.
+  if (rank == 0) {
+    try {
+      forget_host_span(store, key_prefix);
+    } catch (const Error& e) {
+      COHORT_LOG_WARN("could not erase the world's host-span keys from the store: {}", e.what());
+    }
   }
   COHORT_LOG_DEBUG("{}: rank {} of {} connected (spin {} us{})", description(), rank, size,
                    policy_.spin.count(), policy_.yield_while_spinning ? ", yielding" : "");

@@ -112,7 +112,10 @@ namespace cohort::transport::ucx {
 
 class UcxHub {
  public:
-  /// Collective over the world: publishes this rank's address under "<key_prefix>/addr/<rank>",
+  /// Collective over the world: first agrees with every rank whether the world spans hosts
+  /// (transport/host_span.hpp, keys under "<key_prefix>/host_span/", waiting up to
+  /// `connect_timeout`), which configures the UCX context (ucx_context.hpp); then publishes this
+  /// rank's address under "<key_prefix>/addr/<rank>",
   /// reads every peer's (waiting up to `connect_timeout` for each), connects, and exchanges an
   /// empty message with every peer so all connections are fully established before the first op.
   /// `local_world_size` is how many of the world's ranks share this host (it sizes busy-polling).
