@@ -10,6 +10,7 @@
 #include "transport/transport.hpp"
 #include "transport/ucx/ucx_context.hpp"
 
+#include <cohort/error.hpp>
 #include <cohort/launch.hpp>
 #include <cohort/store.hpp>
 
@@ -119,6 +120,61 @@ TEST_CASE("across hosts over TCP, messages leave before their receive exists (ea
                    "byte " + std::to_string(i) + " of the eager message");
         }
         barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE(
+    "a rendezvous send to another host that is never received fails at its deadline, and the "
+    "rank tears down cleanly",
+    "[transport][multiproc][cross-host]") {
+  // The user's threshold makes 1 MiB a rendezvous, which rank 1 never matches. With that send
+  // abandoned in flight, UCX 1.13 aborted when rank 0's worker was destroyed (ucp_ep.c,
+  // "proto_reqs"); the endpoint is now closed by force (UcxHub::Peer::abandoned_send). Rank 1
+  // stays alive and progressing until rank 0 has torn down, so rank 0's send is pending, not
+  // failed, when it goes.
+  const CleanUcxEnvironment clean;
+  const ScopedEnv threshold("UCX_RNDV_THRESH", "64K");
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        become_host(env.rank);
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::size_t kBytes = 1 << 20;
+        if (env.rank == 0) {
+          std::vector<std::uint8_t> data(kBytes, 7);
+          const Request s = t->post_send(1, data.data(), kBytes, op_tag(9, 1, 0));
+          bool timed_out = false;
+          try {
+            t->wait(std::span<const Request>(&s, 1), after(1s), "a send nobody receives");
+          } catch (const cohort::Error& e) {
+            timed_out = e.code() == cohort::ErrorCode::Timeout;
+          }
+          expect(timed_out, "the unreceived rendezvous send fails at its deadline");
+          t.reset();
+          store->set_string("rank 0 torn down", "1");
+        } else {
+          // Progressing all along (UCX takes the announcement in as an unexpected message), with
+          // a receive of another tag that never comes. Rank 0's forced close may reach this rank
+          // as rank 0's failure first: it has left.
+          std::uint8_t never = 0;
+          const Request r = t->post_recv(0, &never, 1, op_tag(9, 2, 0));
+          const auto until = std::chrono::steady_clock::now() + 30s;
+          bool left = false;
+          while (!store->check({"rank 0 torn down"})) {
+            if (!left) {
+              try {
+                expect(!t->test(r), "a message nobody sent");
+              } catch (const cohort::Error& e) {
+                expect(e.code() == cohort::ErrorCode::RemoteError,
+                       std::string("only rank 0's leaving fails the receive: ") + e.what());
+                left = true;
+              }
+            }
+            expect(std::chrono::steady_clock::now() < until, "rank 0 tore down in time");
+          }
+        }
       },
       bounded()));
 }

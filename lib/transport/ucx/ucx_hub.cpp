@@ -148,15 +148,19 @@ UcxHub::~UcxHub() {
       sched_yield();
     }
   }
-  requests_.for_each([](const Request&, Pending& pending) { pending.request.cancel(); });
+  requests_.for_each([this](const Request&, Pending& pending) {
+    pending.request.cancel();
+    note_abandoned_send(pending);
+  });
   requests_.clear();
   // Flush endpoints to live peers (so eager data buffered in a TCP socket still leaves), release
-  // those to failed peers without waiting for them.
+  // those to failed peers without waiting for them, and those with a send abandoned in flight
+  // (Peer::abandoned_send).
   std::vector<UcxEndpoint*> endpoints;
   const std::unique_ptr<bool[]> force(new bool[peers_.size()]);
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     endpoints.push_back(&peers_[i]->endpoint);
-    force[i] = peers_[i]->failed;
+    force[i] = peers_[i]->failed || peers_[i]->abandoned_send;
   }
   UcxEndpoint::close_all(worker_, endpoints, std::span<const bool>(force.get(), peers_.size()),
                          std::chrono::steady_clock::now() + kCloseTimeout);
@@ -613,6 +617,12 @@ bool UcxHub::test(const Request& request) {
   return poll_request(request, *pending, kWhat, std::span<const Request>(&request, 1));
 }
 
+void UcxHub::note_abandoned_send(Pending& pending) noexcept {
+  if (pending.request.kind() == UcxRequest::Kind::Send &&
+      pending.request.poll() == UCS_INPROGRESS && pending.peer >= 0 && pending.peer < size_)
+    peers_[static_cast<std::size_t>(pending.peer)]->abandoned_send = true;
+}
+
 void UcxHub::cancel_owned(const void* owner) noexcept {
   const ReadyCopiesAfterUnlock copies(*this);  // other communicators' receives may match
   std::unique_lock lock(mutex_);
@@ -652,6 +662,7 @@ void UcxHub::cancel_owned(const void* owner) noexcept {
   std::size_t released = 0;
   requests_.for_each([&](const Request& request, Pending& pending) {
     if (pending.origin.owner != owner) return;
+    note_abandoned_send(pending);
     requests_.release(request);
     ++released;
   });

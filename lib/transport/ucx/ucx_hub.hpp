@@ -199,6 +199,12 @@ class UcxHub {
     int rank = -1;
     bool same_host = false;
     bool failed = false;
+    /// A UCX send to this peer was released still in flight (cancelled, or its owner gone). UCX
+    /// cannot cancel a send, so a rendezvous the peer never received would stay in the endpoint:
+    /// UCX 1.13 then aborts when the worker is destroyed (ucp_ep.c, "proto_reqs"). The endpoint
+    /// is therefore closed by force at teardown (where it handles peer failure, as UCX requires),
+    /// which fails the send instead.
+    bool abandoned_send = false;
     std::string failure;  // why, once failed
     ProcessWatch watch;   // same-host peers only
     UcxEndpoint endpoint;
@@ -548,6 +554,9 @@ class UcxHub {
   static ucs_status_t on_ack_message(void* arg, const void* header, std::size_t header_length,
                                      void* data, std::size_t length,
                                      const ucp_am_recv_param_t* param) noexcept;
+  /// Before `pending` is released: marks its peer when it is a UCX send still in flight
+  /// (Peer::abandoned_send). With mutex_ held.
+  void note_abandoned_send(Pending& pending) noexcept;
   /// Takes `owner`'s requests out of the fastbox queues (cancellation).
   void forget_fastbox_requests(const void* owner) noexcept;
 
