@@ -14,11 +14,8 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "support/simulated_hosts.hpp"
 #include "support/temp_dir.hpp"
-
-#include <sched.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -31,13 +28,6 @@ namespace {
 using namespace cohort;
 using namespace cohort::test;
 
-/// Moves this process to the simulated host `host` (a UTS namespace with its own hostname).
-void become_host(int host) {
-  if (unshare(CLONE_NEWUTS) != 0) throw std::runtime_error("unshare(CLONE_NEWUTS) failed");
-  const std::string name = "cohort-simhost-" + std::to_string(host);
-  if (sethostname(name.c_str(), name.size()) != 0) throw std::runtime_error("sethostname failed");
-}
-
 /// The algorithm the flight record says op `seq` ran.
 std::string ran(Communicator& comm, std::uint32_t seq, const std::string& dir) {
   const std::string path = comm.dump_trace(dir + "/rank" + std::to_string(comm.rank()) + ".json");
@@ -49,7 +39,7 @@ std::string ran(Communicator& comm, std::uint32_t seq, const std::string& dir) {
 }
 
 void sweep(const Environment& env, std::vector<int> host_of_rank, const std::string& dir) {
-  become_host(host_of_rank[static_cast<std::size_t>(env.rank)]);
+  cohort::test::become_simulated_host(host_of_rank[static_cast<std::size_t>(env.rank)]);
   // The count of records below assumes ops that move nothing are skipped, which debug mode
   // does not do.
   ::unsetenv("COHORT_DEBUG");
@@ -241,7 +231,7 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
 /// arena (transport/side_work.hpp), or both wait out the 20 s deadline. (Rank 0 leads host 0:
 /// it waits in its host's arena or among the leaders.)
 void receive_behind_hierarchical_allreduce(const Environment& env, std::vector<int> host_of_rank) {
-  become_host(host_of_rank[static_cast<std::size_t>(env.rank)]);
+  cohort::test::become_simulated_host(host_of_rank[static_cast<std::size_t>(env.rank)]);
   auto comm = world(env);
   const int last = comm->size() - 1;
   CollectiveOptions o;
@@ -299,12 +289,7 @@ TEST_CASE("hierarchical collectives over 2 simulated hosts x 1-3 ranks and uneve
 }
 
 int main(int argc, char** argv) {
-  // The namespaces need root (CAP_SYS_ADMIN); try once in a child so this process is untouched.
-  const pid_t child = fork();
-  if (child == 0) _exit(unshare(CLONE_NEWUTS) == 0 ? 0 : 1);
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (!cohort::test::can_simulate_hosts()) {
     std::printf("needs root to simulate hosts with UTS namespaces: skipping\n");
     return 77;
   }

@@ -17,12 +17,9 @@
 #include "catch_session.hpp"
 #include "rank_helpers.hpp"
 #include "support/scoped_env.hpp"
+#include "support/simulated_hosts.hpp"
 
 #include <catch2/catch.hpp>
-
-#include <sched.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -43,13 +40,6 @@ using cohort::test::expect;
 using cohort::test::open_store;
 using cohort::test::ScopedEnv;
 
-/// Moves this process to the simulated host `host` (a UTS namespace with its own hostname).
-void become_host(int host) {
-  if (unshare(CLONE_NEWUTS) != 0) throw std::runtime_error("unshare(CLONE_NEWUTS) failed");
-  const std::string name = "cohort-xhost-" + std::to_string(host);
-  if (sethostname(name.c_str(), name.size()) != 0) throw std::runtime_error("sethostname failed");
-}
-
 std::uint8_t pattern(int from, int to, std::size_t i) {
   return static_cast<std::uint8_t>(from * 131 + to * 31 + static_cast<int>(i) * 7);
 }
@@ -69,6 +59,7 @@ TEST_CASE("across hosts over TCP, messages leave before their receive exists (ea
   // Ranks on different simulated hosts reach each other over TCP: their endpoints handle peer
   // failure, which UCX's shared-memory transports do not. A second rank on rank 0's host
   // (layouts {0, 0, 1} and {0, 1, 1, 0}) makes the world's span a thing the ranks must agree on.
+  const CleanUcxEnvironment clean;  // before the check below, which reads UCX_TLS
   if (ucx::ucx_has_rdma()) {
     WARN("UCX has an RDMA device here, with which cohort leaves UCX's threshold alone: skipped");
     return;
@@ -76,11 +67,10 @@ TEST_CASE("across hosts over TCP, messages leave before their receive exists (ea
   const std::vector<int> layout =
       GENERATE(std::vector<int>{0, 1}, std::vector<int>{0, 0, 1}, std::vector<int>{0, 1, 1, 0});
   CAPTURE(layout);
-  const CleanUcxEnvironment clean;
   REQUIRE_NOTHROW(cohort::launch(
       static_cast<int>(layout.size()),
       [&layout](const cohort::Environment& env) {
-        become_host(layout[static_cast<std::size_t>(env.rank)]);
+        cohort::test::become_simulated_host(layout[static_cast<std::size_t>(env.rank)]);
         auto store = open_store(env);
         auto t = connect(*store, env);
         expect(t->description().find("rndv_thresh=inf") != std::string::npos,
@@ -125,8 +115,8 @@ TEST_CASE("across hosts over TCP, messages leave before their receive exists (ea
 }
 
 TEST_CASE(
-    "a rendezvous send to another host that is never received fails at its deadline, and the "
-    "rank tears down cleanly",
+    "a user's UCX_RNDV_THRESH wins across hosts; a rendezvous send to another host that is never "
+    "received fails at its deadline, and the rank tears down cleanly",
     "[transport][multiproc][cross-host]") {
   // The user's threshold makes 1 MiB a rendezvous, which rank 1 never matches. With that send
   // abandoned in flight, UCX 1.13 aborted when rank 0's worker was destroyed (ucp_ep.c,
@@ -138,9 +128,11 @@ TEST_CASE(
   REQUIRE_NOTHROW(cohort::launch(
       2,
       [](const cohort::Environment& env) {
-        become_host(env.rank);
+        cohort::test::become_simulated_host(env.rank);
         auto store = open_store(env);
         auto t = connect(*store, env);
+        expect(t->description().find("rndv_thresh=64K (UCX_RNDV_THRESH)") != std::string::npos,
+               "the user's threshold wins, and is named: " + t->description());
         constexpr std::size_t kBytes = 1 << 20;
         if (env.rank == 0) {
           std::vector<std::uint8_t> data(kBytes, 7);
@@ -161,36 +153,18 @@ TEST_CASE(
           std::uint8_t never = 0;
           const Request r = t->post_recv(0, &never, 1, op_tag(9, 2, 0));
           const auto until = std::chrono::steady_clock::now() + 30s;
-          bool left = false;
           while (!store->check({"rank 0 torn down"})) {
-            if (!left) {
-              try {
-                expect(!t->test(r), "a message nobody sent");
-              } catch (const cohort::Error& e) {
-                expect(e.code() == cohort::ErrorCode::RemoteError,
-                       std::string("only rank 0's leaving fails the receive: ") + e.what());
-                left = true;
-              }
+            try {
+              expect(!t->test(r), "a message nobody sent");
+            } catch (const cohort::Error& e) {
+              expect(e.code() == cohort::ErrorCode::RemoteError,
+                     std::string("only rank 0's leaving fails the receive: ") + e.what());
+              break;  // rank 0 has left; the store says when it is done
             }
             expect(std::chrono::steady_clock::now() < until, "rank 0 tore down in time");
           }
+          store->get("rank 0 torn down", 30s);
         }
-      },
-      bounded()));
-}
-
-TEST_CASE("a user's UCX_RNDV_THRESH wins across hosts", "[transport][multiproc][cross-host]") {
-  const CleanUcxEnvironment clean;
-  const ScopedEnv threshold("UCX_RNDV_THRESH", "64K");
-  REQUIRE_NOTHROW(cohort::launch(
-      2,
-      [](const cohort::Environment& env) {
-        become_host(env.rank);
-        auto store = open_store(env);
-        auto t = connect(*store, env);
-        expect(t->description().find("rndv_thresh=64K (UCX_RNDV_THRESH)") != std::string::npos,
-               "the user's threshold named: " + t->description());
-        barrier(*store, "done", env.rank, env.world_size);
       },
       bounded()));
 }
@@ -198,12 +172,7 @@ TEST_CASE("a user's UCX_RNDV_THRESH wins across hosts", "[transport][multiproc][
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The namespaces need root (CAP_SYS_ADMIN); try once in a child so this process is untouched.
-  const pid_t child = fork();
-  if (child == 0) _exit(unshare(CLONE_NEWUTS) == 0 ? 0 : 1);
-  int status = 0;
-  waitpid(child, &status, 0);
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (!cohort::test::can_simulate_hosts()) {
     std::printf("needs root to simulate hosts with UTS namespaces: skipping\n");
     return 77;
   }

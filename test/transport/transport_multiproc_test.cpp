@@ -293,7 +293,7 @@ TEST_CASE(
 
 TEST_CASE("RDMA transports in UCX_TLS", "[transport]") {
   for (const char* with : {"", "all", "rc,sm", "rc_x", "dc_mlx5,self", "ud", "ib", "tcp,rc_v",
-                           "^tcp", "^rc", "^posix,sysv"}) {
+                           "rc_verbs,sm,self", "ud_verbs", "^tcp", "^rc", "^posix,sysv"}) {
     CAPTURE(with);
     CHECK(ucx::rdma_in_transport_list(with));
   }

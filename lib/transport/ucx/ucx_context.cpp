@@ -39,22 +39,22 @@ constexpr const char* kElementSizeVariables[] = {"UCX_MM_SEG_SIZE", "UCX_SYSV_SE
 
 // Between hosts over TCP, UCX sends anything above 8 KiB by rendezvous, a handshake per message
 // in which the receiver answers before the data moves. While both directions stream (an
-// allreduce, a sendrecv) that costs a third or more of the link: over a link shaped to 4 Gbit/s
+// allreduce, a sendrecv) that costs a fifth to a half of the link: over a link shaped to 4 Gbit/s
 // each way (bench/cross_host/run.sh -r), a 2-rank allreduce of 1-256 MiB moved 0.69-0.81 of
-// one-way tag_bw and a sendrecv 0.49-0.64 in each direction, where plain TCP moved 0.96 both ways
-// at once and a one-way broadcast 0.95-1.09. Sent eagerly (UCX_RNDV_THRESH=inf), the same
-// allreduce moved 0.93-1.01 and the sendrecv 0.85-1.12 (bench/PERFORMANCE-LOG.md, "Both ways over
-// TCP", which lists the UCX settings that did not help). UCX 1.13's newer protocols
-// (UCX_PROTO_ENABLE, experimental there, the default from UCX 1.16) chose eager sends over TCP
-// by themselves and did as well, but a worker destroyed with a shared-memory rendezvous still
-// pending crashed in their leak report, so cohort keeps UCX's protocols and sets the threshold.
-// It is one setting for every transport: on one host it would take UCX's single-copy rendezvous
-// away from large shared-memory messages (an alltoall of 4-16 MiB between two ranks over UCX
-// took 1.3-2.2x as long), and with RDMA it would take away zero-copy transfers. So a world asks
-// for it only when its ranks span hosts and UCX has no RDMA device here it may use
-// (ucx_has_rdma: then TCP is its only way between hosts). The cost: a message whose receive is
-// not posted yet is buffered whole by the receiver's UCX until it is. A threshold is each
-// sender's own choice, so ranks that decide differently still understand each other.
+// one-way tag_bw and a sendrecv 0.49-0.64 in each direction, where plain TCP moved 0.45-0.47 GB/s
+// each way at once (0.47-0.48 one way) and a one-way broadcast 0.95-1.09 of tag_bw. Sent eagerly
+// (UCX_RNDV_THRESH=inf), the same allreduce moved 0.93-1.01 and the sendrecv 0.85-1.12
+// (bench/PERFORMANCE-LOG.md, "Both ways over TCP", which lists the UCX settings that did not help).
+// UCX 1.13's newer protocols (UCX_PROTO_ENABLE, experimental there, the default from UCX 1.16)
+// chose eager sends over TCP by themselves and did as well, but a worker destroyed with a
+// shared-memory rendezvous still pending crashed in their leak report, so cohort keeps UCX's
+// protocols and sets the threshold. It is one setting for every transport: on one host it would
+// take UCX's single-copy rendezvous away from large shared-memory messages (an alltoall of 4-16 MiB
+// between two ranks over UCX took 1.3-2.2x as long), and with RDMA it would take away zero-copy
+// transfers. So a world asks for it only when its ranks span hosts and UCX has no RDMA device here
+// it may use (ucx_has_rdma: then TCP is its only way between hosts). The cost: a message whose
+// receive is not posted yet is buffered whole by the receiver's UCX until it is. A threshold is
+// each sender's own choice, so ranks that decide differently still understand each other.
 constexpr const char* kThresholdName = "RNDV_THRESH";
 constexpr const char* kThresholdValue = "inf";
 constexpr const char* kThresholdVariable = "UCX_RNDV_THRESH";
@@ -126,9 +126,9 @@ UcxContext::~UcxContext() {
 bool rdma_in_transport_list(const char* tls) {
   if (tls == nullptr || *tls == '\0') return true;
   // UCX's names for its InfiniBand/RoCE transports and their groups.
-  static constexpr std::string_view kRdma[] = {"ib",      "rc",   "rc_v", "rc_x",
-                                               "rc_mlx5", "dc",   "dc_x", "dc_mlx5",
-                                               "ud",      "ud_v", "ud_x", "ud_mlx5"};
+  static constexpr std::string_view kRdma[] = {"ib",      "rc",   "rc_v",     "rc_x",    "rc_verbs",
+                                               "rc_mlx5", "dc",   "dc_x",     "dc_mlx5", "ud",
+                                               "ud_v",    "ud_x", "ud_verbs", "ud_mlx5"};
   std::string_view list(tls);
   const bool excluding = list.front() == '^';
   if (excluding) list.remove_prefix(1);
@@ -155,9 +155,11 @@ bool ucx_has_rdma() {
   bool found = false;
   for (unsigned i = 0; i < count && !found; ++i) {
     uct_component_attr_t attr{};
-    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME | UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
-    found = uct_component_query(components[i], &attr) == UCS_OK &&
-            std::string_view(attr.name) == "ib" && attr.md_resource_count > 0;
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_NAME;
+    if (uct_component_query(components[i], &attr) != UCS_OK || std::string_view(attr.name) != "ib")
+      continue;
+    attr.field_mask = UCT_COMPONENT_ATTR_FIELD_MD_RESOURCE_COUNT;
+    found = uct_component_query(components[i], &attr) == UCS_OK && attr.md_resource_count > 0;
   }
   uct_release_component_list(components);
   return found;

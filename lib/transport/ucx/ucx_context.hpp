@@ -25,12 +25,14 @@ namespace cohort::transport::ucx {
 std::vector<std::string> apply_cohort_defaults(ucp_config_t* config, bool hosts_over_tcp);
 
 /// Whether `tls` (UCX_TLS's value; null or empty when unset) leaves one of UCX's RDMA transports
-/// (InfiniBand/RoCE: rc, dc, ud and their variants, or the group "ib") in use.
+/// (InfiniBand/RoCE: rc, dc, ud and their variants such as rc_verbs or dc_mlx5, or the group
+/// "ib") in use.
 bool rdma_in_transport_list(const char* tls);
 
 /// Whether UCX may reach other hosts by RDMA from here: UCX_TLS leaves an RDMA transport in, and
-/// UCX's InfiniBand component lists a device (UCX's own query, so a device it has no transport
-/// for, such as an EFA adapter, does not count). Without, UCX reaches other hosts over TCP.
+/// UCX's InfiniBand component lists a device (every verbs device it can see, so an iWARP or EFA
+/// adapter, or one UCX_NET_DEVICES leaves out, counts too: cohort then leaves UCX alone, the safe
+/// side). Without, UCX reaches other hosts over TCP.
 bool ucx_has_rdma();
 
 class UcxContext {

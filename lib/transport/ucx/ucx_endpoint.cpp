@@ -52,6 +52,33 @@ void UcxEndpoint::close_forced() noexcept {
             std::chrono::steady_clock::now() + kForcedCloseTimeout);
 }
 
+void UcxEndpoint::flush_all(UcxWorker& worker, std::span<UcxEndpoint* const> endpoints,
+                            std::chrono::steady_clock::time_point deadline) noexcept {
+  std::vector<void*> pending;
+  for (UcxEndpoint* endpoint : endpoints) {
+    if (!endpoint->ep_) continue;
+    ucp_request_param_t param{};
+    const ucs_status_ptr_t result = ucp_ep_flush_nbx(endpoint->ep_, &param);
+    if (UCS_PTR_IS_ERR(result))
+      COHORT_LOG_DEBUG("flushing a UCX endpoint: {}", ucs_status_string(UCS_PTR_STATUS(result)));
+    else if (result != nullptr)
+      pending.push_back(result);
+  }
+  while (!pending.empty()) {
+    worker.progress();
+    std::erase_if(pending, [](void* request) {
+      if (ucp_request_check_status(request) == UCS_INPROGRESS) return false;
+      ucp_request_free(request);
+      return true;
+    });
+    if (!pending.empty() && std::chrono::steady_clock::now() >= deadline) {
+      COHORT_LOG_DEBUG("{} UCX endpoint flush(es) did not finish in time", pending.size());
+      for (void* request : pending) ucp_request_free(request);
+      break;
+    }
+  }
+}
+
 void UcxEndpoint::close_all(UcxWorker& worker, std::span<UcxEndpoint* const> endpoints,
                             std::span<const bool> force,
                             std::chrono::steady_clock::time_point deadline) noexcept {

@@ -39,6 +39,11 @@ class UcxEndpoint {
   /// honoured only on endpoints with peer-failure handling, as UCX requires), otherwise
   /// outstanding operations are flushed first. Progresses `worker` until all closes
   /// finished or `deadline`; closes still unfinished then are logged and abandoned to UCX.
+  /// Flushes every open endpoint in `endpoints` (what was sent leaves the transport's buffers;
+  /// a rendezvous the peer has not answered is not waited for), progressing `worker` until all
+  /// flushes finished or `deadline`.
+  static void flush_all(UcxWorker& worker, std::span<UcxEndpoint* const> endpoints,
+                        std::chrono::steady_clock::time_point deadline) noexcept;
   static void close_all(UcxWorker& worker, std::span<UcxEndpoint* const> endpoints,
                         std::span<const bool> force,
                         std::chrono::steady_clock::time_point deadline) noexcept;

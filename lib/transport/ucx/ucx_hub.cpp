@@ -155,15 +155,22 @@ UcxHub::~UcxHub() {
   requests_.clear();
   // Flush endpoints to live peers (so eager data buffered in a TCP socket still leaves), release
   // those to failed peers without waiting for them, and those with a send abandoned in flight
-  // (Peer::abandoned_send).
-  std::vector<UcxEndpoint*> endpoints;
+  // by force after a flush (Peer::abandoned_send).
+  std::vector<UcxEndpoint*> endpoints, abandoned;
   const std::unique_ptr<bool[]> force(new bool[peers_.size()]);
   for (std::size_t i = 0; i < peers_.size(); ++i) {
     endpoints.push_back(&peers_[i]->endpoint);
     force[i] = peers_[i]->failed || peers_[i]->abandoned_send;
+    if (peers_[i]->abandoned_send && !peers_[i]->failed) abandoned.push_back(&peers_[i]->endpoint);
   }
+  // A forced close drops what the transport still buffers: flush first what was sent to those
+  // peers (eager messages whose sends completed), for half the time.
+  const auto close_deadline = std::chrono::steady_clock::now() + kCloseTimeout;
+  if (!abandoned.empty())
+    UcxEndpoint::flush_all(worker_, abandoned,
+                           std::chrono::steady_clock::now() + kCloseTimeout / 2);
   UcxEndpoint::close_all(worker_, endpoints, std::span<const bool>(force.get(), peers_.size()),
-                         std::chrono::steady_clock::now() + kCloseTimeout);
+                         close_deadline);
 }
 
 void UcxHub::handshake(std::chrono::milliseconds timeout) {

@@ -202,8 +202,11 @@ class UcxHub {
     /// A UCX send to this peer was released still in flight (cancelled, or its owner gone). UCX
     /// cannot cancel a send, so a rendezvous the peer never received would stay in the endpoint:
     /// UCX 1.13 then aborts when the worker is destroyed (ucp_ep.c, "proto_reqs"). The endpoint
-    /// is therefore closed by force at teardown (where it handles peer failure, as UCX requires),
-    /// which fails the send instead.
+    /// is therefore flushed and then closed by force at teardown (where it handles peer failure,
+    /// as UCX requires: endpoints to other hosts), which fails the send instead; the peer sees
+    /// this rank leave. Never cleared: one abandoned send suffices, even if it completed later.
+    /// Between ranks of one host (no peer-failure handling) the flushing close stays, and such
+    /// a send could still meet that abort.
     bool abandoned_send = false;
     std::string failure;  // why, once failed
     ProcessWatch watch;   // same-host peers only
