@@ -4,6 +4,7 @@
 #include "transport/ucx/ucx_status.hpp"
 
 #include <utility>
+#include <vector>
 
 namespace cohort::transport::ucx {
 
@@ -52,18 +53,13 @@ void UcxEndpoint::close_forced() noexcept {
             std::chrono::steady_clock::now() + kForcedCloseTimeout);
 }
 
-void UcxEndpoint::flush_all(UcxWorker& worker, std::span<UcxEndpoint* const> endpoints,
-                            std::chrono::steady_clock::time_point deadline) noexcept {
-  std::vector<void*> pending;
-  for (UcxEndpoint* endpoint : endpoints) {
-    if (!endpoint->ep_) continue;
-    ucp_request_param_t param{};
-    const ucs_status_ptr_t result = ucp_ep_flush_nbx(endpoint->ep_, &param);
-    if (UCS_PTR_IS_ERR(result))
-      COHORT_LOG_DEBUG("flushing a UCX endpoint: {}", ucs_status_string(UCS_PTR_STATUS(result)));
-    else if (result != nullptr)
-      pending.push_back(result);
-  }
+namespace {
+
+/// Progresses `worker` until every request of `pending` completed (each then freed) or
+/// `deadline`; returns how many were still in flight then, their requests freed to UCX, which
+/// releases them whenever they complete.
+std::size_t progress_until(UcxWorker& worker, std::vector<void*> pending,
+                           std::chrono::steady_clock::time_point deadline) noexcept {
   while (!pending.empty()) {
     worker.progress();
     std::erase_if(pending, [](void* request) {
@@ -72,11 +68,33 @@ void UcxEndpoint::flush_all(UcxWorker& worker, std::span<UcxEndpoint* const> end
       return true;
     });
     if (!pending.empty() && std::chrono::steady_clock::now() >= deadline) {
-      COHORT_LOG_DEBUG("{} UCX endpoint flush(es) did not finish in time", pending.size());
       for (void* request : pending) ucp_request_free(request);
-      break;
+      return pending.size();
     }
   }
+  return 0;
+}
+
+/// Keeps a started operation's request, or logs why it could not start.
+void keep(std::vector<void*>& pending, ucs_status_ptr_t result, const char* what) {
+  if (UCS_PTR_IS_ERR(result))
+    COHORT_LOG_DEBUG("{} a UCX endpoint: {}", what, ucs_status_string(UCS_PTR_STATUS(result)));
+  else if (result != nullptr)
+    pending.push_back(result);
+}
+
+}  // namespace
+
+void UcxEndpoint::flush_all(UcxWorker& worker, std::span<UcxEndpoint* const> endpoints,
+                            std::chrono::steady_clock::time_point deadline) noexcept {
+  std::vector<void*> pending;
+  for (UcxEndpoint* endpoint : endpoints) {
+    if (!endpoint->ep_) continue;
+    ucp_request_param_t param{};
+    keep(pending, ucp_ep_flush_nbx(endpoint->ep_, &param), "flushing");
+  }
+  if (const std::size_t left = progress_until(worker, std::move(pending), deadline); left > 0)
+    COHORT_LOG_DEBUG("{} UCX endpoint flush(es) did not finish in time", left);
 }
 
 void UcxEndpoint::close_all(UcxWorker& worker, std::span<UcxEndpoint* const> endpoints,
@@ -89,28 +107,13 @@ void UcxEndpoint::close_all(UcxWorker& worker, std::span<UcxEndpoint* const> end
     ucp_request_param_t param{};
     param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
     param.flags = force[i] && endpoint.handles_peer_failure_ ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    const ucs_status_ptr_t result = ucp_ep_close_nbx(std::exchange(endpoint.ep_, nullptr), &param);
-    if (UCS_PTR_IS_ERR(result))
-      COHORT_LOG_DEBUG("closing a UCX endpoint: {}", ucs_status_string(UCS_PTR_STATUS(result)));
-    else if (result != nullptr)
-      pending.push_back(result);
+    keep(pending, ucp_ep_close_nbx(std::exchange(endpoint.ep_, nullptr), &param), "closing");
   }
-  while (!pending.empty()) {
-    worker.progress();
-    std::erase_if(pending, [](void* request) {
-      if (ucp_request_check_status(request) == UCS_INPROGRESS) return false;
-      ucp_request_free(request);
-      return true;
-    });
-    if (!pending.empty() && std::chrono::steady_clock::now() >= deadline) {
-      COHORT_LOG_WARN(
-          "{} UCX endpoint close(s) did not finish in time (peer gone?); leaving "
-          "them to UCX",
-          pending.size());
-      for (void* request : pending) ucp_request_free(request);
-      break;
-    }
-  }
+  if (const std::size_t left = progress_until(worker, std::move(pending), deadline); left > 0)
+    COHORT_LOG_WARN(
+        "{} UCX endpoint close(s) did not finish in time (peer gone?); leaving them "
+        "to UCX",
+        left);
 }
 
 }  // namespace cohort::transport::ucx
