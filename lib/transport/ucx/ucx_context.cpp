@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <initializer_list>
 #include <iterator>
 #include <mutex>
 #include <string>
@@ -59,26 +60,39 @@ constexpr const char* kThresholdName = "RNDV_THRESH";
 constexpr const char* kThresholdValue = "inf";
 constexpr const char* kThresholdVariable = "UCX_RNDV_THRESH";
 
+/// UCX_TLS's value read as UCX reads it: an optional leading '^' (every transport but those
+/// named), then names separated by commas.
+struct TransportList {
+  bool excluding = false;
+  std::vector<std::string_view> names;
+  bool names_any(std::initializer_list<std::string_view> wanted) const {
+    return std::find_first_of(names.begin(), names.end(), wanted.begin(), wanted.end()) !=
+           names.end();
+  }
+};
+
+TransportList read_transport_list(std::string_view list) {
+  TransportList read;
+  read.excluding = !list.empty() && list.front() == '^';
+  if (read.excluding) list.remove_prefix(1);
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    read.names.push_back(list.substr(0, comma));
+    list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
+  }
+  return read;
+}
+
 /// Whether UCX_TLS (`tls`; null when unset) leaves a shared-memory transport of the "MM" family
 /// (posix, sysv) in use. UCX takes a setting through ucp_config_modify under any name and
 /// applies it to each transport it opens; one that no transport took makes the worker warn
 /// ("invalid configuration"), so the default is set only where it applies.
 bool mm_transports_in(const char* tls) {
   if (tls == nullptr || *tls == '\0') return true;
-  std::string_view list(tls);
-  const bool excluding = list.front() == '^';
-  if (excluding) list.remove_prefix(1);
-  bool all = false, group = false, posix = false, sysv = false;
-  while (!list.empty()) {
-    const std::size_t comma = list.find(',');
-    const std::string_view name = list.substr(0, comma);
-    all = all || name == "all";
-    group = group || name == "sm" || name == "shm" || name == "mm";
-    posix = posix || name == "posix";
-    sysv = sysv || name == "sysv";
-    list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
-  }
-  if (excluding) return !(all || group || (posix && sysv));
+  const TransportList list = read_transport_list(tls);
+  const bool all = list.names_any({"all"}), group = list.names_any({"sm", "shm", "mm"}),
+             posix = list.names_any({"posix"}), sysv = list.names_any({"sysv"});
+  if (list.excluding) return !(all || group || (posix && sysv));
   return all || group || posix || sysv;
 }
 
@@ -125,24 +139,13 @@ UcxContext::~UcxContext() {
 
 bool rdma_in_transport_list(const char* tls) {
   if (tls == nullptr || *tls == '\0') return true;
-  // UCX's names for its InfiniBand/RoCE transports and their groups.
-  static constexpr std::string_view kRdma[] = {"ib",      "rc",   "rc_v",     "rc_x",    "rc_verbs",
-                                               "rc_mlx5", "dc",   "dc_x",     "dc_mlx5", "ud",
-                                               "ud_v",    "ud_x", "ud_verbs", "ud_mlx5"};
-  std::string_view list(tls);
-  const bool excluding = list.front() == '^';
-  if (excluding) list.remove_prefix(1);
-  bool all = false, named = false, group = false;
-  while (!list.empty()) {
-    const std::size_t comma = list.find(',');
-    const std::string_view name = list.substr(0, comma);
-    all = all || name == "all";
-    group = group || name == "ib";
-    named = named || std::find(std::begin(kRdma), std::end(kRdma), name) != std::end(kRdma);
-    list.remove_prefix(comma == std::string_view::npos ? list.size() : comma + 1);
-  }
+  const TransportList list = read_transport_list(tls);
+  const bool all = list.names_any({"all"}), group = list.names_any({"ib"});
   // An exclusion list leaves some RDMA transport in unless it names all of them (or "all").
-  return excluding ? !(all || group) : (all || named);
+  if (list.excluding) return !(all || group);
+  // UCX's names for its InfiniBand/RoCE transports and their groups.
+  return all || list.names_any({"ib", "rc", "rc_v", "rc_x", "rc_verbs", "rc_mlx5", "dc", "dc_x",
+                                "dc_mlx5", "ud", "ud_v", "ud_x", "ud_verbs", "ud_mlx5"});
 }
 
 bool ucx_has_rdma() {
