@@ -20,7 +20,13 @@
 # what the cores carry both ways, the link is the limit again, as between real hosts, and the
 # ratios to the ceiling say what cohort's own protocol costs.
 #
-# Usage: bench/cross_host/run.sh [-b BUILD] [-o OUT] [-n RANKS_PER_HOST] [-r RATE] [-- cohort-bench args]
+# Each host gets its own half of the CPUs this script may use (taskset), as real hosts have cores
+# of their own: left sharing all of them, a host's waiting ranks spin on the cores the other
+# host's ranks and its kernel need, believing they have a core each (two ranks per host on two
+# vCPUs: 1.3-1.8x the time at 1-64 MiB on 2026-11-29), which no pair of real hosts would see.
+# -S leaves every process on every CPU.
+#
+# Usage: bench/cross_host/run.sh [-b BUILD] [-o OUT] [-n RANKS_PER_HOST] [-r RATE] [-S] [-- cohort-bench args]
 #   defaults: build, bench/results, 1 rank per host, `-o allreduce -b 8 -e 256M -f 4 -n 10`.
 # Needs root (namespaces, veth); without it, says so and exits 77. Cleans up on every exit.
 set -euo pipefail
@@ -30,12 +36,14 @@ build=build
 out=bench/results
 per_host=1
 rate=""
+split_cpus=1
 while [ $# -gt 0 ]; do
   case "$1" in
     -b) build=$2; shift 2 ;;
     -o) out=$2; shift 2 ;;
     -n) per_host=$2; shift 2 ;;
     -r) rate=$2; shift 2 ;;
+    -S) split_cpus=0; shift ;;
     --) shift; break ;;
     *) echo "unknown option $1 (see the header of $0)" >&2; exit 2 ;;
   esac
@@ -98,11 +106,21 @@ PY
 done
 [ -z "$rate" ] || echo "link shaped to $rate each way (tc tbf on both ends of the veth)" >&2
 
-# Runs a command in host i: its namespace, its own hostname, UCX on its veth only.
+# Host i's CPUs: the first or second half of this script's own (one CPU: both share it).
+mapfile -t host_cpus < <(python3 -c '
+import os, sys
+cpus = sorted(os.sched_getaffinity(0))
+half = max(1, len(cpus) // 2)
+split = sys.argv[1] == "1" and len(cpus) > 1
+for part in ((cpus[:half], cpus[half:]) if split else (cpus, cpus)):
+    print(",".join(map(str, part)))' "$split_cpus")
+echo "host 0 runs on CPUs ${host_cpus[0]}, host 1 on ${host_cpus[1]}" >&2
+
+# Runs a command in host i: its namespace, its own hostname and CPUs, UCX on its veth only.
 on_host() {
   local i=$1; shift
-  ip netns exec "${ns[$i]}" unshare --uts env UCX_NET_DEVICES="${dev[$i]}" \
-    sh -c 'hostname "$0" && exec "$@"' "${tag}-host$i" "$@"
+  ip netns exec "${ns[$i]}" taskset -c "${host_cpus[$i]}" unshare --uts \
+    env UCX_NET_DEVICES="${dev[$i]}" sh -c 'hostname "$0" && exec "$@"' "${tag}-host$i" "$@"
 }
 
 # ---- ceiling: ucx_perftest between the namespaces -----------------------------------------------
@@ -206,11 +224,12 @@ fi
 
 # ---- side by side ---------------------------------------------------------------------------------
 python3 - "$json" "$out/cross_host.json" "$lat_us" "$per_host" "$tcp_one_way" "$tcp_both_ways" \
-  "$rate" "${ceiling_rows[@]}" <<'PY'
+  "$rate" "${host_cpus[0]}" "${host_cpus[1]}" "${ceiling_rows[@]}" <<'PY'
 import json, sys, datetime
 bench_path, out_path, lat_us, per_host, tcp_one_way, tcp_both_ways, rate = sys.argv[1:8]
+host_cpus = sys.argv[8:10]
 ceiling = {}
-for row in sys.argv[8:]:
+for row in sys.argv[10:]:
     size, mbps = row.split()
     ceiling[int(size)] = float(mbps) * (1 << 20) / 1e9  # ucx_perftest's MB/s are MiB/s
 data = json.load(open(bench_path))
@@ -231,7 +250,8 @@ for r in rows:
     print(f"{size:>12} {entry['form']:>8} {entry['busbw_gbps']:>11.3f} {ceil:>12} {ratio:>6} "
           f"{entry['time_us']:>9.1f}")
 summary = {"date": datetime.date.today().isoformat(), "ranks_per_host": int(per_host),
-           "link_shaped_to": rate or None, "tag_lat_8B_us": float(lat_us), "rows": combined}
+           "link_shaped_to": rate or None, "host_cpus": host_cpus,
+           "tag_lat_8B_us": float(lat_us), "rows": combined}
 if tcp_one_way:
     summary["tcp_one_way_gbps"] = float(tcp_one_way)
     summary["tcp_both_ways_gbps"] = [float(x) for x in tcp_both_ways.split()]

@@ -17,7 +17,6 @@
 #include <fmt/format.h>
 
 #include <string_view>
-#include <thread>
 
 namespace cohort {
 namespace comm {
@@ -68,8 +67,8 @@ void finish_impl(Communicator::Impl& impl, const CommunicatorSetup& setup, std::
   impl.executor =
       std::make_unique<Executor>(*impl.transport, impl.arenas.get(), impl.host_groups.get(),
                                  impl.rank, impl.size, impl.id, tag_id, impl.job_id);
-  const transport::WaitPolicy policy = transport::choose_wait_policy(
-      impl.host_ranks, std::thread::hardware_concurrency(), tunables().spin);
+  const transport::WaitPolicy policy =
+      transport::choose_wait_policy(impl.host_ranks, impl.transport->host_cpus(), tunables().spin);
   impl.executor->set_wait_spin(policy.yield_while_spinning ? std::chrono::microseconds(0)
                                                            : policy.spin);
   COHORT_LOG_DEBUG("communicator {}: rank {} of {} over {} (tag id {})", impl.id, impl.rank,

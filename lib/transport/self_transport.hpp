@@ -6,13 +6,16 @@
 // partner, so waiting on an unmatched request can never succeed: wait() says so at once
 // (Error(Timeout)) instead of sleeping until the deadline.
 
+#include "transport/cpu_set.hpp"
 #include "transport/interruption.hpp"
 #include "transport/request_table.hpp"
 #include "transport/transport.hpp"
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace cohort::transport {
 
@@ -32,6 +35,7 @@ class SelfTransport final : public Transport {
     interruption_.set_side_work(side_work);
   }
   std::string description() const override { return "self (in-process, world of one)"; }
+  unsigned host_cpus() const noexcept override { return host_cpus_; }
   /// Another world of one (with its own queue: nothing is shared, so no tag id is needed).
   std::unique_ptr<Transport> derive(std::span<const int> members, int rank,
                                     TagIdClaim tag) override;
@@ -58,6 +62,8 @@ class SelfTransport final : public Transport {
   RequestTable<Entry> requests_;
   std::uint64_t next_order_ = 0;
   Interruption interruption_;
+  unsigned host_cpus_ =
+      cpus_in_union(std::array{affinity_cpus()}, std::thread::hardware_concurrency());
 };
 
 }  // namespace cohort::transport

@@ -301,7 +301,7 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
     COHORT_LOG_DEBUG("shared arena: some rank cannot read its peers' memory; no single copy");
 
   const WaitPolicy policy =
-      choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables().spin);
+      choose_wait_policy(local_world_size, transport.host_cpus(), tunables().spin);
   const std::size_t bytes = mapping.bytes;
   void* base = mapping.release();
   return std::unique_ptr<SharedArena>(

@@ -79,6 +79,9 @@ class Transport {
   virtual void wake_waiters() noexcept {}
   /// Short description for logs ("ucx posix,self").
   virtual std::string description() const = 0;
+  /// Hardware threads the ranks of this host in the transport's world may run on (the union of
+  /// their affinity masks, cpu_set.hpp), for the wait policy of whatever waits on this host.
+  virtual unsigned host_cpus() const noexcept = 0;
 
   /// A transport over a subset of this one's ranks, sharing its connections: `members` are this
   /// transport's ranks in the new one's rank order, `rank` this process's place among them.

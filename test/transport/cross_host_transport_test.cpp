@@ -21,8 +21,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+
 #include <cstdint>
 #include <cstdio>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -109,6 +112,44 @@ TEST_CASE("across hosts over TCP, messages leave before their receive exists (ea
             expect(in[i] == pattern(0, env.rank, i),
                    "byte " + std::to_string(i) + " of the eager message");
         }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+TEST_CASE("a host's CPUs are the union of its own ranks' affinity masks only",
+          "[transport][multiproc][cross-host]") {
+  // Rank r is bound to the r-th CPU of the job's (in turn): a host counts the distinct CPUs of
+  // the ranks on it, not those of ranks on the other host.
+  const std::vector<int> layout =
+      GENERATE(std::vector<int>{0, 1}, std::vector<int>{0, 0, 1}, std::vector<int>{0, 1, 1, 0, 0});
+  CAPTURE(layout);
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  REQUIRE(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &allowed)) cpus.push_back(c);
+  const auto cpu_of = [&cpus](int rank) {
+    return cpus[static_cast<std::size_t>(rank) % cpus.size()];
+  };
+  REQUIRE_NOTHROW(cohort::launch(
+      static_cast<int>(layout.size()),
+      [&](const cohort::Environment& env) {
+        const int host = layout[static_cast<std::size_t>(env.rank)];
+        cohort::test::become_simulated_host(host);
+        cpu_set_t mine;
+        CPU_ZERO(&mine);
+        CPU_SET(cpu_of(env.rank), &mine);
+        expect(sched_setaffinity(0, sizeof mine, &mine) == 0, "sched_setaffinity");
+        std::set<int> host_cpus;
+        for (int r = 0; r < env.world_size; ++r)
+          if (layout[static_cast<std::size_t>(r)] == host) host_cpus.insert(cpu_of(r));
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        expect(t->host_cpus() == host_cpus.size(), "host_cpus " + std::to_string(t->host_cpus()) +
+                                                       ", expected " +
+                                                       std::to_string(host_cpus.size()));
         barrier(*store, "done", env.rank, env.world_size);
       },
       bounded()));

@@ -18,8 +18,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -320,6 +322,50 @@ TEST_CASE("a world on one host leaves UCX's rendezvous threshold alone", "[trans
         auto t = connect(*store, env);
         expect(t->description().find("rndv_thresh") == std::string::npos,
                "nothing set on one host: " + t->description());
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+/// The CPUs this process may run on, read with the kernel's own macros (not cpu_set.hpp's).
+std::vector<int> allowed_cpus() {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) != 0) return {};
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &mask)) cpus.push_back(c);
+  return cpus;
+}
+
+void bind_to(int cpu) {
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  CPU_SET(cpu, &mask);
+  expect(sched_setaffinity(0, sizeof mask, &mask) == 0, "sched_setaffinity");
+}
+
+TEST_CASE("a host's CPUs are the union of its ranks' affinity masks", "[transport][multiproc]") {
+  // What the wait policy counts: ranks confined together to one CPU must know they share it,
+  // and ranks bound each to a CPU of its own must not think they share one.
+  const int world_size = GENERATE(1, 2, 3, 4, 5);
+  const int layout = GENERATE(0, 1, 2);  // unbound; all on one CPU; CPUs in turn
+  CAPTURE(world_size, layout);
+  const std::vector<int> cpus = allowed_cpus();  // the ranks inherit this mask
+  REQUIRE_FALSE(cpus.empty());
+  const int available = static_cast<int>(cpus.size());
+  const unsigned expected = static_cast<unsigned>(layout == 0   ? available
+                                                  : layout == 1 ? 1
+                                                                : std::min(world_size, available));
+  REQUIRE_NOTHROW(cohort::launch(
+      world_size,
+      [&](const cohort::Environment& env) {
+        if (layout == 1) bind_to(cpus.front());
+        if (layout == 2) bind_to(cpus[static_cast<std::size_t>(env.rank % available)]);
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        expect(t->host_cpus() == expected, "host_cpus " + std::to_string(t->host_cpus()) +
+                                               ", expected " + std::to_string(expected));
         barrier(*store, "done", env.rank, env.world_size);
       },
       bounded()));

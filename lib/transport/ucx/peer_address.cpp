@@ -9,7 +9,7 @@
 namespace cohort::transport::ucx {
 namespace {
 
-constexpr std::uint32_t kMagic = 0x43485543;  // "CHUC": cohort UCX address, version 3
+constexpr std::uint32_t kMagic = 0x43485544;  // cohort UCX address, version 4 (CPU sets)
 
 void put_u32(std::vector<std::uint8_t>& out, std::uint32_t value) {
   for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(value >> (8 * i)));
@@ -35,6 +35,8 @@ std::vector<std::uint8_t> encode_peer_address(const PeerAddress& address) {
   put_u32(out, static_cast<std::uint32_t>(address.fastbox_fd));
   put_u64(out, address.probe_at);
   put_u64(out, address.probe);
+  put_u32(out, static_cast<std::uint32_t>(address.cpus.size()));
+  for (const std::uint64_t word : address.cpus) put_u64(out, word);
   put_u32(out, static_cast<std::uint32_t>(address.host_identity.size()));
   out.insert(out.end(), address.host_identity.begin(), address.host_identity.end());
   put_u32(out, static_cast<std::uint32_t>(address.worker_address.size()));
@@ -64,6 +66,10 @@ PeerAddress decode_peer_address(const std::vector<std::uint8_t>& bytes, int rank
   };
   address.probe_at = read_u64();
   address.probe = read_u64();
+  const std::uint32_t cpu_words = read_u32();
+  if ((bytes.size() - at) / 8 < cpu_words) throw bad("truncated CPU set");
+  address.cpus.resize(cpu_words);
+  for (std::uint64_t& word : address.cpus) word = read_u64();
   const std::uint32_t identity_size = read_u32();
   if (bytes.size() - at < identity_size) throw bad("truncated host identity");
   address.host_identity.assign(bytes.begin() + static_cast<std::ptrdiff_t>(at),

@@ -4,6 +4,8 @@
 // identity of its host and its pid, so same-host peers can be told apart from remote ones and
 // watched for death without UCX's peer-failure handling (which would rule out shared memory).
 
+#include "transport/cpu_set.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,6 +23,8 @@ struct PeerAddress {
   /// `pid` may copy large messages straight out of its memory (transport/process_memory.hpp).
   std::uint64_t probe_at = 0;
   std::uint64_t probe = 0;
+  /// The CPUs it may run on (affinity_cpus(); empty: unknown), for its host's wait policy.
+  CpuSet cpus;
 };
 
 std::vector<std::uint8_t> encode_peer_address(const PeerAddress& address);

@@ -6,6 +6,7 @@
 
 #include "core/coarse_clock.hpp"
 #include "core/log.hpp"
+#include "transport/cpu_set.hpp"
 #include "transport/host_identity.hpp"
 #include "transport/host_span.hpp"
 #include "transport/process_memory.hpp"
@@ -60,8 +61,6 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
           ranks_span_hosts(store, key_prefix, local_host_identity(), size, connect_timeout) &&
           !ucx_has_rdma())),
       probe_(random_probe()) {
-  policy_ =
-      choose_wait_policy(local_world_size, std::thread::hardware_concurrency(), tunables().spin);
   const std::string identity = local_host_identity();
   // The inbox's descriptor is published before anyone knows how many same-host ranks it serves;
   // it is sized below, before the handshake, so a peer maps it only once it is complete.
@@ -73,7 +72,9 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
   } inbox_fd;
   store.set(address_key(key_prefix, rank),
             encode_peer_address({static_cast<std::uint32_t>(getpid()), identity, worker_.address(),
-                                 inbox_fd.fd, reinterpret_cast<std::uintptr_t>(&probe_), probe_}));
+                                 inbox_fd.fd, reinterpret_cast<std::uintptr_t>(&probe_), probe_,
+                                 affinity_cpus()}));
+  std::vector<CpuSet> host_cpu_sets;
 
   peers_.reserve(static_cast<std::size_t>(size));
   for (int p = 0; p < size; ++p) {
@@ -83,6 +84,7 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     const PeerAddress address =
         decode_peer_address(store.get(address_key(key_prefix, p), connect_timeout), p);
     peer.same_host = address.host_identity == identity;
+    if (peer.same_host) host_cpu_sets.push_back(address.cpus);
     const bool ucx_handles_failure = !peer.same_host || err_handling_ == PeerErrorHandling::Peer;
     if (peer.same_host && p != rank) peer.watch = ProcessWatch(static_cast<pid_t>(address.pid));
     peer.endpoint = UcxEndpoint(worker_, address.worker_address,
@@ -93,6 +95,8 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     peer.readable = peer.same_host && p != rank && tunables().single_copy &&
                     check_probe(peer.pid, address.probe_at, address.probe) == 0;
   }
+  host_cpus_ = cpus_in_union(host_cpu_sets, std::thread::hardware_concurrency());
+  policy_ = choose_wait_policy(local_world_size, host_cpus_, tunables().spin);
   int local_ranks = 0;
   for (auto& peer : peers_)
     if (peer->same_host) peer->local_index = local_ranks++;
@@ -120,8 +124,9 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
       COHORT_LOG_WARN("could not erase the world's host-span keys from the store: {}", e.what());
     }
   }
-  COHORT_LOG_DEBUG("{}: rank {} of {} connected (spin {} us{})", description(), rank, size,
-                   policy_.spin.count(), policy_.yield_while_spinning ? ", yielding" : "");
+  COHORT_LOG_DEBUG("{}: rank {} of {} connected ({} CPUs for {} ranks on this host; spin {} us{})",
+                   description(), rank, size, host_cpus_, local_world_size, policy_.spin.count(),
+                   policy_.yield_while_spinning ? ", yielding" : "");
 }
 
 UcxHub::~UcxHub() {

@@ -155,6 +155,9 @@ class UcxHub {
   /// claim now. Call after cancel_owned for its requests. Never throws.
   void forget_tag_id(std::uint32_t id) noexcept;
   std::string description() const;
+  /// Hardware threads this host's ranks of the world may run on (cpu_set.hpp): the union of
+  /// their affinity masks, exchanged with the addresses.
+  unsigned host_cpus() const noexcept { return host_cpus_; }
 
  private:
   /// A message taken from a peer's ring before a receive for it was posted.
@@ -570,6 +573,7 @@ class UcxHub {
 
   const int rank_;
   const int size_;
+  unsigned host_cpus_ = 1;
   WaitPolicy policy_;
   PeerErrorHandling err_handling_;
   std::shared_ptr<TagIdPool> tag_ids_;

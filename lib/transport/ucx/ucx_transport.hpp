@@ -39,6 +39,7 @@ class UcxTransport final : public Transport {
   }
   void wake_waiters() noexcept override { hub_->wake_sleepers(); }
   std::string description() const override;
+  unsigned host_cpus() const noexcept override { return hub_->host_cpus(); }
   std::unique_ptr<Transport> derive(std::span<const int> members, int rank,
                                     TagIdClaim tag) override;
   std::shared_ptr<TagIdPool> tag_ids() const override { return hub_->tag_ids(); }
