@@ -3,6 +3,7 @@
 #include <cohort/error.hpp>
 
 #include "algorithms/dispatch.hpp"
+#include "core/mappable_memory.hpp"
 #include "transport/host_identity.hpp"
 
 #include <fmt/format.h>
@@ -11,6 +12,7 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <utility>
 #include <vector>
 
 namespace cohort::algorithms {
@@ -118,6 +120,21 @@ OpContext HostGroups::leaders(const OpContext& ctx) const {
     throw Error(ErrorCode::Internal, "HostGroups::leaders on a rank that leads no host");
   return OpContext{*leaders_,    host_index_, hosts_,   ctx.tag_id, ctx.seq,
                    ctx.deadline, ctx.scratch, ctx.what, nullptr};
+}
+
+std::byte* HostGroups::mappable_staging(std::size_t bytes) noexcept {
+  if (mappable_.base != nullptr && mappable_.bytes >= bytes)
+    return static_cast<std::byte*>(mappable_.base);
+  free_mappable(std::exchange(mappable_.base, nullptr));
+  mappable_.bytes = 0;
+  std::size_t rounded = 0;
+  mappable_.base = allocate_mappable(bytes, &rounded);
+  if (mappable_.base != nullptr) mappable_.bytes = rounded;
+  return static_cast<std::byte*>(mappable_.base);
+}
+
+HostGroups::MappableBlock::~MappableBlock() {
+  free_mappable(base);
 }
 
 void HostGroups::interrupt(const std::string& reason) noexcept {

@@ -61,6 +61,10 @@ class HostGroups {
   /// Buffers a hierarchical algorithm keeps across its phases (the phases' own algorithms use
   /// the op's scratch, and their normalisation staging(), so neither may hold them).
   ScratchPool& buffers() noexcept { return buffers_; }
+  /// At least `bytes` of mappable memory (core/mappable_memory.hpp), kept across ops and grown
+  /// as needed, which the host's other ranks map and write (the pipelined allreduce's staging,
+  /// engines/host_pipeline.hpp). Null when the kernel refuses it. Contents unspecified.
+  std::byte* mappable_staging(std::size_t bytes) noexcept;
 
   /// Communicator::abort(): waits in the groups' views and arena (now or later) throw.
   void interrupt(const std::string& reason) noexcept;
@@ -91,6 +95,15 @@ class HostGroups {
   std::unique_ptr<transport::LazyArena> local_arenas_;
   ScratchPool staging_;
   ScratchPool buffers_;
+  /// mappable_staging()'s allocation (free_mappable on destruction).
+  struct MappableBlock {
+    void* base = nullptr;
+    std::size_t bytes = 0;
+    MappableBlock() = default;
+    MappableBlock(const MappableBlock&) = delete;
+    MappableBlock& operator=(const MappableBlock&) = delete;
+    ~MappableBlock();
+  } mappable_;
   /// Guards the pointers above against interrupt() from another thread while set_up() makes
   /// them, and the reason once raised (views made later are interrupted at once).
   mutable std::mutex mutex_;

@@ -9,6 +9,8 @@
 
 #include "rank_checks.hpp"
 
+#include "algorithms/engines/host_pipeline.hpp"
+
 #include "catch_session.hpp"
 
 #include <catch2/catch.hpp>
@@ -17,6 +19,7 @@
 #include "support/simulated_hosts.hpp"
 #include "support/temp_dir.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -225,6 +228,60 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
       "auto reduce_scatter");
 }
 
+/// Hierarchical allreduces cut into many chunks (a testing chunk size, not a multiple of any
+/// dtype's size, so the chunks hold 1025, 512 or 1 elements and the vectors' last ones are
+/// shorter): on the pipelined schedule (engines/host_pipeline.hpp) where single copy is allowed,
+/// the phases one chunk after another where it is not. Counts below, at, just above and far
+/// above one chunk (more chunks than the leader's staging holds).
+void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_copy) {
+  const int host = host_of_rank[static_cast<std::size_t>(env.rank)];
+  cohort::test::become_simulated_host(host);
+  if (!single_copy) ::setenv("COHORT_SINGLE_COPY", "off", 1);
+  algorithms::testing::set_hierarchical_chunk_bytes(4100);
+  auto comm = world(env);
+  const int rank = comm->rank();
+  const int n = comm->size();
+  const bool host_has_helpers = std::count(host_of_rank.begin(), host_of_rank.end(), host) > 1;
+  CollectiveOptions forced;
+  forced.algorithm = Algorithm::Hierarchical;
+  const std::uint64_t helped_before = algorithms::testing::helped_allreduces();
+  std::uint64_t expected_helped = 0;
+  for (DType dtype : {DType::Float32, DType::Int64, DType::Int8}) {
+    const std::size_t chunk = std::max<std::size_t>(4100 / dtype_size(dtype), 1);
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
+      for (std::size_t count : {std::size_t{1}, chunk, chunk + 1, 2 * chunk + 7, 9 * chunk + 3}) {
+        for (bool in_place : {false, true}) {
+          Buffer in = Buffer::allocate(count, dtype);
+          Buffer out = in_place ? in : Buffer::allocate(count, dtype);
+          for (std::size_t i = 0; i < count; ++i) set(in, i, 1 + double((rank + i) % 3));
+          if (in_place) {
+            comm->allreduce(in, op, forced);
+          } else {
+            comm->allreduce(in, out, op, forced);
+          }
+          expect_values(
+              out, 0, count,
+              [&](std::size_t i) {
+                double acc = 0;
+                for (int r = 0; r < n; ++r) {
+                  const double v = 1 + double((r + i) % 3);
+                  acc = op == ReduceOp::Sum ? acc + v : std::max(acc, v);
+                }
+                return acc;
+              },
+              std::string("chunked hierarchical allreduce of ") + std::string(dtype_name(dtype)) +
+                  " x " + std::to_string(count) + (in_place ? ", in place" : ""));
+          if (single_copy && host_has_helpers && count > chunk) ++expected_helped;
+        }
+      }
+    }
+  }
+  const std::uint64_t helped = algorithms::testing::helped_allreduces() - helped_before;
+  RANK_CHECK(helped == expected_helped, "ran " << helped
+                                               << " allreduces on the pipelined schedule, expected "
+                                               << expected_helped);
+}
+
 /// Rank 0 starts a hierarchical allreduce_async, then receives 2 MiB (a send that waits for its
 /// receive) from the last rank, which joins the allreduce only after its send ended. The
 /// receive must be posted from inside the allreduce's waits in the host groups' views and
@@ -272,6 +329,20 @@ TEST_CASE("a receive behind a hierarchical allreduce_async is posted from inside
         static_cast<int>(layout.size()),
         [&](const Environment& env) { receive_behind_hierarchical_allreduce(env, layout); },
         std::chrono::seconds(120)));
+  }
+}
+
+TEST_CASE("chunked hierarchical allreduces, pipelined and not, over 2 simulated hosts",
+          "[hierarchical]") {
+  for (const bool single_copy : {true, false}) {
+    for (const std::vector<int>& layout : std::vector<std::vector<int>>{
+             {0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 1, 0, 1}, {0, 0, 1}}) {
+      CAPTURE(single_copy, layout);
+      REQUIRE_NOTHROW(run_ranks(
+          static_cast<int>(layout.size()),
+          [&](const Environment& env) { chunked(env, layout, single_copy); },
+          std::chrono::seconds(240)));
+    }
   }
 }
 

@@ -71,6 +71,7 @@ inline double get(const Buffer& b, std::size_t i) {
     case DType::Float64: return b.data_as<double>()[i];
     case DType::Int32: return b.data_as<std::int32_t>()[i];
     case DType::Int64: return static_cast<double>(b.data_as<std::int64_t>()[i]);
+    case DType::Int8: return b.data_as<std::int8_t>()[i];
     default: throw std::runtime_error("test helper: unsupported dtype");
   }
 }
@@ -81,6 +82,7 @@ inline void set(const Buffer& b, std::size_t i, double v) {
     case DType::Float64: b.data_as<double>()[i] = v; return;
     case DType::Int32: b.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(v); return;
     case DType::Int64: b.data_as<std::int64_t>()[i] = static_cast<std::int64_t>(v); return;
+    case DType::Int8: b.data_as<std::int8_t>()[i] = static_cast<std::int8_t>(v); return;
     default: throw std::runtime_error("test helper: unsupported dtype");
   }
 }

@@ -5,9 +5,16 @@
 // communicator (host_groups.hpp), chosen by the same selection table: shared-memory reduce and
 // broadcast inside a host, ring / Rabenseifner / recursive doubling between hosts.
 //
+// Above one chunk (kChunkBytes below), the vector is cut into chunks that go through the
+// phases one after another, and on a host whose arena has single copy the phases of different
+// chunks overlap: the host's other ranks fold chunk c + 1 and copy chunk c - 1's result out while
+// the leader moves chunk c between hosts (engines/host_pipeline.hpp). Every host cuts the same
+// chunks, so the leaders run the same allreduces whichever schedule their hosts run.
+//
 // Cost, h hosts of k ranks, m bytes: the network carries what an allreduce of h ranks carries
 // (2(h - 1)/h * m per leader for large m) instead of one of h * k ranks, and a host's other
-// ranks add two arena passes (memory bandwidth, far above a network link's). It gives up on the
+// ranks add two arena passes (memory bandwidth, far above a network link's), which pipelining
+// hides under the link's time. It gives up on the
 // bandwidth of the leaders' peers inside a host (NCCL's variant has every local rank drive its
 // own slice across hosts), which only matters when one rank cannot fill the link.
 //
@@ -17,33 +24,69 @@
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/dispatch.hpp"
+#include "algorithms/engines/host_pipeline.hpp"
 #include "algorithms/host_groups.hpp"
+
+#include <algorithm>
+#include <atomic>
 
 namespace cohort::algorithms {
 
 namespace {
+
+/// Bytes per chunk. Measured on a 4 Gbit/s link (2 hosts x 2 ranks, bench/PERFORMANCE-LOG.md,
+/// "Hierarchical allreduce, pipelined"): with 1 MiB chunks the pipelined allreduce took the time
+/// of one rank per host's at 1-256 MiB; chunks of a sixteenth of the vector up to 8 MiB took
+/// 1.14-1.19x that at 64 and 256 MiB, where the leaders' allreduce of each 4-8 MiB chunk ran
+/// slower than of four or eight 1 MiB ones. Not measured on faster links, where the per-chunk
+/// latency (two small messages in the host and the leaders' allreduce's start) weighs more.
+constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
+
+std::atomic<std::size_t> forced_chunk_bytes{0};
+
+/// Elements per chunk: the same on every rank, which all cut the same chunks.
+std::size_t chunk_elements(DType dtype) {
+  const std::size_t es = dtype_size(dtype);
+  const std::size_t forced = forced_chunk_bytes.load(std::memory_order_relaxed);
+  return std::max<std::size_t>((forced != 0 ? forced : kChunkBytes) / es, 1);
+}
 
 bool accepts(const OpContext& ctx, const AllreduceArgs& args) {
   if (args.op == ReduceOp::Avg || ctx.size < 3 || ctx.host_groups == nullptr) return false;
   return ctx.host_groups->get(ctx) != nullptr;
 }
 
-void run(const OpContext& ctx, const AllreduceArgs& args) {
-  HostGroups& groups = *ctx.host_groups->get(ctx);
-  const OpContext local = groups.local(ctx);
+/// The three phases, one after the other, for elements [offset, offset + count).
+void run_phases(const OpContext& ctx, HostGroups& groups, const AllreduceArgs& args,
+                std::size_t offset, std::size_t count) {
+  const std::size_t at = offset * dtype_size(args.dtype);
+  const auto* in = static_cast<const std::byte*>(args.in) + at;
+  auto* out = static_cast<std::byte*>(args.out) + at;
   ScratchPool& staging = groups.staging();
   // 1. Reduce into the leader's output (a host of one just copies).
-  run_collective(local, staging,
-                 ReduceArgs{args.in, groups.is_leader() ? args.out : nullptr, args.count,
-                            args.dtype, args.op, 0},
+  run_collective(groups.local(ctx), staging,
+                 ReduceArgs{in, groups.is_leader() ? out : nullptr, count, args.dtype, args.op, 0},
                  Algorithm::Auto);
   // 2. The leaders combine their hosts' results.
   if (groups.is_leader())
     run_collective(groups.leaders(ctx), staging,
-                   AllreduceArgs{args.out, args.out, args.count, args.dtype, args.op},
-                   Algorithm::Auto);
+                   AllreduceArgs{out, out, count, args.dtype, args.op}, Algorithm::Auto);
   // 3. Every rank of a host gets its leader's result.
-  broadcast_from_leader(ctx, groups, args.out, args.count, args.dtype);
+  broadcast_from_leader(ctx, groups, out, count, args.dtype);
+}
+
+void run(const OpContext& ctx, const AllreduceArgs& args) {
+  HostGroups& groups = *ctx.host_groups->get(ctx);
+  const std::size_t chunk = chunk_elements(args.dtype);
+  if (args.count > chunk && groups.local_size() > 1) {
+    // Every rank of a host reads the same arena's answer, so the host agrees on the schedule.
+    const transport::SharedArena* arena = groups.local(ctx).arena();
+    if (arena != nullptr && arena->single_copy() &&
+        allreduce_through_helpers(ctx, groups, args, chunk))
+      return;
+  }
+  for (std::size_t offset = 0; offset < args.count; offset += chunk)
+    run_phases(ctx, groups, args, offset, std::min(chunk, args.count - offset));
 }
 
 }  // namespace
@@ -51,5 +94,11 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
 extern const AlgorithmDescriptor allreduce_hierarchical = describe<run, accepts>(
     Algorithm::Hierarchical,
     "reduce inside each host through its arena, allreduce across hosts, broadcast back");
+
+namespace testing {
+void set_hierarchical_chunk_bytes(std::size_t bytes) noexcept {
+  forced_chunk_bytes.store(bytes, std::memory_order_relaxed);
+}
+}  // namespace testing
 
 }  // namespace cohort::algorithms

@@ -160,6 +160,17 @@ bool SingleCopyOp::all_mappable(std::size_t entries) {
   return all;
 }
 
+bool SingleCopyOp::entry_mappable(int r, std::size_t entry, std::size_t entry_bytes) {
+  arena_.wait_for(r, Flag::Arrived, exposure_, ctx_.deadline, ctx_.what);
+  const std::byte* slot = arena_.data(r, exposure_);
+  Header header{};
+  std::memcpy(&header, slot, sizeof header);
+  if (entry >= header.entries || entry_bytes == 0) return false;
+  Entry e{};
+  std::memcpy(&e, slot + sizeof(Header) + entry * sizeof(Entry), sizeof e);
+  return e.inode != 0 && e.bytes == entry_bytes;
+}
+
 std::byte* SingleCopyOp::mapped(int r, std::size_t entry, std::size_t entry_bytes) {
   Entry found{};
   if (!find_entry(r, entry, entry_bytes, &found) || entry_bytes == 0) return nullptr;

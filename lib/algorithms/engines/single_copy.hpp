@@ -92,6 +92,10 @@ class SingleCopyOp {
   /// a scheme by it. Waits for every rank's table (returns early only at one with too few
   /// entries).
   bool all_mappable(std::size_t entries);
+  /// Whether entry `entry` of rank r's table holds `entry_bytes` (> 0) in mappable memory, so
+  /// that mapped() may give it; waits for r's table. Every rank that asks gets the same answer.
+  /// A length other than `entry_bytes` is an answer here, not a disagreement.
+  bool entry_mappable(int r, std::size_t entry, std::size_t entry_bytes);
   /// Entry `entry` of rank r's table as an address in this process, for reading and writing in
   /// place: rank r's mappable memory mapped here (transport/peer_mappings.hpp), or this rank's
   /// own block. Only where all_mappable() said so. Null for an empty entry, or when the entry's

@@ -1,0 +1,152 @@
+#include "algorithms/engines/host_pipeline.hpp"
+
+#include <cohort/error.hpp>
+
+#include "algorithms/dispatch.hpp"
+#include "algorithms/engines/peer_fold.hpp"
+#include "algorithms/engines/single_copy.hpp"
+#include "patterns/block_partition.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace cohort::algorithms {
+namespace {
+
+std::atomic<std::uint64_t> helped_allreduce_count{0};
+
+/// The steps of the op's tag space the signals use: just below HostGroups' set-up, far from the
+/// steps of the leaders' allreduces (whose messages come from other hosts' leaders anyway).
+constexpr std::uint32_t kReadyStep = HostGroups::kFirstSetupStep - 1;
+constexpr std::uint32_t kDoneStep = HostGroups::kFirstSetupStep - 2;
+
+/// Table entries (SingleCopyOp): every rank's input; the leader's output and staging.
+constexpr std::size_t kInputEntry = 0;
+constexpr std::size_t kOutputEntry = 1;
+constexpr std::size_t kStagingEntry = 2;
+
+/// Sends chunk number `chunk` to `peer` and waits until the message left.
+void signal(const OpContext& local, int peer, std::uint32_t step, std::uint64_t chunk) {
+  const transport::Request sent =
+      local.transport.post_send(peer, &chunk, sizeof chunk, local.tag(step));
+  local.transport.wait(std::span<const transport::Request>(&sent, 1), local.deadline, local.what);
+}
+
+/// Waits for the signal of chunk `chunk` from each of `peers`; signals come in chunk order.
+void await(const OpContext& local, std::span<const int> peers, std::uint32_t step,
+           std::uint64_t chunk) {
+  std::vector<std::uint64_t> got(peers.size(), ~std::uint64_t{0});
+  std::vector<transport::Request> requests;
+  requests.reserve(peers.size());
+  for (std::size_t i = 0; i < peers.size(); ++i)
+    requests.push_back(
+        local.transport.post_recv(peers[i], &got[i], sizeof got[i], local.tag(step)));
+  local.transport.wait(requests, local.deadline, local.what);
+  for (std::size_t i = 0; i < peers.size(); ++i)
+    if (got[i] != chunk)
+      throw Error(ErrorCode::Internal, "local rank " + std::to_string(peers[i]) +
+                                           " signalled chunk " + std::to_string(got[i]) +
+                                           " where " + std::to_string(chunk) + " was due");
+}
+
+struct Chunk {
+  std::size_t offset;  ///< elements
+  std::size_t count;
+};
+
+Chunk chunk_at(std::size_t c, std::size_t chunk_elems, std::size_t count) {
+  const std::size_t offset = c * chunk_elems;
+  return {offset, std::min(chunk_elems, count - offset)};
+}
+
+void lead(const OpContext& ctx, const OpContext& local, HostGroups& groups,
+          const AllreduceArgs& args, std::size_t chunk_elems, std::size_t chunks,
+          std::byte* staging) {
+  const std::size_t es = dtype_size(args.dtype);
+  const OpContext leaders = groups.leaders(ctx);
+  std::vector<int> helpers;
+  for (int r = 1; r < local.size; ++r) helpers.push_back(r);
+  auto* out = static_cast<std::byte*>(args.out);
+  for (std::size_t c = 0; c < chunks; ++c) {
+    const Chunk chunk = chunk_at(c, chunk_elems, args.count);
+    await(local, helpers, kReadyStep, c);
+    run_collective(leaders, groups.staging(),
+                   AllreduceArgs{staging + (c % kStagingSlots) * chunk_elems * es,
+                                 out + chunk.offset * es, chunk.count, args.dtype, args.op},
+                   Algorithm::Auto);
+    for (int h : helpers) signal(local, h, kDoneStep, c);
+  }
+}
+
+void help(const OpContext& local, SingleCopyOp& op, const AllreduceArgs& args,
+          std::size_t chunk_elems, std::size_t chunks, std::byte* staging) {
+  const std::size_t es = dtype_size(args.dtype);
+  const std::size_t bytes = args.count * es;
+  const auto* in = static_cast<const std::byte*>(args.in);
+  auto* out = static_cast<std::byte*>(args.out);
+  const int leader[1] = {0};
+  const auto take_result = [&](std::size_t c) {
+    await(local, leader, kDoneStep, c);
+    const Chunk chunk = chunk_at(c, chunk_elems, args.count);
+    op.read_part(0, kOutputEntry, bytes, chunk.offset * es, out + chunk.offset * es,
+                 chunk.count * es);
+  };
+  const auto helpers = static_cast<std::size_t>(local.size - 1);
+  const auto me = static_cast<std::size_t>(local.rank - 1);
+  for (std::size_t c = 0; c < chunks; ++c) {
+    if (c >= kStagingSlots) take_result(c - kStagingSlots);
+    const Chunk chunk = chunk_at(c, chunk_elems, args.count);
+    const patterns::BlockRange slice = patterns::balanced_block(chunk.count, helpers, me);
+    const std::size_t at = (chunk.offset + slice.offset) * es;
+    fold_copied_from_peers(local, op, args.op, args.dtype,
+                           staging + ((c % kStagingSlots) * chunk_elems + slice.offset) * es,
+                           in + at, slice.count, bytes, at);
+    signal(local, 0, kReadyStep, c);
+  }
+  for (std::size_t c = chunks > kStagingSlots ? chunks - kStagingSlots : 0; c < chunks; ++c)
+    take_result(c);
+}
+
+}  // namespace
+
+bool allreduce_through_helpers(const OpContext& ctx, HostGroups& groups, const AllreduceArgs& args,
+                               std::size_t chunk_elems) {
+  const OpContext local = groups.local(ctx);
+  const std::size_t es = dtype_size(args.dtype);
+  const std::size_t bytes = args.count * es;
+  const std::size_t chunks = (args.count + chunk_elems - 1) / chunk_elems;
+  const std::size_t staging_bytes = kStagingSlots * chunk_elems * es;
+  std::byte* own_staging = groups.is_leader() ? groups.mappable_staging(staging_bytes) : nullptr;
+
+  SingleCopyOp op(local, *local.arena());
+  std::vector<ExposedBlock> blocks{{args.in, bytes}};
+  if (groups.is_leader()) {
+    blocks.push_back({args.out, bytes});
+    blocks.push_back({own_staging, own_staging != nullptr ? staging_bytes : 0});
+  }
+  op.expose(blocks);
+  // The leader's table says whether its staging is mappable: the same answer on the whole host.
+  if (!op.entry_mappable(0, kStagingEntry, staging_bytes)) {
+    op.release_after_all();
+    return false;
+  }
+  if (groups.is_leader()) {
+    lead(ctx, local, groups, args, chunk_elems, chunks, own_staging);
+  } else {
+    help(local, op, args, chunk_elems, chunks, op.mapped(0, kStagingEntry, staging_bytes));
+  }
+  op.release_after_all();
+  helped_allreduce_count.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+namespace testing {
+std::uint64_t helped_allreduces() noexcept {
+  return helped_allreduce_count.load(std::memory_order_relaxed);
+}
+}  // namespace testing
+
+}  // namespace cohort::algorithms

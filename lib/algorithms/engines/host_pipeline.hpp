@@ -1,0 +1,68 @@
+#pragma once
+
+// The pipelined schedule of the hierarchical allreduce (allreduce/hierarchical.cpp) on a host
+// with two or more ranks: the host's leader only moves data between hosts, and the host's other
+// ranks, its helpers, do all of the host's memory work, a chunk ahead of the leader and a chunk
+// behind it.
+//
+// Why: run one after the other, the reduce into the leader and the broadcast back add their time
+// to the link's (2 hosts x 2 ranks took 1.1-1.2x the time of 2 hosts x 1 rank at 4-256 MiB on a
+// 4 Gbit/s link, bench/PERFORMANCE-LOG.md, "Hierarchical allreduce, pipelined"). Cut into chunks,
+// the helpers fold chunk c + 1 and copy chunk c - 1's result out while the leaders move chunk c,
+// so all but the first fold and the last copy hide under the link's time; and the leader, whose
+// core also runs the host's share of the network stack, copies nothing.
+//
+// Per chunk c of `chunks` (staging slot c % kStagingSlots of the leader's):
+//   helper: once c >= kStagingSlots, waits for done(c - kStagingSlots) and copies that chunk's
+//     result out of the leader's output; folds its slice of chunk c (every local rank's input,
+//     in rank order, read by single copy) into the slot, which it maps; sends ready(c).
+//   leader: waits for ready(c) from every helper; allreduces the slot among the leaders into its
+//     output's chunk c; sends done(c).
+// Then every rank releases the op (SingleCopyOp::release_after_all): a rank returns only once
+// nobody reads its buffers any more. Ready and done are small messages in the host's group (not
+// arena flags, which every local rank would have to step through together); done(c) also tells a
+// helper that the leader is done with slot c % kStagingSlots.
+//
+// What may be written where: a helper writes only the leader's staging, which is mappable memory
+// (core/mappable_memory.hpp), so a helper still writing after its leader failed reaches pages
+// the leader no longer uses, never its heap; every other access is a read whose copy is checked
+// against its owner's failure flag (SingleCopyOp::read_part). Each rank's buffers are read only
+// where their owner does not write them at the time: the leader writes chunk c of its output
+// (its input too, in place) only after every helper's ready(c), that is after their last read of
+// chunk c of every input, and a helper writes its output's chunk c (its input too, in place) only
+// after done(c), after which nobody reads chunk c of any input.
+
+#include "algorithms/args.hpp"
+#include "algorithms/host_groups.hpp"
+#include "algorithms/op_context.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace cohort::algorithms {
+
+/// How many chunks a helper may fold ahead of the leader's network: the leader's staging holds
+/// this many chunks.
+inline constexpr std::size_t kStagingSlots = 2;
+
+/// Runs the schedule above on every rank of a host whose group has two or more ranks and whose
+/// arena has single copy, for `args` cut into chunks of `chunk_elems` elements (the last may be
+/// shorter), and returns true; or returns false on every rank of the host, having moved nothing,
+/// when the leader could not get mappable staging memory (the caller then runs the phases one
+/// after the other). Every rank of the host must call it with the same arguments and chunk; the
+/// leaders of the other hosts must run the same chunks' allreduces (whichever schedule their own
+/// host runs).
+bool allreduce_through_helpers(const OpContext& ctx, HostGroups& groups, const AllreduceArgs& args,
+                               std::size_t chunk_elems);
+
+namespace testing {
+/// Allreduces this process ran on the pipelined schedule (as leader or helper), for tests that
+/// must know it was taken.
+std::uint64_t helped_allreduces() noexcept;
+/// Cuts hierarchical allreduces into chunks of `bytes` (rounded down to whole elements, at least
+/// one) instead of the default sizes, so tests reach many chunks with small vectors; 0 restores
+/// the default. Every rank must set the same before the ops it affects.
+void set_hierarchical_chunk_bytes(std::size_t bytes) noexcept;
+}  // namespace testing
+
+}  // namespace cohort::algorithms
