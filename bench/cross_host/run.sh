@@ -23,7 +23,8 @@
 # Each host gets its own half of the CPUs this script may use (taskset), as real hosts have cores
 # of their own: left sharing all of them, a host's waiting ranks spin on the cores the other
 # host's ranks and its kernel need, believing they have a core each (two ranks per host on two
-# vCPUs: 1.3-1.8x the time at 1-64 MiB on 2026-11-29), which no pair of real hosts would see.
+# vCPUs: 1.2-2.3x the time of one per host at 1-256 MiB on 2026-11-29), which no pair of real
+# hosts would see.
 # -S leaves every process on every CPU.
 #
 # Usage: bench/cross_host/run.sh [-b BUILD] [-o OUT] [-n RANKS_PER_HOST] [-r RATE] [-S] [-- cohort-bench args]

@@ -90,12 +90,8 @@ class HostGroups {
   std::vector<std::vector<int>> members_;
   std::vector<int> host_of_rank_;
   std::vector<int> local_index_of_rank_;
-  std::unique_ptr<transport::Transport> local_;
-  std::unique_ptr<transport::Transport> leaders_;
-  std::unique_ptr<transport::LazyArena> local_arenas_;
-  ScratchPool staging_;
-  ScratchPool buffers_;
-  /// mappable_staging()'s allocation (free_mappable on destruction).
+  /// mappable_staging()'s allocation (free_mappable on destruction), declared
+  /// before the views so that it outlives their cancelling of requests that may point into it.
   struct MappableBlock {
     void* base = nullptr;
     std::size_t bytes = 0;
@@ -104,6 +100,11 @@ class HostGroups {
     MappableBlock& operator=(const MappableBlock&) = delete;
     ~MappableBlock();
   } mappable_;
+  std::unique_ptr<transport::Transport> local_;
+  std::unique_ptr<transport::Transport> leaders_;
+  std::unique_ptr<transport::LazyArena> local_arenas_;
+  ScratchPool staging_;
+  ScratchPool buffers_;
   /// Guards the pointers above against interrupt() from another thread while set_up() makes
   /// them, and the reason once raised (views made later are interrupted at once).
   mutable std::mutex mutex_;

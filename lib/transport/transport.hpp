@@ -79,8 +79,10 @@ class Transport {
   virtual void wake_waiters() noexcept {}
   /// Short description for logs ("ucx posix,self").
   virtual std::string description() const = 0;
-  /// Hardware threads the ranks of this host in the transport's world may run on (the union of
-  /// their affinity masks, cpu_set.hpp), for the wait policy of whatever waits on this host.
+  /// Hardware threads this host's ranks may run on (the union of their affinity masks as each
+  /// read its own when the connections were made, cpu_set.hpp), for the wait policy of whatever
+  /// waits on this host. A derived transport answers for the ranks of the one it came from
+  /// (a subset confined to fewer cores than the whole is not told apart).
   virtual unsigned host_cpus() const noexcept = 0;
 
   /// A transport over a subset of this one's ranks, sharing its connections: `members` are this

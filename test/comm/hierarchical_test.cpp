@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -228,11 +229,11 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
       "auto reduce_scatter");
 }
 
-/// Hierarchical allreduces cut into many chunks (a testing chunk size, not a multiple of any
-/// dtype's size, so the chunks hold 1025, 512 or 1 elements and the vectors' last ones are
-/// shorter): on the pipelined schedule (engines/host_pipeline.hpp) where single copy is allowed,
-/// the phases one chunk after another where it is not. Counts below, at, just above and far
-/// above one chunk (more chunks than the leader's staging holds).
+/// Hierarchical allreduces cut into many chunks (a testing chunk size of 4100 bytes: 1025
+/// float32, 512 int64 and 4100 int8 elements, and the vectors' last chunks shorter): on the
+/// pipelined schedule (engines/host_pipeline.hpp) where single copy is allowed, the phases one
+/// chunk after another where it is not. Counts below, at, just above and far above one chunk (more
+/// chunks than the leader's staging holds).
 void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_copy) {
   const int host = host_of_rank[static_cast<std::size_t>(env.rank)];
   cohort::test::become_simulated_host(host);
@@ -253,7 +254,10 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
         for (bool in_place : {false, true}) {
           Buffer in = Buffer::allocate(count, dtype);
           Buffer out = in_place ? in : Buffer::allocate(count, dtype);
-          for (std::size_t i = 0; i < count; ++i) set(in, i, 1 + double((rank + i) % 3));
+          // 1..11, different for every element and rank, so a chunk or slice out of place
+          // shows (sums stay within int8 for up to 11 ranks).
+          const auto value = [](int r, std::size_t i) { return 1 + double((r * 7 + i * 3) % 11); };
+          for (std::size_t i = 0; i < count; ++i) set(in, i, value(rank, i));
           if (in_place) {
             comm->allreduce(in, op, forced);
           } else {
@@ -264,7 +268,7 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
               [&](std::size_t i) {
                 double acc = 0;
                 for (int r = 0; r < n; ++r) {
-                  const double v = 1 + double((r + i) % 3);
+                  const double v = value(r, i);
                   acc = op == ReduceOp::Sum ? acc + v : std::max(acc, v);
                 }
                 return acc;
@@ -280,6 +284,61 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
   RANK_CHECK(helped == expected_helped, "ran " << helped
                                                << " allreduces on the pipelined schedule, expected "
                                                << expected_helped);
+}
+
+/// Which rank of the failing host the chunk hook fails (set in each rank before the op).
+int g_failing_local_rank = -1;
+
+void fail_at_chunk_three(int local_rank, std::size_t chunk) {
+  if (local_rank == g_failing_local_rank && chunk == 3)
+    throw std::runtime_error("injected failure of local rank " + std::to_string(local_rank));
+}
+
+/// One rank of host 0 (its leader, or a helper) fails at chunk 3 of a pipelined allreduce. Its
+/// host's other ranks must fail with RemoteError rather than meet their deadline (a Timeout); host
+/// 1's ranks, whose leader learns nothing of it until its own deadline, fail too.
+void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int failing) {
+  const int host = host_of_rank[static_cast<std::size_t>(env.rank)];
+  cohort::test::become_simulated_host(host);
+  algorithms::testing::set_hierarchical_chunk_bytes(4100);
+  auto comm = world(env);
+  CollectiveOptions options;
+  options.algorithm = Algorithm::Hierarchical;
+  options.timeout = std::chrono::seconds(5);
+  Buffer x = Buffer::allocate(9 * 1025 + 3, DType::Float32);
+  comm->allreduce(x, ReduceOp::Sum, options);  // sets the groups up, before the hook
+  RANK_CHECK(algorithms::testing::helped_allreduces() == 1, "the pipelined schedule did not run");
+  int local_rank = 0;
+  for (int r = 0; r < env.rank; ++r)
+    local_rank += host_of_rank[static_cast<std::size_t>(r)] == host;
+  g_failing_local_rank = host == 0 ? failing : -1;
+  algorithms::testing::set_pipeline_chunk_hook(&fail_at_chunk_three);
+  std::string error;
+  ErrorCode code = ErrorCode::Internal;
+  try {
+    comm->allreduce(x, ReduceOp::Sum, options);
+  } catch (const Error& e) {
+    error = e.what();
+    code = e.code();
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  algorithms::testing::set_pipeline_chunk_hook(nullptr);
+  // Nobody leaves (which its peers would see as a process gone) before everyone has returned:
+  // the host's ranks must learn of the failure from the op itself.
+  auto store = connect_store(env);
+  const std::string prefix = "test/failing_pipeline/" + std::to_string(failing) + "/";
+  store->set_string(prefix + std::to_string(env.rank), "returned");
+  std::vector<std::string> everyone;
+  for (int r = 0; r < env.world_size; ++r) everyone.push_back(prefix + std::to_string(r));
+  store->wait(everyone, std::chrono::seconds(60));
+  RANK_CHECK(!error.empty(), "the allreduce returned normally");
+  if (host == 0 && local_rank == failing) {
+    RANK_CHECK(error.find("injected failure") != std::string::npos, "failed with: " << error);
+  } else if (host == 0) {
+    // From its signal ("failed in this op") or its arena flags, whichever this rank meets first.
+    RANK_CHECK(code == ErrorCode::RemoteError, "failed with: " << error);
+  }
 }
 
 /// Rank 0 starts a hierarchical allreduce_async, then receives 2 MiB (a send that waits for its
@@ -343,6 +402,17 @@ TEST_CASE("chunked hierarchical allreduces, pipelined and not, over 2 simulated 
           [&](const Environment& env) { chunked(env, layout, single_copy); },
           std::chrono::seconds(240)));
     }
+  }
+}
+
+TEST_CASE("a rank failing mid-pipeline fails its host's ranks at once", "[hierarchical]") {
+  const std::vector<int> layout{0, 0, 0, 1, 1};
+  for (const int failing : {0, 1}) {  // host 0's leader; one of its two helpers
+    CAPTURE(failing);
+    REQUIRE_NOTHROW(run_ranks(
+        static_cast<int>(layout.size()),
+        [&](const Environment& env) { failing_pipeline(env, layout, failing); },
+        std::chrono::seconds(120)));
   }
 }
 

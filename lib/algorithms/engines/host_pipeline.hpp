@@ -19,9 +19,13 @@
 //   leader: waits for ready(c) from every helper; allreduces the slot among the leaders into its
 //     output's chunk c; sends done(c).
 // Then every rank releases the op (SingleCopyOp::release_after_all): a rank returns only once
-// nobody reads its buffers any more. Ready and done are small messages in the host's group (not
-// arena flags, which every local rank would have to step through together); done(c) also tells a
-// helper that the leader is done with slot c % kStagingSlots.
+// nobody reads its buffers any more. A rank whose part fails marks its arena flags (the
+// SingleCopyOp does, and every copy and wait checks them) and sends its leader, or a leader its
+// helpers, "abandoned" in place of the next signal, so the host's ranks fail at once rather than
+// at their deadline (the other hosts' leaders meet theirs, or the failure itself). Ready and done
+// are small messages in the host's group (not arena flags, which every local rank would have to
+// step through together); done(c) also tells a helper that the leader is done with slot c %
+// kStagingSlots.
 //
 // What may be written where: a helper writes only the leader's staging, which is mappable memory
 // (core/mappable_memory.hpp), so a helper still writing after its leader failed reaches pages
@@ -63,6 +67,10 @@ std::uint64_t helped_allreduces() noexcept;
 /// one) instead of the default sizes, so tests reach many chunks with small vectors; 0 restores
 /// the default. Every rank must set the same before the ops it affects.
 void set_hierarchical_chunk_bytes(std::size_t bytes) noexcept;
+/// Called on the pipelined schedule with this rank's local rank and the chunk, by the leader
+/// before its allreduce of each chunk and by a helper before it folds each; null (the default)
+/// for none. A test's hook may throw (a failure mid-op). Set it before the op.
+void set_pipeline_chunk_hook(void (*hook)(int local_rank, std::size_t chunk)) noexcept;
 }  // namespace testing
 
 }  // namespace cohort::algorithms

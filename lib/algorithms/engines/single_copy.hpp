@@ -60,6 +60,10 @@ class SingleCopyOp {
   SingleCopyOp(const SingleCopyOp&) = delete;
   SingleCopyOp& operator=(const SingleCopyOp&) = delete;
 
+  /// (The rules below on who may read and write what until a release are the ones the op's own
+  /// generations enforce; an algorithm that orders its accesses by messages of its own, as the
+  /// pipelined hierarchical allreduce does, engines/host_pipeline.hpp, keeps its own rules.)
+  ///
   /// Publishes this rank's blocks: one per destination rank (entry d for rank d), or one that
   /// every rank reads (entry 0), or none. Call exactly once, before any read. The blocks must
   /// stay valid until the release returns, and every byte a peer reads unchanged until that

@@ -70,10 +70,11 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
       if (fd >= 0) close(fd);
     }
   } inbox_fd;
+  const CpuSet own_cpus = affinity_cpus();
   store.set(address_key(key_prefix, rank),
             encode_peer_address({static_cast<std::uint32_t>(getpid()), identity, worker_.address(),
                                  inbox_fd.fd, reinterpret_cast<std::uintptr_t>(&probe_), probe_,
-                                 affinity_cpus()}));
+                                 own_cpus}));
   std::vector<CpuSet> host_cpu_sets;
 
   peers_.reserve(static_cast<std::size_t>(size));
@@ -124,9 +125,10 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
       COHORT_LOG_WARN("could not erase the world's host-span keys from the store: {}", e.what());
     }
   }
-  COHORT_LOG_DEBUG("{}: rank {} of {} connected ({} CPUs for {} ranks on this host; spin {} us{})",
-                   description(), rank, size, host_cpus_, local_world_size, policy_.spin.count(),
-                   policy_.yield_while_spinning ? ", yielding" : "");
+  COHORT_LOG_DEBUG(
+      "{}: rank {} of {} connected (on CPUs {}; {} CPUs for {} ranks on this host; spin {} us{})",
+      description(), rank, size, describe_cpus(own_cpus), host_cpus_, local_world_size,
+      policy_.spin.count(), policy_.yield_while_spinning ? ", yielding" : "");
 }
 
 UcxHub::~UcxHub() {
