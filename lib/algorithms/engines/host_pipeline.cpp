@@ -28,6 +28,7 @@ constexpr std::uint32_t kDoneStep = HostGroups::kFirstSetupStep - 2;
 
 /// Table entries (SingleCopyOp): every rank's input; the leader's output and staging.
 constexpr std::size_t kInputEntry = 0;
+static_assert(kInputEntry == 0, "fold_copied_from_peers folds entry 0 of every rank's table");
 constexpr std::size_t kOutputEntry = 1;
 constexpr std::size_t kStagingEntry = 2;
 
