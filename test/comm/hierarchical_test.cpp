@@ -229,8 +229,8 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
       "auto reduce_scatter");
 }
 
-/// Hierarchical allreduces cut into many chunks (a testing chunk size of 4100 bytes: 1025
-/// float32, 512 int64 and 4100 int8 elements, and the vectors' last chunks shorter): on the
+/// Hierarchical allreduces and broadcasts cut into many chunks (a testing chunk size of 4100 bytes:
+/// 1025 float32, 512 int64 and 4100 int8 elements, and the vectors' last chunks shorter): on the
 /// pipelined schedule (engines/host_pipeline.hpp) where single copy is allowed, the phases one
 /// chunk after another where it is not. Counts below, at, just above and far above one chunk (more
 /// chunks than the leader's staging holds).
@@ -284,6 +284,33 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
   RANK_CHECK(helped == expected_helped, "ran " << helped
                                                << " allreduces on the pipelined schedule, expected "
                                                << expected_helped);
+
+  // Broadcasts (in chunks, never pipelined) from every root (a leader or not, on either host),
+  // in and out of place.
+  for (int root = 0; root < n; ++root) {
+    for (DType dtype : {DType::Float32, DType::Int8}) {
+      const std::size_t chunk = std::max<std::size_t>(4100 / dtype_size(dtype), 1);
+      for (std::size_t count : {chunk, chunk + 1, 9 * chunk + 3}) {
+        for (bool in_place : {false, true}) {
+          const auto value = [&](std::size_t i) { return double((root * 5 + i * 7) % 101); };
+          Buffer in = Buffer::allocate(count, dtype);
+          Buffer b = in_place ? in : Buffer::allocate(count, dtype);
+          for (std::size_t i = 0; i < count; ++i) {
+            set(in, i, rank == root ? value(i) : -1.0);
+            if (!in_place) set(b, i, -2.0);
+          }
+          if (in_place)
+            comm->broadcast(b, root, forced);
+          else
+            comm->broadcast(in, b, root, forced);
+          expect_values(b, 0, count, value,
+                        "chunked hierarchical broadcast of " + std::to_string(count) + " " +
+                            std::string(dtype_name(dtype)) + " from " + std::to_string(root) +
+                            (in_place ? ", in place" : ""));
+        }
+      }
+    }
+  }
 }
 
 /// Which rank of the failing host the chunk hook fails (set in each rank before the op).
@@ -295,8 +322,8 @@ void fail_at_chunk_three(int local_rank, std::size_t chunk) {
 }
 
 /// One rank of host 0 (its leader, or a helper) fails at chunk 3 of a pipelined allreduce. Its
-/// host's other ranks must fail with RemoteError rather than meet their deadline (a Timeout); host
-/// 1's ranks, whose leader learns nothing of it until its own deadline, fail too.
+/// host's other ranks must fail with RemoteError rather than meet their deadline (a Timeout).
+/// Host 1's ranks, whose leader learns nothing of it until its own deadline, fail too.
 void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int failing) {
   const int host = host_of_rank[static_cast<std::size_t>(env.rank)];
   cohort::test::become_simulated_host(host);
@@ -391,8 +418,9 @@ TEST_CASE("a receive behind a hierarchical allreduce_async is posted from inside
   }
 }
 
-TEST_CASE("chunked hierarchical allreduces, pipelined and not, over 2 simulated hosts",
-          "[hierarchical]") {
+TEST_CASE(
+    "chunked hierarchical allreduces and broadcasts, pipelined and not, over 2 simulated hosts",
+    "[hierarchical]") {
   for (const bool single_copy : {true, false}) {
     for (const std::vector<int>& layout : std::vector<std::vector<int>>{
              {0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 1, 0, 1}, {0, 0, 1}}) {

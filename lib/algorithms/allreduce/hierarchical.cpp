@@ -5,8 +5,8 @@
 // communicator (host_groups.hpp), chosen by the same selection table: shared-memory reduce and
 // broadcast inside a host, ring / Rabenseifner / recursive doubling between hosts.
 //
-// Above one chunk (kChunkBytes below), the vector is cut into chunks that go through the
-// phases one after another, and on a host whose arena has single copy the phases of different
+// Above one chunk (1 MiB, engines/host_signals.hpp), the vector is cut into chunks that go through
+// the phases one after another, and on a host whose arena has single copy the phases of different
 // chunks overlap: the host's other ranks fold chunk c + 1 and copy chunk c - 1's result out while
 // the leader moves chunk c between hosts (engines/host_pipeline.hpp). Every host cuts the same
 // chunks, so the leaders run the same allreduces whichever schedule their hosts run.
@@ -25,31 +25,14 @@
 #include "algorithms/descriptor.hpp"
 #include "algorithms/dispatch.hpp"
 #include "algorithms/engines/host_pipeline.hpp"
+#include "algorithms/engines/host_signals.hpp"
 #include "algorithms/host_groups.hpp"
 
 #include <algorithm>
-#include <atomic>
 
 namespace cohort::algorithms {
 
 namespace {
-
-/// Bytes per chunk. Measured on a 4 Gbit/s link (2 hosts x 2 ranks, bench/PERFORMANCE-LOG.md,
-/// "Hierarchical allreduce, pipelined"): with 1 MiB chunks the pipelined allreduce took the time
-/// of one rank per host's at 1-256 MiB; chunks of a sixteenth of the vector up to 8 MiB took
-/// 1.14-1.19x that at 64 and 256 MiB, where the leaders' allreduce of each 4-8 MiB chunk ran
-/// slower than of four or eight 1 MiB ones. Not measured on faster links, where the per-chunk
-/// latency (two small messages in the host and the leaders' allreduce's start) weighs more.
-constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
-
-std::atomic<std::size_t> forced_chunk_bytes{0};
-
-/// Elements per chunk: the same on every rank, which all cut the same chunks.
-std::size_t chunk_elements(DType dtype) {
-  const std::size_t es = dtype_size(dtype);
-  const std::size_t forced = forced_chunk_bytes.load(std::memory_order_relaxed);
-  return std::max<std::size_t>((forced != 0 ? forced : kChunkBytes) / es, 1);
-}
 
 bool accepts(const OpContext& ctx, const AllreduceArgs& args) {
   if (args.op == ReduceOp::Avg || ctx.size < 3 || ctx.host_groups == nullptr) return false;
@@ -77,7 +60,7 @@ void run_phases(const OpContext& ctx, HostGroups& groups, const AllreduceArgs& a
 
 void run(const OpContext& ctx, const AllreduceArgs& args) {
   HostGroups& groups = *ctx.host_groups->get(ctx);
-  const std::size_t chunk = chunk_elements(args.dtype);
+  const std::size_t chunk = hierarchical_chunk_elements(args.dtype);
   if (args.count > chunk && groups.local_size() > 1) {
     // Every rank of a host reads the same arena's answer, so the host agrees on the schedule.
     const transport::SharedArena* arena = groups.local(ctx).arena();
@@ -94,11 +77,5 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
 extern const AlgorithmDescriptor allreduce_hierarchical = describe<run, accepts>(
     Algorithm::Hierarchical,
     "reduce inside each host through its arena, allreduce across hosts, broadcast back");
-
-namespace testing {
-void set_hierarchical_chunk_bytes(std::size_t bytes) noexcept {
-  forced_chunk_bytes.store(bytes, std::memory_order_relaxed);
-}
-}  // namespace testing
 
 }  // namespace cohort::algorithms

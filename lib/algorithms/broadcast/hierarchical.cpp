@@ -4,12 +4,24 @@
 // across hosts, and every other host's leader broadcasts it to its host through its arena. The
 // network carries the vector to each host once, instead of to each rank.
 //
+// Above one chunk (1 MiB, engines/host_signals.hpp) it goes a chunk at a time: a host's
+// broadcast of chunk c then runs while the next chunks arrive (the sender's messages wait in the
+// receiving kernel's socket buffers meanwhile), where the whole vector would have to arrive first.
+// Measured on a 4 Gbit/s link, 2 hosts x 2 ranks: 64 MiB took 140 ms in chunks against 149-158
+// whole, 256 MiB 563-595 against 624-636, one rank per host 140-146 and 562-614
+// (bench/PERFORMANCE-LOG.md, "Hierarchical allreduce, pipelined"). A schedule like the
+// allreduce's, the leader's other ranks copying each chunk out of its output while it receives
+// the next, measured no better there and was not kept.
+//
 // Declines unless HostGroups (host_groups.hpp) finds two or more hosts, some with two or more
 // ranks, each with its arena.
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/dispatch.hpp"
+#include "algorithms/engines/host_signals.hpp"
 #include "algorithms/host_groups.hpp"
+
+#include <algorithm>
 
 namespace cohort::algorithms {
 
@@ -19,8 +31,12 @@ bool accepts(const OpContext& ctx, const BroadcastArgs&) {
   return ctx.size >= 3 && ctx.host_groups != nullptr && ctx.host_groups->get(ctx) != nullptr;
 }
 
-void run(const OpContext& ctx, const BroadcastArgs& args) {
-  HostGroups& groups = *ctx.host_groups->get(ctx);
+/// The three phases, one after the other, for elements [offset, offset + count).
+void run_phases(const OpContext& ctx, HostGroups& groups, const BroadcastArgs& args,
+                std::size_t offset, std::size_t count) {
+  const std::size_t at = offset * dtype_size(args.dtype);
+  const void* in = args.in != nullptr ? static_cast<const std::byte*>(args.in) + at : nullptr;
+  auto* out = static_cast<std::byte*>(args.out) + at;
   const OpContext local = groups.local(ctx);
   ScratchPool& staging = groups.staging();
   const int root_host = groups.host_of(args.root);
@@ -28,17 +44,23 @@ void run(const OpContext& ctx, const BroadcastArgs& args) {
   // 1. The root's host (its broadcast copies the root's input into the root's output).
   if (on_root_host)
     run_collective(local, staging,
-                   BroadcastArgs{ctx.rank == args.root ? args.in : nullptr, args.out, args.count,
-                                 args.dtype, groups.local_index_of(args.root)},
+                   BroadcastArgs{ctx.rank == args.root ? in : nullptr, out, count, args.dtype,
+                                 groups.local_index_of(args.root)},
                    Algorithm::Auto);
   // 2. Across hosts, from the root host's leader.
   if (groups.is_leader())
     run_collective(groups.leaders(ctx), staging,
-                   BroadcastArgs{on_root_host ? args.out : nullptr, args.out, args.count,
-                                 args.dtype, root_host},
+                   BroadcastArgs{on_root_host ? out : nullptr, out, count, args.dtype, root_host},
                    Algorithm::Auto);
   // 3. Every other host, from its leader.
-  if (!on_root_host) broadcast_from_leader(ctx, groups, args.out, args.count, args.dtype);
+  if (!on_root_host) broadcast_from_leader(ctx, groups, out, count, args.dtype);
+}
+
+void run(const OpContext& ctx, const BroadcastArgs& args) {
+  HostGroups& groups = *ctx.host_groups->get(ctx);
+  const std::size_t chunk = hierarchical_chunk_elements(args.dtype);
+  for (std::size_t offset = 0; offset < args.count; offset += chunk)
+    run_phases(ctx, groups, args, offset, std::min(chunk, args.count - offset));
 }
 
 }  // namespace

@@ -1,0 +1,66 @@
+#pragma once
+
+// What the hierarchical algorithms' chunks need: how a vector is cut into chunks (allreduce and
+// broadcast, <family>/hierarchical.cpp), and the small messages of the pipelined allreduce
+// (host_pipeline.hpp) by which a host's leader and its other ranks (helpers) tell
+// each other that a chunk is ready (helper to leader) or done (leader to helper), or that their
+// part of the op failed.
+//
+// Signals carry the chunk's number and come in chunk order (the transport matches messages of
+// one tag between two ranks in posting order); a rank whose part failed sends kAbandoned in place
+// of its next signal, so its peers fail at once with RemoteError instead of at their deadline.
+
+#include "algorithms/host_groups.hpp"
+#include "algorithms/op_context.hpp"
+
+#include <cohort/dtype.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace cohort::algorithms {
+
+/// Elements per chunk of a hierarchical algorithm's vector: the same on every rank, so every
+/// rank cuts the same chunks. 1 MiB, unless a test chose another size.
+std::size_t hierarchical_chunk_elements(DType dtype);
+
+/// Chunk c of a vector of `count` elements cut into `chunk_elems`: [offset, offset + count).
+struct Chunk {
+  std::size_t offset;
+  std::size_t count;
+};
+inline Chunk chunk_at(std::size_t c, std::size_t chunk_elems, std::size_t count) {
+  const std::size_t offset = c * chunk_elems;
+  return {offset, chunk_elems < count - offset ? chunk_elems : count - offset};
+}
+inline std::size_t chunks_of(std::size_t count, std::size_t chunk_elems) {
+  return (count + chunk_elems - 1) / chunk_elems;
+}
+
+/// The steps of the op's tag space the signals use: just below HostGroups' set-up, far from the
+/// steps of the leaders' own collectives (whose messages come from other hosts' leaders anyway).
+inline constexpr std::uint32_t kReadyStep = HostGroups::kFirstSetupStep - 1;
+inline constexpr std::uint32_t kDoneStep = HostGroups::kFirstSetupStep - 2;
+
+/// Sends chunk number `chunk` to local rank `peer` and waits until it left (until `local`'s
+/// deadline). On an error, cancels the view's requests before it leaves (the host group's view
+/// serves one op at a time, so they are this op's).
+void signal_chunk(const OpContext& local, int peer, std::uint32_t step, std::uint64_t chunk);
+
+/// Waits for the signal of chunk `chunk` from each of `peers` (local ranks). Throws
+/// Error(RemoteError) naming the peer's rank when it abandoned the op, Error(Internal) when it
+/// signalled another chunk, and the transport's errors (its requests cancelled first).
+void await_chunk(const OpContext& local, const HostGroups& groups, std::span<const int> peers,
+                 std::uint32_t step, std::uint64_t chunk);
+
+/// After this rank's part of the op failed: sends kAbandoned to the ranks that may be waiting
+/// for its signals (a leader to every helper on kDoneStep, a helper to its leader on
+/// kReadyStep), waiting at most a moment for each. Never throws.
+void abandon_signals(const OpContext& local, bool leader) noexcept;
+
+/// Calls the testing hook (testing::set_pipeline_chunk_hook), if any, with this rank's local
+/// rank and chunk `c`.
+void run_chunk_hook(const OpContext& local, std::size_t c);
+
+}  // namespace cohort::algorithms
