@@ -42,6 +42,35 @@ std::string ran(Communicator& comm, std::uint32_t seq, const std::string& dir) {
   return "(not recorded)";
 }
 
+/// Allreduces a vector of `count` whose element i is value(rank, i) on each rank, into another
+/// buffer or in place, and checks every element against the fold of all ranks' values made here.
+template <class Value>
+void allreduce_and_check(Communicator& comm, DType dtype, ReduceOp op, std::size_t count,
+                         bool in_place, const CollectiveOptions& options, Value value,
+                         const std::string& what) {
+  Buffer in = Buffer::allocate(count, dtype);
+  Buffer out = in_place ? in : Buffer::allocate(count, dtype);
+  for (std::size_t i = 0; i < count; ++i) set(in, i, value(comm.rank(), i));
+  if (in_place) {
+    comm.allreduce(in, op, options);
+  } else {
+    comm.allreduce(in, out, op, options);
+  }
+  expect_values(
+      out, 0, count,
+      [&](std::size_t i) {
+        double acc = op == ReduceOp::Prod ? 1 : 0;
+        for (int r = 0; r < comm.size(); ++r) {
+          const double v = value(r, i);
+          if (op == ReduceOp::Sum) acc += v;
+          if (op == ReduceOp::Prod) acc *= v;
+          if (op == ReduceOp::Max) acc = std::max(acc, v);
+        }
+        return acc;
+      },
+      what + (in_place ? ", in place" : ""));
+}
+
 void sweep(const Environment& env, std::vector<int> host_of_rank, const std::string& dir) {
   cohort::test::become_simulated_host(host_of_rank[static_cast<std::size_t>(env.rank)]);
   // The count of records below assumes ops that move nothing are skipped, which debug mode
@@ -59,26 +88,9 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
                                 std::size_t{300001}}) {
         for (bool in_place : {false, true}) {
           // Values 1..3, so products stay exact: element i of rank r is 1 + (r + i) % 3.
-          Buffer in = Buffer::allocate(count, dtype);
-          Buffer out = in_place ? in : Buffer::allocate(count, dtype);
-          for (std::size_t i = 0; i < count; ++i) set(in, i, 1 + double((rank + i) % 3));
-          if (in_place) {
-            comm->allreduce(in, op, forced);
-          } else {
-            comm->allreduce(in, out, op, forced);
-          }
-          expect_values(
-              out, 0, count,
-              [&](std::size_t i) {
-                double acc = op == ReduceOp::Prod ? 1 : 0;
-                for (int r = 0; r < n; ++r) {
-                  const double v = 1 + double((r + i) % 3);
-                  if (op == ReduceOp::Sum) acc += v;
-                  if (op == ReduceOp::Prod) acc *= v;
-                  if (op == ReduceOp::Max) acc = std::max(acc, v);
-                }
-                return acc;
-              },
+          allreduce_and_check(
+              *comm, dtype, op, count, in_place, forced,
+              [](int r, std::size_t i) { return 1 + double((r + i) % 3); },
               std::string("hierarchical allreduce of ") + std::string(dtype_name(dtype)));
           // An op that moves nothing takes no number and leaves no record (communicator.hpp).
           if (count > 0) {
@@ -252,29 +264,13 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
       for (std::size_t count : {std::size_t{1}, chunk, chunk + 1, 2 * chunk + 7, 9 * chunk + 3}) {
         for (bool in_place : {false, true}) {
-          Buffer in = Buffer::allocate(count, dtype);
-          Buffer out = in_place ? in : Buffer::allocate(count, dtype);
           // 1..11, different for every element and rank, so a chunk or slice out of place
           // shows (sums stay within int8 for up to 11 ranks).
-          const auto value = [](int r, std::size_t i) { return 1 + double((r * 7 + i * 3) % 11); };
-          for (std::size_t i = 0; i < count; ++i) set(in, i, value(rank, i));
-          if (in_place) {
-            comm->allreduce(in, op, forced);
-          } else {
-            comm->allreduce(in, out, op, forced);
-          }
-          expect_values(
-              out, 0, count,
-              [&](std::size_t i) {
-                double acc = 0;
-                for (int r = 0; r < n; ++r) {
-                  const double v = value(r, i);
-                  acc = op == ReduceOp::Sum ? acc + v : std::max(acc, v);
-                }
-                return acc;
-              },
+          allreduce_and_check(
+              *comm, dtype, op, count, in_place, forced,
+              [](int r, std::size_t i) { return 1 + double((r * 7 + i * 3) % 11); },
               std::string("chunked hierarchical allreduce of ") + std::string(dtype_name(dtype)) +
-                  " x " + std::to_string(count) + (in_place ? ", in place" : ""));
+                  " x " + std::to_string(count));
           if (single_copy && host_has_helpers && count > chunk) ++expected_helped;
         }
       }
