@@ -10,6 +10,7 @@
 #include "rank_checks.hpp"
 
 #include "algorithms/engines/host_pipeline.hpp"
+#include "algorithms/engines/host_signals.hpp"
 
 #include "catch_session.hpp"
 
@@ -246,7 +247,8 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
 /// pipelined schedule (engines/host_pipeline.hpp) where single copy is allowed, the phases one
 /// chunk after another where it is not. Counts below, at, just above and far above one chunk (more
 /// chunks than the leader's staging holds).
-void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_copy) {
+void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_copy,
+             const std::string& dir) {
   const int host = host_of_rank[static_cast<std::size_t>(env.rank)];
   cohort::test::become_simulated_host(host);
   if (!single_copy) ::setenv("COHORT_SINGLE_COPY", "off", 1);
@@ -257,6 +259,7 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
   const bool host_has_helpers = std::count(host_of_rank.begin(), host_of_rank.end(), host) > 1;
   CollectiveOptions forced;
   forced.algorithm = Algorithm::Hierarchical;
+  std::uint32_t seq = 0;  // the flight record's op number (every op here moves data)
   const std::uint64_t helped_before = algorithms::testing::helped_allreduces();
   std::uint64_t expected_helped = 0;
   for (DType dtype : {DType::Float32, DType::Int64, DType::Int8}) {
@@ -271,6 +274,7 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
               [](int r, std::size_t i) { return 1 + double((r * 7 + i * 3) % 11); },
               std::string("chunked hierarchical allreduce of ") + std::string(dtype_name(dtype)) +
                   " x " + std::to_string(count));
+          RANK_CHECK(ran(*comm, seq++, dir) == "hierarchical", "allreduce not hierarchical");
           if (single_copy && host_has_helpers && count > chunk) ++expected_helped;
         }
       }
@@ -286,7 +290,7 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
   for (int root = 0; root < n; ++root) {
     for (DType dtype : {DType::Float32, DType::Int8}) {
       const std::size_t chunk = std::max<std::size_t>(4100 / dtype_size(dtype), 1);
-      for (std::size_t count : {chunk, chunk + 1, 9 * chunk + 3}) {
+      for (std::size_t count : {std::size_t{1}, chunk, chunk + 1, 9 * chunk + 3}) {
         for (bool in_place : {false, true}) {
           const auto value = [&](std::size_t i) { return double((root * 5 + i * 7) % 101); };
           Buffer in = Buffer::allocate(count, dtype);
@@ -303,6 +307,9 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
                         "chunked hierarchical broadcast of " + std::to_string(count) + " " +
                             std::string(dtype_name(dtype)) + " from " + std::to_string(root) +
                             (in_place ? ", in place" : ""));
+          if (rank == root && !in_place)
+            expect_values(in, 0, count, value, "the root's input after its broadcast");
+          RANK_CHECK(ran(*comm, seq++, dir) == "hierarchical", "broadcast not hierarchical");
         }
       }
     }
@@ -417,13 +424,14 @@ TEST_CASE("a receive behind a hierarchical allreduce_async is posted from inside
 TEST_CASE(
     "chunked hierarchical allreduces and broadcasts, pipelined and not, over 2 simulated hosts",
     "[hierarchical]") {
+  cohort::test::TempDir dir;
   for (const bool single_copy : {true, false}) {
     for (const std::vector<int>& layout : std::vector<std::vector<int>>{
              {0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}, {0, 1, 1, 0, 1}, {0, 0, 1}}) {
       CAPTURE(single_copy, layout);
       REQUIRE_NOTHROW(run_ranks(
           static_cast<int>(layout.size()),
-          [&](const Environment& env) { chunked(env, layout, single_copy); },
+          [&](const Environment& env) { chunked(env, layout, single_copy, dir.path()); },
           std::chrono::seconds(240)));
     }
   }

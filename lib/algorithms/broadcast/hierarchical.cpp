@@ -7,11 +7,12 @@
 // Above one chunk (1 MiB, engines/host_signals.hpp) it goes a chunk at a time: a host's
 // broadcast of chunk c then runs while the next chunks arrive (the sender's messages wait in the
 // receiving kernel's socket buffers meanwhile), where the whole vector would have to arrive first.
-// Measured on a 4 Gbit/s link, 2 hosts x 2 ranks: 64 MiB took 140 ms in chunks against 149-158
-// whole, 256 MiB 563-595 against 624-636, one rank per host 140-146 and 562-614
-// (bench/PERFORMANCE-LOG.md, "Hierarchical allreduce, pipelined"). A schedule like the
-// allreduce's, the leader's other ranks copying each chunk out of its output while it receives
-// the next, measured no better there and was not kept.
+// Measured on a 4 Gbit/s link, 2 hosts x 2 ranks, root 0: 64 MiB took 140 ms in chunks against
+// 149-158 whole, 256 MiB 563-595 against 624-636, one rank per host 140-146 and 562-614
+// (bench/PERFORMANCE-LOG.md, "Hierarchical broadcast in chunks"; not measured over RDMA, where
+// nothing buffers the next chunks). A schedule like the allreduce's, the leader's other ranks
+// copying each chunk out of its output while it receives the next, showed no consistent gain
+// in single runs there and was not kept.
 //
 // Declines unless HostGroups (host_groups.hpp) finds two or more hosts, some with two or more
 // ranks, each with its arena.

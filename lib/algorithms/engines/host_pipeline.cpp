@@ -1,7 +1,5 @@
 #include "algorithms/engines/host_pipeline.hpp"
 
-#include <cohort/error.hpp>
-
 #include "algorithms/announcement.hpp"
 #include "algorithms/dispatch.hpp"
 #include "algorithms/engines/host_signals.hpp"
@@ -93,10 +91,11 @@ bool allreduce_through_helpers(const OpContext& ctx, HostGroups& groups, const A
   // peer that failed, or runs another op, is then found in every wait and after every copy.
   arena.begin_op(announcement_of(args, bytes, Algorithm::SingleCopy), &describe_announcement);
   SingleCopyOp op(local, arena);
-  std::vector<ExposedBlock> blocks{{args.in, bytes}};
+  std::vector<ExposedBlock> blocks(groups.is_leader() ? 3 : 1);
+  blocks[kInputEntry] = {args.in, bytes};
   if (groups.is_leader()) {
-    blocks.push_back({args.out, bytes});
-    blocks.push_back({own_staging, own_staging != nullptr ? staging_bytes : 0});
+    blocks[kOutputEntry] = {args.out, bytes};
+    blocks[kStagingEntry] = {own_staging, own_staging != nullptr ? staging_bytes : 0};
   }
   op.expose(blocks);
   // The leader's table says whether its staging is mappable: the same answer on the whole host.

@@ -2,8 +2,6 @@
 
 #include <cohort/error.hpp>
 
-#include "algorithms/engines/host_pipeline.hpp"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -16,9 +14,12 @@ namespace {
 /// Bytes per chunk. Measured on a 4 Gbit/s link (2 hosts x 2 ranks, bench/PERFORMANCE-LOG.md,
 /// "Hierarchical allreduce, pipelined"): with 1 MiB chunks the pipelined allreduce took the time
 /// of one rank per host's at 1-256 MiB; chunks of a sixteenth of the vector up to 8 MiB took
-/// 1.14-1.19x that at 64 and 256 MiB, where the leaders' allreduce of each 4-8 MiB chunk ran
-/// slower than of four or eight 1 MiB ones. Not measured on faster links, where the per-chunk
-/// latency (two small messages in the host and the leaders' collective's start) weighs more.
+/// 1.14-1.20x that at 64 and 256 MiB, where the leaders' allreduce of each 4-8 MiB chunk ran
+/// slower than of four or eight 1 MiB ones. The broadcast's chunks measured against the whole
+/// vector in the same place ("Hierarchical broadcast in chunks"). Neither measured on faster
+/// links (RDMA), where the per-chunk latency (the leaders' collective's start, and in the
+/// allreduce two small messages in the host) weighs more and no kernel buffering overlaps a
+/// broadcast's chunks.
 constexpr std::size_t kChunkBytes = std::size_t{1} << 20;
 
 /// What a rank whose part of the op failed sends in place of a chunk number.
