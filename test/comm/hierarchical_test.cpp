@@ -9,6 +9,7 @@
 
 #include "rank_checks.hpp"
 
+#include "algorithms/engines/host_allgather_pipeline.hpp"
 #include "algorithms/engines/host_pipeline.hpp"
 #include "algorithms/engines/host_signals.hpp"
 
@@ -72,6 +73,56 @@ void allreduce_and_check(Communicator& comm, DType dtype, ReduceOp op, std::size
       what + (in_place ? ", in place" : ""));
 }
 
+/// The counts an allgather(v) test uses: `base` from every rank, or (variable) 0 from every rank r
+/// with r % 3 == 1 and base + 3r from the others.
+std::vector<std::size_t> allgather_counts(int n, std::size_t base, bool variable) {
+  std::vector<std::size_t> counts(static_cast<std::size_t>(n), base);
+  if (variable)
+    for (int r = 0; r < n; ++r)
+      counts[static_cast<std::size_t>(r)] = r % 3 == 1 ? 0 : base + std::size_t(r) * 3;
+  return counts;
+}
+
+/// Allgathers (allgatherv when `variable`) blocks of allgather_counts(size, base, variable), into
+/// the output's own block in place or from a buffer of its own, and checks every block: element
+/// i of rank r's block is (31r + i % 97) % 127, exact in every dtype and different for ranks
+/// and neighbouring elements. Returns the output's count.
+std::size_t allgather_and_check(Communicator& comm, DType dtype, std::size_t base, bool variable,
+                                bool in_place, const CollectiveOptions& options,
+                                const std::string& what) {
+  const auto element = [](int r, std::size_t i) {
+    return double((std::size_t(r) * 31 + i % 97) % 127);
+  };
+  const int n = comm.size();
+  const std::vector<std::size_t> counts = allgather_counts(n, base, variable);
+  std::vector<std::size_t> displs(static_cast<std::size_t>(n), 0);
+  for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
+  const std::size_t total = displs.back() + counts.back();
+  const auto me = static_cast<std::size_t>(comm.rank());
+  Buffer out = Buffer::allocate(total, dtype);
+  for (std::size_t i = 0; i < total; ++i) set(out, i, -1);
+  Buffer in = in_place ? out.slice(static_cast<std::int64_t>(displs[me]),
+                                   static_cast<std::int64_t>(displs[me] + counts[me]))
+                       : Buffer::allocate(counts[me], dtype);
+  for (std::size_t i = 0; i < counts[me]; ++i) set(in, i, element(comm.rank(), i));
+  if (variable)
+    comm.allgatherv(in, out, counts, options);
+  else
+    comm.allgather(in, out, options);
+  for (int r = 0; r < n; ++r)
+    expect_values(
+        out, displs[static_cast<std::size_t>(r)], counts[static_cast<std::size_t>(r)],
+        [&](std::size_t i) { return element(r, i); },
+        what + (variable ? "v" : "") + " of " + std::to_string(base) + " " +
+            std::string(dtype_name(dtype)) + (in_place ? ", in place" : "") + ": block of rank " +
+            std::to_string(r));
+  if (!in_place)
+    expect_values(
+        in, 0, counts[me], [&](std::size_t i) { return element(comm.rank(), i); },
+        what + ": this rank's input afterwards");
+  return total;
+}
+
 void sweep(const Environment& env, std::vector<int> host_of_rank, const std::string& dir) {
   cohort::test::become_simulated_host(host_of_rank[static_cast<std::size_t>(env.rank)]);
   // The count of records below assumes ops that move nothing are skipped, which debug mode
@@ -133,38 +184,14 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
       }
     }
   }
-  // Allgather and allgatherv (uneven counts, zeros among them), in and out of place. Block
-  // element i of rank r is r * 1000 + i % 97 (exact in every dtype used).
-  const auto element = [](int r, std::size_t i) { return r * 1000 + double(i % 97); };
+  // Allgather and allgatherv (uneven counts, zeros among them), in and out of place.
   for (DType dtype : {DType::Float32, DType::Int64}) {
     for (std::size_t base :
          {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{70001}}) {
       for (bool variable : {false, true}) {
         for (bool in_place : {false, true}) {
-          std::vector<std::size_t> counts(static_cast<std::size_t>(n), base);
-          if (variable)
-            for (int r = 0; r < n; ++r)
-              counts[static_cast<std::size_t>(r)] = r % 3 == 1 ? 0 : base + std::size_t(r) * 3;
-          std::vector<std::size_t> displs(static_cast<std::size_t>(n), 0);
-          for (std::size_t r = 1; r < counts.size(); ++r) displs[r] = displs[r - 1] + counts[r - 1];
-          const std::size_t total = displs.back() + counts.back();
-          const auto me = static_cast<std::size_t>(rank);
-          Buffer out = Buffer::allocate(total, dtype);
-          for (std::size_t i = 0; i < total; ++i) set(out, i, -1);
-          Buffer in = in_place ? out.slice(static_cast<std::int64_t>(displs[me]),
-                                           static_cast<std::int64_t>(displs[me] + counts[me]))
-                               : Buffer::allocate(counts[me], dtype);
-          for (std::size_t i = 0; i < counts[me]; ++i) set(in, i, element(rank, i));
-          if (variable)
-            comm->allgatherv(in, out, counts, forced);
-          else
-            comm->allgather(in, out, forced);
-          for (int r = 0; r < n; ++r)
-            expect_values(
-                out, displs[static_cast<std::size_t>(r)], counts[static_cast<std::size_t>(r)],
-                [&](std::size_t i) { return element(r, i); },
-                "hierarchical allgather" + std::string(variable ? "v" : "") + " block of rank " +
-                    std::to_string(r));
+          const std::size_t total = allgather_and_check(*comm, dtype, base, variable, in_place,
+                                                        forced, "hierarchical allgather");
           if (total > 0) {  // as allreduce's
             const std::string algorithm = ran(*comm, seq++, dir);
             RANK_CHECK(algorithm == "hierarchical", "allgather ran '" << algorithm << "'");
@@ -242,11 +269,11 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
       "auto reduce_scatter");
 }
 
-/// Hierarchical allreduces and broadcasts cut into many chunks (a testing chunk size of 4100 bytes:
-/// 1025 float32, 512 int64 and 4100 int8 elements, and the vectors' last chunks shorter): on the
-/// pipelined schedule (engines/host_pipeline.hpp) where single copy is allowed, the phases one
-/// chunk after another where it is not. Counts below, at, just above and far above one chunk (more
-/// chunks than the leader's staging holds).
+/// Hierarchical allreduces, allgathers and broadcasts cut into many chunks (a testing chunk size of
+/// 4100 bytes: 1025 float32, 512 int64 and 4100 int8 elements, and the vectors' last chunks
+/// shorter): on the pipelined schedules (engines/host_pipeline.hpp, host_allgather_pipeline.hpp)
+/// where single copy is allowed, the phases one chunk after another where it is not. Counts below,
+/// at, just above and far above one chunk (more chunks than the leader's staging holds).
 void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_copy,
              const std::string& dir) {
   const int host = host_of_rank[static_cast<std::size_t>(env.rank)];
@@ -284,6 +311,42 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
   RANK_CHECK(helped == expected_helped, "ran " << helped
                                                << " allreduces on the pipelined schedule, expected "
                                                << expected_helped);
+
+  // Allgathers of shares (a host's blocks) below, at and above one chunk: pipelined where each
+  // host's ranks are consecutive, the host has helpers and single copy is allowed; otherwise the
+  // leaders exchange chunks (consecutive hosts) or whole shares.
+  bool consecutive = true;
+  for (std::size_t r = 1; r < host_of_rank.size(); ++r)
+    consecutive = consecutive && host_of_rank[r] >= host_of_rank[r - 1];
+  const std::uint64_t allgathers_helped_before = algorithms::testing::helped_allgathers();
+  std::uint64_t expected_allgathers_helped = 0;
+  for (DType dtype : {DType::Float32, DType::Int8}) {
+    const std::size_t chunk = std::max<std::size_t>(4100 / dtype_size(dtype), 1);
+    for (std::size_t base : {std::size_t{1}, chunk / 2, chunk, 3 * chunk + 5}) {
+      for (bool variable : {false, true}) {
+        for (bool in_place : {false, true}) {
+          allgather_and_check(*comm, dtype, base, variable, in_place, forced,
+                              "chunked hierarchical allgather");
+          RANK_CHECK(ran(*comm, seq++, dir) == "hierarchical", "allgather not hierarchical");
+          const std::vector<std::size_t> counts = allgather_counts(n, base, variable);
+          std::size_t largest_share = 0;
+          for (int h : {0, 1}) {
+            std::size_t share = 0;
+            for (std::size_t r = 0; r < counts.size(); ++r)
+              if (host_of_rank[r] == h) share += counts[r];
+            largest_share = std::max(largest_share, share);
+          }
+          if (single_copy && host_has_helpers && consecutive && largest_share > chunk)
+            ++expected_allgathers_helped;
+        }
+      }
+    }
+  }
+  const std::uint64_t allgathers_helped =
+      algorithms::testing::helped_allgathers() - allgathers_helped_before;
+  RANK_CHECK(allgathers_helped == expected_allgathers_helped,
+             "ran " << allgathers_helped << " allgathers on the pipelined schedule, expected "
+                    << expected_allgathers_helped);
 
   // Broadcasts (in chunks, never pipelined) from every root (a leader or not, on either host),
   // in and out of place.
@@ -324,10 +387,12 @@ void fail_at_chunk_three(int local_rank, std::size_t chunk) {
     throw std::runtime_error("injected failure of local rank " + std::to_string(local_rank));
 }
 
-/// One rank of host 0 (its leader, or a helper) fails at chunk 3 of a pipelined allreduce. Its
-/// host's other ranks must fail with RemoteError rather than meet their deadline (a Timeout).
-/// Host 1's ranks, whose leader learns nothing of it until its own deadline, fail too.
-void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int failing) {
+/// One rank of host 0 (its leader, or a helper) fails at chunk 3 of a pipelined allreduce or
+/// allgather. Its host's other ranks must fail with RemoteError rather than meet their deadline
+/// (a Timeout). Host 1's ranks, whose leader learns nothing of it until its own deadline, fail too,
+/// unless an allgather's helper failed (below).
+void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int failing,
+                      bool allgather) {
   const int host = host_of_rank[static_cast<std::size_t>(env.rank)];
   cohort::test::become_simulated_host(host);
   algorithms::testing::set_hierarchical_chunk_bytes(4100);
@@ -335,9 +400,20 @@ void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int
   CollectiveOptions options;
   options.algorithm = Algorithm::Hierarchical;
   options.timeout = std::chrono::seconds(5);
-  Buffer x = Buffer::allocate(9 * 1025 + 3, DType::Float32);
-  comm->allreduce(x, ReduceOp::Sum, options);  // sets the groups up, before the hook
-  RANK_CHECK(algorithms::testing::helped_allreduces() == 1, "the pipelined schedule did not run");
+  // Allreduce: 10 chunks of 1025 float32. Allgather: 2 x 1025 per rank, so 6 chunks of host 0's
+  // share of three ranks.
+  Buffer x = Buffer::allocate(allgather ? 2 * 1025 : 9 * 1025 + 3, DType::Float32);
+  Buffer gathered = Buffer::allocate(x.count() * host_of_rank.size(), DType::Float32);
+  const auto run = [&] {
+    if (allgather)
+      comm->allgather(x, gathered, options);
+    else
+      comm->allreduce(x, ReduceOp::Sum, options);
+  };
+  run();  // sets the groups up, before the hook
+  const std::uint64_t helped = allgather ? algorithms::testing::helped_allgathers()
+                                         : algorithms::testing::helped_allreduces();
+  RANK_CHECK(helped == 1, "the pipelined schedule did not run");
   int local_rank = 0;
   for (int r = 0; r < env.rank; ++r)
     local_rank += host_of_rank[static_cast<std::size_t>(r)] == host;
@@ -346,7 +422,7 @@ void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int
   std::string error;
   ErrorCode code = ErrorCode::Internal;
   try {
-    comm->allreduce(x, ReduceOp::Sum, options);
+    run();
   } catch (const Error& e) {
     error = e.what();
     code = e.code();
@@ -357,12 +433,16 @@ void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int
   // Nobody leaves (which its peers would see as a process gone) before everyone has returned:
   // the host's ranks must learn of the failure from the op itself.
   auto store = connect_store(env);
-  const std::string prefix = "test/failing_pipeline/" + std::to_string(failing) + "/";
+  const std::string prefix = "test/failing_pipeline/" + std::to_string(failing) +
+                             (allgather ? "/allgather/" : "/allreduce/");
   store->set_string(prefix + std::to_string(env.rank), "returned");
   std::vector<std::string> everyone;
   for (int r = 0; r < env.world_size; ++r) everyone.push_back(prefix + std::to_string(r));
   store->wait(everyone, std::chrono::seconds(60));
-  RANK_CHECK(!error.empty(), "the allreduce returned normally");
+  // An allgather's helper takes nothing its leader waits for: the leader may have sent its whole
+  // share before it saw the failure, and then host 1's ranks have all they need.
+  const bool may_succeed = host != 0 && allgather && failing != 0;
+  RANK_CHECK(!error.empty() || may_succeed, "the op returned normally");
   if (host == 0 && local_rank == failing) {
     RANK_CHECK(error.find("injected failure") != std::string::npos, "failed with: " << error);
   } else if (host == 0) {
@@ -422,7 +502,8 @@ TEST_CASE("a receive behind a hierarchical allreduce_async is posted from inside
 }
 
 TEST_CASE(
-    "chunked hierarchical allreduces and broadcasts, pipelined and not, over 2 simulated hosts",
+    "chunked hierarchical allreduces, allgathers and broadcasts, pipelined and not, over 2 "
+    "simulated hosts",
     "[hierarchical]") {
   cohort::test::TempDir dir;
   for (const bool single_copy : {true, false}) {
@@ -439,12 +520,14 @@ TEST_CASE(
 
 TEST_CASE("a rank failing mid-pipeline fails its host's ranks at once", "[hierarchical]") {
   const std::vector<int> layout{0, 0, 0, 1, 1};
-  for (const int failing : {0, 1}) {  // host 0's leader; one of its two helpers
-    CAPTURE(failing);
-    REQUIRE_NOTHROW(run_ranks(
-        static_cast<int>(layout.size()),
-        [&](const Environment& env) { failing_pipeline(env, layout, failing); },
-        std::chrono::seconds(120)));
+  for (const bool allgather : {false, true}) {
+    for (const int failing : {0, 1}) {  // host 0's leader; one of its two helpers
+      CAPTURE(allgather, failing);
+      REQUIRE_NOTHROW(run_ranks(
+          static_cast<int>(layout.size()),
+          [&](const Environment& env) { failing_pipeline(env, layout, failing, allgather); },
+          std::chrono::seconds(120)));
+    }
   }
 }
 

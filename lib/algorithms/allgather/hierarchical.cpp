@@ -9,6 +9,12 @@
 // in place. Otherwise the leaders pack their hosts' blocks host by host into a buffer, exchange
 // that, and unpack it into rank order: two copies at memory speed, on the leaders only.
 //
+// With consecutive hosts and a share above one chunk (1 MiB, engines/host_signals.hpp), the
+// leaders exchange the shares a chunk at a time, and on a host whose arena has single copy the
+// host's copies overlap the exchange: the leader reads its host's blocks chunk by chunk, and its
+// other ranks copy each chunk out of its output while it moves the next
+// (engines/host_allgather_pipeline.hpp).
+//
 // Declines unless HostGroups (host_groups.hpp) finds two or more hosts, some with two or more
 // ranks, each with its arena; and unless the blocks lie packed in rank order (as the public
 // allgather and allgatherv lay them out), so that broadcasting the whole output writes nothing
@@ -16,6 +22,8 @@
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/dispatch.hpp"
+#include "algorithms/engines/host_allgather_pipeline.hpp"
+#include "algorithms/engines/host_signals.hpp"
 #include "algorithms/host_groups.hpp"
 #include "core/copy_bytes.hpp"
 
@@ -37,19 +45,12 @@ bool accepts(const OpContext& ctx, const AllgatherArgs& args) {
   return ctx.host_groups->get(ctx) != nullptr;
 }
 
-bool consecutive(const std::vector<int>& ranks) {
-  for (std::size_t i = 1; i < ranks.size(); ++i)
-    if (ranks[i] != ranks[i - 1] + 1) return false;
-  return true;
-}
-
 /// Phase 2 on a leader: every host's blocks reach every leader's out.
 void exchange_between_hosts(const OpContext& ctx, HostGroups& groups, const AllgatherArgs& args) {
   const int hosts = groups.hosts();
   const std::size_t es = dtype_size(args.dtype);
   auto* out = static_cast<std::byte*>(args.out);
-  bool in_place = true;
-  for (int h = 0; h < hosts; ++h) in_place = in_place && consecutive(groups.members(h));
+  const bool in_place = hosts_consecutive(groups);
 
   // Each host's share: its ranks' blocks, one after another in rank order.
   AllgatherArgs between{nullptr, nullptr, {}, {}, args.total, args.dtype, true};
@@ -89,15 +90,11 @@ void exchange_between_hosts(const OpContext& ctx, HostGroups& groups, const Allg
   }
 }
 
-void run(const OpContext& ctx, const AllgatherArgs& args) {
-  HostGroups& groups = *ctx.host_groups->get(ctx);
-  const OpContext local = groups.local(ctx);
+/// Phase 1: the host's blocks into its leader's out, each at its own place (normalised: this
+/// rank's block is in its out already, which is where it is gathered from).
+void gather_into_leader(const OpContext& ctx, HostGroups& groups, const AllgatherArgs& args) {
   const std::size_t es = dtype_size(args.dtype);
   auto* out = static_cast<std::byte*>(args.out);
-  const std::vector<int>& here = groups.members(groups.host_index());
-
-  // 1. The host's blocks into its leader's out, each at its own place (normalised: this rank's
-  //    block is in its out already, which is where it is gathered from).
   GatherArgs gather{out + args.displs[static_cast<std::size_t>(ctx.rank)] * es,
                     groups.is_leader() ? args.out : nullptr,
                     {},
@@ -106,12 +103,39 @@ void run(const OpContext& ctx, const AllgatherArgs& args) {
                     args.dtype,
                     0,
                     true};
-  for (int r : here) {
+  for (int r : groups.members(groups.host_index())) {
     gather.counts.push_back(args.counts[static_cast<std::size_t>(r)]);
     gather.displs.push_back(args.displs[static_cast<std::size_t>(r)]);
     gather.total += args.counts[static_cast<std::size_t>(r)];
   }
-  run_collective(local, groups.staging(), gather, Algorithm::Auto);
+  run_collective(groups.local(ctx), groups.staging(), gather, Algorithm::Auto);
+}
+
+void run(const OpContext& ctx, const AllgatherArgs& args) {
+  HostGroups& groups = *ctx.host_groups->get(ctx);
+  // Shares above one chunk, where each host's blocks are one run of the output, go in chunks
+  // (engines/host_allgather_pipeline.hpp); the verdict is the same on every rank.
+  if (hosts_consecutive(groups)) {
+    const HostShares shares = host_shares(groups, args, hierarchical_chunk_elements(args.dtype));
+    if (shares.chunks > 1) {
+      // Every rank of a host reads the same arena's answer, so the host agrees on the schedule.
+      const transport::SharedArena* arena = groups.local(ctx).arena();
+      if (groups.local_size() > 1 && arena != nullptr && arena->single_copy()) {
+        allgather_through_helpers(ctx, groups, args, shares);
+        return;
+      }
+      gather_into_leader(ctx, groups, args);
+      if (groups.is_leader()) {
+        const OpContext leaders = groups.leaders(ctx);
+        for (std::size_t c = 0; c < shares.chunks; ++c)
+          exchange_share_chunk(leaders, shares, static_cast<std::byte*>(args.out), args.dtype, c);
+      }
+      broadcast_from_leader(ctx, groups, args.out, args.total, args.dtype);
+      return;
+    }
+  }
+  // 1. The host's blocks into its leader.
+  gather_into_leader(ctx, groups, args);
   // 2. Across hosts, among the leaders.
   if (groups.is_leader()) exchange_between_hosts(ctx, groups, args);
   // 3. The whole result to the host's other ranks.
