@@ -73,6 +73,36 @@ void allreduce_and_check(Communicator& comm, DType dtype, ReduceOp op, std::size
       what + (in_place ? ", in place" : ""));
 }
 
+/// Reduce_scatters blocks of `count` whose element i of block b is value(rank, b, i) on each rank,
+/// into this rank's own block of the input (in place) or a buffer of its own, and checks every
+/// element against the fold of all ranks' values made here (Avg: their mean).
+template <class Value>
+void reduce_scatter_and_check(Communicator& comm, DType dtype, ReduceOp op, std::size_t count,
+                              bool in_place, const CollectiveOptions& options, Value value,
+                              const std::string& what) {
+  const int n = comm.size();
+  const auto me = static_cast<std::int64_t>(comm.rank());
+  const auto c = static_cast<std::int64_t>(count);
+  Buffer in = Buffer::allocate(count * static_cast<std::size_t>(n), dtype);
+  for (std::size_t b = 0; b < static_cast<std::size_t>(n); ++b)
+    for (std::size_t i = 0; i < count; ++i) set(in, b * count + i, value(comm.rank(), b, i));
+  Buffer out = in_place ? in.slice(me * c, me * c + c) : Buffer::allocate(count, dtype);
+  comm.reduce_scatter(in, out, op, options);
+  expect_values(
+      out, 0, count,
+      [&](std::size_t i) {
+        double acc = op == ReduceOp::Prod ? 1 : 0;
+        for (int r = 0; r < n; ++r) {
+          const double v = value(r, static_cast<std::size_t>(me), i);
+          if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc += v;
+          if (op == ReduceOp::Prod) acc *= v;
+          if (op == ReduceOp::Max) acc = std::max(acc, v);
+        }
+        return op == ReduceOp::Avg ? acc / n : acc;
+      },
+      what + " x " + std::to_string(count) + (in_place ? ", in place" : ""));
+}
+
 /// The counts an allgather(v) test uses: `base` from every rank, or (variable) 0 from every rank r
 /// with r % 3 == 1 and base + 3r from the others.
 std::vector<std::size_t> allgather_counts(int n, std::size_t base, bool variable) {
@@ -201,33 +231,16 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
     }
   }
   // Reduce_scatter: every dtype/op, in place (out is the rank's own slice of in) and not.
-  // Element i of block b from rank r is 1 + (r + b + i) % 3.
+  // Element i of block b from rank r is 1 + (r + b + i) % 3 (products stay exact).
   for (DType dtype : {DType::Float32, DType::Float64, DType::Int32, DType::Int64}) {
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Prod, ReduceOp::Avg}) {
       if (op == ReduceOp::Avg && (dtype == DType::Int32 || dtype == DType::Int64)) continue;
       for (std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{1000},
                                 std::size_t{50001}}) {
         for (bool in_place : {false, true}) {
-          const auto me = static_cast<std::int64_t>(rank);
-          const auto c = static_cast<std::int64_t>(count);
-          Buffer in = Buffer::allocate(count * static_cast<std::size_t>(n), dtype);
-          for (std::size_t b = 0; b < static_cast<std::size_t>(n); ++b)
-            for (std::size_t i = 0; i < count; ++i)
-              set(in, b * count + i, 1 + double((std::size_t(rank) + b + i) % 3));
-          Buffer out = in_place ? in.slice(me * c, me * c + c) : Buffer::allocate(count, dtype);
-          comm->reduce_scatter(in, out, op, forced);
-          expect_values(
-              out, 0, count,
-              [&](std::size_t i) {
-                double acc = op == ReduceOp::Prod ? 1 : 0;
-                for (int r = 0; r < n; ++r) {
-                  const double v = 1 + double((std::size_t(r) + std::size_t(rank) + i) % 3);
-                  if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc += v;
-                  if (op == ReduceOp::Prod) acc *= v;
-                  if (op == ReduceOp::Max) acc = std::max(acc, v);
-                }
-                return op == ReduceOp::Avg ? acc / n : acc;
-              },
+          reduce_scatter_and_check(
+              *comm, dtype, op, count, in_place, forced,
+              [](int r, std::size_t b, std::size_t i) { return 1 + double((r + b + i) % 3); },
               std::string("hierarchical reduce_scatter of ") + std::string(dtype_name(dtype)));
           if (count > 0) {  // as allreduce's
             const std::string algorithm = ran(*comm, seq++, dir);
@@ -269,11 +282,12 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
       "auto reduce_scatter");
 }
 
-/// Hierarchical allreduces, allgathers and broadcasts cut into many chunks (a testing chunk size of
-/// 4100 bytes: 1025 float32, 512 int64 and 4100 int8 elements, and the vectors' last chunks
-/// shorter): on the pipelined schedules (engines/host_pipeline.hpp, host_allgather_pipeline.hpp)
-/// where single copy is allowed, the phases one chunk after another where it is not. Counts below,
-/// at, just above and far above one chunk (more chunks than the leader's staging holds).
+/// Hierarchical allreduces, allgathers, reduce_scatters and broadcasts cut into many chunks (a
+/// testing chunk size of 4100 bytes: 1025 float32, 512 int64 and 4100 int8 elements, and the
+/// vectors' last chunks shorter): on the pipelined schedules (engines/host_pipeline.hpp,
+/// host_allgather_pipeline.hpp) where single copy is allowed, the phases one chunk after another
+/// where it is not. Counts below, at, just above and far above one chunk (more chunks than the
+/// leader's staging holds).
 void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_copy,
              const std::string& dir) {
   const int host = host_of_rank[static_cast<std::size_t>(env.rank)];
@@ -348,6 +362,46 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
              "ran " << allgathers_helped << " allgathers on the pipelined schedule, expected "
                     << expected_allgathers_helped);
 
+  // Reduce_scatters whose shares (a host's blocks) are below, at and above one chunk: pipelined
+  // where every host has as many ranks, each host's consecutive, single copy is allowed;
+  // otherwise the leaders' reduce_scatters go chunk by chunk (hosts in that order) or whole.
+  bool in_share_order = consecutive;
+  for (int h : {0, 1})
+    in_share_order =
+        in_share_order && 2 * std::count(host_of_rank.begin(), host_of_rank.end(), h) ==
+                              static_cast<std::ptrdiff_t>(host_of_rank.size());
+  const std::uint64_t reduce_scatters_helped_before = algorithms::testing::helped_reduce_scatters();
+  std::uint64_t expected_reduce_scatters_helped = 0;
+  // Host 0's ranks: every host's where it matters (in share order), and the same on every rank.
+  const auto host_ranks =
+      static_cast<std::size_t>(std::count(host_of_rank.begin(), host_of_rank.end(), 0));
+  for (DType dtype : {DType::Float32, DType::Int8}) {
+    const std::size_t chunk = std::max<std::size_t>(4100 / dtype_size(dtype), 1);
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
+      for (std::size_t count :
+           {std::size_t{1}, chunk / host_ranks, chunk / host_ranks + 1, 3 * chunk + 5}) {
+        for (bool in_place : {false, true}) {
+          // 1..11, different for every element, block and rank (sums stay within int8).
+          reduce_scatter_and_check(
+              *comm, dtype, op, count, in_place, forced,
+              [](int r, std::size_t b, std::size_t i) {
+                return 1 + double((r * 7 + b * 5 + i * 3) % 11);
+              },
+              "chunked hierarchical reduce_scatter of " + std::string(dtype_name(dtype)));
+          RANK_CHECK(ran(*comm, seq++, dir) == "hierarchical", "reduce_scatter not hierarchical");
+          if (single_copy && in_share_order && count * host_ranks > chunk)
+            ++expected_reduce_scatters_helped;
+        }
+      }
+    }
+  }
+  const std::uint64_t reduce_scatters_helped =
+      algorithms::testing::helped_reduce_scatters() - reduce_scatters_helped_before;
+  RANK_CHECK(reduce_scatters_helped == expected_reduce_scatters_helped,
+             "ran " << reduce_scatters_helped
+                    << " reduce_scatters on the pipelined schedule, expected "
+                    << expected_reduce_scatters_helped);
+
   // Broadcasts (in chunks, never pipelined) from every root (a leader or not, on either host),
   // in and out of place.
   for (int root = 0; root < n; ++root) {
@@ -387,12 +441,15 @@ void fail_at_chunk_three(int local_rank, std::size_t chunk) {
     throw std::runtime_error("injected failure of local rank " + std::to_string(local_rank));
 }
 
-/// One rank of host 0 (its leader, or a helper) fails at chunk 3 of a pipelined allreduce or
-/// allgather. Its host's other ranks must fail with RemoteError rather than meet their deadline
-/// (a Timeout). Host 1's ranks, whose leader learns nothing of it until its own deadline, fail too,
-/// unless an allgather's helper failed (below).
+enum class Pipelined { Allreduce, Allgather, ReduceScatter };
+
+/// One rank of host 0 (its leader, or a helper) fails at chunk 3 of a pipelined allreduce,
+/// allgather or reduce_scatter. Its host's other ranks must fail with RemoteError rather than meet
+/// their deadline (a Timeout). Host 1's ranks, whose leader learns nothing of it until its own
+/// deadline, fail too, unless an allgather's helper failed (below).
 void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int failing,
-                      bool allgather) {
+                      Pipelined which) {
+  const bool allgather = which == Pipelined::Allgather;
   const int host = host_of_rank[static_cast<std::size_t>(env.rank)];
   cohort::test::become_simulated_host(host);
   algorithms::testing::set_hierarchical_chunk_bytes(4100);
@@ -400,19 +457,24 @@ void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int
   CollectiveOptions options;
   options.algorithm = Algorithm::Hierarchical;
   options.timeout = std::chrono::seconds(5);
-  // Allreduce: 10 chunks of 1025 float32. Allgather: 2 x 1025 per rank, so 6 chunks of host 0's
-  // share of three ranks.
-  Buffer x = Buffer::allocate(allgather ? 2 * 1025 : 9 * 1025 + 3, DType::Float32);
-  Buffer gathered = Buffer::allocate(x.count() * host_of_rank.size(), DType::Float32);
+  // Allreduce: 10 chunks of 1025 float32. Allgather and reduce_scatter: blocks of 2 x 1025, so
+  // 6 chunks of a host's share of three ranks.
+  Buffer x =
+      Buffer::allocate(which == Pipelined::Allreduce ? 9 * 1025 + 3 : 2 * 1025, DType::Float32);
+  Buffer whole = Buffer::allocate(x.count() * host_of_rank.size(), DType::Float32);
   const auto run = [&] {
-    if (allgather)
-      comm->allgather(x, gathered, options);
+    if (which == Pipelined::Allgather)
+      comm->allgather(x, whole, options);
+    else if (which == Pipelined::ReduceScatter)
+      comm->reduce_scatter(whole, x, ReduceOp::Sum, options);
     else
       comm->allreduce(x, ReduceOp::Sum, options);
   };
   run();  // sets the groups up, before the hook
   const std::uint64_t helped = allgather ? algorithms::testing::helped_allgathers()
-                                         : algorithms::testing::helped_allreduces();
+                               : which == Pipelined::ReduceScatter
+                                   ? algorithms::testing::helped_reduce_scatters()
+                                   : algorithms::testing::helped_allreduces();
   RANK_CHECK(helped == 1, "the pipelined schedule did not run");
   int local_rank = 0;
   for (int r = 0; r < env.rank; ++r)
@@ -433,8 +495,8 @@ void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int
   // Nobody leaves (which its peers would see as a process gone) before everyone has returned:
   // the host's ranks must learn of the failure from the op itself.
   auto store = connect_store(env);
-  const std::string prefix = "test/failing_pipeline/" + std::to_string(failing) +
-                             (allgather ? "/allgather/" : "/allreduce/");
+  const std::string prefix = "test/failing_pipeline/" + std::to_string(failing) + "/" +
+                             std::to_string(static_cast<int>(which)) + "/";
   store->set_string(prefix + std::to_string(env.rank), "returned");
   std::vector<std::string> everyone;
   for (int r = 0; r < env.world_size; ++r) everyone.push_back(prefix + std::to_string(r));
@@ -502,8 +564,8 @@ TEST_CASE("a receive behind a hierarchical allreduce_async is posted from inside
 }
 
 TEST_CASE(
-    "chunked hierarchical allreduces, allgathers and broadcasts, pipelined and not, over 2 "
-    "simulated hosts",
+    "chunked hierarchical allreduces, allgathers, reduce_scatters and broadcasts, pipelined and "
+    "not, over 2 simulated hosts",
     "[hierarchical]") {
   cohort::test::TempDir dir;
   for (const bool single_copy : {true, false}) {
@@ -519,13 +581,17 @@ TEST_CASE(
 }
 
 TEST_CASE("a rank failing mid-pipeline fails its host's ranks at once", "[hierarchical]") {
-  const std::vector<int> layout{0, 0, 0, 1, 1};
-  for (const bool allgather : {false, true}) {
+  for (const Pipelined which :
+       {Pipelined::Allreduce, Pipelined::Allgather, Pipelined::ReduceScatter}) {
+    // The reduce_scatter's pipeline needs hosts of as many ranks.
+    const std::vector<int> layout = which == Pipelined::ReduceScatter
+                                        ? std::vector<int>{0, 0, 0, 1, 1, 1}
+                                        : std::vector<int>{0, 0, 0, 1, 1};
     for (const int failing : {0, 1}) {  // host 0's leader; one of its two helpers
-      CAPTURE(allgather, failing);
+      CAPTURE(static_cast<int>(which), failing);
       REQUIRE_NOTHROW(run_ranks(
           static_cast<int>(layout.size()),
-          [&](const Environment& env) { failing_pipeline(env, layout, failing, allgather); },
+          [&](const Environment& env) { failing_pipeline(env, layout, failing, which); },
           std::chrono::seconds(120)));
     }
   }

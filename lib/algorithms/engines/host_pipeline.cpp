@@ -6,95 +6,122 @@
 #include "algorithms/engines/peer_fold.hpp"
 #include "algorithms/engines/single_copy.hpp"
 #include "core/check.hpp"
+#include "core/copy_bytes.hpp"
 #include "patterns/block_partition.hpp"
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <vector>
 
 namespace cohort::algorithms {
 namespace {
 
 std::atomic<std::uint64_t> helped_allreduce_count{0};
+std::atomic<std::uint64_t> helped_reduce_scatter_count{0};
 
-/// Table entries (SingleCopyOp): every rank's input; the leader's output and staging.
+/// Table entries (SingleCopyOp): every rank's input; the leader's result and staging.
 constexpr std::size_t kInputEntry = 0;
 static_assert(kInputEntry == 0, "fold_copied_from_peers folds entry 0 of every rank's table");
-constexpr std::size_t kOutputEntry = 1;
+constexpr std::size_t kResultEntry = 1;
 constexpr std::size_t kStagingEntry = 2;
 
-void lead(const OpContext& ctx, const OpContext& local, HostGroups& groups,
-          const AllreduceArgs& args, std::size_t chunk_elems, std::size_t chunks,
+/// What one pipelined fold moves (the allreduce's and the reduce_scatter's, below). Chunk c is
+/// elements [c * k, c * k + kc) of each piece's run (kc = min(k, run - c * k)); piece p of it is
+/// the input's elements [piece_starts[p] + c * k, ... + kc). The helpers fold every local rank's
+/// pieces of chunk c into staging slot c % kStagingSlots, piece p at p * kc; the leader's
+/// `leaders_op` turns the slot into chunk c's result, elements [c * k, c * k + kc) of its result
+/// block; a helper copies the part of that which is its own, elements [own_from, own_from +
+/// own_count) of the result, to `out` + (element - own_from).
+struct FoldSchedule {
+  const std::byte* in;
+  std::size_t in_bytes;
+  std::byte* out;
+  DType dtype;
+  ReduceOp op;
+  std::vector<std::size_t> piece_starts;
+  std::size_t run;
+  std::size_t chunk_elems;
+  std::byte* result;  ///< the leader's result block (null on helpers)
+  std::size_t result_bytes;
+  std::size_t own_from;
+  std::size_t own_count;
+  std::uint64_t announcement;
+  /// On the leader: chunk c's op among the leaders, from `slot` (pieces x kc elements).
+  std::function<void(const OpContext& leaders, std::size_t c, std::size_t kc, std::byte* slot)>
+      leaders_op;
+
+  std::size_t chunks() const { return chunks_of(run, chunk_elems); }
+  std::size_t chunk_count(std::size_t c) const { return chunk_at(c, chunk_elems, run).count; }
+  std::size_t slot_elements() const { return piece_starts.size() * chunk_elems; }
+};
+
+void lead(const OpContext& ctx, const OpContext& local, HostGroups& groups, const FoldSchedule& s,
           std::byte* staging) {
-  const std::size_t es = dtype_size(args.dtype);
+  const std::size_t es = dtype_size(s.dtype);
   const OpContext leaders = groups.leaders(ctx);
   std::vector<int> helpers;
   for (int r = 1; r < local.size; ++r) helpers.push_back(r);
-  auto* out = static_cast<std::byte*>(args.out);
-  for (std::size_t c = 0; c < chunks; ++c) {
-    const Chunk chunk = chunk_at(c, chunk_elems, args.count);
+  for (std::size_t c = 0; c < s.chunks(); ++c) {
     await_chunk(local, groups, helpers, kReadyStep, c);
     run_chunk_hook(local, c);
-    // Each chunk's allreduce among the leaders uses the op's tags again: the transport matches
-    // messages of one tag between two ranks in the order they were posted, and every leader
-    // runs the same chunks in the same order.
-    run_collective(leaders, groups.staging(),
-                   AllreduceArgs{staging + (c % kStagingSlots) * chunk_elems * es,
-                                 out + chunk.offset * es, chunk.count, args.dtype, args.op},
-                   Algorithm::Auto);
+    // Each chunk's op among the leaders uses the op's tags again: the transport matches messages
+    // of one tag between two ranks in the order they were posted, and every leader runs the same
+    // chunks in the same order.
+    s.leaders_op(leaders, c, s.chunk_count(c),
+                 staging + (c % kStagingSlots) * s.slot_elements() * es);
     for (int h : helpers) signal_chunk(local, h, kDoneStep, c);
   }
 }
 
-void help(const OpContext& local, HostGroups& groups, SingleCopyOp& op, const AllreduceArgs& args,
-          std::size_t chunk_elems, std::size_t chunks, std::byte* staging) {
-  const std::size_t es = dtype_size(args.dtype);
-  const std::size_t bytes = args.count * es;
-  const auto* in = static_cast<const std::byte*>(args.in);
-  auto* out = static_cast<std::byte*>(args.out);
+void help(const OpContext& local, HostGroups& groups, SingleCopyOp& op, const FoldSchedule& s,
+          std::byte* staging) {
+  const std::size_t es = dtype_size(s.dtype);
   const int leader[1] = {0};
   const auto take_result = [&](std::size_t c) {
     await_chunk(local, groups, leader, kDoneStep, c);
-    const Chunk chunk = chunk_at(c, chunk_elems, args.count);
-    op.read_part(0, kOutputEntry, bytes, chunk.offset * es, out + chunk.offset * es,
-                 chunk.count * es);
+    const std::size_t from = std::max(c * s.chunk_elems, s.own_from);
+    const std::size_t to = std::min(c * s.chunk_elems + s.chunk_count(c), s.own_from + s.own_count);
+    if (from < to)
+      op.read_part(0, kResultEntry, s.result_bytes, from * es, s.out + (from - s.own_from) * es,
+                   (to - from) * es);
   };
   const auto helpers = static_cast<std::size_t>(local.size - 1);
   const auto me = static_cast<std::size_t>(local.rank - 1);
-  for (std::size_t c = 0; c < chunks; ++c) {
+  for (std::size_t c = 0; c < s.chunks(); ++c) {
     if (c >= kStagingSlots) take_result(c - kStagingSlots);
-    const Chunk chunk = chunk_at(c, chunk_elems, args.count);
+    const std::size_t kc = s.chunk_count(c);
     run_chunk_hook(local, c);
-    const patterns::BlockRange slice = patterns::balanced_block(chunk.count, helpers, me);
-    const std::size_t at = (chunk.offset + slice.offset) * es;
-    fold_copied_from_peers(local, op, args.op, args.dtype,
-                           staging + ((c % kStagingSlots) * chunk_elems + slice.offset) * es,
-                           in + at, slice.count, bytes, at);
+    const patterns::BlockRange slice = patterns::balanced_block(kc, helpers, me);
+    std::byte* slot = staging + (c % kStagingSlots) * s.slot_elements() * es;
+    for (std::size_t p = 0; p < s.piece_starts.size(); ++p) {
+      const std::size_t at = (s.piece_starts[p] + c * s.chunk_elems + slice.offset) * es;
+      fold_copied_from_peers(local, op, s.op, s.dtype, slot + (p * kc + slice.offset) * es,
+                             s.in + at, slice.count, s.in_bytes, at);
+    }
     signal_chunk(local, 0, kReadyStep, c);
   }
-  for (std::size_t c = chunks > kStagingSlots ? chunks - kStagingSlots : 0; c < chunks; ++c)
+  for (std::size_t c = s.chunks() > kStagingSlots ? s.chunks() - kStagingSlots : 0; c < s.chunks();
+       ++c)
     take_result(c);
 }
 
-}  // namespace
-
-bool allreduce_through_helpers(const OpContext& ctx, HostGroups& groups, const AllreduceArgs& args,
-                               std::size_t chunk_elems) {
+/// Runs `s` on every rank of the host (see host_pipeline.hpp); false, having moved nothing, when
+/// the leader's staging is not mappable.
+bool fold_through_helpers(const OpContext& ctx, HostGroups& groups, const FoldSchedule& s) {
   const OpContext local = groups.local(ctx);
-  const std::size_t es = dtype_size(args.dtype);
-  const std::size_t bytes = args.count * es;
-  const std::size_t chunks = chunks_of(args.count, chunk_elems);
-  const std::size_t staging_bytes = kStagingSlots * chunk_elems * es;
+  const std::size_t staging_bytes = kStagingSlots * s.slot_elements() * dtype_size(s.dtype);
   std::byte* own_staging = groups.is_leader() ? groups.mappable_staging(staging_bytes) : nullptr;
 
   transport::SharedArena& arena = *local.arena();
   // Every flag of the op carries what it is, as the arena's own algorithms' do (dispatch.cpp): a
   // peer that failed, or runs another op, is then found in every wait and after every copy.
-  arena.begin_op(announcement_of(args, bytes, Algorithm::SingleCopy), &describe_announcement);
+  arena.begin_op(s.announcement, &describe_announcement);
   SingleCopyOp op(local, arena);
   std::vector<ExposedBlock> blocks(groups.is_leader() ? 3 : 1);
-  blocks[kInputEntry] = {args.in, bytes};
+  blocks[kInputEntry] = {s.in, s.in_bytes};
   if (groups.is_leader()) {
-    blocks[kOutputEntry] = {args.out, bytes};
+    blocks[kResultEntry] = {s.result, s.result_bytes};
     blocks[kStagingEntry] = {own_staging, own_staging != nullptr ? staging_bytes : 0};
   }
   op.expose(blocks);
@@ -105,11 +132,11 @@ bool allreduce_through_helpers(const OpContext& ctx, HostGroups& groups, const A
   }
   try {
     if (groups.is_leader()) {
-      lead(ctx, local, groups, args, chunk_elems, chunks, own_staging);
+      lead(ctx, local, groups, s, own_staging);
     } else {
       std::byte* staging = op.mapped(0, kStagingEntry, staging_bytes);
       COHORT_CHECK(staging != nullptr);  // entry_mappable said it is there
-      help(local, groups, op, args, chunk_elems, chunks, staging);
+      help(local, groups, op, s, staging);
     }
   } catch (...) {
     // The SingleCopyOp marks this rank failed as the error leaves (its waits and copies check
@@ -118,13 +145,87 @@ bool allreduce_through_helpers(const OpContext& ctx, HostGroups& groups, const A
     throw;
   }
   op.release_after_all();
+  return true;
+}
+
+}  // namespace
+
+bool allreduce_through_helpers(const OpContext& ctx, HostGroups& groups, const AllreduceArgs& args,
+                               std::size_t chunk_elems) {
+  const std::size_t es = dtype_size(args.dtype);
+  const std::size_t bytes = args.count * es;
+  auto* out = static_cast<std::byte*>(args.out);
+  FoldSchedule s{static_cast<const std::byte*>(args.in),
+                 bytes,
+                 out,
+                 args.dtype,
+                 args.op,
+                 {0},
+                 args.count,
+                 chunk_elems,
+                 groups.is_leader() ? out : nullptr,
+                 bytes,
+                 0,
+                 args.count,
+                 announcement_of(args, bytes, Algorithm::SingleCopy),
+                 {}};
+  // The leaders' allreduce of chunk c goes straight into the leader's output, its result.
+  s.leaders_op = [&](const OpContext& leaders, std::size_t c, std::size_t kc, std::byte* slot) {
+    run_collective(leaders, groups.staging(),
+                   AllreduceArgs{slot, out + c * chunk_elems * es, kc, args.dtype, args.op},
+                   Algorithm::Auto);
+  };
+  if (!fold_through_helpers(ctx, groups, s)) return false;
   helped_allreduce_count.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool reduce_scatter_through_helpers(const OpContext& ctx, HostGroups& groups,
+                                    const ReduceScatterArgs& args, std::size_t chunk_elems) {
+  const std::size_t es = dtype_size(args.dtype);
+  const auto ranks = static_cast<std::size_t>(ctx.size);
+  const auto local_size = static_cast<std::size_t>(groups.local_size());
+  const std::size_t share = local_size * args.count;  // a host's blocks
+  const std::size_t bytes = ranks * args.count * es;
+  auto* out = static_cast<std::byte*>(args.out);
+  // The host's reduced share, chunk by chunk, on the leader; its helpers copy their blocks out.
+  std::byte* reduced_share = groups.is_leader() ? groups.buffers().get(share * es, 0) : nullptr;
+  FoldSchedule s{static_cast<const std::byte*>(args.in),
+                 bytes,
+                 out,
+                 args.dtype,
+                 args.op,
+                 {},
+                 share,
+                 chunk_elems,
+                 reduced_share,
+                 share * es,
+                 static_cast<std::size_t>(groups.local_index_of(ctx.rank)) * args.count,
+                 args.count,
+                 announcement_of(args, bytes, Algorithm::SingleCopy),
+                 {}};
+  for (int h = 0; h < groups.hosts(); ++h) s.piece_starts.push_back(std::size_t(h) * share);
+  // The leaders' reduce_scatter of chunk c: every host's piece of it in, this host's reduced
+  // piece out; then the leader's own block's part of it (the share's first block) to its output.
+  s.leaders_op = [&](const OpContext& leaders, std::size_t c, std::size_t kc, std::byte* slot) {
+    const std::size_t at = c * chunk_elems;
+    run_collective(leaders, groups.staging(),
+                   ReduceScatterArgs{slot, reduced_share + at * es, kc, args.dtype, args.op},
+                   Algorithm::Auto);
+    if (at < args.count)
+      copy_bytes(out + at * es, reduced_share + at * es, std::min(kc, args.count - at) * es);
+  };
+  if (!fold_through_helpers(ctx, groups, s)) return false;
+  helped_reduce_scatter_count.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
 namespace testing {
 std::uint64_t helped_allreduces() noexcept {
   return helped_allreduce_count.load(std::memory_order_relaxed);
+}
+std::uint64_t helped_reduce_scatters() noexcept {
+  return helped_reduce_scatter_count.load(std::memory_order_relaxed);
 }
 }  // namespace testing
 

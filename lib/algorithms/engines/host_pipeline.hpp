@@ -1,9 +1,11 @@
 #pragma once
 
-// The pipelined schedule of the hierarchical allreduce (allreduce/hierarchical.cpp) on a host
-// with two or more ranks: the host's leader only moves data between hosts, and the host's other
-// ranks, its helpers, do all of the host's memory work, a chunk ahead of the leader and a chunk
-// behind it.
+// The pipelined schedule of the hierarchical allreduce and reduce_scatter
+// (<family>/hierarchical.cpp) on a host with two or more ranks: the host's leader only moves data
+// between hosts, and the host's other ranks, its helpers, do all of the host's memory work, a
+// chunk ahead of the leader and a chunk behind it. Described below for the allreduce; the
+// reduce_scatter's differs in what a chunk is and where its result goes (its function's
+// contract). (The allgather's, which folds nothing, is host_allgather_pipeline.hpp.)
 //
 // Why: run one after the other, the reduce into the leader and the broadcast back add their time
 // to the link's (2 hosts x 2 ranks took 1.1-1.2x the time of 2 hosts x 1 rank at 4-256 MiB on a
@@ -59,10 +61,23 @@ inline constexpr std::size_t kStagingSlots = 2;
 bool allreduce_through_helpers(const OpContext& ctx, HostGroups& groups, const AllreduceArgs& args,
                                std::size_t chunk_elems);
 
+/// The same schedule for a reduce_scatter whose hosts all have the same number of ranks, each
+/// host's consecutive (a host's ranks' blocks, its share, are then one run of every input), and
+/// whose shares are cut into chunks of `chunk_elems`: chunk c is the same elements of every
+/// host's share. The helpers fold chunk c of every share (every local rank's input) into the
+/// leader's staging, the leaders reduce_scatter it so that each gets its own host's share's chunk
+/// c, reduced, into a buffer the helpers then copy their blocks' parts out of (the leader copies
+/// its own). The staging holds kStagingSlots chunks of every host's share (the inputs are larger
+/// than that). The same contract as the allreduce's otherwise; the other hosts' leaders must run
+/// the same chunks' reduce_scatters.
+bool reduce_scatter_through_helpers(const OpContext& ctx, HostGroups& groups,
+                                    const ReduceScatterArgs& args, std::size_t chunk_elems);
+
 namespace testing {
-/// Allreduces this process ran on the pipelined schedule (as leader or helper), for tests that
-/// must know it was taken.
+/// Allreduces and reduce_scatters this process ran on the pipelined schedule (as leader or
+/// helper), for tests that must know it was taken.
 std::uint64_t helped_allreduces() noexcept;
+std::uint64_t helped_reduce_scatters() noexcept;
 }  // namespace testing
 
 }  // namespace cohort::algorithms

@@ -10,11 +10,18 @@
 // consecutive and every host has as many, the reduced input already is in that order and the
 // leaders reduce-scatter it where it lies; otherwise a leader first lays its blocks out so.
 //
+// When hosts are in that order and a share is above one chunk (1 MiB, engines/host_signals.hpp),
+// the leaders reduce-scatter the same elements of every share a chunk at a time, and on a host
+// whose arena has single copy the host's other ranks fold the next chunk and copy their blocks
+// of the last one out while the leader moves this one (engines/host_pipeline.hpp).
+//
 // Declines unless HostGroups (host_groups.hpp) finds two or more hosts, some with two or more
 // ranks, each with its arena. (Avg arrives as Sum, normalise.hpp: divided once at the end.)
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/dispatch.hpp"
+#include "algorithms/engines/host_pipeline.hpp"
+#include "algorithms/engines/host_signals.hpp"
 #include "algorithms/host_groups.hpp"
 #include "core/copy_bytes.hpp"
 
@@ -40,15 +47,32 @@ bool already_in_share_order(const HostGroups& groups) {
   return true;
 }
 
-void run(const OpContext& ctx, const ReduceScatterArgs& args) {
-  HostGroups& groups = *ctx.host_groups->get(ctx);
+/// Phase 3: each rank of the host gets its block of the host's reduced share (`mine`, on the
+/// leader) through the arena.
+void scatter_from_leader(const OpContext& ctx, HostGroups& groups, const ReduceScatterArgs& args,
+                         const std::byte* mine) {
+  const auto local_size = static_cast<std::size_t>(groups.local_size());
+  ScatterArgs scatter{groups.is_leader() ? mine : nullptr,
+                      args.out,
+                      RankSizes(local_size, args.count),
+                      {},
+                      args.count * local_size,
+                      args.dtype,
+                      0,
+                      false};
+  for (std::size_t i = 0; i < local_size; ++i) scatter.displs.push_back(i * args.count);
+  run_collective(groups.local(ctx), groups.staging(), scatter, Algorithm::Auto);
+}
+
+/// The three phases on the whole vector.
+void run_phases(const OpContext& ctx, HostGroups& groups, const ReduceScatterArgs& args,
+                bool in_order) {
   const OpContext local = groups.local(ctx);
   const std::size_t es = dtype_size(args.dtype);
   const std::size_t block = args.count * es;
   const auto slots = static_cast<std::size_t>(groups.largest_host());
   const auto hosts = static_cast<std::size_t>(groups.hosts());
   const std::size_t whole = args.count * static_cast<std::size_t>(ctx.size);
-  const bool in_order = already_in_share_order(groups);
 
   // The leader's buffers: the host's reduced input, the same laid out share by share (unless it
   // already is), and the host's reduced share.
@@ -83,17 +107,60 @@ void run(const OpContext& ctx, const ReduceScatterArgs& args) {
                    Algorithm::Auto);
   }
   // 3. Each rank of the host gets its block from the leader.
-  const auto local_size = static_cast<std::size_t>(groups.local_size());
-  ScatterArgs scatter{groups.is_leader() ? mine : nullptr,
-                      args.out,
-                      RankSizes(local_size, args.count),
-                      {},
-                      args.count * local_size,
-                      args.dtype,
-                      0,
-                      false};
-  for (std::size_t i = 0; i < local_size; ++i) scatter.displs.push_back(i * args.count);
-  run_collective(local, groups.staging(), scatter, Algorithm::Auto);
+  scatter_from_leader(ctx, groups, args, mine);
+}
+
+/// In order, shares above one chunk, on a host that cannot run the pipelined schedule: the
+/// host's inputs reduced into its leader whole, the leaders' reduce_scatters chunk by chunk (the
+/// same chunks every host's leader runs, engines/host_pipeline.hpp), each chunk's pieces packed
+/// from the reduced input first, and the share scattered back whole.
+void run_chunked_phases(const OpContext& ctx, HostGroups& groups, const ReduceScatterArgs& args,
+                        std::size_t chunk_elems) {
+  const std::size_t es = dtype_size(args.dtype);
+  const auto hosts = static_cast<std::size_t>(groups.hosts());
+  const std::size_t share = args.count * static_cast<std::size_t>(groups.local_size());
+  const std::size_t whole = args.count * static_cast<std::size_t>(ctx.size);
+  std::byte* reduced = nullptr;
+  std::byte* pieces = nullptr;
+  std::byte* mine = nullptr;
+  if (groups.is_leader()) {
+    ScratchPool& buffers = groups.buffers();
+    reduced = buffers.get(whole * es, 0);
+    pieces = buffers.get(hosts * chunk_elems * es, 1);
+    mine = buffers.get(share * es, 2);
+  }
+  run_collective(groups.local(ctx), groups.staging(),
+                 ReduceArgs{args.in, reduced, whole, args.dtype, args.op, 0}, Algorithm::Auto);
+  if (groups.is_leader()) {
+    const OpContext leaders = groups.leaders(ctx);
+    for (std::size_t c = 0; c < chunks_of(share, chunk_elems); ++c) {
+      const Chunk chunk = chunk_at(c, chunk_elems, share);
+      for (std::size_t h = 0; h < hosts; ++h)
+        copy_bytes(pieces + h * chunk.count * es, reduced + (h * share + chunk.offset) * es,
+                   chunk.count * es);
+      run_collective(
+          leaders, groups.staging(),
+          ReduceScatterArgs{pieces, mine + chunk.offset * es, chunk.count, args.dtype, args.op},
+          Algorithm::Auto);
+    }
+  }
+  scatter_from_leader(ctx, groups, args, mine);
+}
+
+void run(const OpContext& ctx, const ReduceScatterArgs& args) {
+  HostGroups& groups = *ctx.host_groups->get(ctx);
+  const bool in_order = already_in_share_order(groups);
+  const std::size_t chunk = hierarchical_chunk_elements(args.dtype);
+  if (in_order && args.count * static_cast<std::size_t>(groups.local_size()) > chunk) {
+    // Every rank of a host reads the same arena's answer, so the host agrees on the schedule.
+    const transport::SharedArena* arena = groups.local(ctx).arena();
+    if (arena != nullptr && arena->single_copy() &&
+        reduce_scatter_through_helpers(ctx, groups, args, chunk))
+      return;
+    run_chunked_phases(ctx, groups, args, chunk);
+    return;
+  }
+  run_phases(ctx, groups, args, in_order);
 }
 
 }  // namespace
