@@ -12,8 +12,8 @@
 // With consecutive hosts and a share above one chunk (1 MiB, engines/host_signals.hpp), the
 // leaders exchange the shares a chunk at a time, and on a host whose arena has single copy the
 // host's copies overlap the exchange: the leader reads its host's blocks chunk by chunk, and its
-// other ranks copy each chunk out of its output while it moves the next
-// (engines/host_allgather_pipeline.hpp).
+// other ranks take the host's blocks from their owners and the other hosts' parts of each chunk
+// out of the leader's output while it moves the next (engines/host_allgather_pipeline.hpp).
 //
 // Declines unless HostGroups (host_groups.hpp) finds two or more hosts, some with two or more
 // ranks, each with its arena; and unless the blocks lie packed in rank order (as the public

@@ -25,6 +25,7 @@ void lead(const OpContext& ctx, const OpContext& local, HostGroups& groups, Sing
   const auto mine = static_cast<std::size_t>(groups.host_index());
   auto* out = static_cast<std::byte*>(args.out);
   for (std::size_t c = 0; c < shares.chunks; ++c) {
+    op.check_peers();  // a failed helper stops the leader here, not at its release
     // This host's part of chunk c: the pieces of it that the helpers' blocks hold.
     const HostShares::Part part = shares.part(mine, c);
     for (std::size_t i = 1; i < here.size(); ++i) {

@@ -26,8 +26,9 @@
 // A rank's own block is never written during the op; the leader writes its output's other hosts'
 // parts of chunk c only before done(c), and helpers read them only after it. A rank whose part
 // fails marks its arena flags (the SingleCopyOp does), which every copy and the release check; a
-// leader also sends its helpers "abandoned" in place of the next done(c), so they fail at once
-// (a leader waits for nothing from its helpers but their release).
+// leader also sends its helpers "abandoned" in place of the next done(c), so they fail at once. A
+// leader waits for nothing from its helpers but their release; it checks their flags before
+// each chunk, so a helper's failure stops it within a chunk.
 
 #include "algorithms/args.hpp"
 #include "algorithms/host_groups.hpp"

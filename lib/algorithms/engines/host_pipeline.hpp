@@ -12,7 +12,8 @@
 // 4 Gbit/s link, bench/PERFORMANCE-LOG.md, "Hierarchical allreduce, pipelined"). Cut into chunks,
 // the helpers fold chunk c + 1 and copy chunk c - 1's result out while the leaders move chunk c,
 // so all but the first fold and the last copy hide under the link's time; and the leader, whose
-// core also runs the host's share of the network stack, copies nothing.
+// core also runs the host's share of the network stack, copies nothing (in the reduce_scatter,
+// only its own block's part of each chunk).
 //
 // Per chunk c of `chunks` (staging slot c % kStagingSlots of the leader's):
 //   helper: once c >= kStagingSlots, waits for done(c - kStagingSlots) and copies that chunk's
@@ -67,9 +68,9 @@ bool allreduce_through_helpers(const OpContext& ctx, HostGroups& groups, const A
 /// host's share. The helpers fold chunk c of every share (every local rank's input) into the
 /// leader's staging, the leaders reduce_scatter it so that each gets its own host's share's chunk
 /// c, reduced, into a buffer the helpers then copy their blocks' parts out of (the leader copies
-/// its own). The staging holds kStagingSlots chunks of every host's share (the inputs are larger
-/// than that). The same contract as the allreduce's otherwise; the other hosts' leaders must run
-/// the same chunks' reduce_scatters.
+/// its own). The staging holds kStagingSlots chunks of every host's share: 2 MiB per host, at most
+/// twice the input (which holds every host's share of more than a chunk). The same contract as the
+/// allreduce's otherwise; the other hosts' leaders must run the same chunks' reduce_scatters.
 bool reduce_scatter_through_helpers(const OpContext& ctx, HostGroups& groups,
                                     const ReduceScatterArgs& args, std::size_t chunk_elems);
 

@@ -1,10 +1,10 @@
 #pragma once
 
 // What the hierarchical algorithms' chunks need: how a vector is cut into chunks (allreduce,
-// broadcast, allgather, <family>/hierarchical.cpp), and the small messages of the pipelined
-// schedules (host_pipeline.hpp, host_allgather_pipeline.hpp) by which a host's leader and its
-// other ranks (helpers) tell each other that a chunk is ready (helper to leader) or done (leader
-// to helper), or that their part of the op failed.
+// broadcast, allgather, reduce_scatter, <family>/hierarchical.cpp), and the small messages of the
+// pipelined schedules (host_pipeline.hpp, host_allgather_pipeline.hpp) by which a host's leader and
+// its other ranks (helpers) tell each other that a chunk is ready (helper to leader) or done
+// (leader to helper), or that their part of the op failed.
 //
 // Signals carry the chunk's number and come in chunk order (the transport matches messages of
 // one tag between two ranks in posting order); a rank whose part failed sends kAbandoned in place
@@ -68,9 +68,10 @@ namespace testing {
 /// (rounded down to whole elements, at least one) instead of 1 MiB, so tests reach many chunks with
 /// small vectors; 0 restores the default. Every rank must set the same before the ops it affects.
 void set_hierarchical_chunk_bytes(std::size_t bytes) noexcept;
-/// Called on the pipelined allreduce with this rank's local rank and the chunk, by the leader
-/// before its allreduce of each chunk and by a helper before it folds each; null (the default)
-/// for none. A test's hook may throw (a failure mid-op). Set it before the op.
+/// Called on the pipelined schedules with this rank's local rank and the chunk: by the leader
+/// before its op among the leaders of each chunk; by a helper of an allreduce or reduce_scatter
+/// before it folds each, of an allgather after done(c), before it copies chunk c. Null (the
+/// default) for none. A test's hook may throw (a failure mid-op). Set it before the op.
 void set_pipeline_chunk_hook(void (*hook)(int local_rank, std::size_t chunk)) noexcept;
 }  // namespace testing
 
