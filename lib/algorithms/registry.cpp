@@ -18,7 +18,7 @@ extern const AlgorithmDescriptor allreduce_ring, allreduce_recursive_doubling,
     barrier_shared_memory, broadcast_hierarchical, barrier_hierarchical, allgather_hierarchical,
     reduce_scatter_hierarchical, broadcast_single_copy, allgather_single_copy, gather_single_copy,
     scatter_single_copy, alltoall_single_copy, allreduce_single_copy, reduce_scatter_single_copy,
-    reduce_single_copy;
+    reduce_single_copy, reduce_hierarchical;
 
 namespace {
 
@@ -38,6 +38,7 @@ const std::array kAlgorithms{
     &reduce_reduce_scatter_gather,
     &reduce_shared_memory,
     &reduce_single_copy,
+    &reduce_hierarchical,
     &allgather_ring,
     &allgather_recursive_doubling,
     &allgather_bruck,

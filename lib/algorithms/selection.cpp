@@ -75,14 +75,15 @@ constexpr SelectionRule kTable[] = {
      W::Any,
      {A::SharedMemory, A::Hierarchical, A::ScatterAllgather, A::Tree}},
     {C::Broadcast, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Hierarchical, A::Tree, kEnd}},
-    // reduce: tree; reduce-scatter + gather for large messages on 3+ ranks.
+    // reduce: tree; reduce-scatter + gather for large messages on 3+ ranks (hierarchical first
+    // across hosts with several ranks on some, as for allreduce).
     {C::Reduce,
      kReduceTreeMaxBytes,
      kUnknownBytes,
      kRingMinWorldSize,
      W::Any,
-     {A::SharedMemory, A::ReduceScatterGather, A::Tree}},
-    {C::Reduce, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Tree, kEnd}},
+     {A::SharedMemory, A::Hierarchical, A::ReduceScatterGather, A::Tree}},
+    {C::Reduce, 0, kUnknownBytes, 1, W::Any, {A::SharedMemory, A::Hierarchical, A::Tree, kEnd}},
     // allgather: log-round algorithms for small totals, ring for large (hierarchical first
     // across hosts with several ranks on some, as for allreduce). Single copy first where the
     // kernel allows it: on 2 ranks from 32 KiB (next the ring, which also copies once, from

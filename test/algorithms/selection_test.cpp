@@ -141,8 +141,11 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
       pick(Collective::Broadcast, 4 * kMiB, 2) ==
       std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical, Algorithm::Tree});
   REQUIRE(pick(Collective::Reduce, 10 * kMiB, 4) ==
-          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::ReduceScatterGather,
-                                 Algorithm::Tree});
+          std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical,
+                                 Algorithm::ReduceScatterGather, Algorithm::Tree});
+  REQUIRE(pick(Collective::Reduce, 100, 4) == std::vector<Algorithm>{Algorithm::SharedMemory,
+                                                                     Algorithm::Hierarchical,
+                                                                     Algorithm::Tree});
   REQUIRE(pick(Collective::ReduceScatter, 100, 3) ==
           std::vector<Algorithm>{Algorithm::SharedMemory, Algorithm::Hierarchical,
                                  Algorithm::RecursiveHalving, Algorithm::Ring});

@@ -1,7 +1,7 @@
-// Hierarchical allreduce, broadcast, allgather(v), reduce_scatter and barrier across simulated
-// hosts: each rank enters a UTS namespace of its own and takes the hostname of its "host", so
-// ranks on different simulated hosts have different host identities (the shared arena and
-// HostGroups compare them) while running on one machine over real UCX. Layouts with each host's
+// Hierarchical allreduce, broadcast, reduce, allgather(v), reduce_scatter and barrier across
+// simulated hosts: each rank enters a UTS namespace of its own and takes the hostname of its
+// "host", so ranks on different simulated hosts have different host identities (the shared arena
+// and HostGroups compare them) while running on one machine over real UCX. Layouts with each host's
 // ranks consecutive and not, even and uneven, cover the algorithms' in-place and repacking paths.
 // Every dtype/op the algorithm takes, counts from 0 up, 2 hosts x 1-3 ranks and uneven hosts; the
 // flight record shows which algorithm ran. Needs root for the namespaces; exits 77 (meson: SKIP)
@@ -71,6 +71,43 @@ void allreduce_and_check(Communicator& comm, DType dtype, ReduceOp op, std::size
         return acc;
       },
       what + (in_place ? ", in place" : ""));
+}
+
+/// Reduces a vector of `count` whose element i is value(rank, i) on each rank to `root`, into
+/// another buffer or in place, and checks on the root every element against the fold of all
+/// ranks' values made here (Avg: their mean), and on the others that their input stayed.
+template <class Value>
+void reduce_and_check(Communicator& comm, DType dtype, ReduceOp op, std::size_t count, int root,
+                      bool in_place, const CollectiveOptions& options, Value value,
+                      const std::string& what) {
+  Buffer in = Buffer::allocate(count, dtype);
+  Buffer out = in_place ? in : Buffer::allocate(count, dtype);
+  for (std::size_t i = 0; i < count; ++i) {
+    set(in, i, value(comm.rank(), i));
+    if (!in_place) set(out, i, -1);
+  }
+  comm.reduce(in, out, op, root, options);
+  const std::string where = what + " x " + std::to_string(count) + " to " + std::to_string(root) +
+                            (in_place ? ", in place" : "");
+  if (comm.rank() != root) {
+    expect_values(
+        in, 0, count, [&](std::size_t i) { return value(comm.rank(), i); },
+        where + ": a non-root's input afterwards");
+    return;
+  }
+  expect_values(
+      out, 0, count,
+      [&](std::size_t i) {
+        double acc = op == ReduceOp::Prod ? 1 : 0;
+        for (int r = 0; r < comm.size(); ++r) {
+          const double v = value(r, i);
+          if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc += v;
+          if (op == ReduceOp::Prod) acc *= v;
+          if (op == ReduceOp::Max) acc = std::max(acc, v);
+        }
+        return op == ReduceOp::Avg ? acc / comm.size() : acc;
+      },
+      where);
 }
 
 /// Reduce_scatters blocks of `count` whose element i of block b is value(rank, b, i) on each rank,
@@ -214,6 +251,26 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
       }
     }
   }
+  // Reduce to every root (leaders and not, on every host), every dtype/op, in and out of place.
+  for (int root = 0; root < n; ++root) {
+    for (DType dtype : {DType::Float32, DType::Float64, DType::Int32, DType::Int64}) {
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max, ReduceOp::Prod, ReduceOp::Avg}) {
+        if (op == ReduceOp::Avg && (dtype == DType::Int32 || dtype == DType::Int64)) continue;
+        for (std::size_t count :
+             {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{300001}}) {
+          const bool in_place = (root + static_cast<int>(count)) % 2 == 0;
+          reduce_and_check(
+              *comm, dtype, op, count, root, in_place, forced,
+              [](int r, std::size_t i) { return 1 + double((r + i) % 3); },
+              "hierarchical reduce of " + std::string(dtype_name(dtype)));
+          if (count > 0) {  // as allreduce's
+            const std::string algorithm = ran(*comm, seq++, dir);
+            RANK_CHECK(algorithm == "hierarchical", "reduce ran '" << algorithm << "'");
+          }
+        }
+      }
+    }
+  }
   // Allgather and allgatherv (uneven counts, zeros among them), in and out of place.
   for (DType dtype : {DType::Float32, DType::Int64}) {
     for (std::size_t base :
@@ -282,9 +339,9 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
       "auto reduce_scatter");
 }
 
-/// Hierarchical allreduces, allgathers, reduce_scatters and broadcasts cut into many chunks (a
-/// testing chunk size of 4100 bytes: 1025 float32, 512 int64 and 4100 int8 elements, and the
-/// vectors' last chunks shorter): on the pipelined schedules (engines/host_pipeline.hpp,
+/// Hierarchical allreduces, reduces, allgathers, reduce_scatters and broadcasts cut into many
+/// chunks (a testing chunk size of 4100 bytes: 1025 float32, 512 int64 and 4100 int8 elements, and
+/// the vectors' last chunks shorter): on the pipelined schedules (engines/host_pipeline.hpp,
 /// host_allgather_pipeline.hpp) where single copy is allowed, the phases one chunk after another
 /// where it is not. Counts below, at, just above and far above one chunk (more chunks than the
 /// leader's staging holds).
@@ -361,6 +418,33 @@ void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_
   RANK_CHECK(allgathers_helped == expected_allgathers_helped,
              "ran " << allgathers_helped << " allgathers on the pipelined schedule, expected "
                     << expected_allgathers_helped);
+
+  // Reduces to every root, below, at and above one chunk: pipelined on hosts with helpers where
+  // single copy is allowed, chunk by chunk in phases elsewhere.
+  const std::uint64_t reduces_helped_before = algorithms::testing::helped_reduces();
+  std::uint64_t expected_reduces_helped = 0;
+  for (int root = 0; root < n; ++root) {
+    for (DType dtype : {DType::Float32, DType::Int8}) {
+      const std::size_t chunk = std::max<std::size_t>(4100 / dtype_size(dtype), 1);
+      for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
+        for (std::size_t count : {std::size_t{1}, chunk, chunk + 1, 9 * chunk + 3}) {
+          for (bool in_place : {false, true}) {
+            reduce_and_check(
+                *comm, dtype, op, count, root, in_place, forced,
+                [](int r, std::size_t i) { return 1 + double((r * 7 + i * 3) % 11); },
+                "chunked hierarchical reduce of " + std::string(dtype_name(dtype)));
+            RANK_CHECK(ran(*comm, seq++, dir) == "hierarchical", "reduce not hierarchical");
+            if (single_copy && host_has_helpers && count > chunk) ++expected_reduces_helped;
+          }
+        }
+      }
+    }
+  }
+  const std::uint64_t reduces_helped =
+      algorithms::testing::helped_reduces() - reduces_helped_before;
+  RANK_CHECK(reduces_helped == expected_reduces_helped,
+             "ran " << reduces_helped << " reduces on the pipelined schedule, expected "
+                    << expected_reduces_helped);
 
   // Reduce_scatters whose shares (a host's blocks) are below, at and above one chunk: pipelined
   // where every host has as many ranks, each host's consecutive, single copy is allowed;
@@ -564,8 +648,8 @@ TEST_CASE("a receive behind a hierarchical allreduce_async is posted from inside
 }
 
 TEST_CASE(
-    "chunked hierarchical allreduces, allgathers, reduce_scatters and broadcasts, pipelined and "
-    "not, over 2 simulated hosts",
+    "chunked hierarchical allreduces, reduces, allgathers, reduce_scatters and broadcasts, "
+    "pipelined and not, over 2 simulated hosts",
     "[hierarchical]") {
   cohort::test::TempDir dir;
   for (const bool single_copy : {true, false}) {

@@ -19,6 +19,7 @@ namespace {
 
 std::atomic<std::uint64_t> helped_allreduce_count{0};
 std::atomic<std::uint64_t> helped_reduce_scatter_count{0};
+std::atomic<std::uint64_t> helped_reduce_count{0};
 
 /// Table entries (SingleCopyOp): every rank's input; the leader's result and staging.
 constexpr std::size_t kInputEntry = 0;
@@ -220,7 +221,48 @@ bool reduce_scatter_through_helpers(const OpContext& ctx, HostGroups& groups,
   return true;
 }
 
+bool reduce_through_helpers(const OpContext& ctx, HostGroups& groups, const ReduceArgs& args,
+                            std::size_t chunk_elems) {
+  const std::size_t es = dtype_size(args.dtype);
+  const std::size_t bytes = args.count * es;
+  const int root_host = groups.host_of(args.root);
+  const bool root_here = groups.host_index() == root_host;
+  const bool root_leads = root_here && groups.local_index_of(args.root) == 0;
+  // The result lives on the root's host's leader: in the root's output when the root leads,
+  // else in a buffer of the leader's that the root copies its chunks out of.
+  std::byte* result = nullptr;
+  if (groups.is_leader() && root_here)
+    result = root_leads ? static_cast<std::byte*>(args.out) : groups.buffers().get(bytes, 0);
+  const bool root_helps = ctx.rank == args.root && !groups.is_leader();
+  FoldSchedule s{static_cast<const std::byte*>(args.in),
+                 bytes,
+                 static_cast<std::byte*>(args.out),
+                 args.dtype,
+                 args.op,
+                 {0},
+                 args.count,
+                 chunk_elems,
+                 result,
+                 root_here ? bytes : 0,
+                 0,
+                 root_helps ? args.count : 0,
+                 announcement_of(args, bytes, Algorithm::SingleCopy),
+                 {}};
+  s.leaders_op = [&](const OpContext& leaders, std::size_t c, std::size_t kc, std::byte* slot) {
+    run_collective(leaders, groups.staging(),
+                   ReduceArgs{slot, result != nullptr ? result + c * chunk_elems * es : nullptr, kc,
+                              args.dtype, args.op, root_host},
+                   Algorithm::Auto);
+  };
+  if (!fold_through_helpers(ctx, groups, s)) return false;
+  helped_reduce_count.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 namespace testing {
+std::uint64_t helped_reduces() noexcept {
+  return helped_reduce_count.load(std::memory_order_relaxed);
+}
 std::uint64_t helped_allreduces() noexcept {
   return helped_allreduce_count.load(std::memory_order_relaxed);
 }

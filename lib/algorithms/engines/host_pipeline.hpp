@@ -1,6 +1,6 @@
 #pragma once
 
-// The pipelined schedule of the hierarchical allreduce and reduce_scatter
+// The pipelined schedule of the hierarchical allreduce, reduce and reduce_scatter
 // (<family>/hierarchical.cpp) on a host with two or more ranks: the host's leader only moves data
 // between hosts, and the host's other ranks, its helpers, do all of the host's memory work, a
 // chunk ahead of the leader and a chunk behind it. Described below for the allreduce; the
@@ -74,7 +74,17 @@ bool allreduce_through_helpers(const OpContext& ctx, HostGroups& groups, const A
 bool reduce_scatter_through_helpers(const OpContext& ctx, HostGroups& groups,
                                     const ReduceScatterArgs& args, std::size_t chunk_elems);
 
+/// The same schedule for a reduce to `args.root`: every host's ranks fold as for the allreduce,
+/// the leaders reduce each chunk to the root's host's leader, into the root's output when the
+/// root leads its host, else into a buffer of the leader's that the root (a helper) copies each
+/// chunk out of. The same contract as the allreduce's otherwise; the other hosts' leaders must
+/// run the same chunks' reduces.
+bool reduce_through_helpers(const OpContext& ctx, HostGroups& groups, const ReduceArgs& args,
+                            std::size_t chunk_elems);
+
 namespace testing {
+/// Reduces this process ran on the pipelined schedule (as leader or helper).
+std::uint64_t helped_reduces() noexcept;
 /// Allreduces and reduce_scatters this process ran on the pipelined schedule (as leader or
 /// helper), for tests that must know it was taken.
 std::uint64_t helped_allreduces() noexcept;

@@ -1,10 +1,10 @@
 #pragma once
 
 // What the hierarchical algorithms' chunks need: how a vector is cut into chunks (allreduce,
-// broadcast, allgather, reduce_scatter, <family>/hierarchical.cpp), and the small messages of the
-// pipelined schedules (host_pipeline.hpp, host_allgather_pipeline.hpp) by which a host's leader and
-// its other ranks (helpers) tell each other that a chunk is ready (helper to leader) or done
-// (leader to helper), or that their part of the op failed.
+// broadcast, reduce, allgather, reduce_scatter, <family>/hierarchical.cpp), and the small messages
+// of the pipelined schedules (host_pipeline.hpp, host_allgather_pipeline.hpp) by which a host's
+// leader and its other ranks (helpers) tell each other that a chunk is ready (helper to leader) or
+// done (leader to helper), or that their part of the op failed.
 //
 // Signals carry the chunk's number and come in chunk order (the transport matches messages of
 // one tag between two ranks in posting order); a rank whose part failed sends kAbandoned in place
@@ -42,6 +42,9 @@ inline std::size_t chunks_of(std::size_t count, std::size_t chunk_elems) {
 /// steps of the leaders' own collectives (whose messages come from other hosts' leaders anyway).
 inline constexpr std::uint32_t kReadyStep = HostGroups::kFirstSetupStep - 1;
 inline constexpr std::uint32_t kDoneStep = HostGroups::kFirstSetupStep - 2;
+/// The hierarchical reduce's chunks from its host's leader to a root that does not lead it, where
+/// the host does not run the pipelined schedule (reduce/hierarchical.cpp).
+inline constexpr std::uint32_t kResultStep = HostGroups::kFirstSetupStep - 3;
 
 /// Sends chunk number `chunk` to local rank `peer` and waits until it left (until `local`'s
 /// deadline). On an error, cancels the view's requests before it leaves (the host group's view
