@@ -89,12 +89,11 @@ void reduce_and_check(Communicator& comm, DType dtype, ReduceOp op, std::size_t 
   comm.reduce(in, out, op, root, options);
   const std::string where = what + " x " + std::to_string(count) + " to " + std::to_string(root) +
                             (in_place ? ", in place" : "");
-  if (comm.rank() != root) {
+  if (comm.rank() != root || !in_place)
     expect_values(
         in, 0, count, [&](std::size_t i) { return value(comm.rank(), i); },
-        where + ": a non-root's input afterwards");
-    return;
-  }
+        where + ": the input afterwards");
+  if (comm.rank() != root) return;
   expect_values(
       out, 0, count,
       [&](std::size_t i) {
@@ -525,12 +524,13 @@ void fail_at_chunk_three(int local_rank, std::size_t chunk) {
     throw std::runtime_error("injected failure of local rank " + std::to_string(local_rank));
 }
 
-enum class Pipelined { Allreduce, Allgather, ReduceScatter };
+enum class Pipelined { Allreduce, Allgather, ReduceScatter, Reduce };
 
 /// One rank of host 0 (its leader, or a helper) fails at chunk 3 of a pipelined allreduce,
-/// allgather or reduce_scatter. Its host's other ranks must fail with RemoteError rather than meet
-/// their deadline (a Timeout). Host 1's ranks, whose leader learns nothing of it until its own
-/// deadline, fail too, unless an allgather's helper failed (below).
+/// allgather, reduce_scatter or reduce (to host 0's first helper, which then copies results). Its
+/// host's other ranks must fail with RemoteError rather than meet their deadline (a Timeout). Host
+/// 1's ranks, whose leader learns nothing of it until its own deadline, fail too, unless an
+/// allgather's helper failed (below).
 void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int failing,
                       Pipelined which) {
   const bool allgather = which == Pipelined::Allgather;
@@ -541,24 +541,27 @@ void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int
   CollectiveOptions options;
   options.algorithm = Algorithm::Hierarchical;
   options.timeout = std::chrono::seconds(5);
-  // Allreduce: 10 chunks of 1025 float32. Allgather and reduce_scatter: blocks of 2 x 1025, so
-  // 6 chunks of a host's share of three ranks.
-  Buffer x =
-      Buffer::allocate(which == Pipelined::Allreduce ? 9 * 1025 + 3 : 2 * 1025, DType::Float32);
+  // Allreduce and reduce: 10 chunks of 1025 float32. Allgather and reduce_scatter: blocks of
+  // 2 x 1025, so 6 chunks of a host's share of three ranks.
+  const bool whole_vector = which == Pipelined::Allreduce || which == Pipelined::Reduce;
+  Buffer x = Buffer::allocate(whole_vector ? 9 * 1025 + 3 : 2 * 1025, DType::Float32);
   Buffer whole = Buffer::allocate(x.count() * host_of_rank.size(), DType::Float32);
   const auto run = [&] {
     if (which == Pipelined::Allgather)
       comm->allgather(x, whole, options);
     else if (which == Pipelined::ReduceScatter)
       comm->reduce_scatter(whole, x, ReduceOp::Sum, options);
+    else if (which == Pipelined::Reduce)
+      comm->reduce(x, x, ReduceOp::Sum, 1, options);
     else
       comm->allreduce(x, ReduceOp::Sum, options);
   };
   run();  // sets the groups up, before the hook
-  const std::uint64_t helped = allgather ? algorithms::testing::helped_allgathers()
-                               : which == Pipelined::ReduceScatter
-                                   ? algorithms::testing::helped_reduce_scatters()
-                                   : algorithms::testing::helped_allreduces();
+  const std::uint64_t helped =
+      allgather                           ? algorithms::testing::helped_allgathers()
+      : which == Pipelined::ReduceScatter ? algorithms::testing::helped_reduce_scatters()
+      : which == Pipelined::Reduce        ? algorithms::testing::helped_reduces()
+                                          : algorithms::testing::helped_allreduces();
   RANK_CHECK(helped == 1, "the pipelined schedule did not run");
   int local_rank = 0;
   for (int r = 0; r < env.rank; ++r)
@@ -587,7 +590,8 @@ void failing_pipeline(const Environment& env, std::vector<int> host_of_rank, int
   store->wait(everyone, std::chrono::seconds(60));
   // An allgather's helper takes nothing its leader waits for: the leader may have sent its whole
   // share before it saw the failure, and then host 1's ranks have all they need.
-  const bool may_succeed = host != 0 && allgather && failing != 0;
+  // A reduce's other hosts send and wait for nothing back.
+  const bool may_succeed = host != 0 && ((allgather && failing != 0) || which == Pipelined::Reduce);
   RANK_CHECK(!error.empty() || may_succeed, "the op returned normally");
   if (host == 0 && local_rank == failing) {
     RANK_CHECK(error.find("injected failure") != std::string::npos, "failed with: " << error);
@@ -666,7 +670,7 @@ TEST_CASE(
 
 TEST_CASE("a rank failing mid-pipeline fails its host's ranks at once", "[hierarchical]") {
   for (const Pipelined which :
-       {Pipelined::Allreduce, Pipelined::Allgather, Pipelined::ReduceScatter}) {
+       {Pipelined::Allreduce, Pipelined::Allgather, Pipelined::ReduceScatter, Pipelined::Reduce}) {
     // The reduce_scatter's pipeline needs hosts of as many ranks.
     const std::vector<int> layout = which == Pipelined::ReduceScatter
                                         ? std::vector<int>{0, 0, 0, 1, 1, 1}

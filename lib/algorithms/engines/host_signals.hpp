@@ -67,14 +67,15 @@ void abandon_signals(const OpContext& local, bool leader) noexcept;
 void run_chunk_hook(const OpContext& local, std::size_t c);
 
 namespace testing {
-/// Cuts hierarchical allreduces, broadcasts, allgathers and reduce_scatters into chunks of `bytes`
-/// (rounded down to whole elements, at least one) instead of 1 MiB, so tests reach many chunks with
-/// small vectors; 0 restores the default. Every rank must set the same before the ops it affects.
+/// Cuts hierarchical allreduces, broadcasts, reduces, allgathers and reduce_scatters into chunks of
+/// `bytes` (rounded down to whole elements, at least one) instead of 1 MiB, so tests reach many
+/// chunks with small vectors; 0 restores the default. Every rank must set the same before the ops
+/// it affects.
 void set_hierarchical_chunk_bytes(std::size_t bytes) noexcept;
 /// Called on the pipelined schedules with this rank's local rank and the chunk: by the leader
-/// before its op among the leaders of each chunk; by a helper of an allreduce or reduce_scatter
-/// before it folds each, of an allgather after done(c), before it copies chunk c. Null (the
-/// default) for none. A test's hook may throw (a failure mid-op). Set it before the op.
+/// before its op among the leaders of each chunk; by a helper of an allreduce, reduce or
+/// reduce_scatter before it folds each, of an allgather after done(c), before it copies chunk c.
+/// Null (the default) for none. A test's hook may throw (a failure mid-op). Set it before the op.
 void set_pipeline_chunk_hook(void (*hook)(int local_rank, std::size_t chunk)) noexcept;
 }  // namespace testing
 

@@ -7,8 +7,8 @@
 // The vector goes in chunks (1 MiB, engines/host_signals.hpp), the same on every host, so the
 // leaders run the same reduces whichever schedule their hosts run. Above one chunk, on a host
 // whose arena has single copy, the phases of different chunks overlap: the host's other ranks
-// fold chunk c + 1 (and a root among them copies chunk c - 1's result out) while the leader
-// moves chunk c (engines/host_pipeline.hpp). Elsewhere each chunk's phases run one after the
+// fold the next chunks (and a root among them copies an earlier chunk's result out) while the
+// leader moves chunk c (engines/host_pipeline.hpp). Elsewhere each chunk's phases run one after the
 // other.
 //
 // Declines unless HostGroups (host_groups.hpp) finds two or more hosts, some with two or more

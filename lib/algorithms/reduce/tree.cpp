@@ -9,12 +9,13 @@
 // one is reduced. The combining order is fixed by (world size, root), so the result is
 // deterministic.
 //
-// Above kSegmentedMinBytes the vector goes in segments of kRingChunkBytes down every edge of the
-// tree, in the same order at every rank, so a rank reduces segment s while segment s + 1 arrives
-// and its parent reduces segment s - 1: the reductions overlap the transfers instead of following
-// each one (2 ranks across a 4 Gbit/s link, 16-256 MiB: 0.95-1.02 of the link's tag_bw, whole
-// messages 0.91-0.99; bench/PERFORMANCE-LOG.md, "Reduce's tree in segments"). Every segment's
-// receive is posted at once: segments that arrive before theirs cost the transport a copy.
+// Above kSegmentedMinBytes, on up to 4 ranks (where the root has at most two children), the
+// vector goes in segments of kRingChunkBytes down every edge of the tree, in the same order at
+// every rank, so a rank reduces segment s while segment s + 1 arrives and its parent reduces
+// segment s - 1: the reductions overlap the transfers instead of following each one (2 ranks
+// across a 4 Gbit/s link, 16-256 MiB: 0.95-1.02 of the link's tag_bw, whole messages 0.91-0.99;
+// bench/PERFORMANCE-LOG.md, "Reduce's tree in segments"). Every segment's receive is posted at
+// once: segments that arrive before theirs cost the transport a copy.
 //
 // Cost, n ranks, m bytes: ceil(log2 n) rounds on the critical path, each moving and reducing
 // m bytes; the root receives ceil(log2 n) * m. Latency-optimal; the reduce-scatter + gather
@@ -99,7 +100,11 @@ void run(const OpContext& ctx, const ReduceArgs& args) {
   const auto children = patterns::binomial_children(v, ctx.size);
   const int parent =
       v == 0 ? -1 : patterns::absolute_rank(patterns::binomial_parent(v), args.root, ctx.size);
-  if (bytes >= kSegmentedMinBytes) {
+  // Segmented only where its scratch (a whole vector per child) is no more than the whole-vector
+  // tree's two receive buffers on every rank: where the root, which has the most children, has
+  // at most two (2 to 4 ranks; the table runs the tree for large vectors on 2, reduce-scatter +
+  // gather from 3). Decided alike on every rank, so both ends of an edge cut the same messages.
+  if (bytes >= kSegmentedMinBytes && patterns::binomial_children(0, ctx.size).size() <= 2) {
     std::vector<int> child_ranks;
     for (int child : children)
       child_ranks.push_back(patterns::absolute_rank(child, args.root, ctx.size));
