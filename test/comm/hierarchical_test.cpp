@@ -44,6 +44,19 @@ std::string ran(Communicator& comm, std::uint32_t seq, const std::string& dir) {
   return "(not recorded)";
 }
 
+/// op over ranks 0 .. ranks - 1 of value(r), folded here as the reference (Avg: the mean).
+template <class Value>
+double fold_reference(ReduceOp op, int ranks, Value value) {
+  double acc = op == ReduceOp::Prod ? 1 : 0;
+  for (int r = 0; r < ranks; ++r) {
+    const double v = value(r);
+    if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc += v;
+    if (op == ReduceOp::Prod) acc *= v;
+    if (op == ReduceOp::Max) acc = std::max(acc, v);
+  }
+  return op == ReduceOp::Avg ? acc / ranks : acc;
+}
+
 /// Allreduces a vector of `count` whose element i is value(rank, i) on each rank, into another
 /// buffer or in place, and checks every element against the fold of all ranks' values made here.
 template <class Value>
@@ -61,14 +74,7 @@ void allreduce_and_check(Communicator& comm, DType dtype, ReduceOp op, std::size
   expect_values(
       out, 0, count,
       [&](std::size_t i) {
-        double acc = op == ReduceOp::Prod ? 1 : 0;
-        for (int r = 0; r < comm.size(); ++r) {
-          const double v = value(r, i);
-          if (op == ReduceOp::Sum) acc += v;
-          if (op == ReduceOp::Prod) acc *= v;
-          if (op == ReduceOp::Max) acc = std::max(acc, v);
-        }
-        return acc;
+        return fold_reference(op, comm.size(), [&](int r) { return value(r, i); });
       },
       what + (in_place ? ", in place" : ""));
 }
@@ -97,14 +103,7 @@ void reduce_and_check(Communicator& comm, DType dtype, ReduceOp op, std::size_t 
   expect_values(
       out, 0, count,
       [&](std::size_t i) {
-        double acc = op == ReduceOp::Prod ? 1 : 0;
-        for (int r = 0; r < comm.size(); ++r) {
-          const double v = value(r, i);
-          if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc += v;
-          if (op == ReduceOp::Prod) acc *= v;
-          if (op == ReduceOp::Max) acc = std::max(acc, v);
-        }
-        return op == ReduceOp::Avg ? acc / comm.size() : acc;
+        return fold_reference(op, comm.size(), [&](int r) { return value(r, i); });
       },
       where);
 }
@@ -127,14 +126,8 @@ void reduce_scatter_and_check(Communicator& comm, DType dtype, ReduceOp op, std:
   expect_values(
       out, 0, count,
       [&](std::size_t i) {
-        double acc = op == ReduceOp::Prod ? 1 : 0;
-        for (int r = 0; r < n; ++r) {
-          const double v = value(r, static_cast<std::size_t>(me), i);
-          if (op == ReduceOp::Sum || op == ReduceOp::Avg) acc += v;
-          if (op == ReduceOp::Prod) acc *= v;
-          if (op == ReduceOp::Max) acc = std::max(acc, v);
-        }
-        return op == ReduceOp::Avg ? acc / n : acc;
+        return fold_reference(op, n,
+                              [&](int r) { return value(r, static_cast<std::size_t>(me), i); });
       },
       what + " x " + std::to_string(count) + (in_place ? ", in place" : ""));
 }
