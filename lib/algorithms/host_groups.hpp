@@ -112,6 +112,13 @@ class HostGroups {
   transport::SideWork* side_work_ = nullptr;  ///< guarded by mutex_ as the pointers are
 };
 
+/// What every hierarchical algorithm's accepts() asks: the groups of ctx's communicator when its
+/// layout calls for them (HostGroups::get, collective on the first op that asks), null on fewer
+/// than 3 ranks or without groups.
+inline HostGroups* hierarchy_of(const OpContext& ctx) {
+  return ctx.size >= 3 && ctx.host_groups != nullptr ? ctx.host_groups->get(ctx) : nullptr;
+}
+
 /// The last phase of the hierarchical algorithms: each leader's `out` (count elements) reaches
 /// its host's other ranks' `out` through the host's arena.
 void broadcast_from_leader(const OpContext& ctx, HostGroups& groups, void* out, std::size_t count,

@@ -41,8 +41,7 @@ bool packed_in_rank_order(const AllgatherArgs& args) {
 }
 
 bool accepts(const OpContext& ctx, const AllgatherArgs& args) {
-  if (ctx.size < 3 || ctx.host_groups == nullptr || !packed_in_rank_order(args)) return false;
-  return ctx.host_groups->get(ctx) != nullptr;
+  return packed_in_rank_order(args) && hierarchy_of(ctx) != nullptr;
 }
 
 /// Phase 2 on a leader: every host's blocks reach every leader's out.
@@ -118,9 +117,7 @@ void run(const OpContext& ctx, const AllgatherArgs& args) {
   if (hosts_consecutive(groups)) {
     const HostShares shares = host_shares(groups, args, hierarchical_chunk_elements(args.dtype));
     if (shares.chunks > 1) {
-      // Every rank of a host reads the same arena's answer, so the host agrees on the schedule.
-      const transport::SharedArena* arena = groups.local(ctx).arena();
-      if (groups.local_size() > 1 && arena != nullptr && arena->single_copy()) {
+      if (host_pipelines(ctx, groups)) {
         allgather_through_helpers(ctx, groups, args, shares);
         return;
       }

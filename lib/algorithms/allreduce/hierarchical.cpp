@@ -35,8 +35,7 @@ namespace cohort::algorithms {
 namespace {
 
 bool accepts(const OpContext& ctx, const AllreduceArgs& args) {
-  if (args.op == ReduceOp::Avg || ctx.size < 3 || ctx.host_groups == nullptr) return false;
-  return ctx.host_groups->get(ctx) != nullptr;
+  return args.op != ReduceOp::Avg && hierarchy_of(ctx) != nullptr;
 }
 
 /// The three phases, one after the other, for elements [offset, offset + count).
@@ -61,13 +60,9 @@ void run_phases(const OpContext& ctx, HostGroups& groups, const AllreduceArgs& a
 void run(const OpContext& ctx, const AllreduceArgs& args) {
   HostGroups& groups = *ctx.host_groups->get(ctx);
   const std::size_t chunk = hierarchical_chunk_elements(args.dtype);
-  if (args.count > chunk && groups.local_size() > 1) {
-    // Every rank of a host reads the same arena's answer, so the host agrees on the schedule.
-    const transport::SharedArena* arena = groups.local(ctx).arena();
-    if (arena != nullptr && arena->single_copy() &&
-        allreduce_through_helpers(ctx, groups, args, chunk))
-      return;
-  }
+  if (args.count > chunk && host_pipelines(ctx, groups) &&
+      allreduce_through_helpers(ctx, groups, args, chunk))
+    return;
   for (std::size_t offset = 0; offset < args.count; offset += chunk)
     run_phases(ctx, groups, args, offset, std::min(chunk, args.count - offset));
 }

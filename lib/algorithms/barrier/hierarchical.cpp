@@ -15,7 +15,7 @@ namespace cohort::algorithms {
 namespace {
 
 bool accepts(const OpContext& ctx, const BarrierArgs&) {
-  return ctx.size >= 3 && ctx.host_groups != nullptr && ctx.host_groups->get(ctx) != nullptr;
+  return hierarchy_of(ctx) != nullptr;
 }
 
 void run(const OpContext& ctx, const BarrierArgs&) {

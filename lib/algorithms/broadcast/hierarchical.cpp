@@ -29,7 +29,7 @@ namespace cohort::algorithms {
 namespace {
 
 bool accepts(const OpContext& ctx, const BroadcastArgs&) {
-  return ctx.size >= 3 && ctx.host_groups != nullptr && ctx.host_groups->get(ctx) != nullptr;
+  return hierarchy_of(ctx) != nullptr;
 }
 
 /// The three phases, one after the other, for elements [offset, offset + count).

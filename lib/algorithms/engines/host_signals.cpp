@@ -47,6 +47,12 @@ std::size_t hierarchical_chunk_elements(DType dtype) {
   return std::max<std::size_t>((forced != 0 ? forced : kChunkBytes) / dtype_size(dtype), 1);
 }
 
+bool host_pipelines(const OpContext& ctx, const HostGroups& groups) {
+  if (groups.local_size() < 2) return false;
+  const transport::SharedArena* arena = groups.local(ctx).arena();
+  return arena != nullptr && arena->single_copy();
+}
+
 void signal_chunk(const OpContext& local, int peer, std::uint32_t step, std::uint64_t chunk) {
   cancelling_on_error(local, [&] {
     const transport::Request sent =

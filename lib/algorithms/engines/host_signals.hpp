@@ -46,6 +46,11 @@ inline constexpr std::uint32_t kDoneStep = HostGroups::kFirstSetupStep - 2;
 /// the host does not run the pipelined schedule (reduce/hierarchical.cpp).
 inline constexpr std::uint32_t kResultStep = HostGroups::kFirstSetupStep - 3;
 
+/// Whether this rank's host runs the pipelined schedules: it has helpers, and its arena lets its
+/// ranks read each other's memory. Every rank of a host reads the same arena's answer, so the
+/// host agrees on the schedule.
+bool host_pipelines(const OpContext& ctx, const HostGroups& groups);
+
 /// Sends chunk number `chunk` to local rank `peer` and waits until it left (until `local`'s
 /// deadline). On an error, cancels the view's requests before it leaves (the host group's view
 /// serves one op at a time, so they are this op's).

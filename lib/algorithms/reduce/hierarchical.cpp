@@ -28,7 +28,7 @@ namespace cohort::algorithms {
 namespace {
 
 bool accepts(const OpContext& ctx, const ReduceArgs&) {
-  return ctx.size >= 3 && ctx.host_groups != nullptr && ctx.host_groups->get(ctx) != nullptr;
+  return hierarchy_of(ctx) != nullptr;
 }
 
 /// The phases, one after the other, for elements [offset, offset + count).
@@ -72,13 +72,9 @@ void run_phases(const OpContext& ctx, HostGroups& groups, const ReduceArgs& args
 void run(const OpContext& ctx, const ReduceArgs& args) {
   HostGroups& groups = *ctx.host_groups->get(ctx);
   const std::size_t chunk = hierarchical_chunk_elements(args.dtype);
-  if (args.count > chunk && groups.local_size() > 1) {
-    // Every rank of a host reads the same arena's answer, so the host agrees on the schedule.
-    const transport::SharedArena* arena = groups.local(ctx).arena();
-    if (arena != nullptr && arena->single_copy() &&
-        reduce_through_helpers(ctx, groups, args, chunk))
-      return;
-  }
+  if (args.count > chunk && host_pipelines(ctx, groups) &&
+      reduce_through_helpers(ctx, groups, args, chunk))
+    return;
   for (std::size_t offset = 0; offset < args.count; offset += chunk)
     run_phases(ctx, groups, args, offset, std::min(chunk, args.count - offset));
 }

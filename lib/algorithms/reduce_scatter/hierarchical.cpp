@@ -32,7 +32,7 @@ namespace cohort::algorithms {
 namespace {
 
 bool accepts(const OpContext& ctx, const ReduceScatterArgs&) {
-  return ctx.size >= 3 && ctx.host_groups != nullptr && ctx.host_groups->get(ctx) != nullptr;
+  return hierarchy_of(ctx) != nullptr;
 }
 
 /// Whether rank r's block is already where the leaders' reduce_scatter wants it: host h's ranks
@@ -152,10 +152,7 @@ void run(const OpContext& ctx, const ReduceScatterArgs& args) {
   const bool in_order = already_in_share_order(groups);
   const std::size_t chunk = hierarchical_chunk_elements(args.dtype);
   if (in_order && args.count * static_cast<std::size_t>(groups.local_size()) > chunk) {
-    // Every rank of a host reads the same arena's answer, so the host agrees on the schedule.
-    const transport::SharedArena* arena = groups.local(ctx).arena();
-    if (arena != nullptr && arena->single_copy() &&
-        reduce_scatter_through_helpers(ctx, groups, args, chunk))
+    if (host_pipelines(ctx, groups) && reduce_scatter_through_helpers(ctx, groups, args, chunk))
       return;
     run_chunked_phases(ctx, groups, args, chunk);
     return;
