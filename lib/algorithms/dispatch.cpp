@@ -70,9 +70,16 @@ bool buffers_mappable(const OpContext&, const ReduceScatterArgs& args, std::size
   return find_mappable(args.in, bytes, &ref);
 }
 
-/// A large allreduce, reduce or reduce_scatter on one host, where the table runs the arena: the
-/// arena or single copy, whichever the communicator measured faster (measured_choice.hpp). Returns
-/// Auto, having run nothing, where no measurement applies.
+bool buffers_mappable(const OpContext& ctx, const BroadcastArgs& args, std::size_t bytes) {
+  MappableRef ref;
+  return find_mappable(args.out, bytes, &ref) &&
+         (ctx.rank != args.root || args.in == nullptr || find_mappable(args.in, bytes, &ref));
+}
+
+/// A large allreduce, reduce or reduce_scatter on one host (or a broadcast on three ranks or
+/// more), where the table runs the arena: the arena or single copy, whichever the communicator
+/// measured faster (measured_choice.hpp). Returns Auto, having run nothing, where no
+/// measurement applies.
 template <class Args>
 Algorithm run_measured(const OpContext& ctx, const Args& args, std::size_t bytes,
                        const Candidates& candidates, Algorithm forced) {
@@ -80,7 +87,7 @@ Algorithm run_measured(const OpContext& ctx, const Args& args, std::size_t bytes
   if (ctx.choices == nullptr || ctx.size < 2 || candidates.empty() ||
       *candidates.begin() != Algorithm::SharedMemory)
     return Algorithm::Auto;
-  MeasuredChoice* measured = ctx.choices->measured(kFamily, bytes, forced);
+  MeasuredChoice* measured = ctx.choices->measured(kFamily, bytes, ctx.size, forced);
   if (measured == nullptr) return Algorithm::Auto;
   const AlgorithmDescriptor& arena = descriptor_of(kFamily, Algorithm::SharedMemory);
   const AlgorithmDescriptor& single = descriptor_of(kFamily, Algorithm::SingleCopy);
@@ -132,7 +139,7 @@ Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm 
           ? ctx.choices->candidates(family, bytes, ctx.size, forced)
           : select_candidates(family, bytes, ctx.size, forced, environment_algorithm_overrides());
   if constexpr (std::is_same_v<Args, AllreduceArgs> || std::is_same_v<Args, ReduceArgs> ||
-                std::is_same_v<Args, ReduceScatterArgs>) {
+                std::is_same_v<Args, ReduceScatterArgs> || std::is_same_v<Args, BroadcastArgs>) {
     if (bytes >= kMeasuredChoiceMinBytes)
       if (const Algorithm ran = run_measured(ctx, args, bytes, candidates, forced);
           ran != Algorithm::Auto)

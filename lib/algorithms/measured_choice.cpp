@@ -4,9 +4,10 @@
 
 namespace cohort::algorithms {
 
-MeasuredChoice::MeasuredChoice(std::size_t class_bytes) noexcept {
+MeasuredChoice::MeasuredChoice(std::size_t class_bytes, SmallClass small) noexcept {
   if (class_bytes >= kLargeClassBytes) return;
   trial_calls_ = kSmallTrialCalls;
+  by_time_alone_ = small == SmallClass::AnyMemory;
   const std::size_t calls = kSmallBytesBetweenTrials / std::max<std::size_t>(class_bytes, 1);
   calls_between_trials_ = static_cast<std::uint32_t>(
       std::clamp<std::size_t>(calls, kCallsBetweenTrials, kMaxCallsBetweenTrials));
@@ -33,7 +34,7 @@ void MeasuredChoice::record(double seconds, bool mappable) noexcept {
 }
 
 void MeasuredChoice::decide(const std::array<double, 3>& slowest) noexcept {
-  const bool eligible = trial_calls_ == kTrialCalls || slowest[2] == 0.0;
+  const bool eligible = by_time_alone_ || slowest[2] == 0.0;
   chosen_ = eligible && slowest[kAlternative] < kMargin * slowest[kTable] ? kAlternative : kTable;
   trial_ = trial_calls_ + 1;  // voted: the winner runs
   since_vote_ = 0;

@@ -9,6 +9,9 @@
 // (bench/PERFORMANCE-LOG.md, "A slow phase"). Both fold every element in rank order, so they give
 // the same bits and a communicator may switch between them at will: it times each a few times, the
 // ranks agree on the slowest rank's times, and the faster one runs until the next measurement.
+// A large broadcast on three ranks or more is measured the same way: single copy reads the
+// root's pages, which is faster where they are huge pages and slower on 4 KiB pages (the kernel
+// pins each one), and no rank can see which kind another rank's buffer has.
 //
 // The schedule is the same on every rank, since every rank runs the same sequence of ops: a
 // size class's first trial_calls() calls alternate the two algorithms (the table's choice
@@ -16,7 +19,8 @@
 // each and whether its buffers were all mappable, MAX across ranks, through the arena under an
 // announcement of its own); then the winner runs for calls_between_trials() calls, and the
 // trials start again. Classes from kLargeClassBytes take kTrialCalls and kCallsBetweenTrials;
-// smaller ones more trials, spaced by bytes, and single copy only over mappable buffers.
+// smaller ones more trials, spaced by bytes, and (for the reductions) single copy only over
+// mappable buffers.
 
 #include <array>
 #include <cstddef>
@@ -51,10 +55,16 @@ class MeasuredChoice {
 
   enum Which : int { kTable = 0, kAlternative = 1 };
 
+  /// Whether a small class may choose single copy over ordinary memory. The reductions' may
+  /// not (decide() says why); a broadcast's may, since its single copy walks the root's pages
+  /// whichever memory they are, and on huge pages it won on fresh input as in the loop.
+  enum class SmallClass : bool { MappableOnly, AnyMemory };
+
   MeasuredChoice() noexcept = default;
   /// The measurement of calls of `class_bytes` (its size class's smallest size) and up: trials
   /// and their spacing as above.
-  explicit MeasuredChoice(std::size_t class_bytes) noexcept;
+  explicit MeasuredChoice(std::size_t class_bytes,
+                          SmallClass small = SmallClass::MappableOnly) noexcept;
 
   /// Calls per measurement and calls of the winner between measurements.
   int trial_calls() const noexcept { return trial_calls_; }
@@ -75,9 +85,9 @@ class MeasuredChoice {
 
   /// Decides from the votes combined across ranks (each the maximum over ranks: the slowest
   /// rank's best, and whether any rank had ordinary buffers), so every rank decides alike. A
-  /// small class takes the alternative only where no rank had ordinary buffers: there single
-  /// copy works in place, while over ordinary memory the arena's lead is steady and single
-  /// copy's trials flatter it (bench/PERFORMANCE-LOG.md, "Mappable buffers").
+  /// reduction's small class takes the alternative only where no rank had ordinary buffers:
+  /// there single copy works in place, while over ordinary memory the arena's lead is steady
+  /// and single copy's trials flatter it (bench/PERFORMANCE-LOG.md, "Mappable buffers").
   void decide(const std::array<double, 3>& slowest) noexcept;
 
   /// Which algorithm this call runs (after any vote due).
@@ -92,6 +102,8 @@ class MeasuredChoice {
 
  private:
   int trial_calls_ = kTrialCalls;
+  /// Whether the vote decides by time alone, whatever memory the ranks' buffers were.
+  bool by_time_alone_ = true;
   std::uint32_t calls_between_trials_ = kCallsBetweenTrials;
   int trial_ = 0;                 ///< calls measured in this round of trials (trial_calls_: done)
   std::uint32_t since_vote_ = 0;  ///< calls of the winner since the last vote

@@ -411,29 +411,35 @@ const Candidates& SelectionMemo::candidates(Collective collective, std::size_t b
   return e.candidates;
 }
 
-std::array<MeasuredChoice, kMeasuredChoiceBuckets> SelectionMemo::measured_classes() noexcept {
-  std::array<MeasuredChoice, kMeasuredChoiceBuckets> classes;
+SelectionMemo::Classes SelectionMemo::measured_classes(MeasuredChoice::SmallClass small) noexcept {
+  Classes classes;
   for (std::size_t k = 0; k < classes.size(); ++k)
-    classes[k] = MeasuredChoice(kMeasuredChoiceMinBytes << k);
+    classes[k] = MeasuredChoice(kMeasuredChoiceMinBytes << k, small);
   return classes;
 }
 
-MeasuredChoice* SelectionMemo::measured(Collective collective, std::size_t bytes,
+MeasuredChoice* SelectionMemo::measured(Collective collective, std::size_t bytes, int world_size,
                                         Algorithm forced) {
   refresh();
   collective = algorithm_family(collective);
-  if (collective != Collective::Allreduce && collective != Collective::Reduce &&
-      collective != Collective::ReduceScatter)
-    return nullptr;
+  Classes* classes = nullptr;
+  switch (collective) {
+    case Collective::Allreduce: classes = &measured_allreduce_; break;
+    case Collective::Reduce: classes = &measured_reduce_; break;
+    case Collective::ReduceScatter: classes = &measured_reduce_scatter_; break;
+    case Collective::Broadcast:
+      if (world_size < kBroadcastMeasuredMinWorldSize || bytes < kBroadcastMeasuredMinBytes)
+        return nullptr;
+      classes = &measured_broadcast_;
+      break;
+    default: return nullptr;
+  }
   if (bytes < kMeasuredChoiceMinBytes || forced != Algorithm::Auto ||
       overrides_[static_cast<std::size_t>(collective)] != Algorithm::Auto)
     return nullptr;
   const auto doublings =
       static_cast<std::size_t>(std::bit_width(bytes) - std::bit_width(kMeasuredChoiceMinBytes));
-  auto& classes = collective == Collective::Allreduce ? measured_allreduce_
-                  : collective == Collective::Reduce  ? measured_reduce_
-                                                      : measured_reduce_scatter_;
-  return &classes[std::min(doublings, kMeasuredChoiceBuckets - 1)];
+  return &(*classes)[std::min(doublings, kMeasuredChoiceBuckets - 1)];
 }
 
 }  // namespace cohort::algorithms

@@ -103,6 +103,15 @@ inline constexpr std::size_t kMeasuredChoiceMinBytes = 16 * kKiB;
 /// Size classes with a measurement of their own: powers of two from kMeasuredChoiceMinBytes,
 /// the last taking everything larger.
 inline constexpr std::size_t kMeasuredChoiceBuckets = 26;
+/// broadcast on one host, from this many ranks and this size on: the arena and single copy are
+/// timed as above, over any memory. On 2026-11-30's host (3 and 4 ranks on 2 vCPUs, 1-8 MiB,
+/// forced, one launch each) single copy took 0.45-0.8 of the arena's time on huge pages, in the
+/// loop and on fresh input, in place and out of place, and 1.1-1.45 of it on 4 KiB pages (the
+/// kernel pins every page it reads) but for a few rows; at 512 KiB the two were within a tenth
+/// either way. On 2 ranks the arena's root and reader copy at once, and a measured choice there
+/// (tried 2026-11-28) lost in place what it won out of place, so they keep the table's.
+inline constexpr int kBroadcastMeasuredMinWorldSize = 3;
+inline constexpr std::size_t kBroadcastMeasuredMinBytes = 1 * kMiB;
 /// allgather, 3 ranks and more: single copy from this total size (below it the arena's one
 /// handoff per piece beats n - 1 reads of small blocks).
 inline constexpr std::size_t kAllgatherSingleCopyMinBytes = 4 * kMiB;
@@ -205,12 +214,14 @@ class SelectionMemo {
                                Algorithm forced);
 
   /// The measurement for an allreduce, a reduce or a reduce_scatter of `bytes` (selection_bytes:
-  /// a reduce_scatter's whole input), one per collective and power-of-two size class, or null
-  /// where none applies: another collective, below kMeasuredChoiceMinBytes, or with a forced
-  /// algorithm or a COHORT_ALGO override for the collective (both must be the same on every
-  /// rank, as for any op). Whether every rank allows it (COHORT_MEASURED_CHOICE) is the arena's
-  /// to say.
-  MeasuredChoice* measured(Collective collective, std::size_t bytes, Algorithm forced);
+  /// a reduce_scatter's whole input), or a broadcast on kBroadcastMeasuredMinWorldSize ranks or
+  /// more, one per collective and power-of-two size class, or null where none applies: another
+  /// collective, below kMeasuredChoiceMinBytes (a broadcast: kBroadcastMeasuredMinBytes), or
+  /// with a forced algorithm or a COHORT_ALGO override for the collective (both must be the same
+  /// on every rank, as for any op). Whether every rank allows it (COHORT_MEASURED_CHOICE) is the
+  /// arena's to say.
+  MeasuredChoice* measured(Collective collective, std::size_t bytes, int world_size,
+                           Algorithm forced);
 
  private:
   struct Entry {
@@ -221,12 +232,15 @@ class SelectionMemo {
     Candidates candidates;
   };
   std::array<Entry, kCollectiveCount> entries_{};
+  using Classes = std::array<MeasuredChoice, kMeasuredChoiceBuckets>;
   /// One per size class, each with its class's trials (MeasuredChoice(class_bytes)): the
-  /// allreduce's, the reduce's and the reduce_scatter's.
-  std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_allreduce_ = measured_classes();
-  std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_reduce_ = measured_classes();
-  std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_reduce_scatter_ = measured_classes();
-  static std::array<MeasuredChoice, kMeasuredChoiceBuckets> measured_classes() noexcept;
+  /// allreduce's, the reduce's, the reduce_scatter's and the broadcast's (whose classes below
+  /// kBroadcastMeasuredMinBytes are never used).
+  Classes measured_allreduce_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);
+  Classes measured_reduce_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);
+  Classes measured_reduce_scatter_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);
+  Classes measured_broadcast_ = measured_classes(MeasuredChoice::SmallClass::AnyMemory);
+  static Classes measured_classes(MeasuredChoice::SmallClass small) noexcept;
   /// Parses COHORT_ALGO again when the tunables were reloaded, and then forgets every entry.
   void refresh();
   /// The tunables snapshot overrides_ was parsed from; a new one (reload) clears every entry.

@@ -140,6 +140,15 @@ TEST_CASE("measured choice: a small class tries each algorithm 8 times and measu
     m.decide({0.009, 0.003, 0.0});
     CHECK(m.chosen() == MeasuredChoice::kAlternative);
   }
+  SECTION("a broadcast's small class decides by time alone, with a small class's trials") {
+    MeasuredChoice m(1024 * kKiB, MeasuredChoice::SmallClass::AnyMemory);
+    CHECK(m.trial_calls() == 16);
+    CHECK(m.calls_between_trials() == 4096);
+    for (int i = 0; i < 16; ++i) m.record(i % 2 == 0 ? 0.009 : 0.003, false);
+    CHECK(m.vote() == std::array<double, 3>{0.009, 0.003, 1.0});
+    m.decide({0.009, 0.003, 1.0});  // every rank's memory ordinary
+    CHECK(m.chosen() == MeasuredChoice::kAlternative);
+  }
   SECTION("a large class decides by time alone") {
     MeasuredChoice m(16 * 1024 * kKiB);
     trials(m, {0.009, 0.003, 0.009, 0.003});
@@ -160,7 +169,8 @@ TEST_CASE("measured choice: a small class tries each algorithm 8 times and measu
 }
 
 TEST_CASE(
-    "measured choice: which allreduces, reduces and reduce_scatters a communicator measures, and "
+    "measured choice: which allreduces, reduces, reduce_scatters and broadcasts a communicator "
+    "measures, and "
     "in which size class",
     "[unit]") {
   using cohort::Algorithm;
@@ -173,7 +183,7 @@ TEST_CASE(
   cohort::reload_tunables();
   SelectionMemo memo;
   const auto allreduce = [&](std::size_t bytes, Algorithm forced) {
-    return memo.measured(cohort::Collective::Allreduce, bytes, forced);
+    return memo.measured(cohort::Collective::Allreduce, bytes, 2, forced);
   };
 
   SECTION("from 16 KiB, one class per doubling, the last taking everything larger") {
@@ -195,20 +205,46 @@ TEST_CASE(
   }
   SECTION("reduce and reduce_scatter have classes of their own; no other collective is measured") {
     using cohort::Collective;
-    MeasuredChoice* scatter = memo.measured(Collective::ReduceScatter, 16 * kKiB, Algorithm::Auto);
+    MeasuredChoice* scatter =
+        memo.measured(Collective::ReduceScatter, 16 * kKiB, 2, Algorithm::Auto);
     REQUIRE(scatter != nullptr);
     CHECK(scatter != allreduce(16 * kKiB, Algorithm::Auto));
     CHECK(scatter->trial_calls() == 16);
-    CHECK(memo.measured(Collective::ReduceScatter, 16 * kKiB - 1, Algorithm::Auto) == nullptr);
-    CHECK(memo.measured(Collective::ReduceScatter, 64 * kMiB, Algorithm::SharedMemory) == nullptr);
-    CHECK(memo.measured(Collective::ReduceScatter, 64 * kMiB, Algorithm::Auto)->trial_calls() == 4);
-    MeasuredChoice* reduce = memo.measured(Collective::Reduce, 16 * kKiB, Algorithm::Auto);
+    CHECK(memo.measured(Collective::ReduceScatter, 16 * kKiB - 1, 2, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(Collective::ReduceScatter, 64 * kMiB, 2, Algorithm::SharedMemory) ==
+          nullptr);
+    CHECK(memo.measured(Collective::ReduceScatter, 64 * kMiB, 2, Algorithm::Auto)->trial_calls() ==
+          4);
+    MeasuredChoice* reduce = memo.measured(Collective::Reduce, 16 * kKiB, 2, Algorithm::Auto);
     REQUIRE(reduce != nullptr);
     CHECK(reduce != scatter);
     CHECK(reduce != allreduce(16 * kKiB, Algorithm::Auto));
-    for (Collective other : {Collective::Broadcast, Collective::Allgather, Collective::Gather,
-                             Collective::Scatter, Collective::Alltoall, Collective::Barrier})
-      CHECK(memo.measured(other, 64 * kMiB, Algorithm::Auto) == nullptr);
+    for (Collective other : {Collective::Allgather, Collective::Gather, Collective::Scatter,
+                             Collective::Alltoall, Collective::Barrier})
+      CHECK(memo.measured(other, 64 * kMiB, 2, Algorithm::Auto) == nullptr);
+  }
+  SECTION("broadcast: from 1 MiB on 3 ranks or more, in classes of its own") {
+    using cohort::Collective;
+    using cohort::algorithms::kBroadcastMeasuredMinBytes;
+    static_assert(kBroadcastMeasuredMinBytes == kMiB, "the sizes below are written for 1 MiB");
+    CHECK(memo.measured(Collective::Broadcast, kMiB, 2, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(Collective::Broadcast, 64 * kMiB, 2, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(Collective::Broadcast, kMiB - 1, 3, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(Collective::Broadcast, kMiB, 3, Algorithm::Tree) == nullptr);
+    MeasuredChoice* broadcast = memo.measured(Collective::Broadcast, kMiB, 3, Algorithm::Auto);
+    REQUIRE(broadcast != nullptr);
+    CHECK(broadcast == memo.measured(Collective::Broadcast, 2 * kMiB - 1, 5, Algorithm::Auto));
+    CHECK(broadcast != memo.measured(Collective::Broadcast, 2 * kMiB, 3, Algorithm::Auto));
+    CHECK(broadcast != allreduce(kMiB, Algorithm::Auto));
+    CHECK(broadcast->trial_calls() == 16);
+    // Ordinary memory may win it: a third of the time, though every rank's buffers were
+    // ordinary, chooses single copy (an allreduce's class of the same size would not).
+    for (int i = 0; i < 16; ++i) broadcast->record(i % 2 == 0 ? 0.009 : 0.003, false);
+    broadcast->decide({0.009, 0.003, 1.0});
+    CHECK(broadcast->chosen() == MeasuredChoice::kAlternative);
+    // The allreduce's classes count per world size too: 2 ranks or 5, the same class.
+    CHECK(memo.measured(Collective::Allreduce, kMiB, 5, Algorithm::Auto) ==
+          allreduce(kMiB, Algorithm::Auto));
   }
   SECTION("not with a forced algorithm") {
     CHECK(allreduce(64 * kMiB, Algorithm::SharedMemory) == nullptr);
@@ -223,7 +259,9 @@ TEST_CASE(
     const cohort::test::ScopedEnv tree("COHORT_ALGO", "broadcast:tree,reduce_scatter:ring");
     cohort::reload_tunables();
     CHECK(allreduce(64 * kMiB, Algorithm::Auto) != nullptr);
-    CHECK(memo.measured(cohort::Collective::ReduceScatter, 64 * kMiB, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(cohort::Collective::Broadcast, 64 * kMiB, 3, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(cohort::Collective::ReduceScatter, 64 * kMiB, 2, Algorithm::Auto) ==
+          nullptr);
   }
   cohort::reload_tunables();
 }

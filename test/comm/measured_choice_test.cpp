@@ -1,8 +1,9 @@
 // The measured choice between the arena and single copy for large allreduces, reduces and
-// reduce_scatters on one host (lib/algorithms/measured_choice.hpp), through the public API on
-// real processes: which algorithm each call ran (from the flight record), and that every call
-// gives the bits of a plain float32 fold in rank order, computed here, whichever algorithm ran
-// (for reduce and reduce_scatter over ordinary and mappable buffers, whose single copy
+// reduce_scatters on one host, and broadcasts on 3 ranks or more
+// (lib/algorithms/measured_choice.hpp), through the public API on real processes: which
+// algorithm each call ran (from the flight record), and that every call gives the bits of a
+// plain float32 fold in rank order (or the root's vector), computed here, whichever algorithm
+// ran (for reduce and reduce_scatter over ordinary and mappable buffers, whose single copy
 // differs).
 
 #include "algorithms/engines/single_copy.hpp"
@@ -154,7 +155,7 @@ bool single_copy_runs_here() {
 
 /// Checks the schedule: the trials, then one winner on every later call.
 void expect_trials_then_one(const std::vector<std::string>& ran) {
-  RANK_CHECK(ran.size() == kCalls, "recorded " << ran.size() << " allreduces");
+  RANK_CHECK(ran.size() == kCalls, "recorded " << ran.size() << " ops");
   const std::vector<std::string> trials{"shared_memory", "single_copy", "shared_memory",
                                         "single_copy"};
   RANK_CHECK(std::vector<std::string>(ran.begin(), ran.begin() + 4) == trials,
@@ -176,7 +177,7 @@ void expect_mapped_runs(std::uint64_t mapped, const std::vector<std::string>& ra
 }
 
 void expect_arena_only(const std::vector<std::string>& ran) {
-  RANK_CHECK(ran.size() == kCalls, "recorded " << ran.size() << " allreduces");
+  RANK_CHECK(ran.size() == kCalls, "recorded " << ran.size() << " ops");
   for (const std::string& a : ran) RANK_CHECK(a == "shared_memory", "ran " << a);
 }
 
@@ -218,7 +219,53 @@ void run_reduces(Communicator& c, ReduceOp op, bool mappable) {
   }
 }
 
+/// kCalls broadcasts from `root`, out of place and in place on the root in pairs, every rank's
+/// output checked bit for bit against the root's input as computed here; non-roots' outputs are
+/// overwritten before each call, so a call that moved nothing fails.
+void run_broadcasts(Communicator& c, int root) {
+  Buffer in = Buffer::allocate(kCount, DType::Float32);
+  Buffer out = Buffer::allocate(kCount, DType::Float32);
+  auto* source = static_cast<float*>(in.data());
+  for (int call = 0; call < kCalls; ++call) {
+    const bool in_place = (call / 2) % 2 == 1;
+    if (c.rank() == root) {
+      // A different vector per call: a reader copying an earlier call's would fail.
+      for (std::size_t i = 0; i < kCount; ++i) source[i] = input(root + call, i);
+    }
+    std::memset(out.data(), 0xff, out.nbytes());  // NaNs, unlike any input
+    Buffer& result = c.rank() == root && in_place ? in : out;
+    c.broadcast(in, result, root);
+    const auto* got = static_cast<const float*>(result.data());
+    for (std::size_t i = 0; i < kCount; ++i) {
+      const float expected = input(root + call, i);
+      RANK_CHECK(std::memcmp(&got[i], &expected, sizeof(float)) == 0,
+                 "call " << call << (in_place ? " (in place)" : "") << ", element " << i << ": got "
+                         << got[i] << ", expected " << expected);
+    }
+  }
+}
+
 }  // namespace
+
+TEST_CASE(
+    "measured choice: large broadcasts on 3 ranks or more try the arena and single copy, then "
+    "keep one; on 2 ranks the arena runs alone",
+    "[comm][multiproc]") {
+  const int size = GENERATE(2, 3, 4);
+  CAPTURE(size);
+  const PinnedEnvironment pinned;
+  const bool single_copy = single_copy_runs_here();
+  REQUIRE_NOTHROW(run_ranks(size, [single_copy](const Environment& env) {
+    auto c = world(env);
+    const int root = env.world_size - 1;
+    run_broadcasts(*c, root);
+    const std::vector<std::string> ran = recorded_algorithms(*c, "broadcast", kCount);
+    if (single_copy && env.world_size >= 3)
+      expect_trials_then_one(ran);
+    else
+      expect_arena_only(ran);
+  }));
+}
 
 TEST_CASE(
     "measured choice: large allreduces try the arena and single copy, then keep one, "
