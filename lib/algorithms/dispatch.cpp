@@ -13,6 +13,7 @@
 #include "core/log.hpp"
 #include "core/mappable_memory.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <string>
@@ -70,25 +71,50 @@ bool buffers_mappable(const OpContext&, const ReduceScatterArgs& args, std::size
   return find_mappable(args.in, bytes, &ref);
 }
 
-bool buffers_mappable(const OpContext& ctx, const BroadcastArgs& args, std::size_t bytes) {
-  MappableRef ref;
-  return find_mappable(args.out, bytes, &ref) &&
-         (ctx.rank != args.root || args.in == nullptr || find_mappable(args.in, bytes, &ref));
+/// The data movers' classes decide by time alone (MeasuredChoice::SmallClass::AnyMemory): their
+/// buffers' kind is never asked.
+template <class Args>
+bool buffers_mappable(const OpContext&, const Args&, std::size_t) {
+  return false;
 }
 
-/// A large allreduce, reduce or reduce_scatter on one host (or a broadcast on three ranks or
-/// more), where the table runs the arena: the arena or single copy, whichever the communicator
-/// measured faster (measured_choice.hpp). Returns Auto, having run nothing, where no
-/// measurement applies.
+/// The reductions, whose small classes take single copy over mappable memory only.
+template <class Args>
+constexpr bool kReduction =
+    std::is_same_v<Args, AllreduceArgs> || std::is_same_v<Args, ReduceArgs> ||
+    std::is_same_v<Args, ReduceScatterArgs>;
+
+/// Which of the two a measurement sets against each other the table runs (its "table" side),
+/// or Auto where none is measured: a reduction's where the table runs the arena first; a data
+/// mover's where it runs either first and lists the other (a row without the arena left it out
+/// on purpose).
+template <class Args>
+Algorithm measured_table_side(const Candidates& candidates) {
+  if (candidates.empty()) return Algorithm::Auto;
+  const Algorithm first = *candidates.begin();
+  if (first == Algorithm::SharedMemory) return first;
+  if constexpr (!kReduction<Args>) {
+    if (first == Algorithm::SingleCopy && std::find(candidates.begin(), candidates.end(),
+                                                    Algorithm::SharedMemory) != candidates.end())
+      return first;
+  }
+  return Algorithm::Auto;
+}
+
+/// A large allreduce, reduce or reduce_scatter on one host where the table runs the arena, or a
+/// broadcast, scatter or uniform alltoall on three ranks or more where it runs the arena or
+/// single copy: the arena or single copy, whichever the communicator measured faster
+/// (measured_choice.hpp). Returns Auto, having run nothing, where no measurement applies.
 template <class Args>
 Algorithm run_measured(const OpContext& ctx, const Args& args, std::size_t bytes,
                        const Candidates& candidates, Algorithm forced) {
   constexpr Collective kFamily = kFamilyOf<Args>;
-  if (ctx.choices == nullptr || ctx.size < 2 || candidates.empty() ||
-      *candidates.begin() != Algorithm::SharedMemory)
-    return Algorithm::Auto;
+  const Algorithm table = measured_table_side<Args>(candidates);
+  if (ctx.choices == nullptr || ctx.size < 2 || table == Algorithm::Auto) return Algorithm::Auto;
   MeasuredChoice* measured = ctx.choices->measured(kFamily, bytes, ctx.size, forced);
   if (measured == nullptr) return Algorithm::Auto;
+  const Algorithm other =
+      table == Algorithm::SharedMemory ? Algorithm::SingleCopy : Algorithm::SharedMemory;
   const AlgorithmDescriptor& arena = descriptor_of(kFamily, Algorithm::SharedMemory);
   const AlgorithmDescriptor& single = descriptor_of(kFamily, Algorithm::SingleCopy);
   // The same on every rank: one host, the arena's single-copy check, and its agreement that
@@ -109,16 +135,15 @@ Algorithm run_measured(const OpContext& ctx, const Args& args, std::size_t bytes
     }
     measured->decide(slowest);
     COHORT_LOG_DEBUG(
-        "{}: measured choice for {} bytes: arena {:.3g} s/GB, single copy {:.3g} s/GB "
+        "{}: measured choice for {} bytes: {} (table's) {:.3g} s/GB, {} {:.3g} s/GB "
         "(slowest rank's best), {} buffers; runs {}",
-        ctx.what, bytes, slowest[0] * 1e9, slowest[1] * 1e9,
-        slowest[2] == 0.0 ? "mappable" : "ordinary",
-        measured->chosen() == MeasuredChoice::kAlternative ? "single_copy" : "shared_memory");
+        ctx.what, bytes, algorithm_name(table), slowest[0] * 1e9, algorithm_name(other),
+        slowest[1] * 1e9, slowest[2] == 0.0 ? "mappable" : "ordinary",
+        algorithm_name(measured->chosen() == MeasuredChoice::kAlternative ? other : table));
   }
-  const bool alternative = measured->next() == MeasuredChoice::kAlternative;
-  const Algorithm algorithm = alternative ? Algorithm::SingleCopy : Algorithm::SharedMemory;
+  const Algorithm algorithm = measured->next() == MeasuredChoice::kAlternative ? other : table;
   const auto start = std::chrono::steady_clock::now();
-  run_accepted(ctx, args, bytes, algorithm, alternative ? single : arena);
+  run_accepted(ctx, args, bytes, algorithm, algorithm == Algorithm::SingleCopy ? single : arena);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Whether this rank's buffers are mappable: only a small class's vote asks
@@ -138,8 +163,8 @@ Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm 
       ctx.choices != nullptr
           ? ctx.choices->candidates(family, bytes, ctx.size, forced)
           : select_candidates(family, bytes, ctx.size, forced, environment_algorithm_overrides());
-  if constexpr (std::is_same_v<Args, AllreduceArgs> || std::is_same_v<Args, ReduceArgs> ||
-                std::is_same_v<Args, ReduceScatterArgs> || std::is_same_v<Args, BroadcastArgs>) {
+  if constexpr (kReduction<Args> || std::is_same_v<Args, BroadcastArgs> ||
+                std::is_same_v<Args, ScatterArgs> || std::is_same_v<Args, AlltoallArgs>) {
     if (bytes >= kMeasuredChoiceMinBytes)
       if (const Algorithm ran = run_measured(ctx, args, bytes, candidates, forced);
           ran != Algorithm::Auto)

@@ -422,18 +422,26 @@ MeasuredChoice* SelectionMemo::measured(Collective collective, std::size_t bytes
                                         Algorithm forced) {
   refresh();
   collective = algorithm_family(collective);
+  // The data movers from kMovementMeasuredMinWorldSize ranks and their own minimum size.
+  const auto mover = [&](Classes& classes, std::size_t min_bytes) -> Classes* {
+    return world_size >= kMovementMeasuredMinWorldSize && bytes >= min_bytes ? &classes : nullptr;
+  };
   Classes* classes = nullptr;
   switch (collective) {
     case Collective::Allreduce: classes = &measured_allreduce_; break;
     case Collective::Reduce: classes = &measured_reduce_; break;
     case Collective::ReduceScatter: classes = &measured_reduce_scatter_; break;
     case Collective::Broadcast:
-      if (world_size < kBroadcastMeasuredMinWorldSize || bytes < kBroadcastMeasuredMinBytes)
-        return nullptr;
-      classes = &measured_broadcast_;
+      classes = mover(measured_broadcast_, kBroadcastMeasuredMinBytes);
       break;
-    default: return nullptr;
+    case Collective::Scatter: classes = mover(measured_scatter_, kScatterMeasuredMinBytes); break;
+    case Collective::Alltoall:
+      // An alltoallv's sizes differ per rank (kUnknownBytes): never a class.
+      if (bytes != kUnknownBytes) classes = mover(measured_alltoall_, kAlltoallMeasuredMinBytes);
+      break;
+    default: break;
   }
+  if (classes == nullptr) return nullptr;
   if (bytes < kMeasuredChoiceMinBytes || forced != Algorithm::Auto ||
       overrides_[static_cast<std::size_t>(collective)] != Algorithm::Auto)
     return nullptr;

@@ -103,15 +103,24 @@ inline constexpr std::size_t kMeasuredChoiceMinBytes = 16 * kKiB;
 /// Size classes with a measurement of their own: powers of two from kMeasuredChoiceMinBytes,
 /// the last taking everything larger.
 inline constexpr std::size_t kMeasuredChoiceBuckets = 26;
-/// broadcast on one host, from this many ranks and this size on: the arena and single copy are
-/// timed as above, over any memory. On 2026-11-30's host (3 and 4 ranks on 2 vCPUs, 1-8 MiB,
-/// forced, one launch each) single copy took 0.45-0.8 of the arena's time on huge pages, in the
-/// loop and on fresh input, in place and out of place, and 1.1-1.45 of it on 4 KiB pages (the
-/// kernel pins every page it reads) but for a few rows; at 512 KiB the two were within a tenth
-/// either way. On 2 ranks the arena's root and reader copy at once, and a measured choice there
-/// (tried 2026-11-28) lost in place what it won out of place, so they keep the table's.
-inline constexpr int kBroadcastMeasuredMinWorldSize = 3;
+/// broadcast, scatter and uniform alltoall on one host, from this many ranks and the sizes
+/// below on: the arena and single copy are timed as above, over any memory, the table's first of
+/// the two being the measurement's "table" side. Single copy reads a peer's pages, which is
+/// faster on huge pages and can be slower on 4 KiB ones (the kernel pins every page it reads),
+/// and no rank can see which kind another rank's buffer has. On 2 ranks the arena's two copies
+/// overlap, and a measured broadcast there (tried 2026-11-28) lost in place what it won out of
+/// place, so 2 ranks keep the table's choice.
+inline constexpr int kMovementMeasuredMinWorldSize = 3;
+/// broadcast: on 2026-11-30's host (3 and 4 ranks on 2 vCPUs, 1-8 MiB, forced, one launch
+/// each) single copy took 0.45-0.8 of the arena's time on huge pages, in the loop and on fresh
+/// input, in place and out of place, and 1.1-1.45 of it on 4 KiB pages in most rows; at 512 KiB
+/// the two were within a tenth either way.
 inline constexpr std::size_t kBroadcastMeasuredMinBytes = 1 * kMiB;
+/// scatter (its whole vector) and uniform alltoall (one rank's input): the same launches put
+/// single copy at 0.5-1.0 of the arena's time from 256 KiB, on pages of either size, with a
+/// few rows on fresh input up to 1.4x the other way; the table ran the arena there.
+inline constexpr std::size_t kScatterMeasuredMinBytes = 256 * kKiB;
+inline constexpr std::size_t kAlltoallMeasuredMinBytes = 256 * kKiB;
 /// allgather, 3 ranks and more: single copy from this total size (below it the arena's one
 /// handoff per piece beats n - 1 reads of small blocks).
 inline constexpr std::size_t kAllgatherSingleCopyMinBytes = 4 * kMiB;
@@ -214,12 +223,12 @@ class SelectionMemo {
                                Algorithm forced);
 
   /// The measurement for an allreduce, a reduce or a reduce_scatter of `bytes` (selection_bytes:
-  /// a reduce_scatter's whole input), or a broadcast on kBroadcastMeasuredMinWorldSize ranks or
-  /// more, one per collective and power-of-two size class, or null where none applies: another
-  /// collective, below kMeasuredChoiceMinBytes (a broadcast: kBroadcastMeasuredMinBytes), or
-  /// with a forced algorithm or a COHORT_ALGO override for the collective (both must be the same
-  /// on every rank, as for any op). Whether every rank allows it (COHORT_MEASURED_CHOICE) is the
-  /// arena's to say.
+  /// a reduce_scatter's whole input), or a broadcast, scatter or uniform alltoall on
+  /// kMovementMeasuredMinWorldSize ranks or more, one per collective and power-of-two size
+  /// class, or null where none applies: another collective, below kMeasuredChoiceMinBytes (or
+  /// the family's own minimum above), an alltoallv (kUnknownBytes), or with a forced algorithm or
+  /// a COHORT_ALGO override for the collective (both must be the same on every rank, as for any
+  /// op). Whether every rank allows it (COHORT_MEASURED_CHOICE) is the arena's to say.
   MeasuredChoice* measured(Collective collective, std::size_t bytes, int world_size,
                            Algorithm forced);
 
@@ -234,12 +243,14 @@ class SelectionMemo {
   std::array<Entry, kCollectiveCount> entries_{};
   using Classes = std::array<MeasuredChoice, kMeasuredChoiceBuckets>;
   /// One per size class, each with its class's trials (MeasuredChoice(class_bytes)): the
-  /// allreduce's, the reduce's, the reduce_scatter's and the broadcast's (whose classes below
-  /// kBroadcastMeasuredMinBytes are never used).
+  /// reductions' (single copy over mappable memory only, in small classes), then the data
+  /// movers' (whose classes below their minimum are never used).
   Classes measured_allreduce_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);
   Classes measured_reduce_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);
   Classes measured_reduce_scatter_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);
   Classes measured_broadcast_ = measured_classes(MeasuredChoice::SmallClass::AnyMemory);
+  Classes measured_scatter_ = measured_classes(MeasuredChoice::SmallClass::AnyMemory);
+  Classes measured_alltoall_ = measured_classes(MeasuredChoice::SmallClass::AnyMemory);
   static Classes measured_classes(MeasuredChoice::SmallClass small) noexcept;
   /// Parses COHORT_ALGO again when the tunables were reloaded, and then forgets every entry.
   void refresh();

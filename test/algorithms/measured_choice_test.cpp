@@ -169,8 +169,8 @@ TEST_CASE("measured choice: a small class tries each algorithm 8 times and measu
 }
 
 TEST_CASE(
-    "measured choice: which allreduces, reduces, reduce_scatters and broadcasts a communicator "
-    "measures, and "
+    "measured choice: which allreduces, reduces, reduce_scatters, broadcasts, scatters and "
+    "alltoalls a communicator measures, and "
     "in which size class",
     "[unit]") {
   using cohort::Algorithm;
@@ -219,9 +219,9 @@ TEST_CASE(
     REQUIRE(reduce != nullptr);
     CHECK(reduce != scatter);
     CHECK(reduce != allreduce(16 * kKiB, Algorithm::Auto));
-    for (Collective other : {Collective::Allgather, Collective::Gather, Collective::Scatter,
-                             Collective::Alltoall, Collective::Barrier})
-      CHECK(memo.measured(other, 64 * kMiB, 2, Algorithm::Auto) == nullptr);
+    for (Collective other : {Collective::Allgather, Collective::Gather, Collective::Barrier})
+      for (int world : {2, 3, 4})
+        CHECK(memo.measured(other, 64 * kMiB, world, Algorithm::Auto) == nullptr);
   }
   SECTION("broadcast: from 1 MiB on 3 ranks or more, in classes of its own") {
     using cohort::Collective;
@@ -245,6 +245,30 @@ TEST_CASE(
     // The allreduce's classes count per world size too: 2 ranks or 5, the same class.
     CHECK(memo.measured(Collective::Allreduce, kMiB, 5, Algorithm::Auto) ==
           allreduce(kMiB, Algorithm::Auto));
+  }
+  SECTION(
+      "scatter and uniform alltoall: from 256 KiB on 3 ranks or more, in classes of their own") {
+    using cohort::Collective;
+    using cohort::algorithms::kUnknownBytes;
+    for (Collective c : {Collective::Scatter, Collective::Alltoall}) {
+      CAPTURE(c);
+      CHECK(memo.measured(c, 256 * kKiB, 2, Algorithm::Auto) == nullptr);
+      CHECK(memo.measured(c, 256 * kKiB - 1, 3, Algorithm::Auto) == nullptr);
+      CHECK(memo.measured(c, 256 * kKiB, 3, Algorithm::SingleCopy) == nullptr);
+      MeasuredChoice* m = memo.measured(c, 256 * kKiB, 3, Algorithm::Auto);
+      REQUIRE(m != nullptr);
+      CHECK(m == memo.measured(c, 512 * kKiB - 1, 4, Algorithm::Auto));
+      CHECK(m != memo.measured(Collective::Broadcast, 256 * kKiB, 3, Algorithm::Auto));
+      CHECK(m != allreduce(256 * kKiB, Algorithm::Auto));
+      // Decides by time alone over ordinary memory, as the broadcast's.
+      for (int i = 0; i < 16; ++i) m->record(i % 2 == 0 ? 0.009 : 0.003, false);
+      m->decide({0.009, 0.003, 1.0});
+      CHECK(m->chosen() == MeasuredChoice::kAlternative);
+    }
+    CHECK(memo.measured(Collective::Scatter, 64 * kMiB, 3, Algorithm::Auto) !=
+          memo.measured(Collective::Alltoall, 64 * kMiB, 3, Algorithm::Auto));
+    // An alltoallv (sizes that differ per rank) is never measured.
+    CHECK(memo.measured(Collective::Alltoall, kUnknownBytes, 3, Algorithm::Auto) == nullptr);
   }
   SECTION("not with a forced algorithm") {
     CHECK(allreduce(64 * kMiB, Algorithm::SharedMemory) == nullptr);

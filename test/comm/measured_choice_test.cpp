@@ -153,11 +153,13 @@ bool single_copy_runs_here() {
   return false;
 }
 
-/// Checks the schedule: the trials, then one winner on every later call.
-void expect_trials_then_one(const std::vector<std::string>& ran) {
+/// Checks the schedule: the trials (the table's side first: the arena, or single copy where
+/// the table runs it), then one winner on every later call.
+void expect_trials_then_one(const std::vector<std::string>& ran,
+                            const std::string& table = "shared_memory") {
   RANK_CHECK(ran.size() == kCalls, "recorded " << ran.size() << " ops");
-  const std::vector<std::string> trials{"shared_memory", "single_copy", "shared_memory",
-                                        "single_copy"};
+  const std::string other = table == "shared_memory" ? "single_copy" : "shared_memory";
+  const std::vector<std::string> trials{table, other, table, other};
   RANK_CHECK(std::vector<std::string>(ran.begin(), ran.begin() + 4) == trials,
              "trials ran " << ran[0] << ", " << ran[1] << ", " << ran[2] << ", " << ran[3]);
   // After the vote, the winner on every call (ranks that disagreed would have failed the op:
@@ -176,9 +178,13 @@ void expect_mapped_runs(std::uint64_t mapped, const std::vector<std::string>& ra
                     << (mappable ? "mappable" : "ordinary") << " buffers");
 }
 
-void expect_arena_only(const std::vector<std::string>& ran) {
+void expect_only(const std::vector<std::string>& ran, const std::string& algorithm) {
   RANK_CHECK(ran.size() == kCalls, "recorded " << ran.size() << " ops");
-  for (const std::string& a : ran) RANK_CHECK(a == "shared_memory", "ran " << a);
+  for (const std::string& a : ran) RANK_CHECK(a == algorithm, "ran " << a);
+}
+
+void expect_arena_only(const std::vector<std::string>& ran) {
+  expect_only(ran, "shared_memory");
 }
 
 /// What a measured collective over `mappable` buffers ran: the trials then one winner where
@@ -245,7 +251,111 @@ void run_broadcasts(Communicator& c, int root) {
   }
 }
 
+/// Root r's element i of block b in call k (blocks of scatters and alltoalls), distinct per
+/// call so a stale result fails.
+float block_value(int from, int block, int call, std::size_t i) {
+  return input(from * 31 + block * 7 + call, i);
+}
+
+/// kCalls scatters of blocks of kCount / 4 elements from the last rank (16 MiB and a little on
+/// 4 ranks), out of place and in place on the root in pairs, each rank's block checked bit for
+/// bit; outputs are overwritten before each call.
+void run_scatters(Communicator& c) {
+  const int root = c.size() - 1;
+  const std::size_t block = kCount / 4;
+  const auto ranks = static_cast<std::size_t>(c.size());
+  Buffer in = Buffer::allocate(block * ranks, DType::Float32);
+  Buffer out = Buffer::allocate(block, DType::Float32);
+  const auto mine = static_cast<std::int64_t>(block * static_cast<std::size_t>(c.rank()));
+  for (int call = 0; call < kCalls; ++call) {
+    const bool in_place = (call / 2) % 2 == 1;
+    if (c.rank() == root) {
+      auto* data = static_cast<float*>(in.data());
+      for (int b = 0; b < c.size(); ++b)
+        for (std::size_t i = 0; i < block; ++i)
+          data[static_cast<std::size_t>(b) * block + i] = block_value(root, b, call, i);
+    }
+    std::memset(out.data(), 0xff, out.nbytes());
+    Buffer result = c.rank() == root && in_place
+                        ? in.slice(mine, mine + static_cast<std::int64_t>(block))
+                        : out;
+    c.scatter(in, result, root);
+    const auto* got = static_cast<const float*>(result.data());
+    for (std::size_t i = 0; i < block; ++i) {
+      const float expected = block_value(root, c.rank(), call, i);
+      RANK_CHECK(std::memcmp(&got[i], &expected, sizeof(float)) == 0,
+                 "call " << call << (in_place ? " (in place)" : "") << ", element " << i << ": got "
+                         << got[i] << ", expected " << expected);
+    }
+  }
+}
+
+/// kCalls uniform alltoalls of kCount / size elements per block (each rank's input just over 16
+/// MiB), out of place and in place in pairs, every block checked bit for bit.
+void run_alltoalls(Communicator& c) {
+  const auto ranks = static_cast<std::size_t>(c.size());
+  const std::size_t block = kCount / ranks + 1;
+  Buffer in = Buffer::allocate(block * ranks, DType::Float32);
+  Buffer out = Buffer::allocate(block * ranks, DType::Float32);
+  for (int call = 0; call < kCalls; ++call) {
+    const bool in_place = (call / 2) % 2 == 1;
+    auto* data = static_cast<float*>(in.data());
+    for (int b = 0; b < c.size(); ++b)
+      for (std::size_t i = 0; i < block; ++i)
+        data[static_cast<std::size_t>(b) * block + i] = block_value(c.rank(), b, call, i);
+    if (!in_place) std::memset(out.data(), 0xff, out.nbytes());
+    Buffer& result = in_place ? in : out;
+    c.alltoall(in, result);
+    const auto* got = static_cast<const float*>(result.data());
+    for (int from = 0; from < c.size(); ++from)
+      for (std::size_t i = 0; i < block; ++i) {
+        const float expected = block_value(from, c.rank(), call, i);
+        RANK_CHECK(std::memcmp(&got[static_cast<std::size_t>(from) * block + i], &expected,
+                               sizeof(float)) == 0,
+                   "call " << call << (in_place ? " (in place)" : "") << ", block from " << from
+                           << ", element " << i << ": got "
+                           << got[static_cast<std::size_t>(from) * block + i] << ", expected "
+                           << expected);
+      }
+  }
+}
+
+/// Every call ran the same algorithm, whichever: no trials.
+void expect_no_trials(const std::vector<std::string>& ran) {
+  RANK_CHECK(ran.size() == kCalls, "recorded " << ran.size() << " ops");
+  for (const std::string& a : ran) RANK_CHECK(a == ran[0], "ran " << a << ", call 0 " << ran[0]);
+}
+
 }  // namespace
+
+TEST_CASE(
+    "measured choice: large scatters and alltoalls on 3 ranks or more try single copy (the "
+    "table's) and the arena, then keep one; on 2 ranks no trials",
+    "[comm][multiproc]") {
+  const bool scatter = GENERATE(true, false);
+  // Scatter on 4 ranks: on 3 the table runs single copy or the tree there, without the arena.
+  const bool two_ranks = GENERATE(true, false);
+  const int ranks = two_ranks ? 2 : scatter ? 4 : 3;
+  CAPTURE(scatter, ranks);
+  const PinnedEnvironment pinned;
+  const bool single_copy = single_copy_runs_here();
+  REQUIRE_NOTHROW(run_ranks(ranks, [single_copy, scatter](const Environment& env) {
+    auto c = world(env);
+    std::vector<std::string> ran;
+    // The flight record counts a uniform op's elements per block.
+    if (scatter) {
+      run_scatters(*c);
+      ran = recorded_algorithms(*c, "scatter", kCount / 4);
+    } else {
+      run_alltoalls(*c);
+      ran = recorded_algorithms(*c, "alltoall", kCount / static_cast<std::size_t>(c->size()) + 1);
+    }
+    if (single_copy && env.world_size >= 3)
+      expect_trials_then_one(ran, "single_copy");
+    else
+      expect_no_trials(ran);
+  }));
+}
 
 TEST_CASE(
     "measured choice: large broadcasts on 3 ranks or more try the arena and single copy, then "
