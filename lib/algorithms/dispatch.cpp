@@ -138,7 +138,10 @@ Algorithm run_measured(const OpContext& ctx, const Args& args, std::size_t bytes
         "{}: measured choice for {} bytes: {} (table's) {:.3g} s/GB, {} {:.3g} s/GB "
         "(slowest rank's best), {} buffers; runs {}",
         ctx.what, bytes, algorithm_name(table), slowest[0] * 1e9, algorithm_name(other),
-        slowest[1] * 1e9, slowest[2] == 0.0 ? "mappable" : "ordinary",
+        slowest[1] * 1e9,
+        !kReduction<Args>   ? "any (not asked)"
+        : slowest[2] == 0.0 ? "mappable"
+                            : "ordinary",
         algorithm_name(measured->chosen() == MeasuredChoice::kAlternative ? other : table));
   }
   const Algorithm algorithm = measured->next() == MeasuredChoice::kAlternative ? other : table;

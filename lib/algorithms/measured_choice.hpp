@@ -9,9 +9,10 @@
 // (bench/PERFORMANCE-LOG.md, "A slow phase"). Both fold every element in rank order, so they give
 // the same bits and a communicator may switch between them at will: it times each a few times, the
 // ranks agree on the slowest rank's times, and the faster one runs until the next measurement.
-// A large broadcast on three ranks or more is measured the same way: single copy reads the
-// root's pages, which is faster where they are huge pages and slower on 4 KiB pages (the kernel
-// pins each one), and no rank can see which kind another rank's buffer has.
+// A large broadcast, scatter or uniform alltoall on three ranks or more is measured the same
+// way: single copy reads a peer's pages, which is faster where they are huge pages and often
+// slower on 4 KiB pages (the kernel pins each one), and no rank can see which kind another
+// rank's buffer has.
 //
 // The schedule is the same on every rank, since every rank runs the same sequence of ops: a
 // size class's first trial_calls() calls alternate the two algorithms (the table's choice
@@ -56,8 +57,9 @@ class MeasuredChoice {
   enum Which : int { kTable = 0, kAlternative = 1 };
 
   /// Whether a small class may choose single copy over ordinary memory. The reductions' may
-  /// not (decide() says why); a broadcast's may, since its single copy walks the root's pages
-  /// whichever memory they are, and on huge pages it won on fresh input as in the loop.
+  /// not (decide() says why); the data movers' (broadcast, scatter, alltoall) may, since their
+  /// single copy walks a peer's pages whichever memory they are, and on huge pages it won on
+  /// fresh input as in the loop.
   enum class SmallClass : bool { MappableOnly, AnyMemory };
 
   MeasuredChoice() noexcept = default;

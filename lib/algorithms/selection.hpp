@@ -111,14 +111,16 @@ inline constexpr std::size_t kMeasuredChoiceBuckets = 26;
 /// overlap, and a measured broadcast there (tried 2026-11-28) lost in place what it won out of
 /// place, so 2 ranks keep the table's choice.
 inline constexpr int kMovementMeasuredMinWorldSize = 3;
-/// broadcast: on 2026-11-30's host (3 and 4 ranks on 2 vCPUs, 1-8 MiB, forced, one launch
-/// each) single copy took 0.45-0.8 of the arena's time on huge pages, in the loop and on fresh
-/// input, in place and out of place, and 1.1-1.45 of it on 4 KiB pages in most rows; at 512 KiB
-/// the two were within a tenth either way.
+/// broadcast: on 2026-11-30's host (3 and 4 ranks on 2 vCPUs, forced, one launch each, both
+/// forms, in the loop and on fresh input) single copy took 0.29-0.85 of the arena's time at 2-8
+/// MiB on huge pages in 11 cells of 12 (1.08 in one), and 0.90-1.45 of it on 4 KiB pages (3
+/// ranks), slower in 7 cells of 8; at 512 KiB anywhere from 0.71 to 1.35, with no steady winner.
 inline constexpr std::size_t kBroadcastMeasuredMinBytes = 1 * kMiB;
-/// scatter (its whole vector) and uniform alltoall (one rank's input): the same launches put
-/// single copy at 0.5-1.0 of the arena's time from 256 KiB, on pages of either size, with a
-/// few rows on fresh input up to 1.4x the other way; the table ran the arena there.
+/// scatter (its whole vector; scatterv too, whose counts every rank passes alike) and uniform
+/// alltoall (one rank's input): the same launches put single copy at 0.3-1.0 of the arena's time
+/// from 256 KiB in most cells on pages of either size, and 1.06-1.44 in a few (scatter of 512
+/// KiB fresh on 3 ranks and of 256 KiB in the loop on 4; alltoall of 256 KiB on 4 KiB pages);
+/// the table ran the arena there.
 inline constexpr std::size_t kScatterMeasuredMinBytes = 256 * kKiB;
 inline constexpr std::size_t kAlltoallMeasuredMinBytes = 256 * kKiB;
 /// allgather, 3 ranks and more: single copy from this total size (below it the arena's one
@@ -223,7 +225,7 @@ class SelectionMemo {
                                Algorithm forced);
 
   /// The measurement for an allreduce, a reduce or a reduce_scatter of `bytes` (selection_bytes:
-  /// a reduce_scatter's whole input), or a broadcast, scatter or uniform alltoall on
+  /// a reduce_scatter's whole input), or a broadcast, scatter(v) or uniform alltoall on
   /// kMovementMeasuredMinWorldSize ranks or more, one per collective and power-of-two size
   /// class, or null where none applies: another collective, below kMeasuredChoiceMinBytes (or
   /// the family's own minimum above), an alltoallv (kUnknownBytes), or with a forced algorithm or

@@ -185,7 +185,8 @@ constexpr std::array kTunables{
                 false, &parse_single_copy},
     TunableInfo{"COHORT_MEASURED_CHOICE", "enum auto|off", "auto",
                 "auto: allreduces, reduces and reduce_scatters from 16 KiB on one host, and "
-                "broadcasts (from 1 MiB), scatters and alltoalls (from 256 KiB) on 3 ranks or "
+                "broadcasts (from 1 MiB), scatters and uniform alltoalls (from 256 KiB) on 3 "
+                "ranks or "
                 "more, time the arena and single copy and run the faster (same bits); off: the "
                 "table's choice (set alike on every rank)",
                 false, &parse_measured_choice},

@@ -258,7 +258,8 @@ TEST_CASE(
       MeasuredChoice* m = memo.measured(c, 256 * kKiB, 3, Algorithm::Auto);
       REQUIRE(m != nullptr);
       CHECK(m == memo.measured(c, 512 * kKiB - 1, 4, Algorithm::Auto));
-      CHECK(m != memo.measured(Collective::Broadcast, 256 * kKiB, 3, Algorithm::Auto));
+      CHECK(memo.measured(c, kMiB, 3, Algorithm::Auto) !=
+            memo.measured(Collective::Broadcast, kMiB, 3, Algorithm::Auto));
       CHECK(m != allreduce(256 * kKiB, Algorithm::Auto));
       // Decides by time alone over ordinary memory, as the broadcast's.
       for (int i = 0; i < 16; ++i) m->record(i % 2 == 0 ? 0.009 : 0.003, false);

@@ -336,7 +336,8 @@ void sweep(const Environment& env, std::vector<int> host_of_rank, const std::str
 /// the vectors' last chunks shorter): on the pipelined schedules (engines/host_pipeline.hpp,
 /// host_allgather_pipeline.hpp) where single copy is allowed, the phases one chunk after another
 /// where it is not. Counts below, at, just above and far above one chunk (more chunks than the
-/// leader's staging holds).
+/// leader's staging holds). `single_copy`: whether this rank's host allows it (its ranks set
+/// COHORT_SINGLE_COPY=off otherwise), so hosts may differ.
 void chunked(const Environment& env, std::vector<int> host_of_rank, bool single_copy,
              const std::string& dir) {
   const int host = host_of_rank[static_cast<std::size_t>(env.rank)];
@@ -646,7 +647,7 @@ TEST_CASE("a receive behind a hierarchical allreduce_async is posted from inside
 
 TEST_CASE(
     "chunked hierarchical allreduces, reduces, allgathers, reduce_scatters and broadcasts, "
-    "pipelined and not, over 2 simulated hosts",
+    "pipelined and not (and one host of each), over 2 simulated hosts",
     "[hierarchical]") {
   cohort::test::TempDir dir;
   for (const bool single_copy : {true, false}) {
@@ -658,6 +659,18 @@ TEST_CASE(
           [&](const Environment& env) { chunked(env, layout, single_copy, dir.path()); },
           std::chrono::seconds(240)));
     }
+  }
+  // Single copy on host 0 only: its ranks run the pipelined schedules while host 1's run the
+  // phases chunk by chunk, and the leaders' exchanges between them must still meet.
+  for (const std::vector<int>& layout :
+       std::vector<std::vector<int>>{{0, 0, 1, 1}, {0, 0, 0, 1, 1, 1}}) {
+    CAPTURE(layout);
+    REQUIRE_NOTHROW(run_ranks(
+        static_cast<int>(layout.size()),
+        [&](const Environment& env) {
+          chunked(env, layout, layout[static_cast<std::size_t>(env.rank)] == 0, dir.path());
+        },
+        std::chrono::seconds(240)));
   }
 }
 

@@ -1,5 +1,5 @@
 // The measured choice between the arena and single copy for large allreduces, reduces and
-// reduce_scatters on one host, and broadcasts on 3 ranks or more
+// reduce_scatters on one host, and broadcasts, scatters and uniform alltoalls on 3 ranks or more
 // (lib/algorithms/measured_choice.hpp), through the public API on real processes: which
 // algorithm each call ran (from the flight record), and that every call gives the bits of a
 // plain float32 fold in rank order (or the root's vector), computed here, whichever algorithm
@@ -257,17 +257,17 @@ float block_value(int from, int block, int call, std::size_t i) {
   return input(from * 31 + block * 7 + call, i);
 }
 
-/// kCalls scatters of blocks of kCount / 4 elements from the last rank (16 MiB and a little on
-/// 4 ranks), out of place and in place on the root in pairs, each rank's block checked bit for
-/// bit; outputs are overwritten before each call.
-void run_scatters(Communicator& c) {
+/// `calls` scatters (scatterv with every count `block` where `variable`) of `block` elements per
+/// rank from the last rank, out of place and in place on the root in pairs, each rank's block
+/// checked bit for bit; outputs are overwritten before each call.
+void run_scatters(Communicator& c, std::size_t block, int calls, bool variable = false) {
   const int root = c.size() - 1;
-  const std::size_t block = kCount / 4;
   const auto ranks = static_cast<std::size_t>(c.size());
+  const std::vector<std::size_t> counts(ranks, block);
   Buffer in = Buffer::allocate(block * ranks, DType::Float32);
   Buffer out = Buffer::allocate(block, DType::Float32);
   const auto mine = static_cast<std::int64_t>(block * static_cast<std::size_t>(c.rank()));
-  for (int call = 0; call < kCalls; ++call) {
+  for (int call = 0; call < calls; ++call) {
     const bool in_place = (call / 2) % 2 == 1;
     if (c.rank() == root) {
       auto* data = static_cast<float*>(in.data());
@@ -279,7 +279,10 @@ void run_scatters(Communicator& c) {
     Buffer result = c.rank() == root && in_place
                         ? in.slice(mine, mine + static_cast<std::int64_t>(block))
                         : out;
-    c.scatter(in, result, root);
+    if (variable)
+      c.scatterv(in, result, counts, root);
+    else
+      c.scatter(in, result, root);
     const auto* got = static_cast<const float*>(result.data());
     for (std::size_t i = 0; i < block; ++i) {
       const float expected = block_value(root, c.rank(), call, i);
@@ -344,7 +347,7 @@ TEST_CASE(
     std::vector<std::string> ran;
     // The flight record counts a uniform op's elements per block.
     if (scatter) {
-      run_scatters(*c);
+      run_scatters(*c, kCount / 4, kCalls);  // 16 MiB in all on 4 ranks
       ran = recorded_algorithms(*c, "scatter", kCount / 4);
     } else {
       run_alltoalls(*c);
@@ -354,6 +357,57 @@ TEST_CASE(
       expect_trials_then_one(ran, "single_copy");
     else
       expect_no_trials(ran);
+  }));
+}
+
+TEST_CASE(
+    "measured choice: a small class of scatters tries the arena (the table's) and single copy 8 "
+    "times each, scatterv sharing it; alltoallv is never measured",
+    "[comm][multiproc]") {
+  const PinnedEnvironment pinned;
+  const bool single_copy = single_copy_runs_here();
+  REQUIRE_NOTHROW(run_ranks(3, [single_copy](const Environment& env) {
+    auto c = world(env);
+    // 3 x 43690 float32: 524280 bytes in all, in the 256-512 KiB class, where the table runs
+    // the arena. 16 trial calls; then 3 scatterv calls of the same layout, after the vote.
+    constexpr std::size_t kBlock = 43690;
+    constexpr int kTrials = 16;
+    run_scatters(*c, kBlock, kTrials);
+    run_scatters(*c, kBlock, 3, true);
+    const std::vector<std::string> scatters = recorded_algorithms(*c, "scatter", kBlock);
+    const std::vector<std::string> scatterv = recorded_algorithms(*c, "scatterv", 3 * kBlock);
+    RANK_CHECK(scatters.size() == kTrials, "recorded " << scatters.size() << " scatters");
+    RANK_CHECK(scatterv.size() == 3, "recorded " << scatterv.size() << " scatterv calls");
+    for (std::size_t call = 0; call < scatters.size(); ++call) {
+      const std::string expected = !single_copy || call % 2 == 0 ? "shared_memory" : "single_copy";
+      RANK_CHECK(scatters[call] == expected, "trial " << call << " ran " << scatters[call]);
+    }
+    // Its own class would have started trials of its own (the arena, then single copy).
+    for (const std::string& a : scatterv)
+      RANK_CHECK(a == scatterv[0], "scatterv ran " << a << ", then " << scatterv[0]);
+
+    // alltoallv: counts may differ per rank, so no class; the same layout as a uniform 512 KiB
+    // alltoall, which would be measured.
+    const std::size_t block = 43690;
+    const std::vector<std::size_t> counts(3, block);
+    Buffer in = Buffer::allocate(3 * block, DType::Float32);
+    Buffer out = Buffer::allocate(3 * block, DType::Float32);
+    for (int call = 0; call < kCalls; ++call) {
+      auto* data = static_cast<float*>(in.data());
+      for (int b = 0; b < 3; ++b)
+        for (std::size_t i = 0; i < block; ++i)
+          data[static_cast<std::size_t>(b) * block + i] = block_value(c->rank(), b, call, i);
+      c->alltoallv(in, counts, out, counts);
+      const auto* got = static_cast<const float*>(out.data());
+      for (int from = 0; from < 3; ++from)
+        for (std::size_t i = 0; i < block; ++i) {
+          const float expected = block_value(from, c->rank(), call, i);
+          RANK_CHECK(std::memcmp(&got[static_cast<std::size_t>(from) * block + i], &expected,
+                                 sizeof(float)) == 0,
+                     "alltoallv call " << call << ", block from " << from << ", element " << i);
+        }
+    }
+    expect_no_trials(recorded_algorithms(*c, "alltoallv", 3 * block));
   }));
 }
 
