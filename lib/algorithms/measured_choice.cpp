@@ -7,7 +7,7 @@ namespace cohort::algorithms {
 MeasuredChoice::MeasuredChoice(std::size_t class_bytes, SmallClass small) noexcept {
   if (class_bytes >= kLargeClassBytes) return;
   trial_calls_ = kSmallTrialCalls;
-  by_time_alone_ = small == SmallClass::AnyMemory;
+  by_time_alone_ = small == SmallClass::AnyMemory || class_bytes >= kAnyMemoryClassBytes;
   const std::size_t calls = kSmallBytesBetweenTrials / std::max<std::size_t>(class_bytes, 1);
   calls_between_trials_ = static_cast<std::uint32_t>(
       std::clamp<std::size_t>(calls, kCallsBetweenTrials, kMaxCallsBetweenTrials));

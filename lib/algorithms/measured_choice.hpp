@@ -20,8 +20,8 @@
 // each and whether its buffers were all mappable, MAX across ranks, through the arena under an
 // announcement of its own); then the winner runs for calls_between_trials() calls, and the
 // trials start again. Classes from kLargeClassBytes take kTrialCalls and kCallsBetweenTrials;
-// smaller ones more trials, spaced by bytes, and (for the reductions) single copy only over
-// mappable buffers.
+// smaller ones more trials, spaced by bytes, and (for the reductions below
+// kAnyMemoryClassBytes) single copy only over mappable buffers.
 
 #include <array>
 #include <cstddef>
@@ -57,10 +57,18 @@ class MeasuredChoice {
   enum Which : int { kTable = 0, kAlternative = 1 };
 
   /// Whether a small class may choose single copy over ordinary memory. The reductions' may
-  /// not (decide() says why); the data movers' (broadcast, scatter, alltoall) may, since their
-  /// single copy walks a peer's pages whichever memory they are, and on huge pages it won on
-  /// fresh input as in the loop.
+  /// not below kAnyMemoryClassBytes (decide() says why); the data movers' (broadcast, scatter,
+  /// alltoall) may, since their single copy walks a peer's pages whichever memory they are, and
+  /// on huge pages it won on fresh input as in the loop.
   enum class SmallClass : bool { MappableOnly, AnyMemory };
+  /// From this class up, a reduction's single copy may win over ordinary memory too. On
+  /// 2026-11-30's host (forced, one launch each, loop and fresh input, in and out of place)
+  /// single copy took 0.63-0.93 of the arena's allreduce time at 2-8 MiB on 3 and 4 ranks in 23
+  /// cells of 24 (1.005 in one) and 0.82-0.91 at 2 MiB on 2 ranks, where at 1 MiB it lost in 11
+  /// of 12; its calls
+  /// there last hundreds of microseconds, so eight trials of each see what a loop of them does
+  /// (the mis-pick decide() tells of was at 64 KiB).
+  static constexpr std::size_t kAnyMemoryClassBytes = std::size_t{2} << 20;
 
   MeasuredChoice() noexcept = default;
   /// The measurement of calls of `class_bytes` (its size class's smallest size) and up: trials

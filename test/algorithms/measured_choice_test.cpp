@@ -140,6 +140,17 @@ TEST_CASE("measured choice: a small class tries each algorithm 8 times and measu
     m.decide({0.009, 0.003, 0.0});
     CHECK(m.chosen() == MeasuredChoice::kAlternative);
   }
+  SECTION("a reduction's small class decides by time alone from 2 MiB, not at 1 MiB") {
+    MeasuredChoice two(2048 * kKiB);
+    MeasuredChoice one(1024 * kKiB);
+    CHECK(two.trial_calls() == 16);
+    for (MeasuredChoice* m : {&two, &one}) {
+      for (int i = 0; i < 16; ++i) m->record(i % 2 == 0 ? 0.009 : 0.003, false);
+      m->decide({0.009, 0.003, 1.0});  // some rank's memory ordinary
+    }
+    CHECK(two.chosen() == MeasuredChoice::kAlternative);
+    CHECK(one.chosen() == MeasuredChoice::kTable);
+  }
   SECTION("a broadcast's small class decides by time alone, with a small class's trials") {
     MeasuredChoice m(1024 * kKiB, MeasuredChoice::SmallClass::AnyMemory);
     CHECK(m.trial_calls() == 16);
