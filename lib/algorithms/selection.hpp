@@ -95,7 +95,7 @@ inline constexpr std::size_t kAllgatherSingleCopyTwoRanksMinBytes = 32 * kKiB;
 /// arena and single copy are timed and the faster runs (measured_choice.hpp), where the table
 /// would run the arena; the figures below are the allreduce's. On 2026-11-27's host single
 /// copy was 1.2-1.9x faster at 64 MiB, and an hour later the arena was (bench/PERFORMANCE-LOG.md,
-/// "A slow phase"). Below 16 MiB the arena wins on ordinary memory, but over mappable buffers
+/// "A slow phase"). Below 2 MiB the arena wins on ordinary memory, but over mappable buffers
 /// (Buffer::allocate_mappable) single copy works in place and was 1.2-3x faster from 4 KiB on 2
 /// ranks and from 16 KiB on 4 ("Mappable buffers"); which kind of memory every rank passes only
 /// the timing can tell without a word between the ranks.
