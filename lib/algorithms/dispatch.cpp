@@ -78,7 +78,8 @@ bool buffers_mappable(const OpContext&, const Args&, std::size_t) {
   return false;
 }
 
-/// The reductions, whose small classes take single copy over mappable memory only.
+/// The reductions, whose classes below MeasuredChoice::kAnyMemoryClassBytes take single copy
+/// over mappable memory only.
 template <class Args>
 constexpr bool kReduction =
     std::is_same_v<Args, AllreduceArgs> || std::is_same_v<Args, ReduceArgs> ||
@@ -149,8 +150,9 @@ Algorithm run_measured(const OpContext& ctx, const Args& args, std::size_t bytes
   run_accepted(ctx, args, bytes, algorithm, algorithm == Algorithm::SingleCopy ? single : arena);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  // Whether this rank's buffers are mappable: only a small class's vote asks
-  // (measured_choice.hpp), so only trial calls look. `bytes` is a reduce_scatter's whole input.
+  // Whether this rank's buffers are mappable: only a reduction's class below 2 MiB asks
+  // (measured_choice.hpp), but every trial call looks, which costs a lookup per trial. `bytes`
+  // is a reduce_scatter's whole input.
   const bool mappable = measured->in_trials() && buffers_mappable(ctx, args, bytes);
   // Per byte: calls of different sizes share a size class.
   measured->record(seconds / static_cast<double>(bytes), mappable);

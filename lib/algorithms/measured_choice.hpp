@@ -56,18 +56,22 @@ class MeasuredChoice {
 
   enum Which : int { kTable = 0, kAlternative = 1 };
 
-  /// Whether a small class may choose single copy over ordinary memory. The reductions' may
-  /// not below kAnyMemoryClassBytes (decide() says why); the data movers' (broadcast, scatter,
-  /// alltoall) may, since their single copy walks a peer's pages whichever memory they are, and
-  /// on huge pages it won on fresh input as in the loop.
+  /// Whether a small class may choose single copy over ordinary memory. The reductions'
+  /// (MappableOnly) may not below kAnyMemoryClassBytes (decide() says why); the data movers'
+  /// (broadcast, scatter, alltoall; AnyMemory) may at every size, since their single copy walks
+  /// a peer's pages whichever memory they are, and on huge pages it won on fresh input as in
+  /// the loop.
   enum class SmallClass : bool { MappableOnly, AnyMemory };
   /// From this class up, a reduction's single copy may win over ordinary memory too. On
-  /// 2026-11-30's host (forced, one launch each, loop and fresh input, in and out of place)
-  /// single copy took 0.63-0.93 of the arena's allreduce time at 2-8 MiB on 3 and 4 ranks in 23
+  /// 2026-11-30's host (forced allreduces, one launch each, loop and fresh input, in and out of
+  /// place) single copy took 0.63-0.93 of the arena's time at 2-8 MiB on 3 and 4 ranks in 23
   /// cells of 24 (1.005 in one) and 0.82-0.91 at 2 MiB on 2 ranks, where at 1 MiB it lost in 11
-  /// of 12; its calls
-  /// there last hundreds of microseconds, so eight trials of each see what a loop of them does
-  /// (the mis-pick decide() tells of was at 64 KiB).
+  /// of 12 (2, 3 and 4 ranks). Forced the same way in the loop, a reduce_scatter's single copy
+  /// took 0.6-0.67 of the arena's time at 2-8 MiB on 2 ranks and 0.72-1.01 on 3, and a reduce's
+  /// 1.1-1.6 of it in 15 cells of 16, which its trials see. The mis-pick decide() tells of was at
+  /// 64 KiB, where calls are microseconds; here they last hundreds, and where the trials misjudge
+  /// (at 8 MiB on 3 ranks single copy's best trial took 0.42 s/GB against 0.26 in a loop of it)
+  /// they keep the arena.
   static constexpr std::size_t kAnyMemoryClassBytes = std::size_t{2} << 20;
 
   MeasuredChoice() noexcept = default;
@@ -95,9 +99,10 @@ class MeasuredChoice {
 
   /// Decides from the votes combined across ranks (each the maximum over ranks: the slowest
   /// rank's best, and whether any rank had ordinary buffers), so every rank decides alike. A
-  /// reduction's small class takes the alternative only where no rank had ordinary buffers:
-  /// there single copy works in place, while over ordinary memory the arena's lead is steady
-  /// and single copy's trials flatter it (bench/PERFORMANCE-LOG.md, "Mappable buffers").
+  /// reduction's class below kAnyMemoryClassBytes takes the alternative only where no rank had
+  /// ordinary buffers: there single copy works in place, while over ordinary memory the arena
+  /// led at those sizes and single copy's trials flattered it (bench/PERFORMANCE-LOG.md,
+  /// "Mappable buffers").
   void decide(const std::array<double, 3>& slowest) noexcept;
 
   /// Which algorithm this call runs (after any vote due).

@@ -245,8 +245,9 @@ class SelectionMemo {
   std::array<Entry, kCollectiveCount> entries_{};
   using Classes = std::array<MeasuredChoice, kMeasuredChoiceBuckets>;
   /// One per size class, each with its class's trials (MeasuredChoice(class_bytes)): the
-  /// reductions' (single copy over mappable memory only, in small classes), then the data
-  /// movers' (whose classes below their minimum are never used).
+  /// reductions' (single copy over mappable memory only, in classes below
+  /// MeasuredChoice::kAnyMemoryClassBytes), then the data movers' (whose classes below their
+  /// minimum are never used).
   Classes measured_allreduce_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);
   Classes measured_reduce_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);
   Classes measured_reduce_scatter_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);

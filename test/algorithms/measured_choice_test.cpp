@@ -141,6 +141,8 @@ TEST_CASE("measured choice: a small class tries each algorithm 8 times and measu
     CHECK(m.chosen() == MeasuredChoice::kAlternative);
   }
   SECTION("a reduction's small class decides by time alone from 2 MiB, not at 1 MiB") {
+    static_assert(MeasuredChoice::kAnyMemoryClassBytes == 2048 * kKiB,
+                  "the classes below are written for 2 MiB");
     MeasuredChoice two(2048 * kKiB);
     MeasuredChoice one(1024 * kKiB);
     CHECK(two.trial_calls() == 16);
@@ -233,6 +235,25 @@ TEST_CASE(
     for (Collective other : {Collective::Allgather, Collective::Gather, Collective::Barrier})
       for (int world : {2, 3, 4})
         CHECK(memo.measured(other, 64 * kMiB, world, Algorithm::Auto) == nullptr);
+  }
+  SECTION("every reduction's classes below 2 MiB keep single copy for mappable memory only") {
+    using cohort::Collective;
+    for (Collective c : {Collective::Allreduce, Collective::Reduce, Collective::ReduceScatter}) {
+      CAPTURE(c);
+      MeasuredChoice* below = memo.measured(c, 2 * kMiB - 1, 3, Algorithm::Auto);
+      MeasuredChoice* from = memo.measured(c, 2 * kMiB, 3, Algorithm::Auto);
+      MeasuredChoice* eight = memo.measured(c, 8 * kMiB, 3, Algorithm::Auto);
+      REQUIRE(below != nullptr);
+      REQUIRE(from != nullptr);
+      REQUIRE(eight != nullptr);
+      for (MeasuredChoice* m : {below, from, eight}) {
+        for (int i = 0; i < m->trial_calls(); ++i) m->record(i % 2 == 0 ? 0.009 : 0.003, false);
+        m->decide({0.009, 0.003, 1.0});  // a third of the time, over ordinary memory
+      }
+      CHECK(below->chosen() == MeasuredChoice::kTable);
+      CHECK(from->chosen() == MeasuredChoice::kAlternative);
+      CHECK(eight->chosen() == MeasuredChoice::kAlternative);
+    }
   }
   SECTION("broadcast: from 1 MiB on 3 ranks or more, in classes of its own") {
     using cohort::Collective;
