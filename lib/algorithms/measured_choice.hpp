@@ -68,7 +68,7 @@ class MeasuredChoice {
   /// cells of 24 (1.005 in one) and 0.82-0.91 at 2 MiB on 2 ranks, where at 1 MiB it lost in 11
   /// of 12 (2, 3 and 4 ranks). Forced the same way in the loop, a reduce_scatter's single copy
   /// took 0.6-0.67 of the arena's time at 2-8 MiB on 2 ranks and 0.72-1.01 on 3, and a reduce's
-  /// 1.1-1.6 of it in 15 cells of 16, which its trials see. The mis-pick decide() tells of was at
+  /// 1.08-1.40 of it in 11 cells of 12, which its trials see. The mis-pick decide() tells of was at
   /// 64 KiB, where calls are microseconds; here they last hundreds, and where the trials misjudge
   /// (at 8 MiB on 3 ranks single copy's best trial took 0.42 s/GB against 0.26 in a loop of it)
   /// they keep the arena.
