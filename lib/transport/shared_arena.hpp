@@ -71,7 +71,14 @@ class SharedArena {
   /// peer in the same line transfer that tells it the piece is there.
   static constexpr std::size_t kInlineBytes = 56;
   /// Eager lines per rank: how many small rooted ops a writer may run ahead of its readers.
-  static constexpr std::uint64_t kEagerDepth = 16;
+  /// Where ranks outnumber cores a writer that reaches the end of its lines yields its core, so
+  /// the depth is how many ops each trip through the scheduler pays for: 3 and 4 ranks on 2
+  /// cores ran 24-128 B broadcasts, reduces, gathers and scatters in 0.6-2.4 us at 16 lines,
+  /// 0.3-0.9 at 64 and 0.3-1.0 (mostly under 0.5) at 256 (bench/PERFORMANCE-LOG.md, "Deeper
+  /// eager lines"). It costs 256 flag line pairs (32 KiB) and 256 KiB of payload area per rank,
+  /// the latter touched only by payloads over kInlineBytes: a rank's share of the arena grows
+  /// from 1.0 to 1.3 MiB.
+  static constexpr std::uint64_t kEagerDepth = 256;
   /// The largest payload of an eager line. Up to it a writer returns at once instead of waiting
   /// for its readers each op: on ranks that share cores that wait is a trip through the
   /// scheduler. Measured (bench/PERFORMANCE-LOG.md, eager lines): 3 ranks on 2 cores, 64 B-1 KiB

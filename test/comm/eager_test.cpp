@@ -1,10 +1,11 @@
 // Tiny broadcasts and reduces through the shared arena's eager lines (shared_arena.hpp): the
 // writer (broadcast's root, reduce's non-roots) returns as soon as its bytes are in its line, up
 // to SharedArena::kEagerDepth ops ahead of the slowest reader. Real ranks, real store, real UCX:
-// - a root finishes 16 broadcasts before any other rank has started one (ordered through store
-//   keys, not sleeps), its 17th waits for them, and they read all 32 in order;
-// - non-roots finish 16 reduces (and 16 gathers) before the root starts, and the root then gets
-//   all 16 results; gatherv with empty blocks is exact;
+// - a root finishes kEagerDepth broadcasts before any other rank has started one (ordered
+//   through store keys, not sleeps), the next one waits for them, and they read all 2 *
+//   kEagerDepth in order;
+// - non-roots finish kEagerDepth reduces (and gathers) before the root starts, and the root then
+//   gets all their results; gatherv with empty blocks is exact;
 // - long mixed sequences (rotating roots, every dtype size, eager and slot-sized vectors,
 //   allreduce in between, in and out of place) give the values computed here by hand;
 // - ranks that disagree about whether an op is eager fail naming both calls, not at the deadline;
@@ -12,6 +13,7 @@
 
 #include "rank_checks.hpp"
 #include "support/scoped_env.hpp"
+#include "transport/shared_arena.hpp"
 
 #include <cohort/store.hpp>
 
@@ -28,8 +30,8 @@ using namespace cohort;
 using namespace cohort::test;
 using namespace std::chrono_literals;
 
-/// The eager lines' depth (SharedArena::kEagerDepth): how far a writer may run ahead.
-constexpr int kDepth = 16;
+/// The eager lines' depth: how far a writer may run ahead.
+constexpr int kDepth = static_cast<int>(transport::SharedArena::kEagerDepth);
 
 CollectiveOptions shared_memory() {
   CollectiveOptions o;
@@ -117,7 +119,7 @@ TEST_CASE("non-roots finish kEagerDepth tiny reduces before the root starts one"
       }
       store->set_string("eager/done/" + std::to_string(env.rank), "1");
     } else {
-      // Every non-root is through its 16 reduces before the root has entered the first.
+      // Every non-root is through its kDepth reduces before the root has entered the first.
       std::vector<std::string> keys;
       for (int r = 0; r < env.world_size; ++r)
         if (r != root) keys.push_back("eager/done/" + std::to_string(r));

@@ -9,8 +9,8 @@
 // announcing it, while the others copy it out of the arena.
 //
 // A vector of at most 1 KiB goes through the root's eager lines instead (shared_arena.hpp):
-// the root writes it and returns, up to 16 broadcasts ahead of the slowest rank, so a loop of
-// small broadcasts costs the root a copy each rather than a round trip.
+// the root writes it and returns, up to kEagerDepth (256) broadcasts ahead of the slowest rank,
+// so a loop of small broadcasts costs the root a copy each rather than a round trip.
 //
 // Cost, m bytes: the root writes m into the arena once, and every other rank reads it once,
 // whatever the world size; no rank forwards anything, unlike a tree. Declines only without an

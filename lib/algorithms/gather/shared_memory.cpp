@@ -13,8 +13,8 @@
 // of the binomial tree, where inner ranks forward their subtrees. Declines only without an arena.
 //
 // When no block but the root's is over 1 KiB, the blocks go through the eager lines instead
-// (shared_arena.hpp): each non-root writes its block and returns, up to 16 gathers ahead of the
-// root.
+// (shared_arena.hpp): each non-root writes its block and returns, up to kEagerDepth (256)
+// gathers ahead of the root.
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/arena_rounds.hpp"

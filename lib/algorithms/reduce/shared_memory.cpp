@@ -8,9 +8,9 @@
 // arena.
 //
 // A vector of at most 1 KiB (SharedArena::kEagerBytes) goes through the eager lines instead
-// (shared_arena.hpp): each non-root writes its contribution into its line and returns, up to 16
-// reduces ahead of the root, and the root reduces the lines in rank order (as the engine does,
-// so the same bits).
+// (shared_arena.hpp): each non-root writes its contribution into its line and returns, up to
+// kEagerDepth (256) reduces ahead of the root, and the root reduces the lines in rank order (as
+// the engine does, so the same bits).
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/rank_order_fold.hpp"

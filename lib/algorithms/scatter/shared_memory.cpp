@@ -15,7 +15,8 @@
 //
 // When the other ranks' blocks come to at most 1 KiB together, they go through the root's
 // eager lines instead (shared_arena.hpp), packed in rank order: the root writes them and
-// returns, up to 16 scatters ahead of the slowest rank, as the eager broadcast does.
+// returns, up to SharedArena::kEagerDepth (256) scatters ahead of the slowest rank, as the eager
+// broadcast does.
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/arena_rounds.hpp"
