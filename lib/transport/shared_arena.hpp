@@ -75,15 +75,18 @@ class SharedArena {
   /// the depth is how many ops each trip through the scheduler pays for: 3 and 4 ranks on 2
   /// cores ran 24-128 B broadcasts, reduces, gathers and scatters in 0.6-2.4 us at 16 lines,
   /// 0.3-0.9 at 64 and 0.3-1.0 (mostly under 0.5) at 256 (bench/PERFORMANCE-LOG.md, "Deeper
-  /// eager lines"). It costs 256 flag line pairs (32 KiB) and 256 KiB of payload area per rank,
-  /// the latter touched only by payloads over kInlineBytes: a rank's share of the arena grows
-  /// from 1.0 to 1.3 MiB.
+  /// eager lines"). It costs 256 flag line pairs (32 KiB) and 256 x kEagerBytes (1 MiB) of
+  /// payload area per rank, the latter touched only by payloads over kInlineBytes: with both, a
+  /// rank's share of the arena grew from 1.0 to 2.0 MiB.
   static constexpr std::uint64_t kEagerDepth = 256;
   /// The largest payload of an eager line. Up to it a writer returns at once instead of waiting
   /// for its readers each op: on ranks that share cores that wait is a trip through the
   /// scheduler. Measured (bench/PERFORMANCE-LOG.md, eager lines): 3 ranks on 2 cores, 64 B-1 KiB
-  /// broadcasts took 2-3 us on the slot path.
-  static constexpr std::size_t kEagerBytes = 1024;
+  /// broadcasts took 2-3 us on the slot path; with 256 lines, 2-4 KiB broadcasts, reduces,
+  /// gathers and scatters on 3 and 4 ranks took 6-13 us on it and 0.4-1.0 through lines of 4 KiB
+  /// ("Deeper eager lines"). Lines of 8 KiB took 8 KiB ops to 0.8-2.2 us as well, for twice the
+  /// area (2 MiB per rank); not kept.
+  static constexpr std::size_t kEagerBytes = 4096;
 
   enum class Flag : int {
     Arrived = 0,   ///< this rank's piece g is in its data slot

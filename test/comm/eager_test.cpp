@@ -32,6 +32,8 @@ using namespace std::chrono_literals;
 
 /// The eager lines' depth: how far a writer may run ahead.
 constexpr int kDepth = static_cast<int>(transport::SharedArena::kEagerDepth);
+/// Floats in a broadcast that goes through the slots: twice the largest eager payload.
+constexpr std::size_t kSlotFloats = 2 * transport::SharedArena::kEagerBytes / sizeof(float);
 
 CollectiveOptions shared_memory() {
   CollectiveOptions o;
@@ -210,12 +212,16 @@ TEST_CASE("mixed sequences of eager and slot-sized broadcasts and reduces are ex
     auto c = world(env);
     const int n = env.world_size;
     const DType dtypes[] = {DType::Float32, DType::Float64, DType::Int32, DType::Int64};
-    // 150 ops: the eager lines wrap around nine times; every 5th op is slot-sized (the arena's
-    // other numbering), every 9th an allreduce, whose tiny vectors use the flags' inline bytes.
-    for (int i = 0; i < 150; ++i) {
+    // 600 ops: the eager lines wrap around twice; every 5th op is slot-sized (the arena's other
+    // numbering), every 5th another the largest eager payload (in the lines' own areas), every
+    // 9th an allreduce, whose tiny vectors use the flags' inline bytes.
+    for (int i = 0; i < 600; ++i) {
       const DType dtype = dtypes[i % 4];
       const std::size_t elements_max = 56 / dtype_size(dtype);
-      const std::size_t count = i % 5 == 4 ? 3000 : 1 + static_cast<std::size_t>(i) % elements_max;
+      const std::size_t count = i % 5 == 4 ? 3000
+                                : i % 5 == 3
+                                    ? transport::SharedArena::kEagerBytes / dtype_size(dtype)
+                                    : 1 + static_cast<std::size_t>(i) % elements_max;
       const int root = (i / 2) % n;
       const bool in_place = i % 3 == 0;
       const std::string what = "op " + std::to_string(i) + " (" + std::to_string(count) + " of " +
@@ -269,8 +275,8 @@ TEST_CASE("mixed sequences of eager and slot-sized broadcasts and reduces are ex
 
 TEST_CASE("ranks disagreeing about whether a broadcast is eager fail naming both calls",
           "[comm][multiproc][eager]") {
-  // The root broadcasts 4 floats (eager) while the others expect 1000 (through slots), and the
-  // other way round. The ranks that wait meet the root's announcement for this op and fail with
+  // The root broadcasts 4 floats (eager) while the others expect kSlotFloats (through slots), and
+  // the other way round. The ranks that wait meet the root's announcement for this op and fail with
   // InvalidArgument at once, not at the deadline; the root, which waited for nobody, fails at
   // its next op.
   const bool root_eager = GENERATE(true, false);
@@ -284,13 +290,15 @@ TEST_CASE("ranks disagreeing about whether a broadcast is eager fail naming both
         auto c = world(env);
         c->barrier();
         const bool eager = (env.rank == 0) == root_eager;
-        Buffer b = Buffer::allocate(eager ? 4 : 1000, DType::Float32);
+        Buffer b = Buffer::allocate(eager ? 4 : kSlotFloats, DType::Float32);
         CollectiveOptions options = shared_memory();
         options.timeout =
             120s;  // far beyond the test's own limit: failing at the deadline fails it
         if (env.rank != 0) {
           expect_error([&] { c->broadcast(b, 0, options); }, ErrorCode::InvalidArgument,
-                       {"broadcast of 16 bytes", "broadcast of 4000 bytes"}, "non-root");
+                       {"broadcast of 16 bytes",
+                        "broadcast of " + std::to_string(4 * kSlotFloats) + " bytes"},
+                       "non-root");
         } else {
           bool failed = false;
           try {
@@ -310,8 +318,8 @@ TEST_CASE("ranks disagreeing about whether a broadcast is eager fail naming both
 
 TEST_CASE("a tiny broadcast made by the root one op later than by the others fails",
           "[comm][multiproc][eager]") {
-  // The root broadcasts 1000 floats (through a slot: a single-piece root waits for nobody), then
-  // 4 floats twice (eager, nor do these wait); the others start once it is done (a store key)
+  // The root broadcasts kSlotFloats floats (through a slot: a single-piece root waits for nobody),
+  // then 4 floats twice (eager, nor do these wait); the others start once it is done (a store key)
   // and call only the 4-float broadcast. The root's eager line then holds a broadcast of 16
   // bytes, as they expect, but made one op later than theirs, and its Arrived line for their
   // op's generation already holds its second tiny broadcast's, which says nothing about theirs.
@@ -337,7 +345,7 @@ TEST_CASE("a tiny broadcast made by the root one op later than by the others fai
           expect_error([&] { c->broadcast(tiny, 0, options); }, ErrorCode::InvalidArgument,
                        {"ranks disagree", "broadcast of 16 bytes", "after other ops"}, "non-root");
         } else {
-          Buffer large = Buffer::allocate(1000, DType::Float32);
+          Buffer large = Buffer::allocate(kSlotFloats, DType::Float32);
           c->broadcast(large, 0, options);
           c->broadcast(tiny, 0, options);
           c->broadcast(tiny, 0, options);

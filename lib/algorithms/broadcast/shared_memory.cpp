@@ -8,7 +8,7 @@
 // An out-of-place root reads its input and copies each piece into its own output right after
 // announcing it, while the others copy it out of the arena.
 //
-// A vector of at most 1 KiB goes through the root's eager lines instead (shared_arena.hpp):
+// A vector of at most 4 KiB goes through the root's eager lines instead (shared_arena.hpp):
 // the root writes it and returns, up to kEagerDepth (256) broadcasts ahead of the slowest rank,
 // so a loop of small broadcasts costs the root a copy each rather than a round trip.
 //

@@ -12,8 +12,8 @@
 // into the arena once and read once, one handoff per round, against ceil(log2 n) message rounds
 // of the binomial tree, where inner ranks forward their subtrees. Declines only without an arena.
 //
-// When no block but the root's is over 1 KiB, the blocks go through the eager lines instead
-// (shared_arena.hpp): each non-root writes its block and returns, up to kEagerDepth (256)
+// When no block but the root's is over 4 KiB (kEagerBytes), the blocks go through the eager lines
+// instead (shared_arena.hpp): each non-root writes its block and returns, up to kEagerDepth (256)
 // gathers ahead of the root.
 
 #include "algorithms/descriptor.hpp"

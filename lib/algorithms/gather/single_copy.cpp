@@ -6,8 +6,9 @@
 // after it, and says it is done; the others wait for that before they return.
 //
 // Cost, m bytes: the root copies each block once (the arena path: each non-root writes its block
-// into the segment and the root reads it out), two handoffs. For blocks of at most 1 KiB the
-// shared-memory gather's eager lines stay faster: their non-roots need not wait for the root.
+// into the segment and the root reads it out), two handoffs. For blocks of at most 4 KiB
+// (kEagerBytes) the shared-memory gather's eager lines stay faster: their non-roots need not wait
+// for the root.
 
 #include "algorithms/engines/single_copy.hpp"
 #include "algorithms/descriptor.hpp"

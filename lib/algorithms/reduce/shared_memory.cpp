@@ -7,7 +7,7 @@
 // a tree, no rank reduces more than its 1/n share of a large vector. Declines only without an
 // arena.
 //
-// A vector of at most 1 KiB (SharedArena::kEagerBytes) goes through the eager lines instead
+// A vector of at most 4 KiB (SharedArena::kEagerBytes) goes through the eager lines instead
 // (shared_arena.hpp): each non-root writes its contribution into its line and returns, up to
 // kEagerDepth (256) reduces ahead of the root, and the root reduces the lines in rank order (as
 // the engine does, so the same bits).

@@ -13,8 +13,8 @@
 // against ceil(log2 n) message rounds of the binomial tree, where inner ranks forward subtrees.
 // Declines without an arena, or when a sub-slot would be under one cache line (over 4096 ranks).
 //
-// When the other ranks' blocks come to at most 1 KiB together, they go through the root's
-// eager lines instead (shared_arena.hpp), packed in rank order: the root writes them and
+// When the other ranks' blocks come to at most 4 KiB (kEagerBytes) together, they go through the
+// root's eager lines instead (shared_arena.hpp), packed in rank order: the root writes them and
 // returns, up to SharedArena::kEagerDepth (256) scatters ahead of the slowest rank, as the eager
 // broadcast does.
 
