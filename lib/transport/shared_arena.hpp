@@ -252,6 +252,8 @@ class SharedArena {
   SharedArena(int rank, int size, void* base, std::size_t bytes, std::size_t rank_stride,
               WaitPolicy policy, std::vector<ProcessWatch> watches, bool single_copy,
               bool measured_choice);
+  /// Faults every rank's eager payload area into this process (constructor; see there).
+  void prefault_eager_areas() const noexcept;
 
   std::atomic<std::uint64_t>& flag(int r, Flag flag, std::uint64_t generation) const noexcept;
   bool reached(int r, Flag flag, std::uint64_t generation) const noexcept;
