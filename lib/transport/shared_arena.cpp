@@ -65,8 +65,9 @@ struct SharedArena::Control {
   FlagLine flags[2][2];
   FlagLine eager[SharedArena::kEagerDepth];
   FlagLine consumed;
-  /// Eager payloads over kInlineBytes, by line (read only after the line's flag).
-  alignas(128) std::byte eager_area[SharedArena::kEagerDepth][SharedArena::kEagerBytes];
+  /// Eager payloads over kInlineBytes, by eager generation % kEagerAreaDepth (read only after
+  /// the line's flag). Page-aligned, so each area is one page (rank strides are whole pages).
+  alignas(4096) std::byte eager_area[SharedArena::kEagerAreaDepth][SharedArena::kEagerBytes];
 };
 
 namespace {
@@ -320,31 +321,7 @@ SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes, std:
       policy_(policy),
       watches_(std::move(watches)),
       single_copy_(single_copy),
-      measured_choice_(measured_choice) {
-  prefault_eager_areas();
-}
-
-void SharedArena::prefault_eager_areas() const noexcept {
-  // Each line's payload area is a page of its own, so the first lap through the lines would
-  // take a page fault per line in the writer and in each reader, inside the program's first few
-  // hundred small ops. Faulted in here instead: this rank's area for writing, its peers' for
-  // reading (a kernel before 5.14 refuses MADV_POPULATE_*; then the touches below fault them
-  // in). Then one load per page: on a host whose hypervisor keeps page tables of its own
-  // (this project's CI machine), a page's first access costs microseconds even with its
-  // entry in place, and 256 of them made a 2-rank loop's first lap of 128-byte broadcasts 14
-  // us per op against 0.25 after it (bench/PERFORMANCE-LOG.md, "Deeper eager lines").
-  for (int r = 0; r < size_; ++r) {
-    const auto* control = reinterpret_cast<const Control*>(
-        static_cast<std::byte*>(base_) + static_cast<std::size_t>(r) * rank_stride_);
-    const auto first = reinterpret_cast<std::uintptr_t>(control->eager_area) / kPage * kPage;
-    const auto end =
-        reinterpret_cast<std::uintptr_t>(control->eager_area) + sizeof control->eager_area;
-    madvise(reinterpret_cast<void*>(first), end - first,
-            r == rank_ ? MADV_POPULATE_WRITE : MADV_POPULATE_READ);
-    for (std::uintptr_t page = first; page < end; page += kPage)
-      (void)*reinterpret_cast<const volatile std::byte*>(page);
-  }
-}
+      measured_choice_(measured_choice) {}
 
 std::byte* SharedArena::map_peer(int r, const MappableRef& ref, std::size_t bytes, std::uint64_t op,
                                  const std::string& what) {
@@ -392,7 +369,7 @@ std::byte* SharedArena::eager_data(int r, std::uint64_t eager, std::size_t bytes
   auto* control = reinterpret_cast<Control*>(static_cast<std::byte*>(base_) +
                                              static_cast<std::size_t>(r) * rank_stride_);
   if (bytes <= kInlineBytes) return control->eager[eager % kEagerDepth].inline_data;
-  return control->eager_area[eager % kEagerDepth];
+  return control->eager_area[eager % kEagerAreaDepth];
 }
 
 std::atomic<std::uint64_t>& SharedArena::flag(int r, Flag which,

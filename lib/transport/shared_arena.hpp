@@ -32,19 +32,21 @@
 // Eager lines, for small rooted ops (a broadcast's or a reduce's vector of at most kEagerBytes):
 // each rank also has kEagerDepth lines of their own numbering (eager generations e = 1, 2, ...,
 // e using line e % kEagerDepth) and one Consumed flag. A line's payload sits next to its flag
-// when it is at most kInlineBytes (one cache line carries both), otherwise in the line's own
-// area of kEagerBytes. A writer (broadcast's and scatter's root, reduce's and gather's
-// non-roots) fills its line for e, announces Eager(e) and returns without waiting for anyone;
-// readers take it and announce Consumed(e), as every rank does at the end of every eager op. A
-// line is rewritten for e once every peer announced Consumed(e - kEagerDepth)
-// (wait_until_eager_free), so a writer may run up to kEagerDepth tiny ops ahead of the slowest
-// reader, as MPI's eager sends let a root run ahead. An eager op also takes a generation g and
-// announces Arrived(g) on entry (it reads and writes no slot of that numbering, so the rule above
-// still holds): a peer that runs another op at g then finds the disagreement in that flag's
-// announcement instead of waiting for the deadline. The eager line carries g and the op's
-// announcement too, so a reader whose own match them reads nothing else (the writer's Arrived
-// line changes at every op; reading it at every op would hand it between cores each time), and
-// a reader that finds the same call stamped with another g knows an earlier op differed.
+// when it is at most kInlineBytes (one cache line carries both), otherwise in one of
+// kEagerAreaDepth areas of kEagerBytes (by e % kEagerAreaDepth). A writer (broadcast's and
+// scatter's root, reduce's and gather's non-roots) fills its line for e, announces Eager(e) and
+// returns without waiting for anyone; readers take it and announce Consumed(e), as every rank does
+// at the end of every eager op. A line is rewritten for e once every peer announced Consumed(e -
+// kEagerDepth), and an area once every peer announced Consumed(e - kEagerAreaDepth)
+// (wait_until_eager_free), so a writer may run up to kEagerDepth tiny ops (kEagerAreaDepth with
+// larger payloads) ahead of the slowest reader, as MPI's eager sends let a root run ahead. An eager
+// op also takes a generation g and announces Arrived(g) on entry (it reads and writes no slot of
+// that numbering, so the rule above still holds): a peer that runs another op at g then finds the
+// disagreement in that flag's announcement instead of waiting for the deadline. The eager line
+// carries g and the op's announcement too, so a reader whose own match them reads nothing else (the
+// writer's Arrived line changes at every op; reading it at every op would hand it between cores
+// each time), and a reader that finds the same call stamped with another g knows an earlier op
+// differed.
 
 #include "transport/interruption.hpp"
 #include "transport/peer_mappings.hpp"
@@ -75,18 +77,25 @@ class SharedArena {
   /// the depth is how many ops each trip through the scheduler pays for: 3 and 4 ranks on 2
   /// cores ran 24-128 B broadcasts, reduces, gathers and scatters in 0.6-2.4 us at 16 lines,
   /// 0.3-0.9 at 64 and 0.3-1.0 (mostly under 0.5) at 256 (bench/PERFORMANCE-LOG.md, "Deeper
-  /// eager lines"). It costs 256 flag line pairs (32 KiB) and 256 x kEagerBytes (1 MiB) of
-  /// payload area per rank, the latter touched only by payloads over kInlineBytes: with both, a
-  /// rank's share of the arena grew from 1.0 to 2.0 MiB.
+  /// eager lines"). It costs 256 flag line pairs (32 KiB) per rank.
   static constexpr std::uint64_t kEagerDepth = 256;
+  /// Payload areas per rank, for eager payloads over kInlineBytes: how many such ops a writer
+  /// may run ahead. Fewer than the lines: each area is a page, and a page's first access cost
+  /// this project's CI machine (a paravirtualised guest) about 15 us even when faulted in
+  /// beforehand, so the first lap through 256 of them made each of a program's first 256 such
+  /// ops 14-22 us; faulting and touching them all when the arena is made took a mesh's first
+  /// collectives from 4.5 to 47 ms ("Deeper eager lines"). 64 areas of 4 KiB: 256 KiB per rank,
+  /// a first lap that a bench's warm-up covers.
+  static constexpr std::uint64_t kEagerAreaDepth = 64;
   /// The largest payload of an eager line. Up to it a writer returns at once instead of waiting
   /// for its readers each op: on ranks that share cores that wait is a trip through the
   /// scheduler. Measured (bench/PERFORMANCE-LOG.md, eager lines): 3 ranks on 2 cores, 64 B-1 KiB
   /// broadcasts took 2-3 us on the slot path; with 256 lines, 2-4 KiB broadcasts, reduces,
-  /// gathers and scatters on 3 and 4 ranks took 6-13 us on it and 0.4-1.0 through lines of 4 KiB
-  /// ("Deeper eager lines"). Lines of 8 KiB took 8 KiB ops to 0.8-2.2 us as well, for twice the
-  /// area (2 MiB per rank); not kept.
+  /// gathers and scatters on 3 and 4 ranks took 6-11 us on it and 0.4-1.0 through lines of 4 KiB
+  /// ("Deeper eager lines"; measured with 256 areas). Areas of 8 KiB took 8 KiB ops to 0.8-2.2 us
+  /// as well, for twice the memory; not kept.
   static constexpr std::size_t kEagerBytes = 4096;
+  static_assert(kEagerAreaDepth <= kEagerDepth);
 
   enum class Flag : int {
     Arrived = 0,   ///< this rank's piece g is in its data slot
@@ -235,14 +244,18 @@ class SharedArena {
   /// call written at another generation (r ran other ops before it) fails the wait too.
   void wait_for_eager(int r, std::uint64_t eager, std::uint64_t generation, Deadline deadline,
                       const std::string& what);
-  /// Waits until this rank may rewrite its eager line for `eager`: every peer announced
-  /// Consumed(eager - kEagerDepth). Usually already true, and known without reading the peers'
-  /// Consumed lines: they are read only once the progress last seen there no longer covers
-  /// `eager` (each read takes a cache line from the peer's core, a large part of a tiny op).
-  void wait_until_eager_free(std::uint64_t eager, Deadline deadline, const std::string& what) {
-    if (eager <= kEagerDepth + consumed_by_all_) return;
-    wait_for_all(Flag::Consumed, eager - kEagerDepth, deadline, what);
-    note_consumed_by_all(eager - kEagerDepth);
+  /// Waits until this rank may rewrite its eager line for `eager` with a payload of `bytes`:
+  /// every peer announced Consumed(eager - kEagerDepth), or Consumed(eager - kEagerAreaDepth)
+  /// when the payload goes to an area. Usually already true, and known without reading the
+  /// peers' Consumed lines: they are read only once the progress last seen there no longer
+  /// covers `eager` (each read takes a cache line from the peer's core, a large part of a tiny
+  /// op).
+  void wait_until_eager_free(std::uint64_t eager, std::size_t bytes, Deadline deadline,
+                             const std::string& what) {
+    const std::uint64_t lag = bytes <= kInlineBytes ? kEagerDepth : kEagerAreaDepth;
+    if (eager <= lag + consumed_by_all_) return;
+    wait_for_all(Flag::Consumed, eager - lag, deadline, what);
+    note_consumed_by_all(eager - lag);
   }
 
   std::string description() const;
@@ -252,8 +265,6 @@ class SharedArena {
   SharedArena(int rank, int size, void* base, std::size_t bytes, std::size_t rank_stride,
               WaitPolicy policy, std::vector<ProcessWatch> watches, bool single_copy,
               bool measured_choice);
-  /// Faults every rank's eager payload area into this process (constructor; see there).
-  void prefault_eager_areas() const noexcept;
 
   std::atomic<std::uint64_t>& flag(int r, Flag flag, std::uint64_t generation) const noexcept;
   bool reached(int r, Flag flag, std::uint64_t generation) const noexcept;

@@ -32,6 +32,8 @@ using namespace std::chrono_literals;
 
 /// The eager lines' depth: how far a writer may run ahead.
 constexpr int kDepth = static_cast<int>(transport::SharedArena::kEagerDepth);
+/// How far a writer whose payloads go to the lines' areas (over 56 bytes) may run ahead.
+constexpr int kAreaDepth = static_cast<int>(transport::SharedArena::kEagerAreaDepth);
 /// Floats in a broadcast that goes through the slots: twice the largest eager payload.
 constexpr std::size_t kSlotFloats = 2 * transport::SharedArena::kEagerBytes / sizeof(float);
 
@@ -65,33 +67,37 @@ double max_of_contributions(int i, int n, std::size_t j) {
 }  // namespace
 
 TEST_CASE(
-    "a root finishes kEagerDepth tiny broadcasts before any other rank starts one, and "
-    "waits at the next one for the slowest reader",
+    "a root finishes kEagerDepth tiny broadcasts (kEagerAreaDepth larger ones) before any other "
+    "rank starts one, and waits at the next one for the slowest reader",
     "[comm][multiproc][eager]") {
   const int size = GENERATE(2, 3, 5);
-  CAPTURE(size);
-  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+  // 56 bytes, the largest payload next to a line's flag (kDepth ahead), and the largest eager
+  // payload, in an area (kAreaDepth ahead).
+  const std::size_t floats = GENERATE(std::size_t{14}, kSlotFloats / 2);
+  const int depth = floats == 14 ? kDepth : kAreaDepth;
+  CAPTURE(size, floats, depth);
+  REQUIRE_NOTHROW(run_ranks(size, [floats, depth](const Environment& env) {
     ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
     auto c = world(env);
     const std::shared_ptr<Store> store = connect_store(env);
-    Buffer b = Buffer::allocate(14, DType::Float32);  // 56 bytes: the largest eager vector
+    Buffer b = Buffer::allocate(floats, DType::Float32);
     c->barrier();  // sets the arena up, and every rank is past it
     const int root = env.world_size > 2 ? 1 : 0;
-    // The root runs 2 * kDepth broadcasts in a row, the others start once it finished kDepth:
-    // had one of the first kDepth waited for them, it never got there and they time out waiting
-    // for the key. Broadcast kDepth + i reuses broadcast i's line, so there the root must wait
-    // until every reader took broadcast i (which it knows from its readers' progress, cached):
-    // had it not waited, the readers, still fetching the key, would find later broadcasts'
-    // values in the first ones' lines.
+    // The root runs 2 * depth broadcasts in a row, the others start once it finished depth:
+    // had one of the first depth waited for them, it never got there and they time out waiting
+    // for the key. Broadcast depth + i reuses broadcast i's line (or area), so there the root
+    // must wait until every reader took broadcast i (which it knows from its readers' progress,
+    // cached): had it not waited, the readers, still fetching the key, would find later
+    // broadcasts' values in the first ones' lines.
     if (env.rank == root) {
-      for (int i = 0; i < 2 * kDepth; ++i) {
-        if (i == kDepth) store->set_string("eager/root_done", "1");
+      for (int i = 0; i < 2 * depth; ++i) {
+        if (i == depth) store->set_string("eager/root_done", "1");
         for (std::size_t j = 0; j < b.count(); ++j) set(b, j, broadcast_value(i, root, j));
         c->broadcast(b, root, shared_memory());
       }
     } else {
       store->get_string("eager/root_done", 60s);
-      for (int i = 0; i < 2 * kDepth; ++i) {
+      for (int i = 0; i < 2 * depth; ++i) {
         c->broadcast(b, root, shared_memory());
         expect_values(
             b, 0, b.count(), [&](std::size_t j) { return broadcast_value(i, root, j); },
@@ -212,9 +218,10 @@ TEST_CASE("mixed sequences of eager and slot-sized broadcasts and reduces are ex
     auto c = world(env);
     const int n = env.world_size;
     const DType dtypes[] = {DType::Float32, DType::Float64, DType::Int32, DType::Int64};
-    // 600 ops: the eager lines wrap around twice; every 5th op is slot-sized (the arena's other
-    // numbering), every 5th another the largest eager payload (in the lines' own areas), every
-    // 9th an allreduce, whose tiny vectors use the flags' inline bytes.
+    // 600 ops, about 430 of them eager: the eager lines wrap around more than once. Every 5th op
+    // is slot-sized (the arena's other numbering), every 5th another the largest eager payload
+    // (in the lines' own areas), every 9th an allreduce (whose tiny vectors use the flags'
+    // inline bytes).
     for (int i = 0; i < 600; ++i) {
       const DType dtype = dtypes[i % 4];
       const std::size_t elements_max = 56 / dtype_size(dtype);

@@ -9,8 +9,9 @@
 // announcing it, while the others copy it out of the arena.
 //
 // A vector of at most 4 KiB goes through the root's eager lines instead (shared_arena.hpp):
-// the root writes it and returns, up to kEagerDepth (256) broadcasts ahead of the slowest rank,
-// so a loop of small broadcasts costs the root a copy each rather than a round trip.
+// the root writes it and returns, up to kEagerDepth (256; 64 over 56 bytes) broadcasts ahead of
+// the slowest rank, so a loop of small broadcasts costs the root a copy each rather than a round
+// trip.
 //
 // Cost, m bytes: the root writes m into the arena once, and every other rank reads it once,
 // whatever the world size; no rank forwards anything, unlike a tree. Declines only without an
@@ -37,7 +38,7 @@ void run_eager(const OpContext& ctx, SharedArena& arena, const BroadcastArgs& ar
   const std::uint64_t g = step.generation;
   const std::uint64_t e = step.eager;
   if (ctx.rank == args.root) {
-    arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
+    arena.wait_until_eager_free(e, bytes, ctx.deadline, ctx.what);
     copy_bytes(arena.eager_data(ctx.rank, e, bytes), root_data(args), bytes);
     arena.publish_eager(step);
     copy_root_input(args);

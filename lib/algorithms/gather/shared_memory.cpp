@@ -13,8 +13,8 @@
 // of the binomial tree, where inner ranks forward their subtrees. Declines only without an arena.
 //
 // When no block but the root's is over 4 KiB (kEagerBytes), the blocks go through the eager lines
-// instead (shared_arena.hpp): each non-root writes its block and returns, up to kEagerDepth (256)
-// gathers ahead of the root.
+// instead (shared_arena.hpp): each non-root writes its block and returns, up to kEagerDepth
+// (256; 64 over 56 bytes) gathers ahead of the root.
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/arena_rounds.hpp"
@@ -39,8 +39,8 @@ void run_eager(const OpContext& ctx, Arena& arena, const GatherArgs& args) {
   const std::uint64_t g = step.generation;
   const std::uint64_t e = step.eager;
   if (ctx.rank != args.root) {
-    arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
     const std::size_t bytes = args.counts[static_cast<std::size_t>(ctx.rank)] * es;
+    arena.wait_until_eager_free(e, bytes, ctx.deadline, ctx.what);
     copy_bytes(arena.eager_data(ctx.rank, e, bytes), args.in, bytes);
     arena.publish_eager(step);
   } else {

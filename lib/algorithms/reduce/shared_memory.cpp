@@ -9,8 +9,8 @@
 //
 // A vector of at most 4 KiB (SharedArena::kEagerBytes) goes through the eager lines instead
 // (shared_arena.hpp): each non-root writes its contribution into its line and returns, up to
-// kEagerDepth (256) reduces ahead of the root, and the root reduces the lines in rank order (as
-// the engine does, so the same bits).
+// kEagerDepth (256; 64 over 56 bytes) reduces ahead of the root, and the root reduces the lines in
+// rank order (as the engine does, so the same bits).
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/rank_order_fold.hpp"
@@ -42,7 +42,7 @@ void run_eager(const OpContext& ctx, SharedArena& arena, const ReduceArgs& args,
   const std::uint64_t g = step.generation;
   const std::uint64_t e = step.eager;
   if (ctx.rank != args.root) {
-    arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
+    arena.wait_until_eager_free(e, bytes, ctx.deadline, ctx.what);
     copy_bytes(arena.eager_data(ctx.rank, e, bytes), args.in, bytes);
     arena.publish_eager(step);
     arena.publish(Flag::Consumed, e);

@@ -15,8 +15,8 @@
 //
 // When the other ranks' blocks come to at most 4 KiB (kEagerBytes) together, they go through the
 // root's eager lines instead (shared_arena.hpp), packed in rank order: the root writes them and
-// returns, up to SharedArena::kEagerDepth (256) scatters ahead of the slowest rank, as the eager
-// broadcast does.
+// returns, up to SharedArena::kEagerDepth (256) scatters ahead of the slowest rank (64, the
+// areas' depth, with more than 56 bytes), as the eager broadcast does.
 
 #include "algorithms/descriptor.hpp"
 #include "algorithms/engines/arena_rounds.hpp"
@@ -52,7 +52,7 @@ void run_eager(const OpContext& ctx, Arena& arena, const ScatterArgs& args, std:
   const std::uint64_t g = step.generation;
   const std::uint64_t e = step.eager;
   if (ctx.rank == args.root) {
-    arena.wait_until_eager_free(e, ctx.deadline, ctx.what);
+    arena.wait_until_eager_free(e, packed, ctx.deadline, ctx.what);
     std::byte* line = arena.eager_data(ctx.rank, e, packed);
     const auto* in = static_cast<const std::byte*>(args.in);
     std::size_t at = 0;
