@@ -80,12 +80,13 @@ class SharedArena {
   /// eager lines"). It costs 256 flag line pairs (32 KiB) per rank.
   static constexpr std::uint64_t kEagerDepth = 256;
   /// Payload areas per rank, for eager payloads over kInlineBytes: how many such ops a writer
-  /// may run ahead. Fewer than the lines: each area is a page, and a page's first access cost
-  /// this project's CI machine (a paravirtualised guest) about 15 us even when faulted in
-  /// beforehand, so the first lap through 256 of them made each of a program's first 256 such
-  /// ops 14-22 us; faulting and touching them all when the arena is made took a mesh's first
-  /// collectives from 4.5 to 47 ms ("Deeper eager lines"). 64 areas of 4 KiB: 256 KiB per rank,
-  /// a first lap that a bench's warm-up covers.
+  /// may run ahead. Fewer than the lines: each area is a page, and a page's first access costs
+  /// this project's CI machine (a paravirtualised guest) microseconds even when faulted in
+  /// beforehand, so the first lap through 256 of them (a new page for the writer and for each
+  /// reader at every op) made each of a program's first 256 such ops 14-22 us; faulting and
+  /// touching them all when the arena is made took a mesh's first collectives from 4.5 to 47 ms
+  /// ("Deeper eager lines"). 64 areas of 4 KiB: 256 KiB per rank, a first lap that a bench's
+  /// warm-up covers.
   static constexpr std::uint64_t kEagerAreaDepth = 64;
   /// The largest payload of an eager line. Up to it a writer returns at once instead of waiting
   /// for its readers each op: on ranks that share cores that wait is a trip through the
