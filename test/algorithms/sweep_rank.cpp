@@ -7,6 +7,8 @@
 
 #include "transport/transport_factory.hpp"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -106,6 +108,11 @@ bool SweepRank::single_copy() const {
 
 SweepRank::SweepRank(const Environment& env)
     : rank_(env.rank), size_(env.world_size), store_(connect_store(env)) {
+  // The large count's buffers (2-4 MiB each, several per op) stay in the heap once freed instead
+  // of going back to the kernel: otherwise glibc maps and unmaps each, and every op faults all
+  // its pages in afresh (a fault costs microseconds on a paravirtualised guest).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
   transport::TransportOptions options;
   options.local_world_size = env.local_world_size;
   options.connect_timeout = std::chrono::seconds(60);

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cohort::sweep {
@@ -53,6 +54,16 @@ struct SweepAllocator {
       free_mappable(p);
     else
       std::allocator<T>().deallocate(p, n);
+  }
+  /// Default-initialises: a Bytes(n) is left unwritten (every such buffer is filled or compared
+  /// only after a fill), not zeroed. Zeroing was a sixth of the sweep's CPU time.
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
   }
   template <class U>
   bool operator==(const SweepAllocator<U>&) const noexcept {
