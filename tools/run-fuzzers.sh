@@ -39,7 +39,7 @@ if [ ! -f "$dir/build.ninja" ]; then
   CC=clang CXX=clang++ meson setup "$dir" --unity on --werror -Dfuzz=true \
     -Db_sanitize=address,undefined -Db_lundef=false \
     -Dcpp_args="-fsanitize=fuzzer-no-link -gline-tables-only" \
-    -Dbuildtype=plain -Doptimization=0 -Dcuda=disabled -Dpython=disabled -Dmpi=disabled \
+    -Dbuildtype=plain -Doptimization=0 -Db_ndebug=false -Dcuda=disabled -Dpython=disabled -Dmpi=disabled \
     -Dgloo=disabled
 fi
 $setup_only && exit 0
