@@ -1370,7 +1370,7 @@ class HeldUpBuffer {
 }  // namespace
 
 TEST_CASE("fastbox: a rendezvous copy held up in the kernel holds up no other thread's exchanges",
-          "[transport][multiproc]") {
+          "[transport][multiproc][threads]") {
   // Rank 1's copy of rank 0's message (process_vm_readv) stops in the kernel at the buffer's
   // missing pages until rank 0 supplies them, which it does only after rank 1's main thread made
   // a round of small exchanges with it, while a second thread of rank 1 is inside that copy. A
@@ -1430,7 +1430,7 @@ TEST_CASE("fastbox: a rendezvous copy held up in the kernel holds up no other th
 }
 
 TEST_CASE("fastbox: cancelling a receive whose copy another thread makes waits for the copy",
-          "[transport][multiproc]") {
+          "[transport][multiproc][threads]") {
   // Rank 1 posts a large receive on a view; a second thread, waiting on the world for a small
   // message, makes its copy (the next thread out of the transport's lock does), which stops in
   // the kernel at rank 0's missing pages. Rank 1's main thread then cancels the view: that may

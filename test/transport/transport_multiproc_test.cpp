@@ -616,7 +616,7 @@ void await_wait_end(const std::atomic<bool>& ended, const char* what) {
 }  // namespace
 
 TEST_CASE("an abort wakes a thread about to sleep even when another sleeper wakes first",
-          "[transport][multiproc]") {
+          "[transport][multiproc][threads]") {
   // Two threads of one process sleep in waits on one hub (two communicators' transports): A on
   // the world's, B on a view's. B is held after it counted itself asleep and before its poll()
   // until the abort of B's view has woken A and A's sleep is over. With one wake-up descriptor
@@ -702,7 +702,7 @@ std::atomic<bool> sleeper_without_fd_asleep{false};
 }  // namespace
 
 TEST_CASE("a thread the system gives no eventfd to still ends its wait on an abort",
-          "[transport][multiproc]") {
+          "[transport][multiproc][threads]") {
   // Without a descriptor of its own nobody can wake a sleeper, so it must nap briefly and look
   // again: an abort then ends its wait within a nap. Here the longest nap is made longer than the
   // 30 s this test waits, so a sleeper that napped as long as one with a descriptor fails it.
