@@ -417,7 +417,9 @@ COHORT_API cohort_status_t cohort_buffer_from_dlpack_versioned(DLManagedTensorVe
 /// A new zero-filled host buffer of `count` elements of `dtype` (lanes 1) that the other ranks
 /// of this host can map: where every rank's buffers of a collective are such memory, single-copy
 /// algorithms read and write them in place instead of copying. One file descriptor each while
-/// it lives; the memory returns when the handle and every tensor exported from it are released.
+/// it lives. Freed when the handle and every tensor exported from it are released: kept for
+/// reuse by a later allocation of about its size (COHORT_MAPPABLE_CACHE_MIB in all, default
+/// 1024), its pages returned to the system beyond that.
 /// COHORT_ERROR_INVALID_ARGUMENT for a negative count or an unknown dtype,
 /// COHORT_ERROR_SYSTEM when the kernel refuses (no memfd, out of descriptors or memory); on
 /// failure *buffer is NULL.

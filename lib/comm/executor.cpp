@@ -5,6 +5,7 @@
 #include "core/coarse_clock.hpp"
 #include "core/decimal_count_up.hpp"
 #include "core/log.hpp"
+#include "core/mappable_memory.hpp"
 #include "core/process_fence.hpp"
 
 #include <fmt/format.h>
@@ -815,6 +816,9 @@ void Executor::poison(const Error& cause) noexcept {
                      cause.what());
   // Before any Work fails: a caller woken by the error may exit the process at once.
   recorder_.record_failure(cause);
+  // Before any Work fails too: a caller woken by it may free a mappable buffer that a peer is
+  // still writing the piece it was at into; it must not be handed out again.
+  retire_live_mappable();
   // Cancels every request at the transport (the collectives' too), then fails the transfers:
   // a failed one with the first cause, which is its own error when it failed inside another
   // op's wait (fail_from_wait; that op's failure only followed from it).

@@ -11,11 +11,14 @@
 // from every input and written once into every output), which no copy-based scheme can.
 //
 // A peer opens the owner's descriptor through /proc/<pid>/fd/<fd> (transport/peer_mappings.hpp)
-// and checks the inode, so the owner keeps the descriptor open for the allocation's life. When
-// the allocation is freed its pages are punched out of the file before it is closed: a peer
-// that still maps it (mappings are cached) keeps only address space, and one that touches it
-// anyway (only a collective that failed on the owner's side can) reads zeros instead of
-// faulting, its writes holding pages only until its mapping goes.
+// and checks the inode, so the owner keeps the descriptor open for the allocation's life. A
+// freed allocation is kept, file, mapping and pages, for a later allocation of about its size
+// (core/mappable_cache.hpp says why; COHORT_MAPPABLE_CACHE_MIB bounds it): peers' mappings of
+// it stay right, since it is the same file. One that is not kept (over the bound, or live when
+// an op failed: retire_live_mappable) has its pages punched out of the file before it is
+// closed: a peer that still maps it (mappings are cached) keeps only address space, and one that
+// touches it anyway (only a collective that failed on the owner's side can) reads zeros instead
+// of faulting, its writes holding pages only until its mapping goes.
 //
 // The mapping is shared, so a forked child sees and writes the parent's memory rather than a
 // copy; only the allocating process punches the pages out when freeing, and a fork holds the
@@ -36,16 +39,30 @@ struct MappableRef {
   std::uint64_t offset = 0;      ///< the block's first byte in the file
 };
 
-/// At least `bytes` of zero-filled mappable memory (rounded up to whole pages, and to huge pages
-/// from kHugePageBytes on, where the kernel allows them for shared memory); the rounded size in
-/// `*rounded`. Null with errno set when the kernel refuses (no memfd, out of descriptors or
-/// memory). Thread-safe. Release with free_mappable.
+/// At least `bytes` of mappable memory whose first `bytes` read as zeros (rounded up to whole
+/// pages, and to huge pages from kHugePageBytes on, where the kernel allows them for shared
+/// memory; a kept allocation reused may be up to a quarter larger); its size in `*rounded`.
+/// Null with errno set when the kernel refuses (no memfd, out of descriptors or memory).
+/// Thread-safe. Release with free_mappable.
 void* allocate_mappable(std::size_t bytes, std::size_t* rounded) noexcept;
 
-/// Releases an allocation of allocate_mappable (its first byte): in the process that allocated
-/// it, punches its pages out of the file; then unmaps it and closes the descriptor (in a forked
-/// child, only its own view goes). Null is ignored. Thread-safe.
+/// Releases an allocation of allocate_mappable (its first byte): the allocating process keeps it
+/// for reuse within COHORT_MAPPABLE_CACHE_MIB (the longest-kept leave first), unless it was live
+/// at a retire_live_mappable(); what it does not keep it punches out of the file, unmaps and
+/// closes (a forked child only drops its own view). Null is ignored. Thread-safe.
 void free_mappable(void* base) noexcept;
+
+/// Marks every allocation live now as not to be kept when freed. For an op that failed: peers
+/// may still be writing the piece they were at into its buffers, which must not land in a
+/// buffer handed out again. Thread-safe.
+void retire_live_mappable() noexcept;
+
+/// Lets go of every kept allocation (as free_mappable does with one it does not keep).
+/// Thread-safe.
+void release_cached_mappable() noexcept;
+
+/// The bytes kept for reuse now. Thread-safe.
+std::size_t cached_mappable_bytes() noexcept;
 
 /// Whether [p, p + bytes) lies inside one live allocation of this process; fills `*ref` when it
 /// does. Costs one relaxed load while the process has no allocation; a shared lock otherwise.

@@ -140,6 +140,15 @@ void keep_trace_dir(const std::string& text, Tunables& into) {
   into.trace_dir = text;
 }
 
+void parse_mappable_cache(const std::string& text, Tunables& into) {
+  std::size_t mib = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, ec] = std::from_chars(text.data(), end, mib);
+  if (ec != std::errc() || stop != end || mib > kMaxMappableCacheMiB)
+    malformed("COHORT_MAPPABLE_CACHE_MIB", text, "is not a number of MiB between 0 and 1048576");
+  into.mappable_cache_bytes = mib << 20;
+}
+
 // The README's environment table must list these names with these types and defaults (checked
 // by test/core/tunables_test.cpp).
 constexpr std::array kTunables{
@@ -178,6 +187,10 @@ constexpr std::array kTunables{
     TunableInfo{"COHORT_TRACE_DIR", "path", "unset",
                 "where flight records are dumped on a failure or SIGUSR1 (unset: on request only)",
                 false, &keep_trace_dir},
+    TunableInfo{"COHORT_MAPPABLE_CACHE_MIB", "MiB", "1024",
+                "freed mappable buffers a process keeps for reuse, so a new one of about their "
+                "size skips the first-touch page faults (0: none kept)",
+                false, &parse_mappable_cache},
     TunableInfo{"COHORT_SINGLE_COPY", "enum auto|off", "auto",
                 "off on any rank: no single-copy algorithms (process_vm_readv between ranks of "
                 "a host), and that rank's send/recv above 512 KiB (4 MiB on an oversubscribed "

@@ -39,6 +39,9 @@ inline constexpr std::chrono::milliseconds kDefaultStoreTimeout{std::chrono::sec
 inline constexpr std::size_t kDefaultTraceBuffer = 2000;
 /// A bound on COHORT_TRACE_BUFFER (about 100 MB per communicator), so a typo cannot exhaust memory.
 inline constexpr std::size_t kMaxTraceBuffer = 1000000;
+/// COHORT_MAPPABLE_CACHE_MIB's default, and its bound (1 TiB).
+inline constexpr std::size_t kDefaultMappableCacheMiB = 1024;
+inline constexpr std::size_t kMaxMappableCacheMiB = std::size_t{1} << 20;
 
 /// The value of every tunable; a default-constructed one is what an empty environment gives.
 struct Tunables {
@@ -83,6 +86,9 @@ struct Tunables {
   /// COHORT_TRACE_DIR: where flight records are dumped on failures and SIGUSR1. Unset: only
   /// Communicator::dump_trace() writes one (lib/comm/flight_recorder.hpp).
   std::optional<std::string> trace_dir;
+  /// COHORT_MAPPABLE_CACHE_MIB, in bytes: how much freed mappable memory a process keeps for
+  /// reuse (core/mappable_cache.hpp); 0 keeps none.
+  std::size_t mappable_cache_bytes = kDefaultMappableCacheMiB << 20;
 };
 
 /// One tunable's declaration.

@@ -6,8 +6,9 @@
 // A mapping is made the first time a rank's allocation is named and kept: mapping costs a
 // system call and a page fault per page on first touch, which a loop over the same buffers
 // should pay once. A cached mapping stays right because the inode it was checked against
-// cannot be reused while this process holds the file; a freed allocation has had its pages
-// punched out by its owner, so keeping its mapping costs address space, not memory. About
+// cannot be reused while this process holds the file; a freed allocation is either kept by its
+// owner for reuse (the same file again, so the mapping serves the new buffer) or has had its
+// pages punched out, so keeping its mapping costs address space, not memory. About
 // kMaxMappings are kept, the least recently used unmapped first; but never one the current op
 // mapped or used, whose addresses that op may still hold (an op over many ranks may need more).
 

@@ -202,7 +202,9 @@ exist, InvalidArgumentError for "cuda_managed" (not offered).)doc")
 A new zero-filled host allocation of `shape` that the other ranks of this host can map: where
 every rank's buffers of a collective are such memory, single-copy algorithms read and write them
 in place instead of copying (README, "Mappable buffers"). One file descriptor each while it
-lives; its memory returns when the last Buffer or consumer sharing it goes.)doc")
+lives. Freed when the last Buffer or consumer sharing it goes: kept for a later allocation of
+about its size, so one allocated every step faults its pages in only once (COHORT_MAPPABLE_CACHE_MIB
+bounds what a process keeps, default 1024; 0 keeps none), its pages returned beyond that.)doc")
       .def_static(
           "from_dlpack",
           [](py::handle object) { return import_tensor(object, "Buffer.from_dlpack"); }, "tensor"_a,

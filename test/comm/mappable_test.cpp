@@ -1,6 +1,7 @@
 // Allreduces over mappable buffers (Buffer::allocate_mappable) through the public API on real
 // processes: where a rank fails in the middle of the in-place scheme, its peers write nothing
-// more into its output. The ordering comes from store keys and a testing hook in the
+// more into its output, and no rank hands the op's buffers out again after freeing them. The
+// ordering comes from store keys and a testing hook in the
 // algorithm, never from sleeping.
 
 #include "rank_checks.hpp"
@@ -8,6 +9,7 @@
 #include "support/scoped_env.hpp"
 
 #include "algorithms/engines/single_copy.hpp"
+#include "core/mappable_memory.hpp"
 
 #include <cohort/store.hpp>
 
@@ -56,6 +58,7 @@ TEST_CASE("mappable buffers: peers stop writing the output of a rank that failed
   REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
     g_store = connect_store(env);
     auto c = Communicator::create(env, g_store);
+    cohort::release_cached_mappable();  // anything kept by the process this rank forked from
     Buffer in = Buffer::allocate_mappable(kCount, DType::Float32);
     Buffer out = Buffer::allocate_mappable(kCount, DType::Float32);
     auto* data = static_cast<float*>(in.data());
@@ -97,6 +100,16 @@ TEST_CASE("mappable buffers: peers stop writing the output of a rank that failed
         RANK_CHECK(result[i] == kPoison,
                    "element " << i << " of rank 0's output was written: " << result[i]);
     }
+    // Buffers live at the failure are not kept for reuse (a peer may still be writing into
+    // them); one allocated after it is.
+    in = Buffer();
+    out = Buffer();
+    RANK_CHECK(cohort::cached_mappable_bytes() == 0,
+               "rank " << env.rank << " kept a buffer of the failed op for reuse");
+    Buffer::allocate_mappable(kCount, DType::Float32);
+    RANK_CHECK(cohort::cached_mappable_bytes() == kCount * sizeof(float),
+               "rank " << env.rank << " kept " << cohort::cached_mappable_bytes()
+                       << " bytes after freeing a buffer allocated after the failure");
     g_store.reset();
   }));
 }

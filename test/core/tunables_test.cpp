@@ -47,7 +47,7 @@ bool same(const Tunables& a, const Tunables& b) {
          a.algorithm_spec == b.algorithm_spec && a.rendezvous_dir == b.rendezvous_dir &&
          a.token == b.token && a.trace_buffer == b.trace_buffer && a.trace_dir == b.trace_dir &&
          a.single_copy == b.single_copy && a.measured_choice == b.measured_choice &&
-         a.kernel_isa == b.kernel_isa;
+         a.kernel_isa == b.kernel_isa && a.mappable_cache_bytes == b.mappable_cache_bytes;
 }
 
 const TunableInfo& declaration(std::string_view name) {
@@ -114,9 +114,10 @@ TEST_CASE("an empty value counts as unset", "[tunables]") {
 TEST_CASE("each declared default, parsed as a value, gives the built-in default", "[tunables]") {
   // The ones whose default is itself a value of the variable (the others say "unset", "auto",
   // "temp dir": a meaning, not a value).
-  for (const char* name : {"COHORT_TIMEOUT", "COHORT_DEBUG", "COHORT_LOG_LEVEL",
-                           "COHORT_SHARED_MEMORY", "COHORT_UCX_ERR_HANDLING",
-                           "COHORT_STORE_TIMEOUT", "COHORT_TRACE_BUFFER", "COHORT_KERNEL_ISA"}) {
+  for (const char* name :
+       {"COHORT_TIMEOUT", "COHORT_DEBUG", "COHORT_LOG_LEVEL", "COHORT_SHARED_MEMORY",
+        "COHORT_UCX_ERR_HANDLING", "COHORT_STORE_TIMEOUT", "COHORT_TRACE_BUFFER",
+        "COHORT_KERNEL_ISA", "COHORT_MAPPABLE_CACHE_MIB"}) {
     CAPTURE(name);
     const TunableInfo& info = declaration(name);
     Tunables parsed;
@@ -184,6 +185,12 @@ TEST_CASE("accepted values", "[tunables]") {
     CHECK(read_with("COHORT_TRACE_BUFFER", "64").trace_buffer == 64);
     CHECK(read_with("COHORT_TRACE_BUFFER", "1000000").trace_buffer == 1000000);
   }
+  SECTION("COHORT_MAPPABLE_CACHE_MIB: whole MiB from 0 (keeps none) to 1 TiB, held in bytes") {
+    CHECK(read_with("COHORT_MAPPABLE_CACHE_MIB", "0").mappable_cache_bytes == 0);
+    CHECK(read_with("COHORT_MAPPABLE_CACHE_MIB", "3").mappable_cache_bytes == 3u * 1024 * 1024);
+    CHECK(read_with("COHORT_MAPPABLE_CACHE_MIB", "1048576").mappable_cache_bytes == std::size_t{1}
+                                                                                        << 40);
+  }
 }
 
 TEST_CASE("a malformed value names the variable, the value and what was expected", "[tunables]") {
@@ -216,6 +223,9 @@ TEST_CASE("a malformed value names the variable, the value and what was expected
       {"COHORT_TRACE_BUFFER", "-1", "is not a number of ops between 0 and 1000000"},
       {"COHORT_TRACE_BUFFER", "1000001", "between 0 and 1000000"},
       {"COHORT_TRACE_BUFFER", "2k", "number of ops"},
+      {"COHORT_MAPPABLE_CACHE_MIB", "-1", "is not a number of MiB between 0 and 1048576"},
+      {"COHORT_MAPPABLE_CACHE_MIB", "1048577", "between 0 and 1048576"},
+      {"COHORT_MAPPABLE_CACHE_MIB", "1G", "number of MiB"},
       {"COHORT_KERNEL_ISA", "sse2", "(expected 'auto', 'avx512', 'avx2' or 'portable')"},
       {"COHORT_KERNEL_ISA", "AVX2", "(expected 'auto', 'avx512', 'avx2' or 'portable')"},
   };

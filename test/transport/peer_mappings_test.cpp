@@ -4,18 +4,23 @@
 
 #include "transport/peer_mappings.hpp"
 #include "core/mappable_memory.hpp"
+#include "core/tunables.hpp"
 
 #include <cohort/buffer.hpp>
 #include <cohort/error.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace {
@@ -145,9 +150,12 @@ TEST_CASE("another process maps mappable memory in place, cached, and checked ag
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
-    // The owner: allocates, fills, names the block, and answers the parent's requests.
+    // The owner: allocates, fills, names the block, and answers the parent's requests. It keeps
+    // no freed allocation, so that a free punches the pages out (the kept case is below).
     to_parent.close_end(0);
     to_child.close_end(1);
+    setenv("COHORT_MAPPABLE_CACHE_MIB", "0", 1);
+    cohort::reload_tunables();
     std::size_t rounded = 0;
     auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
     if (a == nullptr) _exit(10);
@@ -233,5 +241,214 @@ TEST_CASE("another process maps mappable memory in place, cached, and checked ag
   int status = 0;
   REQUIRE(waitpid(child, &status, 0) == child);
   CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+namespace {
+
+/// COHORT_MAPPABLE_CACHE_MIB set (or unset) for one scope, the tunables read again on entry and
+/// exit; what was kept is let go on both, so each test starts from an empty cache.
+class CacheLimit {
+ public:
+  explicit CacheLimit(const char* mib) {
+    const char* before = getenv("COHORT_MAPPABLE_CACHE_MIB");
+    if (before != nullptr) previous_ = before;
+    if (mib != nullptr) {
+      setenv("COHORT_MAPPABLE_CACHE_MIB", mib, 1);
+    } else {
+      unsetenv("COHORT_MAPPABLE_CACHE_MIB");
+    }
+    cohort::reload_tunables();
+    cohort::release_cached_mappable();
+  }
+  ~CacheLimit() {
+    if (previous_.empty()) {
+      unsetenv("COHORT_MAPPABLE_CACHE_MIB");
+    } else {
+      setenv("COHORT_MAPPABLE_CACHE_MIB", previous_.c_str(), 1);
+    }
+    cohort::reload_tunables();
+    cohort::release_cached_mappable();
+  }
+
+ private:
+  std::string previous_;
+};
+
+}  // namespace
+
+TEST_CASE("a freed mappable allocation is kept, and a new one of about its size reuses it zeroed") {
+  const CacheLimit limit(nullptr);  // the default, 1024 MiB
+  std::size_t rounded = 0;
+  auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
+  REQUIRE(a != nullptr);
+  for (std::size_t i = 0; i < kBytes; ++i) a[i] = pattern(i);
+  MappableRef first;
+  REQUIRE(cohort::find_mappable(a, kBytes, &first));
+  cohort::free_mappable(a);
+  CHECK(cohort::cached_mappable_bytes() == kBytes);
+  MappableRef ref;
+  CHECK_FALSE(cohort::find_mappable(a, 1, &ref));  // kept, but not live
+  CHECK(resident(a));                              // its pages stay in the file
+
+  // Half its size: not served by it (the new buffer would hold twice the memory it uses).
+  auto* small = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes / 2, &rounded));
+  REQUIRE(small != nullptr);
+  CHECK(small != a);
+  cohort::free_mappable(small);
+
+  // 3/4 of it and more: served by it, the requested bytes zeroed.
+  const std::size_t asked = kBytes - 100000;
+  auto* b = static_cast<unsigned char*>(cohort::allocate_mappable(asked, &rounded));
+  REQUIRE(b == a);
+  CHECK(rounded == kBytes);
+  REQUIRE(cohort::find_mappable(b, asked, &ref));
+  CHECK(ref.inode == first.inode);
+  CHECK(ref.fd == first.fd);
+  for (std::size_t i = 0; i < asked; ++i) REQUIRE(b[i] == 0);
+  CHECK(cohort::cached_mappable_bytes() == kBytes / 2);  // `small`, kept in turn
+  cohort::free_mappable(b);
+}
+
+TEST_CASE("a freed mappable allocation is not kept with a limit of 0, nor one live at a failure") {
+  std::size_t rounded = 0;
+  MappableRef first, again;
+  SECTION("COHORT_MAPPABLE_CACHE_MIB=0") {
+    const CacheLimit limit("0");
+    auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
+    REQUIRE(a != nullptr);
+    a[0] = 1;
+    REQUIRE(cohort::find_mappable(a, 1, &first));
+    cohort::free_mappable(a);
+    CHECK(cohort::cached_mappable_bytes() == 0);
+    auto* b = cohort::allocate_mappable(kBytes, &rounded);
+    REQUIRE(cohort::find_mappable(b, 1, &again));
+    CHECK(again.inode != first.inode);
+    cohort::free_mappable(b);
+  }
+  SECTION("retired: live when an op failed") {
+    const CacheLimit limit(nullptr);
+    auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
+    auto* other = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
+    REQUIRE(a != nullptr);
+    REQUIRE(other != nullptr);
+    REQUIRE(cohort::find_mappable(a, 1, &first));
+    cohort::retire_live_mappable();
+    cohort::free_mappable(a);
+    CHECK(cohort::cached_mappable_bytes() == 0);
+    cohort::free_mappable(other);
+    CHECK(cohort::cached_mappable_bytes() == 0);
+    // One allocated after the failure is kept as usual.
+    auto* b = cohort::allocate_mappable(kBytes, &rounded);
+    REQUIRE(cohort::find_mappable(b, 1, &again));
+    CHECK(again.inode != first.inode);
+    cohort::free_mappable(b);
+    CHECK(cohort::cached_mappable_bytes() == kBytes);
+  }
+}
+
+TEST_CASE("a forked child does not reuse an allocation its parent keeps") {
+  const CacheLimit limit(nullptr);
+  std::size_t rounded = 0;
+  auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
+  REQUIRE(a != nullptr);
+  for (std::size_t i = 0; i < kBytes; ++i) a[i] = pattern(i);
+  MappableRef kept;
+  REQUIRE(cohort::find_mappable(a, 1, &kept));
+  cohort::free_mappable(a);
+  REQUIRE(cohort::cached_mappable_bytes() == kBytes);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    std::size_t child_rounded = 0;
+    auto* b = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &child_rounded));
+    MappableRef ref;
+    if (b == nullptr || !cohort::find_mappable(b, 1, &ref)) _exit(10);
+    if (ref.inode == kept.inode) _exit(11);  // the parent's memory handed out here
+    b[0] = 0xEE;
+    cohort::free_mappable(b);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  // The parent's kept block is whole, and still served to the parent.
+  auto* again = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
+  MappableRef ref;
+  REQUIRE(cohort::find_mappable(again, 1, &ref));
+  CHECK(ref.inode == kept.inode);
+  cohort::free_mappable(again);
+}
+
+TEST_CASE("a peer's mapping of a kept allocation stays valid when its owner reuses it") {
+  Channel to_parent, to_child;
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    to_parent.close_end(0);
+    to_child.close_end(1);
+    unsetenv("COHORT_MAPPABLE_CACHE_MIB");
+    cohort::reload_tunables();
+    std::size_t rounded = 0;
+    auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
+    MappableRef ref;
+    if (a == nullptr || !cohort::find_mappable(a, kBytes, &ref)) _exit(10);
+    a[5] = 1;
+    to_parent.put(ref);
+    if (to_child.get<int>() != 1) _exit(12);  // the parent mapped it
+    cohort::free_mappable(a);
+    auto* b = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
+    if (b != a || !cohort::find_mappable(b, kBytes, &ref)) _exit(13);
+    b[5] = 2;
+    to_parent.put(ref);
+    if (to_child.get<int>() != 2) _exit(14);
+    if (b[6] != 3) _exit(15);  // the parent's write through its old mapping
+    _exit(0);
+  }
+  to_parent.close_end(1);
+  to_child.close_end(0);
+  PeerMappings mappings;
+  std::byte* p = mappings.map(1, child, to_parent.get<MappableRef>(), kBytes, 1, "test");
+  CHECK(static_cast<unsigned char>(p[5]) == 1);
+  to_child.put(1);
+  std::byte* q = mappings.map(1, child, to_parent.get<MappableRef>(), kBytes, 2, "test");
+  CHECK(q == p);  // the same file: the cached mapping serves
+  CHECK(mappings.size() == 1);
+  CHECK(static_cast<unsigned char>(q[5]) == 2);
+  q[6] = std::byte{3};
+  to_child.put(2);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("out of descriptors, an allocation first lets the kept ones go") {
+  const CacheLimit limit(nullptr);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // One kept allocation holds a descriptor; with the limit at the lowest free one, a new
+    // memfd can only come from letting it go.
+    std::size_t rounded = 0;
+    void* kept = cohort::allocate_mappable(4096, &rounded);
+    if (kept == nullptr) _exit(10);
+    cohort::free_mappable(kept);
+    if (cohort::cached_mappable_bytes() != 4096) _exit(11);
+    const int lowest_free = open("/dev/null", O_RDONLY);
+    if (lowest_free < 0) _exit(12);
+    close(lowest_free);
+    const rlimit nofile{static_cast<rlim_t>(lowest_free), static_cast<rlim_t>(lowest_free)};
+    if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) _exit(13);
+    void* other = cohort::allocate_mappable(kBytes, &rounded);  // too large for the kept one
+    if (other == nullptr) _exit(14);
+    if (cohort::cached_mappable_bytes() != 0) _exit(15);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  INFO("10-13: set-up; 14: the allocation failed; 15: the kept one is still kept");
   CHECK(WEXITSTATUS(status) == 0);
 }
