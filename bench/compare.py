@@ -9,7 +9,7 @@ figures and new/old (above 1: NEW is faster), then the geometric mean of the rat
 form. Rows only one side has are listed at the end. --min-ratio R exits 1 when any matched row's
 ratio is below R (a regression gate for scripts; noise on a shared machine is easily 10%).
 A run made with --fresh-input and one made without do not measure the same thing: comparing them
-prints a warning on stderr.
+prints a warning on stderr; so do one made with --allocate-per-call and one made without.
 """
 
 import argparse
@@ -50,6 +50,9 @@ def main():
     if bool(old_doc.get("fresh_input")) != bool(new_doc.get("fresh_input")):
         print("warning: one run rewrote its input before every call (--fresh-input) and the "
               "other did not; their times are not comparable", file=sys.stderr)
+    if bool(old_doc.get("allocate_per_call")) != bool(new_doc.get("allocate_per_call")):
+        print("warning: one run allocated its buffers around every call (--allocate-per-call) "
+              "and the other did not; their times are not comparable", file=sys.stderr)
     print(f"{'impl':>7} {'algo':>14} {'op':>14} {'bytes':>11} {'form':>7} "
           f"{'old GB/s':>9} {'new GB/s':>9} {'new/old':>8}")
     groups = defaultdict(list)

@@ -173,6 +173,7 @@ int run_benchmark(const BenchOptions& o, int* argc, char*** argv) {
   info.min_time_s = o.run.min_time_s;
   info.fresh_input = o.run.fresh_input;
   info.mappable = o.run.mappable;
+  info.allocate_per_call = o.run.allocate_per_call;
   info.check = o.run.check;
   info.average = static_cast<int>(o.run.average);
   if (printer) print_run_header(stdout, info);

@@ -148,6 +148,10 @@ CommandLine::CommandLine() {
       "--mappable", o.run.mappable,
       "cohort's host buffers from Buffer::allocate_mappable, which the ranks of a host map "
       "and work on in place; a peer's (--peer) stay ordinary memory");
+  app.add_flag("--allocate-per-call", o.run.allocate_per_call,
+               "allocate the buffers before every timed call (mappable ones with --mappable), "
+               "write the input and free them after, timing all three, each call alone after a "
+               "barrier: a program that allocates per step; host buffers only");
   app.add_option("-c,--check", check, "check results: 0|1")
       ->capture_default_str()
       ->check(CLI::Range(0, 1));
@@ -224,6 +228,9 @@ BenchOptions CommandLine::parse(std::vector<std::string> args) {
   if (o.run.fresh_input && o.device == BenchDevice::Cuda)
     throw Error(ErrorCode::InvalidArgument,
                 "--fresh-input: rewrites host buffers; not with --device cuda");
+  if (o.run.allocate_per_call && o.device == BenchDevice::Cuda)
+    throw Error(ErrorCode::InvalidArgument,
+                "--allocate-per-call: allocates host buffers; not with --device cuda");
   if (o.run.mappable && o.device == BenchDevice::Cuda)
     throw Error(ErrorCode::InvalidArgument,
                 "--mappable: allocates host buffers; not with --device cuda");

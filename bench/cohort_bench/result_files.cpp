@@ -50,6 +50,7 @@ std::string results_json(const RunInfo& info, const std::vector<ResultRow>& rows
   doc["iters"] = info.iters;
   doc["fresh_input"] = info.fresh_input;
   doc["mappable"] = info.mappable;
+  doc["allocate_per_call"] = info.allocate_per_call;
   doc["rows"] = nlohmann::ordered_json::array();
   for_each_record(rows, [&](const ResultRow& row, const Measurement& m, bool in_place) {
     doc["rows"].push_back({{"impl", row.impl},

@@ -13,7 +13,8 @@
 namespace cohort::bench {
 
 /// {"world_size", "op", "dtype", "redop", "root", "hostname", "cohort_version", "peer",
-///  "device", "warmup", "iters", "fresh_input", "rows": [{"impl", "algo", "op", "dtype",
+///  "device", "warmup", "iters", "fresh_input", "mappable", "allocate_per_call",
+///  "rows": [{"impl", "algo", "op", "dtype",
 ///  "redop", "root", "size_bytes", "count", "in_place", "time_us", "algbw_gbps", "busbw_gbps",
 ///  "wrong"}]}, written with nlohmann-json (a time that is not finite is null).
 std::string results_json(const RunInfo& info, const std::vector<ResultRow>& rows);

@@ -56,7 +56,8 @@ struct RunInfo {
   int iters = 0;
   double min_time_s = 0.0;
   bool fresh_input = false;
-  bool mappable = false;  ///< cohort's host buffers from Buffer::allocate_mappable
+  bool mappable = false;           ///< cohort's host buffers from Buffer::allocate_mappable
+  bool allocate_per_call = false;  ///< buffers allocated, written and freed around each call
   bool check = true;
   int average = 1;
 };

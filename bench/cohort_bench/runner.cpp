@@ -41,6 +41,41 @@ struct Runner::Buffers {
   Buffer in, out, inplace;
   Buffer device_in, device_out, device_inplace;
 
+  /// Host buffers for `shape`, mappable or ordinary.
+  static Buffers allocate(const OpShape& shape, std::size_t inplace_count, DType dtype,
+                          bool mappable) {
+    return Buffers{make(shape.in_count, dtype, mappable),
+                   make(shape.out_count, dtype, mappable),
+                   make(inplace_count, dtype, mappable),
+                   {},
+                   {},
+                   {}};
+  }
+  /// Only what one form uses: the in-place buffer, or the input and the output.
+  static Buffers allocate_for(const OpShape& shape, DType dtype, bool mappable, bool in_place) {
+    if (in_place) return Buffers{{}, {}, make(shape.inplace_count, dtype, mappable), {}, {}, {}};
+    return Buffers{make(shape.in_count, dtype, mappable),
+                   make(shape.out_count, dtype, mappable),
+                   {},
+                   {},
+                   {},
+                   {}};
+  }
+  static Buffer make(std::size_t count, DType dtype, bool mappable) {
+    return mappable ? Buffer::allocate_mappable(count, dtype) : Buffer::allocate(count, dtype);
+  }
+  /// Where an op's input and output lie in these host buffers.
+  void* input(const OpShape& shape, bool in_place) const {
+    return in_place ? static_cast<unsigned char*>(inplace.data()) +
+                          shape.in_offset * inplace.element_size()
+                    : in.data();
+  }
+  void* output(const OpShape& shape, bool in_place) const {
+    return in_place ? static_cast<unsigned char*>(inplace.data()) +
+                          shape.out_offset * inplace.element_size()
+                    : out.data();
+  }
+
   // Copies host [host_ptr, +count elements) to the matching place in the device twin.
   void upload(DeviceMemory& device, const Buffer& host, const Buffer& twin, const void* host_ptr,
               std::size_t count) const {
@@ -65,15 +100,11 @@ std::vector<ResultRow> Runner::run_size(const BenchCase& bc, std::uint64_t reque
   const OpShape shape = op_shape(bc.op, static_cast<std::size_t>(requested_bytes),
                                  dtype_size(bc.dtype), comm_.size(), comm_.rank());
   const std::size_t inplace_count = op_has_in_place(bc.op) ? shape.inplace_count : 0;
-  Buffers buffers{Buffer::allocate(shape.in_count, bc.dtype),
-                  Buffer::allocate(shape.out_count, bc.dtype),
-                  Buffer::allocate(inplace_count, bc.dtype)};
+  Buffers buffers = Buffers::allocate(shape, inplace_count, bc.dtype, false);
   // cohort's own set when asked for mappable memory (host buffers only, options.cpp).
   std::optional<Buffers> mappable;
   if (settings_.mappable && device_ == nullptr)
-    mappable.emplace(Buffers{Buffer::allocate_mappable(shape.in_count, bc.dtype),
-                             Buffer::allocate_mappable(shape.out_count, bc.dtype),
-                             Buffer::allocate_mappable(inplace_count, bc.dtype)});
+    mappable.emplace(Buffers::allocate(shape, inplace_count, bc.dtype, true));
   if (device_ != nullptr) {
     const Device device = device_->device();
     buffers.device_in = Buffer::allocate(shape.in_count, bc.dtype, device);
@@ -119,9 +150,8 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
   OpCall call{bc.op, bc.dtype, bc.redop, bc.root, contender.algorithm, in_place};
   const std::size_t esize = dtype_size(bc.dtype);
   // Where the check fills and reads (host), then where the op runs (the device twins, if any).
-  auto* const inplace_base = static_cast<unsigned char*>(buffers.inplace.data());
-  void* const host_in = in_place ? inplace_base + shape.in_offset * esize : buffers.in.data();
-  void* const host_out = in_place ? inplace_base + shape.out_offset * esize : buffers.out.data();
+  void* const host_in = buffers.input(shape, in_place);
+  void* const host_out = buffers.output(shape, in_place);
   const Buffer& in_home = in_place ? buffers.inplace : buffers.in;
   const Buffer& out_home = in_place ? buffers.inplace : buffers.out;
   const Buffer& in_twin = in_place ? buffers.device_inplace : buffers.device_in;
@@ -167,7 +197,10 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
   Measurement m;
   m.measured = true;
   double local_us = 0.0;
-  if (settings_.fresh_input) {
+  if (settings_.allocate_per_call) {
+    const bool own_mappable = settings_.mappable && impl.name() == "cohort";
+    local_us = time_allocating_calls(bc, shape, impl, call, own_mappable, iters);
+  } else if (settings_.fresh_input) {
     const std::size_t in_bytes = call.in_count * esize;
     double busy_s = 0.0;
     for (int i = 0; i < iters; ++i) {
@@ -206,6 +239,29 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
     m.wrong = sum_over_ranks(count_wrong(cc, shape, host_out));
   }
   return m;
+}
+
+double Runner::time_allocating_calls(const BenchCase& bc, const OpShape& shape,
+                                     Implementation& impl, OpCall call, bool mappable, int iters) {
+  const std::size_t in_bytes = call.in_count * dtype_size(bc.dtype);
+  const auto allocate_write_call_free = [&](int i) {
+    const Buffers fresh = Buffers::allocate_for(shape, bc.dtype, mappable, call.in_place);
+    call.in = fresh.input(shape, call.in_place);
+    call.out = fresh.output(shape, call.in_place);
+    rewrite(call.in, in_bytes, static_cast<unsigned>(i));
+    impl.run(call);
+  };  // freed on return: what a free costs is the program's too
+  // The warm-up calls allocate too, so the timed ones see what a program's later steps see
+  // (the standing buffers' warm-up before this allocated nothing).
+  for (int i = 0; i < settings_.warmup; ++i) allocate_write_call_free(i);
+  double busy_s = 0.0;
+  for (int i = 0; i < iters; ++i) {
+    comm_.barrier();
+    const auto start = Clock::now();
+    allocate_write_call_free(i);
+    busy_s += seconds_since(start);
+  }
+  return busy_s * 1e6 / std::max(iters, 1);
 }
 
 int Runner::agreed_iters(double warmup_seconds, int warmup_calls) {

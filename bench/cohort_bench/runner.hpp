@@ -43,6 +43,11 @@ struct RunSettings {
   /// work on in place; a peer implementation's stay ordinary memory, so neither is measured on
   /// memory it would not be given.
   bool mappable = false;
+  /// Allocate each timed call's buffers (those its form uses; mappable ones with `mappable`)
+  /// just before it, write the input, and free them after; the time covers all three, each call
+  /// alone after a barrier, after `warmup` calls that allocate alike: a program that allocates
+  /// its buffers every step. Host buffers only.
+  bool allocate_per_call = false;
   bool check = true;
   Averaging average = Averaging::Mean;
   /// Test-only: this rank corrupts its output after each checked call.
@@ -76,6 +81,9 @@ class Runner {
 
  private:
   struct Buffers;
+  /// The mean time of `iters` calls, each alone after a barrier on buffers allocated for it.
+  double time_allocating_calls(const BenchCase& bench_case, const OpShape& shape,
+                               Implementation& impl, OpCall call, bool mappable, int iters);
   Measurement measure(const BenchCase& bench_case, const OpShape& shape, Buffers& buffers,
                       const Contender& contender, bool in_place);
   int agreed_iters(double warmup_seconds, int warmup_calls);

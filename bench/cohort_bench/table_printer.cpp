@@ -40,6 +40,7 @@ void print_run_header(std::FILE* out, const RunInfo& info) {
   if (info.min_time_s > 0.0) iters += fmt::format(" (min time {} s)", info.min_time_s);
   if (info.fresh_input) iters += " (fresh input, calls timed alone)";
   if (info.mappable) iters += " (cohort's buffers mappable)";
+  if (info.allocate_per_call) iters += " (buffers allocated per call, calls timed alone)";
   static constexpr const char* kAverage[] = {"rank 0", "mean", "min", "max"};
   fmt::print(out, "# {} warmup iters: {} iters: {} validation: {} average: {} ({})\n", info.sweep,
              info.warmup, iters, info.check ? 1 : 0, info.average,

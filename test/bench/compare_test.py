@@ -52,4 +52,13 @@ with tempfile.TemporaryDirectory() as d:
     assert mixed.returncode == 0, mixed.stderr
     assert "--fresh-input" in mixed.stderr and "not comparable" in mixed.stderr, mixed.stderr
     assert "fresh input" in mixed.stdout, mixed.stdout
-print("compare.py: ratios, gate and the fresh-input warning verified")
+    assert "--allocate-per-call" not in mixed.stderr, mixed.stderr
+    # One allocating its buffers around every call against one that did not: a warning too.
+    new["fresh_input"] = False
+    new["allocate_per_call"] = True
+    with open(paths[1], "w") as f:
+        json.dump(new, f)
+    mixed = subprocess.run([sys.executable, compare] + paths, capture_output=True, text=True)
+    assert mixed.returncode == 0, mixed.stderr
+    assert "--allocate-per-call" in mixed.stderr and "not comparable" in mixed.stderr, mixed.stderr
+print("compare.py: ratios, gate and the fresh-input and allocate-per-call warnings verified")

@@ -45,6 +45,7 @@ TEST_CASE("defaults match nccl-tests", "[bench][options]") {
   CHECK_FALSE(o.all_algorithms);
   CHECK_FALSE(o.run.inject_wrong_rank.has_value());
   CHECK_FALSE(o.run.fresh_input);
+  CHECK_FALSE(o.run.allocate_per_call);
   CHECK(o.sweep_description() == "minBytes 8 maxBytes 67108864 step: 2(factor)");
 }
 
@@ -74,6 +75,7 @@ TEST_CASE("short and long flags set every field", "[bench][options]") {
                                               "--min-time",
                                               "0.5",
                                               "--fresh-input",
+                                              "--allocate-per-call",
                                               "--json",
                                               "r.json",
                                               "--csv",
@@ -97,6 +99,7 @@ TEST_CASE("short and long flags set every field", "[bench][options]") {
   CHECK(o.root == 2);
   CHECK(o.run.min_time_s == 0.5);
   CHECK(o.run.fresh_input);
+  CHECK(o.run.allocate_per_call);
   CHECK(o.json_path == "r.json");
   CHECK(o.csv_path == "r.csv");
   CHECK(o.plot_path == "r.svg");
@@ -167,6 +170,8 @@ TEST_CASE("--device and --peer nccl parse, and peers are refused on the wrong de
         "--peer gloo: this peer runs on host buffers only; with --device cuda use --peer nccl");
   CHECK(invalid_argument_message({"--device", "cuda", "--fresh-input"}) ==
         "--fresh-input: rewrites host buffers; not with --device cuda");
+  CHECK(invalid_argument_message({"--device", "cuda", "--allocate-per-call"}) ==
+        "--allocate-per-call: allocates host buffers; not with --device cuda");
 }
 
 TEST_CASE("malformed flags are CLI11 parse errors", "[bench][options]") {
