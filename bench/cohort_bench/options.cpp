@@ -228,6 +228,10 @@ BenchOptions CommandLine::parse(std::vector<std::string> args) {
   if (o.run.fresh_input && o.device == BenchDevice::Cuda)
     throw Error(ErrorCode::InvalidArgument,
                 "--fresh-input: rewrites host buffers; not with --device cuda");
+  if (o.run.allocate_per_call && o.run.fresh_input)
+    throw Error(ErrorCode::InvalidArgument,
+                "--allocate-per-call: writes a fresh input before every call already; not with "
+                "--fresh-input");
   if (o.run.allocate_per_call && o.device == BenchDevice::Cuda)
     throw Error(ErrorCode::InvalidArgument,
                 "--allocate-per-call: allocates host buffers; not with --device cuda");

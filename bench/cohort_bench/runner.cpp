@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 namespace cohort::bench {
 namespace {
@@ -197,8 +198,8 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
   Measurement m;
   m.measured = true;
   double local_us = 0.0;
+  const bool own_mappable = settings_.mappable && impl.name() == "cohort";
   if (settings_.allocate_per_call) {
-    const bool own_mappable = settings_.mappable && impl.name() == "cohort";
     local_us = time_allocating_calls(bc, shape, impl, call, own_mappable, iters);
   } else if (settings_.fresh_input) {
     const std::size_t in_bytes = call.in_count * esize;
@@ -224,19 +225,32 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
   }
 
   if (settings_.check && op_moves_data(bc.op)) {
-    // One more call on fresh data, outside the timed loop, checked against the local model.
-    if (in_place) {
-      fill_sentinel(bc.dtype, buffers.inplace.data(), buffers.inplace.count());
-    } else {
-      fill_sentinel(bc.dtype, host_out, call.out_count);
+    // One more call on fresh data, outside the timed loop, checked against the local model;
+    // with --allocate-per-call (host buffers only) on buffers allocated for it as the timed
+    // calls' were, so the memory the library kept from them is what gets checked.
+    std::optional<Buffers> allocated;
+    if (settings_.allocate_per_call)
+      allocated.emplace(Buffers::allocate_for(shape, bc.dtype, own_mappable, in_place));
+    const Buffers& target = allocated ? *allocated : buffers;
+    void* const check_in = allocated ? target.input(shape, in_place) : host_in;
+    void* const check_out = allocated ? target.output(shape, in_place) : host_out;
+    OpCall checked = call;
+    if (allocated) {
+      checked.in = check_in;
+      checked.out = check_out;
     }
-    fill_input(cc, host_in, call.in_count);
+    if (in_place) {
+      fill_sentinel(bc.dtype, target.inplace.data(), target.inplace.count());
+    } else {
+      fill_sentinel(bc.dtype, check_out, call.out_count);
+    }
+    fill_input(cc, check_in, call.in_count);
     upload_filled();
-    impl.run(call);
+    impl.run(checked);
     if (device_ != nullptr)
       buffers.download(*device_, out_home, out_twin, host_out, call.out_count);
-    if (settings_.inject_wrong_rank == comm_.rank()) corrupt_output(cc, shape, host_out);
-    m.wrong = sum_over_ranks(count_wrong(cc, shape, host_out));
+    if (settings_.inject_wrong_rank == comm_.rank()) corrupt_output(cc, shape, check_out);
+    m.wrong = sum_over_ranks(count_wrong(cc, shape, check_out));
   }
   return m;
 }

@@ -49,11 +49,12 @@ class Buffer {
   /// read and write them in place instead of copying (README, "Mappable buffers"). Each one is
   /// a memfd that stays open while the allocation lives (one file descriptor each),
   /// page-aligned. Freed when the last Buffer sharing it goes (views, slices and DLPack exports
-  /// count too): then kept, pages and all, for a later allocate_mappable of its size up to a
-  /// quarter less, so that a buffer allocated every step faults its pages in only once
-  /// (COHORT_MAPPABLE_CACHE_MIB bounds what a process keeps, default 1024, the longest-kept
-  /// going first; 0 keeps none). What is not kept, or was in use when a collective failed,
-  /// leaves the file at once, even while peers still map it. Unlike
+  /// count too): then kept, pages and all, for a later allocate_mappable of its size or up to a
+  /// fifth smaller, so that a buffer allocated every step faults its pages in only once
+  /// (COHORT_MAPPABLE_CACHE_MIB bounds what a process keeps, default 1024, and at most 32 kept
+  /// allocations hold a file descriptor each; the longest-kept go first; 0 keeps none). What is
+  /// not kept, or was live when a collective of this process failed or when it forked, leaves
+  /// the file at once, even while peers still map it. Unlike
   /// ordinary memory it is shared, not copied, with a child this process forks (each sees the
   /// other's writes; the child letting go of it frees nothing, and once the parent frees it the
   /// child's view reads zeros). If a collective over

@@ -1,11 +1,13 @@
 #include "core/mappable_cache.hpp"
 
+#include <cstdint>
+
 namespace cohort {
 
 std::optional<CachedMappable> MappableCache::take(std::size_t bytes, pid_t owner,
                                                   Released& foreign) noexcept {
-  const std::size_t most = bytes + bytes / 4;  // no overflow: bytes is a mapping's size
-  constexpr std::size_t kNone = kMaxBlocks;    // not count_: foreign blocks leave on the way
+  const std::size_t most = bytes > SIZE_MAX - bytes / 4 ? SIZE_MAX : bytes + bytes / 4;
+  constexpr std::size_t kNone = kMaxBlocks;  // not count_: foreign blocks leave on the way
   std::size_t best = kNone;
   for (std::size_t i = 0; i < count_;) {
     const CachedMappable& block = entries_[i].block;

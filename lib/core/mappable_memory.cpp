@@ -54,8 +54,13 @@ MappableRegistry& mappable_registry() {
   // another thread id unlock it).
   static MappableRegistry* r = [] {
     auto* registry = new MappableRegistry;
+    // The parent also retires what is live: the child may go on using its views of those
+    // allocations, so the parent must not hand one out again once it frees it.
     pthread_atfork([] { mappable_registry().mutex.lock(); },
-                   [] { mappable_registry().mutex.unlock(); },
+                   [] {
+                     mappable_registry().mutex.unlock();
+                     retire_live_mappable();
+                   },
                    [] { new (&mappable_registry().mutex) std::shared_mutex; });
     return registry;
   }();
@@ -177,8 +182,9 @@ void* allocate_mappable(std::size_t bytes, std::size_t* rounded) noexcept {
   MappableRegistry& r = mappable_registry();
   if (void* reused = reuse_cached(r, bytes, size, rounded)) return reused;
   void* fresh = allocate_fresh(r, size, huge, rounded);
-  // Kept allocations hold descriptors and memory: out of either, give them back and try again,
-  // so keeping them never makes an allocation fail that would have succeeded without.
+  // Kept allocations hold descriptors and memory: where the kernel refuses for want of either
+  // (a memfd, its length or its mapping; pages are charged later, at first touch), give them
+  // back and try again.
   if (fresh == nullptr && (errno == EMFILE || errno == ENFILE || errno == ENOMEM) &&
       cached_mappable_bytes() > 0) {
     release_cached_mappable();
@@ -213,7 +219,13 @@ void free_mappable(void* base) noexcept {
 
 void retire_live_mappable() noexcept {
   MappableRegistry& r = mappable_registry();
-  r.retired_through.store(r.stamps.fetch_add(1) + 1, std::memory_order_relaxed);
+  const std::uint64_t now = r.stamps.fetch_add(1) + 1;
+  // Raised, never lowered: a plain store from a retire that took its stamp earlier could land
+  // after a later one's and unretire allocations stamped between the two.
+  std::uint64_t seen = r.retired_through.load(std::memory_order_relaxed);
+  while (seen < now &&
+         !r.retired_through.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+  }
 }
 
 void release_cached_mappable() noexcept {

@@ -22,7 +22,8 @@
 //
 // The mapping is shared, so a forked child sees and writes the parent's memory rather than a
 // copy; only the allocating process punches the pages out when freeing, and a fork holds the
-// registry's lock across it.
+// registry's lock across it. The parent never hands out again an allocation live at a fork (the
+// child may still use its view of it), and a child never reuses one its parent kept.
 
 #include <cstddef>
 #include <cstdint>
@@ -54,7 +55,7 @@ void free_mappable(void* base) noexcept;
 
 /// Marks every allocation live now as not to be kept when freed. For an op that failed: peers
 /// may still be writing the piece they were at into its buffers, which must not land in a
-/// buffer handed out again. Thread-safe.
+/// buffer handed out again (a fork calls it too: the child keeps views). Thread-safe.
 void retire_live_mappable() noexcept;
 
 /// Lets go of every kept allocation (as free_mappable does with one it does not keep).

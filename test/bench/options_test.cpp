@@ -75,7 +75,6 @@ TEST_CASE("short and long flags set every field", "[bench][options]") {
                                               "--min-time",
                                               "0.5",
                                               "--fresh-input",
-                                              "--allocate-per-call",
                                               "--json",
                                               "r.json",
                                               "--csv",
@@ -99,8 +98,8 @@ TEST_CASE("short and long flags set every field", "[bench][options]") {
   CHECK(o.root == 2);
   CHECK(o.run.min_time_s == 0.5);
   CHECK(o.run.fresh_input);
-  CHECK(o.run.allocate_per_call);
   CHECK(o.json_path == "r.json");
+  CHECK(parse_bench_options({"--allocate-per-call"}).run.allocate_per_call);
   CHECK(o.csv_path == "r.csv");
   CHECK(o.plot_path == "r.svg");
   CHECK(o.peer == Peer::Gloo);
@@ -170,6 +169,9 @@ TEST_CASE("--device and --peer nccl parse, and peers are refused on the wrong de
         "--peer gloo: this peer runs on host buffers only; with --device cuda use --peer nccl");
   CHECK(invalid_argument_message({"--device", "cuda", "--fresh-input"}) ==
         "--fresh-input: rewrites host buffers; not with --device cuda");
+  CHECK(invalid_argument_message({"--fresh-input", "--allocate-per-call"}) ==
+        "--allocate-per-call: writes a fresh input before every call already; not with "
+        "--fresh-input");
   CHECK(invalid_argument_message({"--device", "cuda", "--allocate-per-call"}) ==
         "--allocate-per-call: allocates host buffers; not with --device cuda");
 }

@@ -51,6 +51,7 @@ TEST_CASE("mappable buffers: peers stop writing the output of a rank that failed
   const ScopedEnv shared{"COHORT_SHARED_MEMORY", "auto"};
   const ScopedEnv single{"COHORT_SINGLE_COPY", "auto"};
   const ScopedEnv algo{"COHORT_ALGO", std::nullopt};
+  const ScopedEnv kept{"COHORT_MAPPABLE_CACHE_MIB", std::nullopt};  // the default: keeps
   if (!siblings_can_read_each_other()) {
     WARN("this machine does not let ranks read each other's memory: no single copy to test");
     return;
