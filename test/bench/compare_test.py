@@ -44,21 +44,19 @@ with tempfile.TemporaryDirectory() as d:
                           capture_output=True, text=True)
     assert gate.returncode == 0, gate.stderr
     assert "fresh-input" not in out.stderr, out.stderr
-    # A fresh-input run against a plain one: the same ratios, and a warning.
-    new["fresh_input"] = True
-    with open(paths[1], "w") as f:
-        json.dump(new, f)
-    mixed = subprocess.run([sys.executable, compare] + paths, capture_output=True, text=True)
-    assert mixed.returncode == 0, mixed.stderr
-    assert "--fresh-input" in mixed.stderr and "not comparable" in mixed.stderr, mixed.stderr
-    assert "fresh input" in mixed.stdout, mixed.stdout
-    assert "--allocate-per-call" not in mixed.stderr, mixed.stderr
-    # One allocating its buffers around every call against one that did not: a warning too.
-    new["fresh_input"] = False
-    new["allocate_per_call"] = True
-    with open(paths[1], "w") as f:
-        json.dump(new, f)
-    mixed = subprocess.run([sys.executable, compare] + paths, capture_output=True, text=True)
-    assert mixed.returncode == 0, mixed.stderr
-    assert "--allocate-per-call" in mixed.stderr and "not comparable" in mixed.stderr, mixed.stderr
+    assert "allocate-per-call" not in out.stderr, out.stderr
+    # A run made with one of these flags against a plain one: the same ratios, and a warning
+    # naming that flag only.
+    for field, flag, other in (("fresh_input", "--fresh-input", "--allocate-per-call"),
+                               ("allocate_per_call", "--allocate-per-call", "--fresh-input")):
+        with open(paths[1], "w") as f:
+            json.dump(dict(new, **{field: True}), f)
+        mixed = subprocess.run([sys.executable, compare] + paths, capture_output=True, text=True)
+        assert mixed.returncode == 0, mixed.stderr
+        assert flag in mixed.stderr and "not comparable" in mixed.stderr, mixed.stderr
+        assert other not in mixed.stderr, mixed.stderr
+        assert any(" 1024 " in l and l.rstrip().endswith("2.00")
+                   for l in mixed.stdout.splitlines()), mixed.stdout
+        if field == "fresh_input":
+            assert "fresh input" in mixed.stdout, mixed.stdout
 print("compare.py: ratios, gate and the fresh-input and allocate-per-call warnings verified")

@@ -70,6 +70,28 @@ bool resident(const void* p) {
   return (in & 1) != 0;
 }
 
+/// Forks the owner's side of a two-process case: each process keeps only the pipe ends it uses,
+/// and the child reads the tunables with COHORT_MAPPABLE_CACHE_MIB set to `cache_mib` (null:
+/// unset, the default). Returns what fork() did.
+pid_t fork_owner(Channel& to_parent, Channel& to_child, const char* cache_mib) {
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    to_parent.close_end(0);
+    to_child.close_end(1);
+    if (cache_mib != nullptr) {
+      setenv("COHORT_MAPPABLE_CACHE_MIB", cache_mib, 1);
+    } else {
+      unsetenv("COHORT_MAPPABLE_CACHE_MIB");
+    }
+    cohort::reload_tunables();
+  } else {
+    to_parent.close_end(1);
+    to_child.close_end(0);
+  }
+  return child;
+}
+
 }  // namespace
 
 TEST_CASE("mappable memory is zeroed, and found only for ranges inside a live allocation") {
@@ -147,15 +169,11 @@ TEST_CASE("Buffer::allocate_mappable gives mappable memory, freed with its last 
 
 TEST_CASE("another process maps mappable memory in place, cached, and checked against its file") {
   Channel to_parent, to_child;
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
+  // The owner keeps no freed allocation, so that a free punches the pages out (the kept case is
+  // below).
+  const pid_t child = fork_owner(to_parent, to_child, "0");
   if (child == 0) {
-    // The owner: allocates, fills, names the block, and answers the parent's requests. It keeps
-    // no freed allocation, so that a free punches the pages out (the kept case is below).
-    to_parent.close_end(0);
-    to_child.close_end(1);
-    setenv("COHORT_MAPPABLE_CACHE_MIB", "0", 1);
-    cohort::reload_tunables();
+    // The owner: allocates, fills, names the block, and answers the parent's requests.
     std::size_t rounded = 0;
     auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
     if (a == nullptr) _exit(10);
@@ -183,8 +201,6 @@ TEST_CASE("another process maps mappable memory in place, cached, and checked ag
     _exit(0);
   }
 
-  to_parent.close_end(1);
-  to_child.close_end(0);
   PeerMappings mappings;
   const auto ref = to_parent.get<MappableRef>();
   CHECK(ref.offset == 4096);
@@ -386,13 +402,8 @@ TEST_CASE("a forked child does not reuse an allocation its parent keeps") {
 
 TEST_CASE("a peer's mapping of a kept allocation stays valid when its owner reuses it") {
   Channel to_parent, to_child;
-  const pid_t child = fork();
-  REQUIRE(child >= 0);
+  const pid_t child = fork_owner(to_parent, to_child, nullptr);
   if (child == 0) {
-    to_parent.close_end(0);
-    to_child.close_end(1);
-    unsetenv("COHORT_MAPPABLE_CACHE_MIB");
-    cohort::reload_tunables();
     std::size_t rounded = 0;
     auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
     MappableRef ref;
@@ -409,8 +420,6 @@ TEST_CASE("a peer's mapping of a kept allocation stays valid when its owner reus
     if (b[6] != 3) _exit(15);  // the parent's write through its old mapping
     _exit(0);
   }
-  to_parent.close_end(1);
-  to_child.close_end(0);
   PeerMappings mappings;
   std::byte* p = mappings.map(1, child, to_parent.get<MappableRef>(), kBytes, 1, "test");
   CHECK(static_cast<unsigned char>(p[5]) == 1);
