@@ -5,9 +5,8 @@
 
 #include "sweep_data.hpp"
 
+#include "support/heap_keeps_freed.hpp"
 #include "transport/transport_factory.hpp"
-
-#include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -108,11 +107,8 @@ bool SweepRank::single_copy() const {
 
 SweepRank::SweepRank(const Environment& env)
     : rank_(env.rank), size_(env.world_size), store_(connect_store(env)) {
-  // The large count's buffers (2-4 MiB each, several per op) stay in the heap once freed instead
-  // of going back to the kernel: otherwise glibc maps and unmaps each, and every op faults all
-  // its pages in afresh (a fault costs microseconds on a paravirtualised guest).
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // The large count's buffers: 2-4 MiB each, several per op.
+  test::keep_freed_memory_in_heap();
   transport::TransportOptions options;
   options.local_world_size = env.local_world_size;
   options.connect_timeout = std::chrono::seconds(60);
