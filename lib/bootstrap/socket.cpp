@@ -208,10 +208,23 @@ UniqueFd connect_once(const std::string& host, std::uint16_t port, Deadline dead
         continue;
       }
     }
+    if (connected_to_itself(fd.get())) {
+      last_errno = ECONNREFUSED;  // nobody listens there: retried like a refusal
+      continue;
+    }
     set_no_delay(fd.get());
     return fd;
   }
   throw system_error("connect to store at " + format_endpoint(host, port), last_errno);
+}
+
+bool connected_to_itself(int fd) {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_length = sizeof local, peer_length = sizeof peer;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_length) != 0 ||
+      ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0)
+    return false;  // not connected after all: the first exchange will say so
+  return local_length == peer_length && std::memcmp(&local, &peer, local_length) == 0;
 }
 
 int poll_timeout_ms(Deadline deadline) {

@@ -46,8 +46,15 @@ bool is_wildcard_address(const std::string& host);
 UniqueFd listen_on(const std::string& host, std::uint16_t port);
 
 /// One attempt to connect to every address of host:port, in order, each bounded by `deadline`.
-/// Returns a connected non-blocking socket with TCP_NODELAY, or throws the last error.
+/// Returns a connected non-blocking socket with TCP_NODELAY, or throws the last error. A socket
+/// that connected to itself counts as refused (see connected_to_itself).
 UniqueFd connect_once(const std::string& host, std::uint16_t port, Deadline deadline);
+
+/// Whether connected socket `fd`'s two ends are one address and port. Connecting to a local port
+/// nobody listens on can give that: when the kernel picks that same port as the source (it is
+/// in the ephemeral range when a server that had it closed), TCP's simultaneous open connects
+/// the socket to itself, and the client would read its own frames as the server's replies.
+bool connected_to_itself(int fd);
 
 /// Makes `fd` non-blocking and close-on-exec.
 void set_nonblocking(int fd);

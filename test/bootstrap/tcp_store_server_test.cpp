@@ -5,6 +5,7 @@
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
+#include "bootstrap/socket.hpp"
 #include "store_wire.hpp"
 #include "support/blocked_thread.hpp"
 
@@ -305,6 +306,35 @@ TEST_CASE("connect gives up with Timeout naming host:port", "[tcp_store][unit]")
              Catch::Contains(std::string("127.0.0.1:").append(std::to_string(port))));
   options.port = 0;
   CHECK(code_of([&] { TcpStore client(options); }) == ErrorCode::InvalidArgument);
+}
+
+TEST_CASE("a socket connected to itself is told apart from one connected to a server",
+          "[tcp_store][unit]") {
+  // Bound to a port and then connected to that same port, a socket connects to itself (TCP's
+  // simultaneous open): what a client meets when the kernel happens to pick, as its source,
+  // the free port it is connecting to. (CI met it: the client read its own hello as the reply.)
+  const int self = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(self >= 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(self, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  socklen_t length = sizeof address;
+  REQUIRE(::getsockname(self, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  REQUIRE(::connect(self, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0);
+  CHECK(cohort::bootstrap::connected_to_itself(self));
+  ::close(self);
+
+  TcpStoreServer server(TcpStoreOptions{});
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(client >= 0);
+  sockaddr_in to_server{};
+  to_server.sin_family = AF_INET;
+  to_server.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to_server.sin_port = htons(server.port());
+  REQUIRE(::connect(client, reinterpret_cast<sockaddr*>(&to_server), sizeof to_server) == 0);
+  CHECK_FALSE(cohort::bootstrap::connected_to_itself(client));
+  ::close(client);
 }
 
 TEST_CASE("a port in use fails the bind naming addr:port and errno", "[tcp_store][unit]") {
