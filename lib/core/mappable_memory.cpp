@@ -55,11 +55,12 @@ MappableRegistry& mappable_registry() {
   static MappableRegistry* r = [] {
     auto* registry = new MappableRegistry;
     // The parent also retires what is live: the child may go on using its views of those
-    // allocations, so the parent must not hand one out again once it frees it.
+    // allocations, so the parent must not hand one out again once it frees it. Before the
+    // unlock (retiring takes no lock), so that no free slips in between.
     pthread_atfork([] { mappable_registry().mutex.lock(); },
                    [] {
-                     mappable_registry().mutex.unlock();
                      retire_live_mappable();
+                     mappable_registry().mutex.unlock();
                    },
                    [] { new (&mappable_registry().mutex) std::shared_mutex; });
     return registry;
