@@ -128,25 +128,29 @@ void keep_token(const std::string& text, Tunables& into) {
   into.token = text;
 }
 
-void parse_trace_buffer(const std::string& text, Tunables& into) {
-  std::size_t ops = 0;
+// A whole number from 0 to `max` (no sign, no spaces, nothing after it), or fails naming `name`.
+std::size_t parse_bounded_count(const char* name, const std::string& text, std::size_t max,
+                                const char* expectation) {
+  std::size_t value = 0;
   const char* end = text.data() + text.size();
-  const auto [stop, ec] = std::from_chars(text.data(), end, ops);
-  if (ec != std::errc() || stop != end || ops > kMaxTraceBuffer)
-    malformed("COHORT_TRACE_BUFFER", text, "is not a number of ops between 0 and 1000000");
-  into.trace_buffer = ops;
+  const auto [stop, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || stop != end || value > max) malformed(name, text, expectation);
+  return value;
+}
+
+void parse_trace_buffer(const std::string& text, Tunables& into) {
+  into.trace_buffer = parse_bounded_count("COHORT_TRACE_BUFFER", text, kMaxTraceBuffer,
+                                          "is not a number of ops between 0 and 1000000");
 }
 void keep_trace_dir(const std::string& text, Tunables& into) {
   into.trace_dir = text;
 }
 
 void parse_mappable_cache(const std::string& text, Tunables& into) {
-  std::size_t mib = 0;
-  const char* end = text.data() + text.size();
-  const auto [stop, ec] = std::from_chars(text.data(), end, mib);
-  if (ec != std::errc() || stop != end || mib > kMaxMappableCacheMiB)
-    malformed("COHORT_MAPPABLE_CACHE_MIB", text, "is not a number of MiB between 0 and 1048576");
-  into.mappable_cache_bytes = mib << 20;
+  into.mappable_cache_bytes =
+      parse_bounded_count("COHORT_MAPPABLE_CACHE_MIB", text, kMaxMappableCacheMiB,
+                          "is not a number of MiB between 0 and 1048576")
+      << 20;
 }
 
 // The README's environment table must list these names with these types and defaults (checked

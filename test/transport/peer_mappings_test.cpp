@@ -9,6 +9,8 @@
 #include <cohort/buffer.hpp>
 #include <cohort/error.hpp>
 
+#include "support/scoped_env.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <fcntl.h>
@@ -20,6 +22,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -266,35 +269,27 @@ namespace {
 /// exit; what was kept is let go on both, so each test starts from an empty cache.
 class CacheLimit {
  public:
-  explicit CacheLimit(const char* mib) {
-    const char* before = getenv("COHORT_MAPPABLE_CACHE_MIB");
-    if (before != nullptr) previous_ = before;
-    if (mib != nullptr) {
-      setenv("COHORT_MAPPABLE_CACHE_MIB", mib, 1);
-    } else {
-      unsetenv("COHORT_MAPPABLE_CACHE_MIB");
-    }
+  explicit CacheLimit(std::optional<std::string> mib) {
+    env_.emplace("COHORT_MAPPABLE_CACHE_MIB", std::move(mib));
     cohort::reload_tunables();
     cohort::release_cached_mappable();
   }
   ~CacheLimit() {
-    if (previous_.empty()) {
-      unsetenv("COHORT_MAPPABLE_CACHE_MIB");
-    } else {
-      setenv("COHORT_MAPPABLE_CACHE_MIB", previous_.c_str(), 1);
-    }
+    env_.reset();  // restored before the tunables are read again
     cohort::reload_tunables();
     cohort::release_cached_mappable();
   }
+  CacheLimit(const CacheLimit&) = delete;
+  CacheLimit& operator=(const CacheLimit&) = delete;
 
  private:
-  std::string previous_;
+  std::optional<cohort::test::ScopedEnv> env_;
 };
 
 }  // namespace
 
 TEST_CASE("a freed mappable allocation is kept, and a new one of about its size reuses it zeroed") {
-  const CacheLimit limit(nullptr);  // the default, 1024 MiB
+  const CacheLimit limit(std::nullopt);  // the default, 1024 MiB
   std::size_t rounded = 0;
   auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
   REQUIRE(a != nullptr);
@@ -343,7 +338,7 @@ TEST_CASE("a freed mappable allocation is not kept with a limit of 0, nor one li
     cohort::free_mappable(b);
   }
   SECTION("retired: live when an op failed") {
-    const CacheLimit limit(nullptr);
+    const CacheLimit limit(std::nullopt);
     auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
     auto* other = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
     REQUIRE(a != nullptr);
@@ -364,7 +359,7 @@ TEST_CASE("a freed mappable allocation is not kept with a limit of 0, nor one li
 }
 
 TEST_CASE("a forked child does not reuse an allocation its parent keeps") {
-  const CacheLimit limit(nullptr);
+  const CacheLimit limit(std::nullopt);
   std::size_t rounded = 0;
   auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
   REQUIRE(a != nullptr);
@@ -437,7 +432,7 @@ TEST_CASE("a peer's mapping of a kept allocation stays valid when its owner reus
 }
 
 TEST_CASE("out of descriptors, an allocation first lets the kept ones go") {
-  const CacheLimit limit(nullptr);
+  const CacheLimit limit(std::nullopt);
   const pid_t child = fork();
   REQUIRE(child >= 0);
   if (child == 0) {
@@ -466,7 +461,7 @@ TEST_CASE("out of descriptors, an allocation first lets the kept ones go") {
 }
 
 TEST_CASE("an allocation live at a fork is not handed out again by the parent") {
-  const CacheLimit limit(nullptr);
+  const CacheLimit limit(std::nullopt);
   std::size_t rounded = 0;
   auto* a = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
   REQUIRE(a != nullptr);
