@@ -25,7 +25,7 @@ std::byte* PeerMappings::map(int r, pid_t pid, const MappableRef& ref, std::size
     return m.rank == r && m.inode == ref.inode && m.device == ref.device;
   });
   if (it == mappings_.end()) {
-    Mapping fresh = open_mapping(r, pid, ref, what);
+    Mapping fresh = open_mapping(r, pid, ref, op, what);
     while (mappings_.size() >= kMaxMappings && evict_one(op)) {
     }
     try {
@@ -47,10 +47,26 @@ std::byte* PeerMappings::map(int r, pid_t pid, const MappableRef& ref, std::size
   return it->base + ref.offset;
 }
 
+namespace {
+
+/// Out of descriptors or of address space: what this process's own kept allocations (each holds
+/// a descriptor, a mapping and pages) could give back.
+bool out_of_resources(int error) {
+  return error == EMFILE || error == ENFILE || error == ENOMEM;
+}
+
+}  // namespace
+
 PeerMappings::Mapping PeerMappings::open_mapping(int r, pid_t pid, const MappableRef& ref,
-                                                 const std::string& what) const {
+                                                 std::uint64_t op, const std::string& what) {
   const std::string where = shared_segment::proc_path(pid, ref.fd);
-  const UniqueFd fd(open(where.c_str(), O_RDWR | O_CLOEXEC));
+  UniqueFd fd(open(where.c_str(), O_RDWR | O_CLOEXEC));
+  if (!fd && out_of_resources(errno)) {
+    // This process's kept allocations hold descriptors for its own reuse; a peer's buffer
+    // that cannot be opened for want of one comes first.
+    release_cached_mappable();
+    fd = UniqueFd(open(where.c_str(), O_RDWR | O_CLOEXEC));
+  }
   if (!fd)
     throw system_error(what + ": opening rank " + std::to_string(r) + "'s buffer at " + where,
                        errno)
@@ -69,6 +85,14 @@ PeerMappings::Mapping PeerMappings::open_mapping(int r, pid_t pid, const Mappabl
                     " is not the memory it exposed (was it freed during the op?)",
                 ErrorContext{.op = what, .peers = {r}});
   void* base = mmap(nullptr, ref.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (base == MAP_FAILED && out_of_resources(errno)) {
+    // Out of address space or mappings (vm.max_map_count): let go of what is kept and of the
+    // mappings no op holds now, then try once more.
+    release_cached_mappable();
+    while (evict_one(op)) {
+    }
+    base = mmap(nullptr, ref.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  }
   if (base == MAP_FAILED)
     throw system_error(what + ": mapping " + std::to_string(ref.file_bytes) + " bytes of rank " +
                            std::to_string(r) + "'s buffer",

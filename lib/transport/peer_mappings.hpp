@@ -37,7 +37,8 @@ class PeerMappings {
   /// op's number, the same for all of its calls): only mappings last used by another op are
   /// unmapped to make room. The owner must keep the allocation alive and the descriptor in `ref`
   /// open while this runs (a collective's exposure guarantees both). Throws Error(SystemError)
-  /// when the owner's descriptor cannot be opened or mapped, and Error(RemoteError) when it names
+  /// when the owner's descriptor cannot be opened or mapped (even after this process let go of
+  /// its kept mappable allocations), and Error(RemoteError) when it names
   /// another file than `ref` says (the owner freed the allocation during the op) or one shorter
   /// than the block. Not thread-safe: one op at a time.
   std::byte* map(int r, pid_t pid, const MappableRef& ref, std::size_t bytes, std::uint64_t op,
@@ -57,8 +58,11 @@ class PeerMappings {
     std::uint64_t op;  ///< the op that last used it
   };
 
-  /// Opens and maps rank r's file after checking it is the one `ref` names.
-  Mapping open_mapping(int r, pid_t pid, const MappableRef& ref, const std::string& what) const;
+  /// Opens and maps rank r's file after checking it is the one `ref` names. Out of descriptors
+  /// or address space, it first lets go of this process's kept allocations (and, for the
+  /// mapping, of every cached mapping `op` does not hold) and tries once more.
+  Mapping open_mapping(int r, pid_t pid, const MappableRef& ref, std::uint64_t op,
+                       const std::string& what);
   /// Unmaps the least recently used mapping not used by `op`; false when every one was.
   bool evict_one(std::uint64_t op) noexcept;
 

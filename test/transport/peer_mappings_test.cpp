@@ -22,6 +22,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,26 @@ struct Channel {
     return value;
   }
 };
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+/// The address space this process maps now (/proc/self/statm's first field), 0 if unreadable.
+std::size_t mapped_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0;
+  if (!(statm >> pages)) return 0;
+  return pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+}
 
 /// Whether the page at `p` is in memory (mincore), for a shared file mapping: whether the file
 /// still has it.
@@ -457,6 +478,93 @@ TEST_CASE("out of descriptors, an allocation first lets the kept ones go") {
   REQUIRE(waitpid(child, &status, 0) == child);
   REQUIRE(WIFEXITED(status));
   INFO("10-13: set-up; 14: the allocation failed; 15: the kept one is still kept");
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("out of descriptors, mapping a peer's buffer first lets the kept ones go") {
+  const CacheLimit limit(std::nullopt);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // This process plays both sides: a live allocation it maps through /proc as a peer's, and
+    // a kept one holding a descriptor; with the limit at the lowest free one, the open can
+    // only succeed by letting the kept one go.
+    std::size_t rounded = 0;
+    auto* live = static_cast<unsigned char*>(cohort::allocate_mappable(kBytes, &rounded));
+    if (live == nullptr) _exit(10);
+    for (std::size_t i = 0; i < kBytes; ++i) live[i] = pattern(i);
+    MappableRef ref;
+    if (!cohort::find_mappable(live, kBytes, &ref)) _exit(11);
+    void* kept = cohort::allocate_mappable(4096, &rounded);
+    if (kept == nullptr) _exit(12);
+    cohort::free_mappable(kept);
+    if (cohort::cached_mappable_bytes() != 4096) _exit(13);
+    const int lowest_free = open("/dev/null", O_RDONLY);
+    if (lowest_free < 0) _exit(14);
+    close(lowest_free);
+    const rlimit nofile{static_cast<rlim_t>(lowest_free), static_cast<rlim_t>(lowest_free)};
+    if (setrlimit(RLIMIT_NOFILE, &nofile) != 0) _exit(15);
+    PeerMappings mappings;
+    try {
+      const std::byte* seen = mappings.map(0, getpid(), ref, kBytes, 1, "test");
+      if (seen == reinterpret_cast<std::byte*>(live)) _exit(16);  // must be a second mapping
+      for (std::size_t i = 0; i < kBytes; ++i)
+        if (static_cast<unsigned char>(seen[i]) != pattern(i)) _exit(17);
+    } catch (const cohort::Error&) {
+      _exit(18);
+    }
+    if (cohort::cached_mappable_bytes() != 0) _exit(19);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  INFO("10-15: set-up; 16-17: a wrong mapping; 18: mapping failed; 19: the kept one is still kept");
+  CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("out of address space, mapping a peer's buffer first lets the kept ones go") {
+  if (kSanitized) {
+    WARN("not run under a sanitizer, which reserves and maps address space of its own");
+    return;
+  }
+  const CacheLimit limit(std::nullopt);
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    // A kept allocation of 32 MiB holds its mapping; with the address-space limit a few MiB
+    // above what the process maps now, an 8 MiB mapping fits only once it is let go.
+    constexpr std::size_t kLive = std::size_t{8} << 20;
+    constexpr std::size_t kKept = std::size_t{32} << 20;
+    std::size_t rounded = 0;
+    auto* live = static_cast<unsigned char*>(cohort::allocate_mappable(kLive, &rounded));
+    if (live == nullptr) _exit(10);
+    live[kLive - 1] = 0x5A;
+    MappableRef ref;
+    if (!cohort::find_mappable(live, kLive, &ref)) _exit(11);
+    void* kept = cohort::allocate_mappable(kKept, &rounded);
+    if (kept == nullptr) _exit(12);
+    cohort::free_mappable(kept);
+    if (cohort::cached_mappable_bytes() != kKept) _exit(13);
+    PeerMappings mappings;
+    const std::size_t mapped = mapped_bytes();
+    if (mapped == 0) _exit(14);
+    const rlimit as{static_cast<rlim_t>(mapped + (std::size_t{4} << 20)),
+                    static_cast<rlim_t>(mapped + (std::size_t{4} << 20))};
+    if (setrlimit(RLIMIT_AS, &as) != 0) _exit(15);
+    try {
+      const std::byte* seen = mappings.map(0, getpid(), ref, kLive, 1, "test");
+      if (static_cast<unsigned char>(seen[kLive - 1]) != 0x5A) _exit(16);
+    } catch (const cohort::Error&) {
+      _exit(17);
+    }
+    if (cohort::cached_mappable_bytes() != 0) _exit(18);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  REQUIRE(WIFEXITED(status));
+  INFO("10-15: set-up; 16: a wrong mapping; 17: mapping failed; 18: the kept one is still kept");
   CHECK(WEXITSTATUS(status) == 0);
 }
 
