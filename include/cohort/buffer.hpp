@@ -62,6 +62,14 @@ class Buffer {
   /// writing, which may land after the failure returned here. Thread-safe. Throws SystemError
   /// when the kernel refuses (no memfd, out of descriptors or memory).
   static Buffer allocate_mappable(std::size_t count, DType dtype);
+  /// The bytes of freed mappable allocations this process keeps for reuse now (see
+  /// allocate_mappable). Thread-safe.
+  static std::size_t kept_mappable_bytes() noexcept;
+  /// Lets go of every kept mappable allocation, returning its pages and file descriptor to the
+  /// system now (as torch.cuda.empty_cache() does for its cache): for a process about to need
+  /// the memory or descriptors elsewhere. Live allocations are not touched; later frees keep
+  /// again. Returns the bytes let go. Thread-safe.
+  static std::size_t release_kept_mappable() noexcept;
 
   /// Concatenates along dim 0 into a new host allocation. All parts must share dtype and
   /// trailing dims, and be host-accessible. Throws InvalidArgument naming the first mismatch.

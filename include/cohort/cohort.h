@@ -425,6 +425,12 @@ COHORT_API cohort_status_t cohort_buffer_from_dlpack_versioned(DLManagedTensorVe
 /// failure *buffer is NULL.
 COHORT_API cohort_status_t cohort_buffer_allocate_mappable(int64_t count, DLDataType dtype,
                                                            cohort_buffer_t* buffer);
+/// *bytes = the bytes of freed mappable buffers this process keeps for reuse now. Thread-safe.
+COHORT_API cohort_status_t cohort_buffer_kept_mappable_bytes(size_t* bytes);
+/// Lets go of every kept mappable buffer, returning its pages and file descriptor to the system
+/// now (live buffers are not touched; later frees keep again); *released_bytes (may be NULL) =
+/// the bytes let go. Thread-safe.
+COHORT_API cohort_status_t cohort_buffer_release_kept_mappable(size_t* released_bytes);
 
 /// A borrowed descriptor of the buffer's memory, valid until cohort_buffer_destroy(buffer), to
 /// pass to the collectives. byte_offset is 0 (folded into data); strides are always set. A

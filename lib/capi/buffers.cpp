@@ -63,6 +63,22 @@ cohort_status_t cohort_buffer_allocate_mappable(int64_t count, DLDataType dtype,
   });
 }
 
+cohort_status_t cohort_buffer_kept_mappable_bytes(size_t* bytes) {
+  constexpr const char* fn = "cohort_buffer_kept_mappable_bytes";
+  return guarded(fn, [&] {
+    require_out(bytes, fn, "bytes");
+    *bytes = cohort::Buffer::kept_mappable_bytes();
+  });
+}
+
+cohort_status_t cohort_buffer_release_kept_mappable(size_t* released_bytes) {
+  constexpr const char* fn = "cohort_buffer_release_kept_mappable";
+  return guarded(fn, [&] {
+    const std::size_t released = cohort::Buffer::release_kept_mappable();
+    if (released_bytes != nullptr) *released_bytes = released;
+  });
+}
+
 cohort_status_t cohort_buffer_tensor(cohort_buffer_t buffer, const DLTensor** tensor) {
   constexpr const char* fn = "cohort_buffer_tensor";
   return guarded(fn, [&] {

@@ -157,6 +157,14 @@ Buffer Buffer::allocate_mappable(std::size_t count, DType dtype) {
   return view(data, std::move(shape), dtype, Device::cpu(), {}, 0, std::move(memory));
 }
 
+std::size_t Buffer::kept_mappable_bytes() noexcept {
+  return cached_mappable_bytes();
+}
+
+std::size_t Buffer::release_kept_mappable() noexcept {
+  return release_cached_mappable();
+}
+
 Buffer Buffer::concat(std::span<const Buffer> parts) {
   if (parts.empty()) invalid_argument("concat needs at least one buffer, got 0");
   const Buffer& first = parts[0];

@@ -229,14 +229,17 @@ void retire_live_mappable() noexcept {
   }
 }
 
-void release_cached_mappable() noexcept {
+std::size_t release_cached_mappable() noexcept {
   MappableRegistry& r = mappable_registry();
   MappableCache::Released released;
+  std::size_t bytes = 0;
   {
     std::unique_lock lock(r.mutex);
+    bytes = r.cache.bytes();
     r.cache.drain(released);
   }
   release(released);
+  return bytes;
 }
 
 std::size_t cached_mappable_bytes() noexcept {

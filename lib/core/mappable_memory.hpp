@@ -58,9 +58,9 @@ void free_mappable(void* base) noexcept;
 /// buffer handed out again (a fork calls it too: the child keeps views). Thread-safe.
 void retire_live_mappable() noexcept;
 
-/// Lets go of every kept allocation (as free_mappable does with one it does not keep).
-/// Thread-safe.
-void release_cached_mappable() noexcept;
+/// Lets go of every kept allocation (as free_mappable does with one it does not keep); returns
+/// the bytes they held. Thread-safe.
+std::size_t release_cached_mappable() noexcept;
 
 /// The bytes kept for reuse now. Thread-safe.
 std::size_t cached_mappable_bytes() noexcept;

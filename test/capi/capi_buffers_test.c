@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHECK(cond, ...)                                         \
   do {                                                           \
@@ -303,11 +304,33 @@ static void check_mappable_allocation(void) {
         "a NULL out-parameter");
 }
 
+static void check_kept_mappable(void) {
+  const DLDataType f32 = {kDLFloat, 32, 1};
+  size_t kept = 1;
+  OK(cohort_buffer_release_kept_mappable(NULL)); /* what earlier checks left */
+  OK(cohort_buffer_kept_mappable_bytes(&kept));
+  CHECK(kept == 0, "%zu bytes kept after a release", kept);
+  cohort_buffer_t buffer = NULL;
+  OK(cohort_buffer_allocate_mappable(1000, f32, &buffer));
+  OK(cohort_buffer_destroy(buffer));
+  const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+  OK(cohort_buffer_kept_mappable_bytes(&kept));
+  CHECK(kept == page, "a freed 4000-byte buffer: %zu bytes kept, not one page", kept);
+  size_t released = 0;
+  OK(cohort_buffer_release_kept_mappable(&released));
+  CHECK(released == page, "released %zu bytes, not one page", released);
+  OK(cohort_buffer_kept_mappable_bytes(&kept));
+  CHECK(kept == 0, "%zu bytes still kept", kept);
+  CHECK(cohort_buffer_kept_mappable_bytes(NULL) == COHORT_ERROR_INVALID_ARGUMENT,
+        "a NULL out-parameter");
+}
+
 int main(void) {
   check_legacy_round_trip();
   check_versioned_read_only();
   check_import_errors();
   check_mappable_allocation();
+  check_kept_mappable();
 
   cohort_comm_t world = NULL;
   OK(cohort_init(NULL, &world));

@@ -1,6 +1,7 @@
 """numpy arrays through cohort, at any world size: an in-place allreduce works on the array's own
 memory (its data pointer never changes), out of place leaves the input alone, read-only and bool
-arrays come in through the buffer protocol (numpy 1.24 refuses them through DLPack), async ops
+arrays come in through the buffer protocol (numpy 1.24 refuses them through DLPack), freed
+mappable buffers are kept until released, async ops
 keep arrays alive, no reference is leaked, a receive called behind an unfinished allreduce_async
 does not wait for it, and sendrecv exchanges around a ring in one call. Expected values are computed by hand from the
 ranks' inputs: rank r holds (r + 1) * x, so a sum over n ranks is x * n(n + 1) / 2.
@@ -9,6 +10,7 @@ ranks' inputs: rank r holds (r + 1) * x, so a sum over n ranks is x * n(n + 1) /
 import ctypes
 import functools
 import operator
+import os
 import sys
 import weakref
 
@@ -118,6 +120,20 @@ def mappable_buffers(comm, n, r):
     equal(view.ravel(), np.arange(300_000) % 7 + n - 1, "allreduce of mappable buffers in place")
 
 
+def kept_mappable_buffers(comm, n, r):
+    # A freed mappable buffer is kept for reuse; release_kept_mappable lets it go and says how much.
+    cohort.Buffer.release_kept_mappable()  # what earlier checks left
+    check(cohort.Buffer.kept_mappable_bytes() == 0, "nothing kept after a release")
+    page = os.sysconf("SC_PAGE_SIZE")
+    b = cohort.Buffer.allocate_mappable(3 * page, "uint8")
+    del b
+    kept = cohort.Buffer.kept_mappable_bytes()
+    check(kept == 3 * page, f"a freed 3-page buffer: {kept} bytes kept")
+    released = cohort.Buffer.release_kept_mappable()
+    check(released == 3 * page, f"released {released} bytes, not 3 pages")
+    check(cohort.Buffer.kept_mappable_bytes() == 0, "still kept after a release")
+
+
 class TrackedArray(np.ndarray):
     """An ndarray that can be watched with a weakref (plain ndarrays cannot)."""
 
@@ -206,6 +222,7 @@ def main():
     read_only_and_bool(comm, n, r)
     gathers_and_buffers(comm, n, r)
     mappable_buffers(comm, n, r)
+    kept_mappable_buffers(comm, n, r)
     references_are_released(comm, n, r)
     receive_behind_allreduce_async(comm, n, r)
     ring_sendrecv(comm, n, r)

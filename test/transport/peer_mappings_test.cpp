@@ -379,6 +379,36 @@ TEST_CASE("a freed mappable allocation is not kept with a limit of 0, nor one li
   }
 }
 
+TEST_CASE("Buffer::release_kept_mappable lets every kept allocation go, and says how much") {
+  const CacheLimit limit(std::nullopt);
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  CHECK(cohort::Buffer::kept_mappable_bytes() == 0);
+  CHECK(cohort::Buffer::release_kept_mappable() == 0);
+  MappableRef first;
+  {
+    const cohort::Buffer a = cohort::Buffer::allocate_mappable(1000, cohort::DType::Float32);
+    const cohort::Buffer b = cohort::Buffer::allocate_mappable(3 * page, cohort::DType::UInt8);
+    REQUIRE(cohort::find_mappable(a.data(), 1, &first));
+  }
+  // 4000 bytes take one page, the other three.
+  CHECK(cohort::Buffer::kept_mappable_bytes() == 4 * page);
+  const cohort::Buffer live = cohort::Buffer::allocate_mappable(10, cohort::DType::Float64);
+  CHECK(cohort::Buffer::kept_mappable_bytes() == 3 * page);  // the one-page block served it
+  MappableRef reused;
+  REQUIRE(cohort::find_mappable(live.data(), 1, &reused));
+  CHECK(reused.inode == first.inode);
+  CHECK(cohort::Buffer::release_kept_mappable() == 3 * page);
+  CHECK(cohort::Buffer::kept_mappable_bytes() == 0);
+  MappableRef still;
+  REQUIRE(cohort::find_mappable(live.data(), 1, &still));  // a live one is not touched
+  CHECK(still.inode == first.inode);
+  live.data_as<double>()[9] = 2.5;
+  CHECK(live.data_as<double>()[9] == 2.5);
+  // What was let go is gone: an allocation of its size gets a new file.
+  const cohort::Buffer fresh = cohort::Buffer::allocate_mappable(3 * page, cohort::DType::UInt8);
+  CHECK(cohort::Buffer::kept_mappable_bytes() == 0);
+}
+
 TEST_CASE("a forked child does not reuse an allocation its parent keeps") {
   const CacheLimit limit(std::nullopt);
   std::size_t rounded = 0;
