@@ -182,41 +182,31 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
   fill_input(cc, host_in, call.in_count);
   upload_filled();
 
-  const auto warmup_start = Clock::now();
-  for (int i = 0; i < settings_.warmup; ++i) impl.run(call);
-  int iters = settings_.iters;
-  if (settings_.min_time_s > 0.0) {
-    // Without warmup calls, one untimed-so-far call measures the per-call cost.
-    int calibration_calls = settings_.warmup;
-    if (calibration_calls == 0) {
-      impl.run(call);
-      calibration_calls = 1;
-    }
-    iters = agreed_iters(seconds_since(warmup_start), calibration_calls);
-  }
-
   Measurement m;
   m.measured = true;
   double local_us = 0.0;
   const bool own_mappable = settings_.mappable && impl.name() == "cohort";
   if (settings_.allocate_per_call) {
-    local_us = time_allocating_calls(bc, shape, impl, call, own_mappable, iters);
-  } else if (settings_.fresh_input) {
-    const std::size_t in_bytes = call.in_count * esize;
-    double busy_s = 0.0;
-    for (int i = 0; i < iters; ++i) {
-      rewrite(host_in, in_bytes, static_cast<unsigned>(i));
+    local_us = time_allocating_calls(bc, shape, impl, call, own_mappable);
+  } else {
+    const int iters = warm_up([&](int) { impl.run(call); });
+    if (settings_.fresh_input) {
+      const std::size_t in_bytes = call.in_count * esize;
+      double busy_s = 0.0;
+      for (int i = 0; i < iters; ++i) {
+        rewrite(host_in, in_bytes, static_cast<unsigned>(i));
+        comm_.barrier();
+        const auto start = Clock::now();
+        impl.run(call);
+        busy_s += seconds_since(start);
+      }
+      local_us = busy_s * 1e6 / std::max(iters, 1);
+    } else {
       comm_.barrier();
       const auto start = Clock::now();
-      impl.run(call);
-      busy_s += seconds_since(start);
+      for (int i = 0; i < iters; ++i) impl.run(call);
+      local_us = seconds_since(start) * 1e6 / std::max(iters, 1);
     }
-    local_us = busy_s * 1e6 / std::max(iters, 1);
-  } else {
-    comm_.barrier();
-    const auto start = Clock::now();
-    for (int i = 0; i < iters; ++i) impl.run(call);
-    local_us = seconds_since(start) * 1e6 / std::max(iters, 1);
   }
   m.time_us = combine_time(local_us);
   if (op_moves_data(bc.op) && m.time_us > 0.0) {
@@ -255,8 +245,21 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
   return m;
 }
 
+int Runner::warm_up(const std::function<void(int)>& call) {
+  const auto warmup_start = Clock::now();
+  for (int i = 0; i < settings_.warmup; ++i) call(i);
+  if (settings_.min_time_s <= 0.0) return settings_.iters;
+  // Without warmup calls, one untimed-so-far call measures the per-call cost.
+  int calibration_calls = settings_.warmup;
+  if (calibration_calls == 0) {
+    call(0);
+    calibration_calls = 1;
+  }
+  return agreed_iters(seconds_since(warmup_start), calibration_calls);
+}
+
 double Runner::time_allocating_calls(const BenchCase& bc, const OpShape& shape,
-                                     Implementation& impl, OpCall call, bool mappable, int iters) {
+                                     Implementation& impl, OpCall call, bool mappable) {
   const std::size_t in_bytes = call.in_count * dtype_size(bc.dtype);
   const auto allocate_write_call_free = [&](int i) {
     const Buffers fresh = Buffers::allocate_for(shape, bc.dtype, mappable, call.in_place);
@@ -265,9 +268,9 @@ double Runner::time_allocating_calls(const BenchCase& bc, const OpShape& shape,
     rewrite(call.in, in_bytes, static_cast<unsigned>(i));
     impl.run(call);
   };  // freed on return: what a free costs is the program's too
-  // The warm-up calls allocate too, so the timed ones see what a program's later steps see
-  // (the standing buffers' warm-up before this allocated nothing).
-  for (int i = 0; i < settings_.warmup; ++i) allocate_write_call_free(i);
+  // The warm-up calls allocate too, so the timed ones see what a program's later steps see,
+  // and --min-time's count comes from calls that cost what the timed ones do.
+  const int iters = warm_up(allocate_write_call_free);
   double busy_s = 0.0;
   for (int i = 0; i < iters; ++i) {
     comm_.barrier();

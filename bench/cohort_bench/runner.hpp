@@ -19,6 +19,7 @@
 #include <cohort/communicator.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -81,9 +82,13 @@ class Runner {
 
  private:
   struct Buffers;
-  /// The mean time of `iters` calls, each alone after a barrier on buffers allocated for it.
+  /// The mean time of the timed calls (warm_up's count), each alone after a barrier on buffers
+  /// allocated for it, after warm-up calls that allocate alike.
   double time_allocating_calls(const BenchCase& bench_case, const OpShape& shape,
-                               Implementation& impl, OpCall call, bool mappable, int iters);
+                               Implementation& impl, OpCall call, bool mappable);
+  /// Makes the warm-up calls (`call(i)`, i = 0, 1, ...) and returns how many calls to time:
+  /// `iters`, or with --min-time as many as the warm-up says fill it (agreed by all ranks).
+  int warm_up(const std::function<void(int)>& call);
   Measurement measure(const BenchCase& bench_case, const OpShape& shape, Buffers& buffers,
                       const Contender& contender, bool in_place);
   int agreed_iters(double warmup_seconds, int warmup_calls);

@@ -2,7 +2,8 @@
 // CPU double (test/gpu/fake_device_runtime.hpp, whose "device memory" is host memory):
 // Buffer::allocate on cuda and cuda_host (zeroed, freed through the runtime, refusals), and the
 // runner's device staging: ops run on the device twins of the check's host buffers, the check's
-// sentinel and input travel up and the output comes back down before counting.
+// sentinel and input travel up and the output comes back down before counting. Also the
+// runner's warm-up on host buffers with --allocate-per-call.
 
 #include "device_memory.hpp"
 #include "fake_device_runtime.hpp"
@@ -238,4 +239,42 @@ TEST_CASE("the runner runs device ops on device twins and checks what comes back
     REQUIRE(rows[0].in_place.wrong == 0);
   }
   REQUIRE(fake->live_allocations() == 0);  // the runner's device buffers were released
+}
+
+namespace {
+
+// Allreduce over a world of one on host buffers, counting its calls.
+class HostAllreduceOfOne final : public Implementation {
+ public:
+  std::string_view name() const noexcept override { return "fake"; }
+  std::optional<std::string> unsupported(const OpCall&) const override { return std::nullopt; }
+  void run(const OpCall& call) override {
+    ++runs;
+    if (call.in != call.out) std::memcpy(call.out, call.in, call.in_count * dtype_size(call.dtype));
+  }
+  int runs = 0;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "with --allocate-per-call every warm-up call allocates too, none runs on standing buffers",
+    "[bench]") {
+  const std::shared_ptr<Communicator> comm = init();  // a world of one: no launcher here
+  HostAllreduceOfOne impl;
+  RunSettings settings;
+  settings.warmup = 3;
+  settings.iters = 2;
+  settings.allocate_per_call = true;
+  Runner runner(*comm, settings);
+  const Contender contenders[] = {{&impl, Algorithm::Auto}};
+  const auto rows =
+      runner.run_size({BenchOp::Allreduce, DType::Float32, ReduceOp::Sum, 0}, 64, contenders);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0].out_of_place.wrong == 0);
+  CHECK(rows[0].in_place.wrong == 0);
+  // Per form: 3 allocating warm-ups, 2 timed calls and the checked one; a warm-up on the
+  // standing buffers first (which also set --min-time's count from calls that allocate
+  // nothing) would make it 9.
+  CHECK(impl.runs == 2 * 6);
 }
