@@ -12,7 +12,7 @@ namespace cohort::launcher {
 OutputStream::OutputStream(UniqueFd pipe, int terminal_fd, UniqueFd log_fd, std::string prefix,
                            std::size_t tail_lines)
     : pipe_(std::move(pipe)),
-      terminal_fd_(terminal_fd),
+      echo_(terminal_fd >= 0 ? TerminalEcho::shared(terminal_fd) : nullptr),
       log_fd_(std::move(log_fd)),
       prefix_(std::move(prefix)),
       tail_lines_(tail_lines) {}
@@ -73,13 +73,20 @@ void OutputStream::emit_complete_lines() {
   }
 }
 
+void OutputStream::flush_terminal() {
+  if (echo_) echo_->flush_ready();
+}
+
+void OutputStream::drain_terminal(std::chrono::milliseconds limit) {
+  if (echo_) echo_->drain(limit);
+}
+
 void OutputStream::emit_line(std::string_view line) {
-  if (terminal_fd_ >= 0 && terminal_ok_) {
+  if (echo_) {
     std::string tagged;
     tagged.reserve(prefix_.size() + line.size() + 1);
     tagged.append(prefix_).append(line).push_back('\n');
-    // A closed terminal must not stop the job: keep draining, stop echoing.
-    terminal_ok_ = write_all(terminal_fd_, tagged.data(), tagged.size());
+    echo_->write_line(std::move(tagged));
   }
   if (tail_lines_ > 0) {
     tail_.emplace_back(line);

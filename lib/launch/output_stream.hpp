@@ -1,11 +1,16 @@
 #pragma once
 
 // One output pipe of one rank (its stdout or its stderr), drained by the launcher. Complete
-// lines go to the terminal with an optional "[rank N] " prefix, each in a single write so
-// ranks never interleave mid-line; the raw bytes also go to an optional per-rank log file; the
-// last few lines are kept for the failure summary.
+// lines go to the terminal with an optional "[rank N] " prefix, through the terminal's shared
+// echo (launch/terminal_echo.hpp: in order, whole lines, never blocking the launcher); the raw
+// bytes also go to an optional per-rank log file; the last few lines are kept for the failure
+// summary.
 
 #include "launch/pipes.hpp"
+#include "launch/terminal_echo.hpp"
+
+#include <chrono>
+#include <memory>
 
 #include <cstddef>
 #include <deque>
@@ -37,6 +42,11 @@ class OutputStream {
   /// the pipe cannot delay us), emits a final partial line with a newline, and closes.
   void finish();
 
+  /// Echoes what the terminal takes now of the lines queued for it; never waits.
+  void flush_terminal();
+  /// Waits up to `limit` for the terminal to take the queued lines (the job's end).
+  void drain_terminal(std::chrono::milliseconds limit);
+
   /// The last `tail_lines` lines seen (a final partial line included once finished).
   const std::deque<std::string>& tail() const noexcept { return tail_; }
 
@@ -47,13 +57,12 @@ class OutputStream {
   void emit_line(std::string_view line);
 
   UniqueFd pipe_;
-  int terminal_fd_;
+  std::shared_ptr<TerminalEcho> echo_;  ///< null without a terminal
   UniqueFd log_fd_;
   std::string prefix_;
   std::size_t tail_lines_;
   std::string pending_;
   std::deque<std::string> tail_;
-  bool terminal_ok_ = true;
 };
 
 }  // namespace cohort::launcher

@@ -21,6 +21,8 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr std::chrono::milliseconds kMaxPollWait{50};
 // How long a subreaper launcher waits at the end for SIGKILLed group members to be reapable.
 constexpr std::chrono::milliseconds kOrphanReapWait{2000};
+// How long the end of a job waits for a stalled terminal to take the ranks' last lines.
+constexpr std::chrono::milliseconds kFinalEchoWait{5000};
 
 class Supervision {
  public:
@@ -40,6 +42,15 @@ class Supervision {
     for (RankProcess& rank : ranks_) rank.process.signal_group(SIGKILL);
     if (hooks_.reap_orphans) reap_orphans_until_gone();
     for (RankProcess& rank : ranks_) result_.statuses.push_back(*rank.process.status());
+    // What the terminal has not taken yet, within a bound: a terminal nobody reads must not
+    // keep the job from ending.
+    const auto echo_until = SteadyClock::now() + kFinalEchoWait;
+    for (RankProcess& rank : ranks_) {
+      for (OutputStream* stream : {&rank.out, &rank.err}) {
+        stream->drain_terminal(std::chrono::ceil<std::chrono::milliseconds>(
+            std::max(echo_until - SteadyClock::now(), SteadyClock::duration::zero())));
+      }
+    }
     std::sort(result_.stopped_ranks.begin(), result_.stopped_ranks.end());
     std::sort(result_.killed_ranks.begin(), result_.killed_ranks.end());
     return std::move(result_);
@@ -83,6 +94,11 @@ class Supervision {
     }
     for (std::size_t i = 0; i < streams.size(); ++i) {
       if (fds[i].revents != 0) streams[i]->read_available();
+    }
+    // Lines the terminal did not take when they came go as it takes them (never waiting).
+    for (RankProcess& rank : ranks_) {
+      rank.out.flush_terminal();
+      rank.err.flush_terminal();
     }
     if (hooks_.interrupt_fd >= 0 && fds.back().revents != 0) handle_interrupts();
   }

@@ -151,6 +151,27 @@ TEST_CASE("cohort-run exits with the failing rank's code and names it", "[cohort
   check_nothing_left_behind();
 }
 
+TEST_CASE("cohort-run finishes a job whose stdout nobody reads", "[cohort-run]") {
+  // cohort-run's stdout is a FIFO whose reader holds it open but never reads (an ssh session
+  // whose client went to sleep): the ranks print 3 MB each, more than the FIFO and the echo's
+  // queue hold, then fail. cohort-run must still see the failure and exit with its code; with
+  // a blocking echo it stayed in write() and this wait ran out.
+  const TempDir dir;
+  const std::string fifo = make_fifo(dir, "stalled-terminal");
+  RunningCommand holder({"sh", "-c", "exec sleep 120 < " + fifo});
+  const std::string program = "head -c 3000000 /dev/zero | tr '\\0' x | fold -w 100; exit 3";
+  const CommandResult r =
+      run_command({"sh", "-c", "exec \"$0\" \"$@\" > " + fifo, cohort::test::cohort_run_path(),
+                   "-n", "2", "--", "sh", "-c", program},
+                  {}, 60s);
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 3);
+  CHECK(contains(r.err, "failed with exit code 3"));
+  ::kill(holder.pid(), SIGKILL);
+  holder.wait(10s);
+  check_nothing_left_behind();
+}
+
 TEST_CASE("cohort-run reports a rank killed by a signal as 128+signal", "[cohort-run]") {
   const CommandResult r = run_command(
       cohort_run({"-n", "3", "--", "sh", "-c",

@@ -1,0 +1,129 @@
+// The launcher's terminal echo (launch/terminal_echo.hpp) on a pipe whose reader stops reading
+// without closing it: writing lines never blocks (an alarm turns a blocked write into this
+// test's failure instead of a hang), the oldest queued lines beyond the bound are dropped and
+// the count is echoed where they were, and what is queued comes out whole and in order once
+// the reader reads again.
+
+#include "launch/terminal_echo.hpp"
+#include "launch/pipes.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace {
+
+using cohort::launcher::make_pipe;
+using cohort::launcher::TerminalEcho;
+
+/// Fails the test process (SIGALRM) if the scope takes longer than `seconds`: a write that
+/// blocked would otherwise hang the test.
+struct AlarmGuard {
+  explicit AlarmGuard(unsigned seconds) { ::alarm(seconds); }
+  ~AlarmGuard() { ::alarm(0); }
+};
+
+std::string line_numbered(std::size_t i, std::size_t width) {
+  std::string line = "line " + std::to_string(i) + " ";
+  line.resize(width - 1, 'x');
+  line.push_back('\n');
+  return line;
+}
+
+/// Everything readable from `fd` now (non-blocking).
+std::string read_available(int fd) {
+  std::string out;
+  char buffer[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) return out;
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a terminal that stops reading never blocks the echo; dropped lines are counted") {
+  ::signal(SIGPIPE, SIG_IGN);
+  auto pipe = make_pipe();
+  REQUIRE(::fcntl(pipe.read.get(), F_SETFL, O_NONBLOCK) == 0);
+  TerminalEcho echo(pipe.write.get());
+
+  // 100-byte lines: 6 MiB of them, where the pipe holds 64 KiB and the queue 4 MiB.
+  constexpr std::size_t kWidth = 100;
+  constexpr std::size_t kLines = (std::size_t{6} << 20) / kWidth;
+  {
+    const AlarmGuard guard(60);
+    for (std::size_t i = 0; i < kLines; ++i) echo.write_line(line_numbered(i, kWidth));
+  }
+  CHECK(echo.queued_bytes() <= TerminalEcho::kMaxQueuedBytes);
+  CHECK(echo.queued_bytes() > TerminalEcho::kMaxQueuedBytes - kWidth);
+  const std::size_t dropped = echo.dropped_lines();
+  CHECK(dropped > 0);
+
+  // The reader comes back: every queued line comes out, after the note where the gap is.
+  std::string out;
+  {
+    const AlarmGuard guard(60);
+    while (echo.queued_bytes() > 0) {
+      out += read_available(pipe.read.get());
+      echo.flush_ready();
+    }
+    out += read_available(pipe.read.get());
+  }
+  std::vector<std::string> lines;
+  for (std::size_t start = 0; start < out.size();) {
+    const std::size_t end = out.find('\n', start);
+    REQUIRE(end != std::string::npos);  // nothing cut off mid-line
+    lines.push_back(out.substr(start, end - start));
+    start = end + 1;
+  }
+  const std::regex note(R"(\[cohort-run: (\d+) lines of rank output not shown: .*\])");
+  std::size_t expected = 0;
+  std::size_t notes = 0;
+  for (const std::string& line : lines) {
+    std::smatch m;
+    if (std::regex_match(line, m, note)) {
+      ++notes;
+      CHECK(std::stoul(m[1]) == dropped);
+      expected += dropped;
+      continue;
+    }
+    REQUIRE(line + "\n" == line_numbered(expected, kWidth));  // whole, and in order
+    ++expected;
+  }
+  CHECK(notes == 1);
+  CHECK(expected == kLines);
+}
+
+TEST_CASE("the end of a job waits for a stalled terminal only as long as asked") {
+  ::signal(SIGPIPE, SIG_IGN);
+  auto pipe = make_pipe();
+  TerminalEcho echo(pipe.write.get());
+  const AlarmGuard guard(60);
+  for (std::size_t i = 0; i < 2000; ++i) echo.write_line(line_numbered(i, 100));
+  REQUIRE(echo.queued_bytes() > 0);  // more than the pipe holds
+  echo.drain(std::chrono::milliseconds(100));
+  CHECK(echo.queued_bytes() == 0);
+  CHECK(echo.dropped_lines() > 0);
+}
+
+TEST_CASE("a closed terminal stops the echo and nothing else") {
+  ::signal(SIGPIPE, SIG_IGN);
+  auto pipe = make_pipe();
+  pipe.read.reset();
+  TerminalEcho echo(pipe.write.get());
+  const AlarmGuard guard(60);
+  echo.write_line("first\n");
+  echo.write_line("second\n");
+  echo.drain(std::chrono::milliseconds(10));
+  CHECK(echo.queued_bytes() == 0);
+}
