@@ -139,7 +139,8 @@ typedef struct cohort_init_options {
   /// sizeof(cohort_init_options_t) as the caller compiled it.
   size_t struct_size;
   /// Default deadline of every op on the world communicator, in milliseconds. 0: COHORT_TIMEOUT
-  /// (seconds) from the environment, else 600 s. Negative values are invalid.
+  /// (seconds) from the environment, else 600 s. Negative values and values above one year
+  /// (31536000000) are invalid.
   int64_t timeout_ms;
 } cohort_init_options_t;
 
@@ -154,7 +155,7 @@ typedef struct cohort_collective_options {
   /// sizeof(cohort_collective_options_t) as the caller compiled it.
   size_t struct_size;
   /// Deadline of the whole op in milliseconds. 0: the communicator's default. Negative values
-  /// are invalid.
+  /// and values above one year (31536000000) are invalid.
   int64_t timeout_ms;
   /// COHORT_ALGORITHM_AUTO lets the selection table choose. Ignored by send/recv.
   cohort_algorithm_t algorithm;
@@ -380,10 +381,10 @@ COHORT_API cohort_status_t cohort_sendrecv(cohort_comm_t comm, const DLTensor* i
 /* ---- Work --------------------------------------------------------------------------------- */
 
 /// Waits until the op finished and returns its outcome (COHORT_OK, or the op's error with its
-/// message). timeout_ms: -1 waits without limit; >= 0 returns COHORT_ERROR_TIMEOUT if the op has
-/// not finished by then (the op is not cancelled and keeps its own deadline; wait again later).
-/// Waiting again after completion returns the same outcome at once. Several threads may wait on
-/// one work.
+/// message). timeout_ms: -1 waits without limit; 0 to one year (31536000000) returns
+/// COHORT_ERROR_TIMEOUT if the op has not finished by then (the op is not cancelled and keeps its
+/// own deadline; wait again later). Waiting again after completion returns the same outcome at
+/// once. Several threads may wait on one work.
 COHORT_API cohort_status_t cohort_work_wait(cohort_work_t work, int64_t timeout_ms);
 /// *done = 1 once the op finished (successfully or not), else 0. Never blocks; the outcome comes
 /// from cohort_work_wait.
@@ -434,7 +435,9 @@ COHORT_API cohort_status_t cohort_buffer_release_kept_mappable(size_t* released_
 
 /// A borrowed descriptor of the buffer's memory, valid until cohort_buffer_destroy(buffer), to
 /// pass to the collectives. byte_offset is 0 (folded into data); strides are always set. A
-/// read-only buffer's tensor must not be passed as an output.
+/// read-only buffer's tensor, passed as this pointer, is refused as an output
+/// (COHORT_ERROR_INVALID_ARGUMENT, before anything moves); a caller's copy of the struct is
+/// not recognised as read-only and must not be passed as one.
 COHORT_API cohort_status_t cohort_buffer_tensor(cohort_buffer_t buffer, const DLTensor** tensor);
 /// *read_only = 1 when the buffer came from a versioned tensor flagged read-only, else 0.
 COHORT_API cohort_status_t cohort_buffer_is_read_only(cohort_buffer_t buffer, int* read_only);

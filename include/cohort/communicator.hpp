@@ -64,6 +64,7 @@ namespace cohort {
 /// Per-op knobs; the defaults come from the communicator.
 struct CollectiveOptions {
   /// Deadline for the whole op. Default: the communicator's (COHORT_TIMEOUT seconds, 600).
+  /// Positive and at most kMaxTimeout (one year), or the op is refused (InvalidArgument).
   std::optional<std::chrono::milliseconds> timeout;
   /// Force an algorithm; if it declines (unsupported arguments) selection falls through. The
   /// same on every rank, as every argument of a collective.
@@ -74,7 +75,8 @@ struct CollectiveOptions {
 };
 
 struct CommunicatorOptions {
-  /// Default op timeout. Unset: COHORT_TIMEOUT (seconds) or 600 s.
+  /// Default op timeout. Unset: COHORT_TIMEOUT (seconds) or 600 s. Positive and at most
+  /// kMaxTimeout (one year).
   std::optional<std::chrono::milliseconds> timeout;
 };
 

@@ -11,6 +11,10 @@
 
 namespace cohort {
 
+/// The longest timeout an op, a communicator's default or Work::wait accepts: one year, as for
+/// COHORT_TIMEOUT. A deadline is a clock reading plus the timeout, which must stay in range.
+inline constexpr std::chrono::milliseconds kMaxTimeout{std::chrono::hours(24 * 365)};
+
 namespace detail {
 struct WorkState;
 }
@@ -24,7 +28,8 @@ class Work {
   bool test() const;
   /// Blocks until the operation finished, rethrowing its error. With a timeout, throws
   /// Error(Timeout) if it has not finished by then (the operation itself keeps its own deadline
-  /// and is not cancelled). Waiting again after success returns at once.
+  /// and is not cancelled). Waiting again after success returns at once. A negative timeout or
+  /// one above kMaxTimeout is InvalidArgument (nullopt waits without one).
   void wait(std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
   /// The op's error once it finished with one; nullopt while it runs or after success. Never
   /// blocks and never throws the error (an exception that is not a cohort::Error is reported

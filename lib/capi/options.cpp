@@ -6,6 +6,7 @@
 
 #include <cohort/algorithm.hpp>
 #include <cohort/dtype.hpp>
+#include <cohort/work.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -69,6 +70,11 @@ std::optional<std::chrono::milliseconds> timeout_of(std::int64_t timeout_ms, con
   if (timeout_ms < 0) {
     invalid_argument(function, std::string(field) + " is " + std::to_string(timeout_ms) +
                                    " ms; pass 0 for the default or a positive deadline");
+  }
+  if (timeout_ms > kMaxTimeout.count()) {
+    invalid_argument(function, std::string(field) + " is " + std::to_string(timeout_ms) +
+                                   " ms, more than one year (" +
+                                   std::to_string(kMaxTimeout.count()) + " ms)");
   }
   if (timeout_ms == 0) return std::nullopt;
   return std::chrono::milliseconds(timeout_ms);

@@ -8,6 +8,7 @@
 
 #include "capi/tensors.hpp"
 
+#include "capi/read_only_descriptors.hpp"
 #include "capi/status.hpp"
 
 #include <cohort/dlpack_versioned.h>
@@ -38,7 +39,9 @@ Buffer borrow(const DLTensor* tensor, const char* function, const char* role) {
   copy->deleter = delete_descriptor_copy;
   try {
     // from_dlpack owns the copy from here on, on success and failure alike.
-    return from_dlpack(copy.release());
+    Buffer borrowed = from_dlpack(copy.release());
+    if (is_read_only_descriptor(tensor)) return borrowed.as_read_only();
+    return borrowed;
   } catch (const Error& e) {
     throw Error(e.code(), where(function, role) + " tensor: " + e.message());
   }

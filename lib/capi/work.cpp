@@ -16,9 +16,11 @@ cohort_status_t cohort_work_wait(cohort_work_t work, int64_t timeout_ms) {
   constexpr const char* fn = "cohort_work_wait";
   return guarded(fn, [&] {
     const cohort::Work& w = work_of(work, fn);
-    if (timeout_ms < -1) {
+    if (timeout_ms < -1 || timeout_ms > cohort::kMaxTimeout.count()) {
       cohort::capi::invalid_argument(fn, "timeout_ms is " + std::to_string(timeout_ms) +
-                                             "; pass -1 to wait without limit or >= 0 ms");
+                                             "; pass -1 to wait without limit or 0 to " +
+                                             std::to_string(cohort::kMaxTimeout.count()) +
+                                             " ms (one year)");
     }
     std::optional<std::chrono::milliseconds> timeout;
     if (timeout_ms >= 0) timeout = std::chrono::milliseconds(timeout_ms);

@@ -103,6 +103,8 @@ BroadcastArgs broadcast_args(const Group& g, const Buffer& in, const Buffer& out
     check_input(kOp, "input", in);
     check_same_dtype(kOp, in, out);
     check_count(kOp, "output", out, in.count(), "the root's input count");
+    if (in.data() != out.data() && overlaps(in.data(), in.nbytes(), out.data(), out.nbytes()))
+      partial_overlap(kOp, "for in-place pass the same buffer as input and output");
     source = in.data();
   }
   return {source, out.data(), out.count(), out.dtype(), root};
@@ -251,6 +253,15 @@ AlltoallArgs alltoall_args(const Group& g, const Buffer& in, const Buffer& out,
                                   args.recv_displs, "recv_counts");
     check_count(op, "input", in, args.send_total, "the sum of send_counts");
     check_count(op, "output", out, args.recv_total, "the sum of recv_counts");
+    // This rank's block to itself is sent and received at once: one size, or some algorithms
+    // would copy part of it and others stop on it.
+    const auto me = static_cast<std::size_t>(g.rank);
+    if ((*send_counts)[me] != (*recv_counts)[me]) [[unlikely]] {
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("alltoallv: send_counts[{0}] is {1} but recv_counts[{0}] is {2}; "
+                              "rank {0}'s block to itself must have one size",
+                              g.rank, (*send_counts)[me], (*recv_counts)[me]));
+    }
   } else {
     check_count(op, "output", out, in.count(), "the input's count");
     const auto ranks = static_cast<std::size_t>(g.size);

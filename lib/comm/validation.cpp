@@ -49,7 +49,10 @@ void refuse_root(std::string_view op, int root, int size) {
 }
 
 void refuse_timeout(std::string_view op, std::chrono::milliseconds timeout) {
-  fail(fmt::format("{}: timeout {} ms must be positive", op, timeout.count()));
+  if (timeout.count() <= 0)
+    fail(fmt::format("{}: timeout {} ms must be positive", op, timeout.count()));
+  fail(fmt::format("{}: timeout {} ms is more than one year ({} ms), the longest accepted", op,
+                   timeout.count(), kMaxTimeout.count()));
 }
 
 void check_reduce_op(std::string_view op, ReduceOp reduce_op, DType dtype) {

@@ -6,6 +6,7 @@
 
 #include <cohort/buffer.hpp>
 #include <cohort/dtype.hpp>
+#include <cohort/work.hpp>
 
 #include "core/rank_sizes.hpp"
 
@@ -73,7 +74,7 @@ inline void check_tag(std::string_view op, int tag) {
     refuse_tag(op, tag);
 }
 inline void check_timeout(std::string_view op, std::optional<std::chrono::milliseconds> timeout) {
-  if (timeout && timeout->count() <= 0) [[unlikely]]
+  if (timeout && (timeout->count() <= 0 || *timeout > kMaxTimeout)) [[unlikely]]
     refuse_timeout(op, *timeout);
 }
 

@@ -135,9 +135,11 @@ std::optional<Error> Work::error() const {
 
 void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
   if (!state_) throw Error(ErrorCode::InvalidUsage, "Work::wait on an empty Work");
-  if (timeout && timeout->count() < 0) {
+  if (timeout && (timeout->count() < 0 || *timeout > kMaxTimeout)) {
     throw Error(ErrorCode::InvalidArgument,
-                "Work::wait: timeout " + std::to_string(timeout->count()) + " ms is negative");
+                "Work::wait: timeout " + std::to_string(timeout->count()) +
+                    " ms is not between 0 and one year (" + std::to_string(kMaxTimeout.count()) +
+                    " ms); wait without a timeout instead");
   }
   if (state_->device) {
     const auto start = std::chrono::steady_clock::now();

@@ -3,6 +3,7 @@
 #include "core/tunables.hpp"
 
 #include <cohort/error.hpp>
+#include <cohort/work.hpp>
 
 #include <algorithm>
 #include <array>
@@ -28,7 +29,7 @@ void parse_timeout(const std::string& text, Tunables& into) {
   char* end = nullptr;
   const double seconds = std::strtod(text.c_str(), &end);
   // Bounded above so the conversion to milliseconds (and deadline arithmetic) cannot overflow.
-  constexpr double kMaxSeconds = 365.0 * 24 * 3600;
+  constexpr double kMaxSeconds = static_cast<double>(kMaxTimeout.count()) / 1000.0;
   if (end == text.c_str() || *end != '\0' || !std::isfinite(seconds) || seconds <= 0 ||
       seconds > kMaxSeconds)
     malformed("COHORT_TIMEOUT", text, "is not a positive number of seconds (at most one year)");

@@ -28,6 +28,14 @@ inline void require_host(std::string_view op, std::string_view what, const Buffe
                           op, what, buffer.device().to_string(), op));
 }
 
+/// A host-accessible, contiguous `buffer` seen as plain host memory, flattened: what a helper
+/// without a device path hands the communicator. The core runs an op on managed memory on its
+/// device, which the other ranks, whose copies of the helper hold host memory, would not match.
+/// Only for blocking calls (the view does not keep the memory alive).
+inline Buffer host_flat(const Buffer& buffer) {
+  return Buffer::view(buffer.data(), buffer.count(), buffer.dtype(), Device::cpu());
+}
+
 /// Unsupported unless the training layer's kernels can process `buffer`: host memory always,
 /// device memory where a device runtime exists (cohort built with CUDA, or a runtime installed)
 /// and sees the buffer's device.

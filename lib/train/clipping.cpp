@@ -30,6 +30,7 @@
 #include "train/buffer_checks.hpp"
 #include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
+#include "train/timeout_option.hpp"
 
 namespace cohort::train {
 namespace {
@@ -113,6 +114,7 @@ double clip_grad_norm(std::span<const Buffer> grads, double max_norm, const Clip
       throw Error(ErrorCode::InvalidArgument,
                   fmt::format("clip_grad_norm: max_norm {} must be >= 0", max_norm));
     }
+    check_timeout_option("clip_grad_norm", options.timeout);
     for (std::size_t i = 0; i < grads.size(); ++i) {
       check_gradient("clip_grad_norm", i, grads[i]);
       require_device_norm(p, i, grads[i]);
@@ -143,7 +145,7 @@ double clip_grad_norm(std::span<const Buffer> grads, double max_norm, const Clip
     global.data_as<double>()[0] = accumulated;
     global.data_as<double>()[1] = local_error ? 1.0 : 0.0;
     CollectiveOptions collective;
-    collective.timeout = options.timeout;
+    collective.timeout = usable_timeout(options.timeout);  // a rejected one still joins
     options.shard_group->allreduce(global, infinity_norm ? ReduceOp::Max : ReduceOp::Sum,
                                    collective);
     if (local_error) std::rethrow_exception(local_error);

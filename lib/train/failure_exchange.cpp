@@ -10,6 +10,8 @@
 
 #include "train/failure_exchange.hpp"
 
+#include "train/timeout_option.hpp"
+
 #include <cohort/buffer.hpp>
 #include <cohort/error.hpp>
 
@@ -21,10 +23,7 @@ namespace cohort::train {
 
 CollectiveOptions collective_options(std::string_view op,
                                      std::optional<std::chrono::milliseconds> timeout) {
-  if (timeout && timeout->count() < 0) {
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: timeout must not be negative, got {} ms", op, timeout->count()));
-  }
+  check_timeout_option(op, timeout);
   CollectiveOptions options;
   options.timeout = timeout;
   return options;

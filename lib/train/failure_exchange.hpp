@@ -27,7 +27,7 @@ struct RankFailure {
 };
 
 /// The options for a helper's collectives: `timeout` (unset: the communicator's default). Throws
-/// InvalidArgument naming `op` and the value when the timeout is negative.
+/// InvalidArgument naming `op` and the value when check_timeout_option refuses the timeout.
 CollectiveOptions collective_options(std::string_view op,
                                      std::optional<std::chrono::milliseconds> timeout);
 

@@ -30,6 +30,7 @@
 #include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
 #include "train/scalar_agreement.hpp"
+#include "train/timeout_option.hpp"
 
 namespace cohort::train {
 namespace {
@@ -86,9 +87,7 @@ Fp8Scaling::Fp8Scaling(std::shared_ptr<Communicator> comm, const Fp8ScalingOptio
                     options_.margin, fp8_max(), options_.margin));
   if (options_.history_length == 0)
     invalid_argument("Fp8Scaling: history_length must be >= 1, got 0");
-  if (options_.timeout && options_.timeout->count() < 0)
-    invalid_argument(fmt::format("Fp8Scaling: timeout must not be negative, got {} ms",
-                                 options_.timeout->count()));
+  check_timeout_option("Fp8Scaling", options_.timeout);
 }
 
 float Fp8Scaling::fp8_max() const noexcept {
@@ -98,10 +97,42 @@ float Fp8Scaling::fp8_max() const noexcept {
 float Fp8Scaling::update(float local_amax) {
   // NaN passes (it is a legitimate "this tensor overflowed" amax); a negative value cannot be a
   // max |x| and would otherwise be silently outvoted by the other ranks.
-  if (local_amax < 0.0f)
-    invalid_argument(
-        fmt::format("Fp8Scaling::update: local_amax must be >= 0 (a max |x|), got {}", local_amax));
-  const float agreed = agree_max(*comm_, local_amax, options_.timeout);
+  std::exception_ptr local_error;
+  if (local_amax < 0.0f) {
+    try {
+      invalid_argument(fmt::format(
+          "Fp8Scaling::update: local_amax must be >= 0 (a max |x|), got {}", local_amax));
+    } catch (const Error&) {
+      local_error = std::current_exception();
+    }
+  }
+  return agree_and_update(local_amax, local_error);
+}
+
+float Fp8Scaling::update(const Buffer& tensor) {
+  float local_amax = 0.0f;
+  std::exception_ptr local_error;
+  try {
+    local_amax = amax(tensor);
+  } catch (const Error&) {
+    local_error = std::current_exception();
+  }
+  return agree_and_update(local_amax, local_error);
+}
+
+float Fp8Scaling::agree_and_update(float local_amax, std::exception_ptr local_error) {
+  // The verdict rides with the amax, as a second word of the same allreduce(Max): 1 + rank on a
+  // rank that refused its argument, 0 elsewhere. So a refusal on one rank makes every rank
+  // throw instead of leaving the others waiting in the agreement.
+  float words[2] = {local_error ? 0.0f : local_amax,
+                    local_error ? 1.0f + static_cast<float>(comm_->rank()) : 0.0f};
+  agree_max(*comm_, words, options_.timeout);
+  if (local_error) std::rethrow_exception(local_error);
+  if (words[1] > 0.0f)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("Fp8Scaling::update: rank {} refused its amax (its error says why)",
+                            static_cast<int>(words[1]) - 1));
+  const float agreed = words[0];
 
   history_.push_back(agreed);
   if (history_.size() > options_.history_length) history_.pop_front();
@@ -113,10 +144,6 @@ float Fp8Scaling::update(float local_amax) {
     scale_ = std::isinf(scale) ? std::numeric_limits<float>::max() : scale;
   }
   return scale_;
-}
-
-float Fp8Scaling::update(const Buffer& tensor) {
-  return update(amax(tensor));
 }
 
 }  // namespace cohort::train

@@ -36,6 +36,7 @@
 #include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
 #include "train/scalar_agreement.hpp"
+#include "train/timeout_option.hpp"
 
 namespace cohort::train {
 namespace {
@@ -86,9 +87,7 @@ void validate(const GradScalerOptions& o) {
   if (o.gradient_dtype && !dtype_is_floating(*o.gradient_dtype))
     invalid_argument(fmt::format("{}: gradient_dtype must be floating, got {}", kWhere,
                                  dtype_name(*o.gradient_dtype)));
-  if (o.timeout && o.timeout->count() < 0)
-    invalid_argument(
-        fmt::format("{}: timeout must not be negative, got {} ms", kWhere, o.timeout->count()));
+  check_timeout_option(kWhere, o.timeout);
 }
 
 // The device gradients of `grads`, multiplied in place by inv_scale with the same fused check

@@ -50,6 +50,7 @@
 #include "train/device_placement.hpp"
 #include "train/kernels/float_kernels.hpp"
 #include "train/mappable_host_memory.hpp"
+#include "train/timeout_option.hpp"
 
 namespace cohort::train {
 
@@ -211,6 +212,7 @@ void GradientSynchronizer::check_arguments() const {
                 fmt::format("{}: communication dtype {} is not supported; use half or bfloat16",
                             kGradientSynchronizer, dtype_name(*options_.communication_dtype)));
   }
+  check_timeout_option(kGradientSynchronizer, options_.timeout);
   for (std::size_t i = 0; i < grads_.size(); ++i)
     check_gradient(kGradientSynchronizer, i, grads_[i]);
   // A bucket's gradients share one staging buffer and one allreduce, so one place for all.
@@ -239,7 +241,9 @@ Buffer GradientSynchronizer::contiguous_span(const std::vector<std::size_t>& slo
 
 void GradientSynchronizer::check_same_registration(bool arguments_rejected) {
   // Every rank must register the same gradients (counts and dtypes, in order) and options that
-  // shape the buckets, or their allreduces would pair different data.
+  // shape the buckets or say on which micro-steps they are reduced, or their allreduces would
+  // pair different data (accumulation windows of different lengths pair one rank's second
+  // micro-step with another's fourth, alike in size and op, so nothing else would notice).
   Digest digest;
   digest.mix(grads_.size());
   for (const Buffer& grad : grads_)
@@ -248,11 +252,17 @@ void GradientSynchronizer::check_same_registration(bool arguments_rejected) {
   digest.mix(options_.communication_dtype
                  ? 1 + static_cast<std::uint64_t>(*options_.communication_dtype)
                  : 0);
+  digest.mix(static_cast<std::uint64_t>(options_.accumulation_steps))
+      .mix(static_cast<unsigned>(options_.sync_each_batch))
+      .mix(static_cast<unsigned>(options_.exact_final_window))
+      .mix(static_cast<unsigned>(options_.allow_unready));
   const ArgumentAgreement agreement =
-      agree_arguments(*comm_, digest, arguments_rejected, options_.timeout);
+      agree_arguments(*comm_, digest, arguments_rejected, usable_timeout(options_.timeout));
   if (arguments_rejected) return;  // this rank throws its own error
   throw_if_disagreed(agreement, kGradientSynchronizer,
-                     "registered gradients (counts, dtypes, order) or bucket options");
+                     "registered gradients (counts, dtypes, order) or options (bucket caps, "
+                     "communication dtype, accumulation_steps, sync_each_batch, "
+                     "exact_final_window, allow_unready)");
 }
 
 GradientSynchronizer::~GradientSynchronizer() {

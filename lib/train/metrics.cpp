@@ -90,7 +90,7 @@ Buffer gather_exchanged(Communicator& comm, std::string_view op, const Buffer& i
   for (std::size_t r = 0; r < inputs.size(); ++r) {
     counts[r] = static_cast<std::size_t>(as_rows(inputs[r].shape)[0]) * inner;
   }
-  comm.allgatherv(in.flat(), out.flat(), counts);
+  comm.allgatherv(host_flat(in), out.flat(), counts);
   return out;
 }
 
@@ -114,7 +114,7 @@ Buffer reduce(Communicator& comm, const Buffer& in, ReduceOp op) {
     std::memcpy(out.data(), in.data(), in.nbytes());
     return out;
   }
-  comm.allreduce(in.flat(), out.flat(), op);
+  comm.allreduce(host_flat(in), out.flat(), op);
   return out;
 }
 
@@ -142,7 +142,7 @@ Buffer all_gather_stacked(Communicator& comm, const Buffer& in) {
     std::memcpy(out.data(), in.data(), in.nbytes());
     return out;
   }
-  comm.allgather(in.flat(), out.flat());
+  comm.allgather(host_flat(in), out.flat());
   return out;
 }
 

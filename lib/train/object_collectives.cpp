@@ -343,7 +343,9 @@ Buffer broadcast_buffer(Communicator& comm, const Buffer& in, int root,
   if (!is_root) {
     wire = Buffer::view(out.data(), out.nbytes(), DType::UInt8, out.device());
   } else if (!in.read_only()) {
-    wire = Buffer::view(in.data(), in.nbytes(), DType::UInt8, in.device());
+    // Managed memory goes as host memory, which is what the other ranks receive into.
+    const Device device = in.device().host_accessible() ? Device::cpu() : in.device();
+    wire = Buffer::view(in.data(), in.nbytes(), DType::UInt8, device);
   } else {
     wire = Buffer::allocate(in.nbytes(), DType::UInt8);
     std::memcpy(wire.data(), in.data(), in.nbytes());

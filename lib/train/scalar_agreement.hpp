@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <optional>
+#include <span>
 
 namespace cohort::train {
 
@@ -23,6 +24,16 @@ inline float agree_max(Communicator& comm, float local,
   options.timeout = timeout;
   comm.allreduce(Buffer::view(&local, 1, DType::Float32), ReduceOp::Max, options);
   return local;
+}
+
+/// Element-wise max over the ranks of `comm` of `words`, in place: a value and flags that ride
+/// with it in the same allreduce. Collective unless comm.size() == 1.
+inline void agree_max(Communicator& comm, std::span<float> words,
+                      std::optional<std::chrono::milliseconds> timeout) {
+  if (comm.size() == 1) return;
+  CollectiveOptions options;
+  options.timeout = timeout;
+  comm.allreduce(Buffer::view(words.data(), words.size(), DType::Float32), ReduceOp::Max, options);
 }
 
 }  // namespace cohort::train

@@ -40,8 +40,8 @@ std::optional<std::chrono::milliseconds> parse_timeout(py::handle seconds, std::
   if (!std::isfinite(value) || value < 0)
     invalid(what, "timeout " + shown(seconds) + " s must be finite and >= 0");
   const double ms = std::ceil(value * 1000.0);
-  if (ms > static_cast<double>(std::numeric_limits<std::int64_t>::max() / 2))
-    invalid(what, "timeout " + shown(seconds) + " s is too large");
+  if (ms > static_cast<double>(kMaxTimeout.count()))
+    invalid(what, "timeout " + shown(seconds) + " s is more than one year, the longest accepted");
   return std::chrono::milliseconds(static_cast<std::int64_t>(ms));
 }
 

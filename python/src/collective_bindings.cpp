@@ -140,9 +140,12 @@ py::object broadcast(CommunicatorHandle& self, py::object tensor, int root, py::
   const char* const what = name(Async, "broadcast", "broadcast_async");
   const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
   if (tensor.is_none() && out.is_none()) invalid(what, "needs a tensor (in place) or out");
+  Communicator& comm = *self.comm;
+  // Other roots are refused by the communicator, naming the communicator's size.
+  if (tensor.is_none() && root == comm.rank())
+    invalid(what, "tensor is required on the root (rank " + std::to_string(root) + ")");
   const Buffer in = optional_tensor_arg(tensor, what, "tensor", options.stream);
   const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out", options.stream);
-  Communicator& comm = *self.comm;
   return run<Async>(
       out.is_none() ? tensor : out, {tensor, out},
       [&] { comm.broadcast(in, output, root, options); },

@@ -207,15 +207,17 @@ Buffer import_tensor(py::handle object, std::string_view what, std::optional<Str
                     " is not a tensor: it has no __dlpack__ method and no buffer protocol");
 }
 
-std::vector<Buffer> import_tensors(py::handle sequence, std::string_view what) {
+std::vector<Buffer> import_tensors(py::handle sequence, std::string_view what, NoneItems none) {
   // A tensor is iterable too (over its rows), which is never what the caller meant.
   if (py::isinstance<Buffer>(sequence) || py::hasattr(sequence, "__dlpack__") ||
       !py::isinstance<py::iterable>(sequence))
     invalid(what, "expected a sequence of tensors, not a " + type_name(sequence));
   std::vector<Buffer> buffers;
+  std::size_t index = 0;  // the item's place in the sequence, for errors
   for (py::handle item : sequence) {
-    buffers.push_back(
-        import_tensor(item, std::string(what) + "[" + std::to_string(buffers.size()) + "]"));
+    if (!(item.is_none() && none == NoneItems::Skip))
+      buffers.push_back(import_tensor(item, std::string(what) + "[" + std::to_string(index) + "]"));
+    ++index;
   }
   return buffers;
 }

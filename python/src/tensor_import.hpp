@@ -38,8 +38,17 @@ namespace py = pybind11;
 Buffer import_tensor(py::handle object, std::string_view what,
                      std::optional<Stream> stream = std::nullopt);
 
+/// What import_tensors does with an item that is None.
+enum class NoneItems {
+  Refuse,  ///< an error naming the item
+  /// Leaves it out, as torch's gradient utilities leave out parameters without a gradient
+  /// (p.grad is None: a parameter unused this step), which one rank may have and another not.
+  Skip,
+};
+
 /// import_tensor() of every item of a sequence (a list of gradients), naming the item
 /// ("GradScaler.unscale: grads[3]") in errors.
-std::vector<Buffer> import_tensors(py::handle sequence, std::string_view what);
+std::vector<Buffer> import_tensors(py::handle sequence, std::string_view what,
+                                   NoneItems none = NoneItems::Refuse);
 
 }  // namespace cohort::python

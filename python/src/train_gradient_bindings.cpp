@@ -138,7 +138,7 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
         options.error_if_nonfinite = error_if_nonfinite;
         if (shard_group != nullptr) options.shard_group = shard_group->comm;
         options.timeout = parse_timeout(timeout, "clip_grad_norm");
-        const auto buffers = import_tensors(grads, "clip_grad_norm: grads");
+        const auto buffers = import_tensors(grads, "clip_grad_norm: grads", NoneItems::Skip);
         py::gil_scoped_release release;
         return train::clip_grad_norm(buffers, max_norm, options);
       },
@@ -146,16 +146,18 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
       "shard_group"_a = py::none(), "timeout"_a = py::none(),
       "torch.nn.utils.clip_grad_norm_: scales the gradients in place so their total norm is at "
       "most max_norm; returns the total norm before clipping. norm_type may be float('inf'). "
-      "Collective over shard_group when the gradients are shards of one model.");
+      "Collective over shard_group when the gradients are shards of one model. None entries "
+      "(parameters without a gradient this step) are skipped, as torch does.");
 
   train.def(
       "clip_grad_value",
       [](py::handle grads, double value) {
-        const auto buffers = import_tensors(grads, "clip_grad_value: grads");
+        const auto buffers = import_tensors(grads, "clip_grad_value: grads", NoneItems::Skip);
         py::gil_scoped_release release;
         train::clip_grad_value(buffers, value);
       },
-      "grads"_a, "value"_a, "torch.nn.utils.clip_grad_value_: clamps to [-value, value].");
+      "grads"_a, "value"_a,
+      "torch.nn.utils.clip_grad_value_: clamps to [-value, value]. None entries are skipped.");
 }
 
 }  // namespace cohort::python

@@ -72,16 +72,18 @@ unscale/step are collective (the GIL is released); one thread at a time.)doc")
       .def(
           "unscale",
           [](GradScaler& scaler, py::handle grads, int group) {
-            const auto buffers = import_tensors(grads, "GradScaler.unscale: grads");
+            const auto buffers =
+                import_tensors(grads, "GradScaler.unscale: grads", NoneItems::Skip);
             py::gil_scoped_release release;
             scaler.unscale(buffers, group);
           },
           "grads"_a, "group"_a = 0,
-          "Divides every gradient by the scale in place and agrees found-inf with every rank.")
+          "Divides every gradient by the scale in place and agrees found-inf with every rank. "
+          "None entries (parameters without a gradient this step) are skipped, as torch does.")
       .def(
           "step",
           [](GradScaler& scaler, py::handle grads, int group) {
-            const auto buffers = import_tensors(grads, "GradScaler.step: grads");
+            const auto buffers = import_tensors(grads, "GradScaler.step: grads", NoneItems::Skip);
             py::gil_scoped_release release;
             return scaler.step(buffers, group);
           },

@@ -181,6 +181,31 @@ static void check_import_errors(void) {
   OK(cohort_buffer_destroy(NULL));
 }
 
+/* A read-only buffer's descriptor is read-only to the collectives too: refused as an output
+ * (nothing written), accepted as an input; once destroyed, its memory is the caller's again. */
+static void check_read_only_in_collective(cohort_comm_t world) {
+  Producer p;
+  produce(&p);
+  p.versioned.flags = DLPACK_FLAG_BITMASK_READ_ONLY;
+  cohort_buffer_t buffer = NULL;
+  OK(cohort_buffer_from_dlpack_versioned(&p.versioned, &buffer));
+  const DLTensor* t = NULL;
+  OK(cohort_buffer_tensor(buffer, &t));
+  EXPECT_STATUS(cohort_allreduce(world, NULL, t, COHORT_SUM, NULL), COHORT_ERROR_INVALID_ARGUMENT);
+  CHECK(strstr(cohort_last_error_message(), "read-only") != NULL, "message: %s",
+        cohort_last_error_message());
+  float out[6] = {0};
+  int64_t shape[1] = {6};
+  DLTensor writable = *t;
+  writable.data = out;
+  writable.ndim = 1;
+  writable.shape = shape;
+  writable.strides = NULL;
+  OK(cohort_allreduce(world, t, &writable, COHORT_SUM, NULL)); /* read from it: fine */
+  for (int i = 0; i < 6; ++i) CHECK(out[i] == p.data[i], "out[%d] = %g", i, (double)out[i]);
+  OK(cohort_buffer_destroy(buffer));
+}
+
 /* An imported buffer goes through a collective in place (a world of one: no launcher here). */
 static void check_buffer_in_collective(cohort_comm_t world) {
   Producer p;
@@ -338,6 +363,7 @@ int main(void) {
   OK(cohort_comm_size(world, &size));
   CHECK(size == 1, "expected a world of one without a launcher, got %d ranks", size);
   check_buffer_in_collective(world);
+  check_read_only_in_collective(world);
   check_option_sizes(world);
   OK(cohort_comm_destroy(world));
   puts("capi_buffers_test: ok");

@@ -50,6 +50,9 @@ void check_errors(cohort_comm_t comm) {
   cohort_collective_options_t options = COHORT_COLLECTIVE_OPTIONS_INIT;
   options.timeout_ms = -5;
   FAILS(cohort_barrier(comm, &options), COHORT_ERROR_INVALID_ARGUMENT, "timeout_ms is -5");
+  options.timeout_ms = INT64_MAX; /* a deadline that would overflow the clock */
+  FAILS(cohort_barrier(comm, &options), COHORT_ERROR_INVALID_ARGUMENT, "more than one year");
+  options.timeout_ms = 0;
   options.struct_size = 0;
   FAILS(cohort_barrier(comm, &options), COHORT_ERROR_INVALID_ARGUMENT, "struct_size is 0");
   const DLTensor* two_lanes = vec(&vb, b, 2, I32);
@@ -64,6 +67,7 @@ void check_errors(cohort_comm_t comm) {
         COHORT_ERROR_INVALID_ARGUMENT, "not defined for dtype bool");
   OK(cohort_barrier_async(comm, NULL, &work));
   FAILS(cohort_work_wait(work, -7), COHORT_ERROR_INVALID_ARGUMENT, "timeout_ms is -7");
+  FAILS(cohort_work_wait(work, INT64_MAX), COHORT_ERROR_INVALID_ARGUMENT, "one year");
   OK(cohort_work_wait(work, -1));
   OK(cohort_work_destroy(work));
 

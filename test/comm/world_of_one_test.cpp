@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -115,6 +116,21 @@ TEST_CASE("init() without a launcher gives a world of one whose collectives copy
                      Buffer::view(out.data() + 10, 50, DType::Float32), ReduceOp::Sum);
       },
       "overlap");
+  // A broadcast root's input partly overlapping its output (the same buffer is in place).
+  invalid(
+      [&] {
+        c->broadcast(Buffer::view(out.data(), 50, DType::Float32),
+                     Buffer::view(out.data() + 1, 50, DType::Float32), 0);
+      },
+      "broadcast: input and output overlap");
+  // Deadlines beyond a year would overflow the clock arithmetic: refused, op and wait alike.
+  CollectiveOptions forever;
+  forever.timeout = std::chrono::milliseconds(std::numeric_limits<std::int64_t>::max());
+  invalid([&] { c->allreduce(bout, ReduceOp::Sum, forever); }, "more than one year");
+  forever.timeout = kMaxTimeout;
+  c->allreduce(bout, ReduceOp::Sum, forever);  // a year itself is accepted
+  invalid([&] { c->barrier_async().wait(kMaxTimeout + std::chrono::milliseconds(1)); },
+          "not between 0 and one year");
   // A poisoned-free communicator still works after all that.
   c->allreduce(bout, ReduceOp::Sum);
   CHECK(out == in);

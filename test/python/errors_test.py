@@ -58,6 +58,21 @@ def argument_errors(comm):
            "no __dlpack__")
     raises(cohort.InvalidArgumentError, lambda: cohort.train.clip_grad_norm(x, 1.0),
            "expected a sequence of tensors")
+    # The root of a broadcast must pass its tensor (elsewhere None is fine: out receives).
+    raises(cohort.InvalidArgumentError, lambda: comm.broadcast(None, out=x, root=comm.rank),
+           "tensor is required on the root", f"rank {comm.rank}")
+    # A timeout beyond a year would overflow the deadline: refused, in seconds.
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce(x, timeout=10**10),
+           "more than one year")
+    # alltoallv: this rank's block to itself has one size (the sums alone agree here).
+    me, other = comm.rank, (comm.rank + 1) % n
+    sends = [0] * n
+    sends[me] = 4
+    receives = [0] * n
+    receives[me], receives[other] = 3, 1
+    raises(cohort.InvalidArgumentError,
+           lambda: comm.alltoallv(x, sends, receives, out=cohort.Buffer.allocate(4, "float32")),
+           f"send_counts[{me}] is 4 but recv_counts[{me}] is 3")
     # A legacy capsule cannot say "read-only", so a read-only Buffer refuses to make one.
     raises(BufferError, lambda: x.as_read_only().__dlpack__(), "read-only")
 

@@ -35,6 +35,16 @@ def grad_scaler(comm):
     scaler.update()
     check(scaler.scale == 1024.0, f"grew back to {scaler.scale}")
 
+    # A parameter unused this step on rank 0 only (its p.grad is None): skipped there, as torch's
+    # unscale_ skips it; every rank still agrees, and the others' lists are whole.
+    grads = [torch.tensor([2048.0]), None if r == 0 else torch.tensor([1024.0])]
+    check(scaler.step(grads), "a clean step with a None gradient on rank 0")
+    equal(grads[0], [2.0], "unscaled next to a None gradient")
+    if r != 0:
+        equal(grads[1], [1.0], "unscaled where the gradient exists")
+    scaler.update()
+    check(scaler.scale == 2048.0, f"grew again to {scaler.scale}")
+
     state = scaler.state()
     other = train.GradScaler(comm, init_scale=8.0)
     other.load_state(state)
@@ -67,6 +77,14 @@ def clipping(comm):
     g = [torch.tensor([-3.0, 0.5, 7.0])]
     train.clip_grad_value(g, 1.0)
     equal(g[0], [-1.0, 0.5, 1.0], "clip_grad_value")
+
+    # None gradients (unused parameters, on one rank only) are left out, as torch leaves them.
+    with_none = [torch.tensor([3.0]), None] if r == 0 else [torch.tensor([3.0])]
+    total = train.clip_grad_norm(with_none + [torch.tensor([4.0])], 1e9, shard_group=comm)
+    check(abs(total - 5.0 * math.sqrt(n)) < 1e-5, f"norm beside a None gradient: {total}")
+    g = [None, torch.tensor([-3.0])]
+    train.clip_grad_value(g, 1.0)
+    equal(g[1], [-1.0], "clip_grad_value beside a None gradient")
 
 
 def randomness(comm):

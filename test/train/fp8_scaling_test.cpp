@@ -160,6 +160,39 @@ TEST_CASE("amax() of host buffers", "[train][fp8][multiproc]") {
   }));
 }
 
+TEST_CASE("an amax refused on one rank is an error on every rank, and none waits",
+          "[train][fp8][multiproc]") {
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto comm = test_world(env);
+    const int last = comm->size() - 1;
+    const bool refuses = comm->rank() == last;
+    Fp8Scaling fp8(comm);
+    // The last rank's amax is negative: it names its value, the others name it.
+    if (refuses) {
+      expect_error([&] { fp8.update(-2.0f); }, ErrorCode::InvalidArgument, {"local_amax", "-2"},
+                   "its own negative amax");
+    } else {
+      expect_error([&] { fp8.update(5.0f); }, ErrorCode::InvalidArgument,
+                   {"rank " + std::to_string(last), "refused"}, "a peer's negative amax");
+    }
+    // The same from a tensor amax() refuses (an integer one) on the last rank only.
+    const Buffer integer = owned<std::int32_t>({3}, DType::Int32);
+    const Buffer floating = owned<float>({5.0f}, DType::Float32);
+    if (refuses) {
+      expect_error([&] { fp8.update(integer); }, ErrorCode::InvalidArgument, {"int32"},
+                   "its own integer tensor");
+    } else {
+      expect_error([&] { fp8.update(floating); }, ErrorCode::InvalidArgument,
+                   {"rank " + std::to_string(last), "refused"}, "a peer's integer tensor");
+    }
+    RANK_CHECK(fp8.amax_history().empty() && fp8.scale() == 1.0f, "refused updates recorded");
+    // Still in step: an agreed update, 448 / 7 = 64.
+    expect_scale(fp8.update(refuses ? 7.0f : 1.0f), 64.0f, "after the refusals");
+  }));
+}
+
 TEST_CASE("bad Fp8Scaling options and amax values are InvalidArgument", "[train][fp8][multiproc]") {
   REQUIRE_NOTHROW(run_ranks(1, [](const Environment& env) {
     auto comm = test_world(env);
@@ -179,6 +212,9 @@ TEST_CASE("bad Fp8Scaling options and amax values are InvalidArgument", "[train]
     Fp8ScalingOptions negative_timeout;
     negative_timeout.timeout = std::chrono::milliseconds(-5);
     refused(negative_timeout, {"timeout", "-5"}, "negative timeout");
+    Fp8ScalingOptions zero_timeout;
+    zero_timeout.timeout = std::chrono::milliseconds(0);
+    refused(zero_timeout, {"timeout must be positive", "got 0 ms"}, "zero timeout");
     expect_error([] { Fp8Scaling s(nullptr); }, A, {"communicator"}, "null communicator");
 
     Fp8Scaling fp8(comm);

@@ -543,6 +543,16 @@ TEST_CASE("a rank that registers other gradients or rejects its own is named on 
                    ErrorCode::InvalidArgument, {"ranks " + std::to_string(last), "registered"},
                    "differing registration");
     }
+    // Rank `last` accumulates over 4 micro-steps where the others take 2: alike in every size
+    // and op, its fourth micro-step's allreduce would pair with the others' second.
+    {
+      std::vector<Buffer> grads{f32_filled(5, 0)};
+      GradientSyncOptions options = with_timeout();
+      options.accumulation_steps = r == last ? 4 : 2;
+      expect_error([&] { GradientSynchronizer sync(comm, grads, options); },
+                   ErrorCode::InvalidArgument, {"ranks " + std::to_string(last), "accumulation"},
+                   "differing accumulation_steps");
+    }
     // Rank `last` passes an int32 gradient: it names its gradient, the others name the rank.
     {
       std::vector<Buffer> grads{f32_filled(5, 0)};

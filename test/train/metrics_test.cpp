@@ -301,6 +301,30 @@ TEST_CASE("gather_rows: mismatched shapes and dtypes are InvalidArgument on ever
   }));
 }
 
+TEST_CASE("managed memory is host memory to gather_rows, all_gather_stacked and reduce",
+          "[train][metrics][multiproc]") {
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto comm = world(env);
+    const int r = comm->rank();
+    const int n = comm->size();
+    // Host memory labelled cuda_managed (no device is needed): the helpers take it as host
+    // memory, as they promise, rather than handing it to the device path.
+    std::int32_t values[2] = {r, 10 * r};
+    const Buffer managed =
+        Buffer::view(values, Shape{1, 2}, DType::Int32, Device{DeviceType::CUDAManaged, 0});
+    std::vector<double> rows;
+    for (int k = 0; k < n; ++k) rows.insert(rows.end(), {double(k), 10.0 * k});
+    expect_buffer(gather_rows(*comm, managed), DType::Int32, {n, 2}, rows, "gather_rows");
+    expect_buffer(all_gather_stacked(*comm, managed), DType::Int32, {n, 1, 2}, rows,
+                  "all_gather_stacked");
+    const double sum = n * (n - 1) / 2.0;
+    expect_buffer(reduce(*comm, managed, ReduceOp::Sum), DType::Int32, {1, 2}, {sum, 10 * sum},
+                  "reduce");
+  }));
+}
+
 TEST_CASE("a rank passing device or non-contiguous memory fails every rank, naming it",
           "[train][metrics][multiproc]") {
   REQUIRE_NOTHROW(run_ranks(3, [](const Environment& env) {

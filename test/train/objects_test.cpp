@@ -216,6 +216,16 @@ TEST_CASE("broadcast_buffer: receivers learn dtype and shape from the root",
     RANK_CHECK(got_none.dtype() == DType::Float16 &&
                    got_none.shape() == (std::vector<std::int64_t>{4, 0, 2}),
                "empty float16 buffer");
+
+    // Managed memory on the root (here host memory labelled so; no device is needed): it goes
+    // as host memory, which is what the receivers hold, not to the device path.
+    std::int32_t managed_values[3] = {7, -8, 9};
+    const Buffer managed =
+        Buffer::view(managed_values, {3}, DType::Int32, Device{DeviceType::CUDAManaged, 0});
+    const Buffer got_managed = broadcast_buffer(*comm, is_root ? managed : Buffer{}, root, 30s);
+    RANK_CHECK(got_managed.count() == 3 && got_managed.data_as<std::int32_t>()[1] == -8 &&
+                   got_managed.data_as<std::int32_t>()[2] == 9,
+               "managed root buffer");
   }));
 }
 

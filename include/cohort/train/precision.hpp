@@ -27,6 +27,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <span>
@@ -195,16 +196,18 @@ class Fp8Scaling {
  public:
   /// Throws InvalidArgument for a null communicator, a non-fp8 format, a negative margin or one
   /// so large that fp8_max / 2^margin leaves float's normal range, history_length 0 or a
-  /// negative timeout.
+  /// timeout that is not positive or exceeds kMaxTimeout.
   explicit Fp8Scaling(std::shared_ptr<Communicator> comm, const Fp8ScalingOptions& options = {});
 
   /// Agrees `local_amax` (max |x| this rank saw; NaN allowed, negative is InvalidArgument)
-  /// across ranks, records it, returns the new scale. With AmaxCompute::Max, NaN entries of the
+  /// across ranks, records it, returns the new scale. A rank whose argument is refused still
+  /// takes part in the agreement, so every rank throws (the others naming it) and none waits;
+  /// nothing is recorded then. With AmaxCompute::Max, NaN entries of the
   /// history are ignored (TE's fmaxf); a quotient that overflows float (subnormal amax) becomes
   /// float's largest value, as in TE.
   float update(float local_amax);
   /// As above, with the local amax computed from a floating buffer, host or device (NaN
-  /// propagates; see amax()).
+  /// propagates; see amax()). A buffer amax() refuses is refused as above, on every rank.
   float update(const Buffer& tensor);
 
   float scale() const noexcept { return scale_; }
@@ -215,6 +218,9 @@ class Fp8Scaling {
   float fp8_max() const noexcept;
 
  private:
+  /// The agreement, with this rank's refusal of its argument (null: none) riding along.
+  float agree_and_update(float local_amax, std::exception_ptr local_error);
+
   std::shared_ptr<Communicator> comm_;
   Fp8ScalingOptions options_;
   std::deque<float> history_;
