@@ -15,6 +15,7 @@
 ///   into the rank.
 
 #include <cohort/environment.hpp>
+#include <cohort/work.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -71,10 +72,10 @@ struct LaunchOptions {
 /// joined job's, and a failure on the ranks started elsewhere is not seen by this launch (it
 /// surfaces in the children's own collectives, bounded by their timeouts, or by options.timeout).
 ///
-/// Throws Error(InvalidArgument) before forking for num_ranks < 1, an empty fn, a negative grace
-/// or timeout, a negative rank_offset or local_world_size, a local_world_size above the job's
-/// world size, a rank_offset without `join`, ranks beyond join->world_size, or a `join` without
-/// a store address and port.
+/// Throws Error(InvalidArgument) before forking for num_ranks < 1, an empty fn, a grace or
+/// timeout that is negative or above kMaxTimeout (one year), a negative rank_offset or
+/// local_world_size, a local_world_size above the job's world size, a rank_offset without `join`,
+/// ranks beyond join->world_size, or a `join` without a store address and port.
 void launch(int num_ranks, const std::function<void(const Environment&)>& fn,
             const LaunchOptions& options = {});
 

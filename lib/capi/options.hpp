@@ -13,8 +13,8 @@
 namespace cohort::capi {
 
 /// NULL means defaults. Throws InvalidArgument naming `function` for a struct_size too small to
-/// hold struct_size itself or implausibly large (an uninitialised struct), a negative timeout
-/// or an unknown algorithm.
+/// hold struct_size itself or implausibly large (an uninitialised struct), a negative timeout or
+/// one above kMaxTimeout, or an unknown algorithm.
 CollectiveOptions collective_options(const cohort_collective_options_t* options,
                                      const char* function);
 InitOptions init_options(const cohort_init_options_t* options, const char* function);

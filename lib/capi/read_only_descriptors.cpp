@@ -3,13 +3,14 @@
 #include <atomic>
 #include <cstddef>
 #include <mutex>
+#include <shared_mutex>
 #include <unordered_set>
 
 namespace cohort::capi {
 namespace {
 
 struct Registry {
-  std::mutex mutex;
+  std::shared_mutex mutex;  ///< shared by the lookups of concurrent collectives
   std::unordered_set<const DLTensor*> descriptors;
   std::atomic<std::size_t> live{0};  ///< descriptors.size(), read without the lock
 };
@@ -40,7 +41,7 @@ bool is_read_only_descriptor(const DLTensor* tensor) noexcept {
   // A descriptor noted on another thread reaches this one only through the caller's own
   // hand-over after cohort_buffer_tensor returned it, which orders the note before this load.
   if (r.live.load(std::memory_order_relaxed) == 0) return false;
-  std::lock_guard lock(r.mutex);
+  std::shared_lock lock(r.mutex);
   return r.descriptors.count(tensor) != 0;
 }
 

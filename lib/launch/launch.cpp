@@ -8,6 +8,7 @@
 #include <cohort/error.hpp>
 #include <cohort/launch.hpp>
 #include <cohort/store.hpp>
+#include <cohort/work.hpp>
 
 #include "core/log.hpp"
 #include "launch/failure_report.hpp"
@@ -162,11 +163,14 @@ void validate(int num_ranks, const std::function<void(const Environment&)>& fn,
     reject("the number of ranks (world_size) must be at least 1, got " + std::to_string(num_ranks));
   }
   if (!fn) reject("fn is empty");
-  if (options.grace.count() < 0) {
-    reject("grace must not be negative, got " + std::to_string(options.grace.count()) + " ms");
+  // Bounded above as every deadline cohort accepts: a deadline is now + the duration.
+  if (options.grace.count() < 0 || options.grace > kMaxTimeout) {
+    reject("grace must be between 0 and one year, got " + std::to_string(options.grace.count()) +
+           " ms");
   }
-  if (options.timeout.count() < 0) {
-    reject("timeout must not be negative, got " + std::to_string(options.timeout.count()) + " ms");
+  if (options.timeout.count() < 0 || options.timeout > kMaxTimeout) {
+    reject("timeout must be between 0 and one year, got " +
+           std::to_string(options.timeout.count()) + " ms");
   }
   if (options.rank_offset < 0) {
     reject("rank_offset must not be negative, got " + std::to_string(options.rank_offset));

@@ -113,9 +113,10 @@ class Supervision {
         result_.interrupt_signal = signal;
         begin_stop(signal);
       } else if (!killed_) {
-        // A second interrupt means "now": skip the rest of the grace period.
-        COHORT_LOG_WARN("second {} while stopping: killing every rank", signal_name(signal));
+        // A second interrupt means "now": skip the rest of the grace period (killed before
+        // the line is logged: a stalled terminal may hold the log's write).
         kill_survivors();
+        COHORT_LOG_WARN("second {} while stopping: killed every rank", signal_name(signal));
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,42 +10,61 @@
 #include <cerrno>
 #include <climits>
 #include <map>
+#include <string>
 #include <utility>
 
 namespace cohort::launcher {
 namespace {
 
-/// The most one write to `fd` carries when poll() said it is writable, so that the write cannot
-/// block. A pipe with room takes any write of up to PIPE_BUF whole; a regular file never waits
-/// on a reader. A terminal (or socket) reports writable with only some room left (a tty: fewer
-/// than 256 characters waiting), so writes there stay that small.
-std::size_t safe_chunk(int fd) {
+/// A non-blocking description of our own of the terminal or pipe `fd` writes to, or -1 (a
+/// regular file needs none: it never waits on a reader; a socket cannot be opened this way).
+int open_nonblocking(int fd) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) return 256;
-  if (S_ISREG(st.st_mode)) return std::size_t{1} << 20;
-  if (S_ISFIFO(st.st_mode)) return PIPE_BUF;
-  return 256;
+  if (::fstat(fd, &st) != 0 || !(S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))) return -1;
+  const std::string path = "/proc/self/fd/" + std::to_string(fd);
+  return ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 }
 
+/// Whether a write to `fd` may go now: it has room, or it has failed for good (the write then
+/// fails at once and says how).
 bool writable_now(int fd) {
   pollfd p{fd, POLLOUT, 0};
   for (;;) {
     const int ready = ::poll(&p, 1, 0);
     if (ready < 0 && errno == EINTR) continue;
-    return ready > 0 && (p.revents & POLLOUT) != 0;
+    return ready > 0 && (p.revents & (POLLOUT | POLLERR | POLLHUP | POLLNVAL)) != 0;
   }
+}
+
+/// The file `fd` writes to, so that two descriptors of one terminal share one echo.
+std::string file_identity(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return "fd " + std::to_string(fd);
+  return fmt::format("{}:{}:{}", st.st_dev, st.st_ino, st.st_rdev);
 }
 
 }  // namespace
 
-TerminalEcho::TerminalEcho(int fd) : fd_(fd), chunk_(safe_chunk(fd)) {}
+TerminalEcho::TerminalEcho(int fd) : fd_(fd), own_fd_(open_nonblocking(fd)) {
+  if (own_fd_ >= 0) fd_ = own_fd_;
+  struct stat st {};
+  const bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+  // Our own non-blocking description takes any size (what fits goes); a regular file never
+  // waits; otherwise a write after poll() carries at most PIPE_BUF.
+  chunk_ = own_fd_ >= 0 || regular ? std::size_t{1} << 20 : PIPE_BUF;
+}
+
+TerminalEcho::~TerminalEcho() {
+  if (own_fd_ >= 0) ::close(own_fd_);
+}
 
 std::shared_ptr<TerminalEcho> TerminalEcho::shared(int fd) {
-  static std::map<int, std::weak_ptr<TerminalEcho>> echoes;
-  std::shared_ptr<TerminalEcho> echo = echoes[fd].lock();
+  static std::map<std::string, std::weak_ptr<TerminalEcho>> echoes;
+  const std::string identity = file_identity(fd);
+  std::shared_ptr<TerminalEcho> echo = echoes[identity].lock();
   if (!echo) {
     echo = std::make_shared<TerminalEcho>(fd);
-    echoes[fd] = echo;
+    echoes[identity] = echo;
   }
   return echo;
 }
@@ -120,7 +140,7 @@ bool TerminalEcho::write_ready() {
 }
 
 bool TerminalEcho::write_some(const std::string& text, std::size_t& offset) {
-  if (!writable_now(fd_)) return false;
+  if (own_fd_ < 0 && !writable_now(fd_)) return false;
   const std::size_t size = std::min(chunk_, text.size() - offset);
   const ssize_t n = ::write(fd_, text.data() + offset, size);
   if (n < 0) {

@@ -8,7 +8,10 @@
 // the descriptor takes them without waiting (poll, then at most what it is sure to take), and
 // past a bound the oldest queued lines are dropped, counted, and the count is echoed once the
 // terminal takes output again. The descriptor itself is shared with the shell and is left
-// blocking: setting O_NONBLOCK on it would change it for them too.
+// blocking (O_NONBLOCK on it would change it for them too): a terminal or pipe is opened once
+// more through /proc/self/fd, a description of our own that is non-blocking, so a write takes
+// what fits and returns. Where that cannot be done (a socket), each write waits for poll() and
+// carries at most PIPE_BUF bytes, which a pipe with room takes whole.
 
 #include <chrono>
 #include <cstddef>
@@ -23,17 +26,23 @@ class TerminalEcho {
   /// Bytes queued at most; beyond them the oldest whole lines are dropped.
   static constexpr std::size_t kMaxQueuedBytes = std::size_t{4} << 20;
 
-  /// `fd` is not owned.
+  /// `fd` is not owned (a non-blocking description of its file is, when one can be opened).
   explicit TerminalEcho(int fd);
+  ~TerminalEcho();
+  TerminalEcho(const TerminalEcho&) = delete;
+  TerminalEcho& operator=(const TerminalEcho&) = delete;
 
-  /// The echo of `fd` shared by every stream writing there, so their lines keep one order and
-  /// one bound. Not thread-safe (the launcher is single-threaded).
+  /// The echo of the file `fd` writes to, shared by every stream writing there (stdout and
+  /// stderr are often one terminal), so their lines keep one order and one bound. Not
+  /// thread-safe (the launcher is single-threaded).
   static std::shared_ptr<TerminalEcho> shared(int fd);
 
   /// Queues one complete line (its newline included) and writes what the descriptor takes now.
   void write_line(std::string line);
   /// Writes what the descriptor takes now; never waits.
   void flush_ready();
+  /// Whether the descriptor refused for good (a closed pipe or terminal): nothing more is echoed.
+  bool broken() const noexcept { return broken_; }
   /// Waits up to `limit` in all for the descriptor to take what is queued (the job's end); what
   /// is left then is dropped.
   void drain(std::chrono::milliseconds limit);
@@ -50,8 +59,9 @@ class TerminalEcho {
   /// Forgets everything queued (the descriptor refused, or the job's end gave up on it).
   void discard_queue() noexcept;
 
-  int fd_;
-  std::size_t chunk_;  ///< the most one write may carry without blocking (see the constructor)
+  int fd_;             ///< what is written to: own_fd_ when open, else the caller's
+  int own_fd_ = -1;    ///< the non-blocking description of our own, or -1
+  std::size_t chunk_;  ///< the most one write may carry without blocking
   std::deque<std::string> queue_;
   std::size_t front_offset_ = 0;  ///< bytes of the front line already written
   std::size_t queued_bytes_ = 0;  ///< unwritten bytes in queue_

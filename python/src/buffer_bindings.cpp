@@ -207,7 +207,8 @@ about its size, so one allocated every step faults its pages in only once (COHOR
 bounds what a process keeps, default 1024; 0 keeps none), its pages returned beyond that.)doc")
       .def_static("kept_mappable_bytes", &Buffer::kept_mappable_bytes,
                   "The bytes of freed mappable buffers this process keeps for reuse now.")
-      .def_static("release_kept_mappable", &Buffer::release_kept_mappable, R"doc(
+      .def_static("release_kept_mappable", &Buffer::release_kept_mappable,
+                  py::call_guard<py::gil_scoped_release>(), R"doc(
 Lets go of every kept mappable buffer, returning its pages and file descriptor to the system now
 (as torch.cuda.empty_cache() does for its cache); live buffers are not touched and later frees keep
 again. Returns the bytes let go.)doc")

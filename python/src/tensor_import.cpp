@@ -213,11 +213,13 @@ std::vector<Buffer> import_tensors(py::handle sequence, std::string_view what, N
       !py::isinstance<py::iterable>(sequence))
     invalid(what, "expected a sequence of tensors, not a " + type_name(sequence));
   std::vector<Buffer> buffers;
-  std::size_t index = 0;  // the item's place in the sequence, for errors
   for (py::handle item : sequence) {
-    if (!(item.is_none() && none == NoneItems::Skip))
-      buffers.push_back(import_tensor(item, std::string(what) + "[" + std::to_string(index) + "]"));
-    ++index;
+    if (item.is_none() && none == NoneItems::AsEmpty) {
+      buffers.emplace_back();
+      continue;
+    }
+    buffers.push_back(
+        import_tensor(item, std::string(what) + "[" + std::to_string(buffers.size()) + "]"));
   }
   return buffers;
 }

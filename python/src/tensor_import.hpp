@@ -41,9 +41,10 @@ Buffer import_tensor(py::handle object, std::string_view what,
 /// What import_tensors does with an item that is None.
 enum class NoneItems {
   Refuse,  ///< an error naming the item
-  /// Leaves it out, as torch's gradient utilities leave out parameters without a gradient
-  /// (p.grad is None: a parameter unused this step), which one rank may have and another not.
-  Skip,
+  /// Stands as an empty buffer, which the gradient helpers pass over, as torch's leave out
+  /// parameters without a gradient (p.grad is None: a parameter unused this step), which one
+  /// rank may have and another not. The items after it keep their index in the helpers' errors.
+  AsEmpty,
 };
 
 /// import_tensor() of every item of a sequence (a list of gradients), naming the item

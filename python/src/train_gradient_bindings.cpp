@@ -138,7 +138,7 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
         options.error_if_nonfinite = error_if_nonfinite;
         if (shard_group != nullptr) options.shard_group = shard_group->comm;
         options.timeout = parse_timeout(timeout, "clip_grad_norm");
-        const auto buffers = import_tensors(grads, "clip_grad_norm: grads", NoneItems::Skip);
+        const auto buffers = import_tensors(grads, "clip_grad_norm: grads", NoneItems::AsEmpty);
         py::gil_scoped_release release;
         return train::clip_grad_norm(buffers, max_norm, options);
       },
@@ -152,7 +152,7 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
   train.def(
       "clip_grad_value",
       [](py::handle grads, double value) {
-        const auto buffers = import_tensors(grads, "clip_grad_value: grads", NoneItems::Skip);
+        const auto buffers = import_tensors(grads, "clip_grad_value: grads", NoneItems::AsEmpty);
         py::gil_scoped_release release;
         train::clip_grad_value(buffers, value);
       },

@@ -73,7 +73,7 @@ unscale/step are collective (the GIL is released); one thread at a time.)doc")
           "unscale",
           [](GradScaler& scaler, py::handle grads, int group) {
             const auto buffers =
-                import_tensors(grads, "GradScaler.unscale: grads", NoneItems::Skip);
+                import_tensors(grads, "GradScaler.unscale: grads", NoneItems::AsEmpty);
             py::gil_scoped_release release;
             scaler.unscale(buffers, group);
           },
@@ -83,7 +83,8 @@ unscale/step are collective (the GIL is released); one thread at a time.)doc")
       .def(
           "step",
           [](GradScaler& scaler, py::handle grads, int group) {
-            const auto buffers = import_tensors(grads, "GradScaler.step: grads", NoneItems::Skip);
+            const auto buffers =
+                import_tensors(grads, "GradScaler.step: grads", NoneItems::AsEmpty);
             py::gil_scoped_release release;
             return scaler.step(buffers, group);
           },

@@ -274,7 +274,6 @@ TEST_CASE(
   CHECK(rows[0].out_of_place.wrong == 0);
   CHECK(rows[0].in_place.wrong == 0);
   // Per form: 3 allocating warm-ups, 2 timed calls and the checked one; a warm-up on the
-  // standing buffers first (which also set --min-time's count from calls that allocate
-  // nothing) would make it 9.
+  // standing buffers first (the calls --min-time's count came from) would make it 9.
   CHECK(impl.runs == 2 * 6);
 }

@@ -181,8 +181,8 @@ static void check_import_errors(void) {
   OK(cohort_buffer_destroy(NULL));
 }
 
-/* A read-only buffer's descriptor is read-only to the collectives too: refused as an output
- * (nothing written), accepted as an input; once destroyed, its memory is the caller's again. */
+/* A read-only buffer's descriptor is read-only to the collectives too: refused as an output,
+ * accepted as an input. */
 static void check_read_only_in_collective(cohort_comm_t world) {
   Producer p;
   produce(&p);

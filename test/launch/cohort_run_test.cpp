@@ -280,6 +280,10 @@ TEST_CASE("cohort-run rejects inconsistent node options", "[cohort-run]") {
   CHECK(contains(no_port.err, "--master-port"));
   const CommandResult no_program = run_command(cohort_run({"-n", "2"}));
   CHECK(no_program.exit_code == 2);
+  // A timeout past a year (the deadline would overflow) is refused like any bad option.
+  const CommandResult forever = run_command(cohort_run({"--timeout", "1e12", "--", "true"}));
+  CHECK(forever.exit_code == 2);
+  CHECK(contains(forever.err, "--timeout"));
   const CommandResult no_token = run_command(
       cohort_run({"--nnodes", "2", "--master-port", "1234", "--", "true"}), {{"COHORT_TOKEN", ""}});
   CHECK(no_token.exit_code == 1);

@@ -385,4 +385,11 @@ TEST_CASE("launch rejects inconsistent rank offsets and node sizes before forkin
   rejects(2, options, "local_world_size 3 is larger than the job's 2 ranks");
   options.local_world_size = -2;
   rejects(2, options, "local_world_size must not be negative, got -2");
+  // Deadlines past a year would overflow now + the duration.
+  options = {};
+  options.timeout = cohort::kMaxTimeout + std::chrono::milliseconds(1);
+  rejects(2, options, "timeout must be between 0 and one year");
+  options = {};
+  options.grace = std::chrono::milliseconds(-1);
+  rejects(2, options, "grace must be between 0 and one year, got -1 ms");
 }

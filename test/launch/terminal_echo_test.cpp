@@ -123,7 +123,34 @@ TEST_CASE("a closed terminal stops the echo and nothing else") {
   TerminalEcho echo(pipe.write.get());
   const AlarmGuard guard(60);
   echo.write_line("first\n");
+  CHECK(echo.broken());
   echo.write_line("second\n");
-  echo.drain(std::chrono::milliseconds(10));
+  CHECK(echo.queued_bytes() == 0);  // nothing is queued for a terminal that is gone
+  CHECK(echo.dropped_lines() == 0);
+}
+
+TEST_CASE("a full pipe whose reader goes away breaks the echo at once; drain does not wait") {
+  ::signal(SIGPIPE, SIG_IGN);
+  auto pipe = make_pipe();
+  TerminalEcho echo(pipe.write.get());
+  const AlarmGuard guard(60);
+  for (std::size_t i = 0; i < 2000; ++i) echo.write_line(line_numbered(i, 100));
+  REQUIRE(echo.queued_bytes() > 0);  // the pipe is full
+  REQUIRE_FALSE(echo.broken());
+  pipe.read.reset();
+  echo.flush_ready();  // poll reports the error, not room: the write must be tried to learn it
+  CHECK(echo.broken());
   CHECK(echo.queued_bytes() == 0);
+  // And the job's end does not wait out its bound on it (the alarm fails a test that hangs).
+  echo.drain(std::chrono::hours(1));
+}
+
+TEST_CASE("two descriptors of one pipe share one echo, so their lines keep one order") {
+  auto pipe = make_pipe();
+  const int second = ::dup(pipe.write.get());
+  REQUIRE(second >= 0);
+  const auto a = TerminalEcho::shared(pipe.write.get());
+  const auto b = TerminalEcho::shared(second);
+  CHECK(a.get() == b.get());
+  ::close(second);
 }

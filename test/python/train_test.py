@@ -85,6 +85,10 @@ def clipping(comm):
     g = [None, torch.tensor([-3.0])]
     train.clip_grad_value(g, 1.0)
     equal(g[1], [-1.0], "clip_grad_value beside a None gradient")
+    # An error names the gradient by its place in the caller's list, the None counted.
+    raises(cohort.InvalidArgumentError,
+           lambda: train.clip_grad_norm([None, torch.zeros(2, dtype=torch.int64)], 1.0),
+           "gradient 1")
 
 
 def randomness(comm):

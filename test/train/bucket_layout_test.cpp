@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/mappable_memory.hpp"
+#include "support/sanitizers.hpp"
 
 namespace {
 
@@ -37,17 +38,7 @@ std::vector<Buffer> f32_grads(std::initializer_list<std::size_t> counts) {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using cohort::test::kSanitized;
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <cohort/buffer.hpp>
 #include <cohort/error.hpp>
 
+#include "support/sanitizers.hpp"
 #include "support/scoped_env.hpp"
 
 #include <catch2/catch.hpp>
@@ -64,17 +65,7 @@ struct Channel {
   }
 };
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
+using cohort::test::kSanitized;
 
 /// The address space this process maps now (/proc/self/statm's first field), 0 if unreadable.
 std::size_t mapped_bytes() {

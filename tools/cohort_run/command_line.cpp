@@ -1,5 +1,7 @@
 #include "cohort_run/job_config.hpp"
 
+#include <cohort/work.hpp>
+
 #include <CLI/CLI.hpp>
 
 #include <cmath>
@@ -7,6 +9,10 @@
 
 namespace cohort::run {
 namespace {
+
+// At most a year, as every deadline cohort accepts (kMaxTimeout): a deadline is a clock reading
+// plus the duration, which must stay in range.
+constexpr double kMaxSeconds = static_cast<double>(kMaxTimeout.count()) / 1000.0;
 
 std::chrono::milliseconds seconds_to_millis(double seconds) {
   return std::chrono::milliseconds(static_cast<long long>(std::llround(seconds * 1000.0)));
@@ -47,7 +53,7 @@ std::optional<int> parse_command_line(int argc, char** argv, JobConfig& config) 
                "prefix every output line with [rank N] (default on)");
   app.add_option("--grace", grace_seconds,
                  "seconds between SIGTERM and SIGKILL when stopping ranks (default 10)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, kMaxSeconds));
   app.add_option("--env", env_pairs, "K=V: set a variable for every rank (repeatable)")
       ->type_name("K=V")
       ->each([](const std::string& pair) {
@@ -57,12 +63,14 @@ std::optional<int> parse_command_line(int argc, char** argv, JobConfig& config) 
       });
   app.add_option("--timeout", timeout_seconds,
                  "stop the whole job after this many seconds (exit code 124)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::PositiveNumber & CLI::Range(0.0, kMaxSeconds));
 
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every refused argument 2, as for the checks below (CLI11's
+    // own codes, 105 for a value out of range, say nothing a shell script can rely on).
+    return app.exit(e) == 0 ? 0 : 2;
   }
 
   config.command = app.remaining();

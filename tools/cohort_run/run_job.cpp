@@ -14,6 +14,7 @@
 #include "launch/failure_report.hpp"
 #include "launch/rank_supervisor.hpp"
 #include "launch/rank_variables.hpp"
+#include "launch/terminal_echo.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -41,6 +42,8 @@ constexpr int kTimeoutExitCode = 124;  // as timeout(1)
 // nodes' launchers can read why and report their stopped ranks.
 constexpr std::chrono::seconds kAbortLinger{15};
 constexpr std::chrono::milliseconds kStorePollInterval{100};
+// How long the failure summary waits for a terminal that stopped reading.
+constexpr std::chrono::milliseconds kReportEchoWait{5000};
 
 std::string resolve_token(const JobConfig& config) {
   const std::string& from_env = tunables().token;
@@ -326,7 +329,12 @@ class NodeJob {
         text += "cohort-run: " + line + "\n";
       text += "cohort-run: exit code " + std::to_string(abort_->exit_code) + "\n";
     }
-    launcher::write_all(STDERR_FILENO, text.data(), text.size());
+    // Through the terminal's echo, after the ranks' last lines and within its bound: a
+    // terminal that stopped reading must not keep the job from ending.
+    const std::shared_ptr<launcher::TerminalEcho> echo =
+        launcher::TerminalEcho::shared(STDERR_FILENO);
+    echo->write_line(std::move(text));
+    echo->drain(kReportEchoWait);
   }
 
   const JobConfig& config_;

@@ -56,7 +56,8 @@ enum class Scope {
 /// Accelerate's wait_for_everyone, with a name: collective over `comm`. A timeout (unset: the
 /// communicator's) or any other failure is rethrown as the same Error code with "barrier '<name>'"
 /// in the message, so a hang in a long job says which barrier it was. Throws InvalidArgument for
-/// a negative timeout. A world of one returns at once.
+/// a timeout that is not positive or exceeds kMaxTimeout (one year), in a world of one too,
+/// which otherwise returns at once.
 void barrier(Communicator& comm, std::string_view name,
              std::optional<std::chrono::milliseconds> timeout = {});
 
@@ -89,7 +90,8 @@ struct MainFirstOptions {
 /// `env` supplies the local rank for Scope::Local and is not read for Scope::Global. A world of
 /// one runs fn and communicates nothing. A wait that times out rethrows the Timeout with
 /// "main_first" and the phase in the message; after it the communicator is poisoned (see
-/// Communicator). Throws InvalidArgument for a negative timeout or an empty fn, before fn runs
+/// Communicator). Throws InvalidArgument for a timeout that is not positive or exceeds
+/// kMaxTimeout, or an empty fn, before fn runs
 /// anywhere.
 void main_first(Communicator& comm, const Environment& env, const std::function<void()>& fn,
                 const MainFirstOptions& options = {});
@@ -128,7 +130,7 @@ class Trigger {
   /// allreduce(Sum) of 4 bytes (unset timeout: the communicator's); a world of one returns its own
   /// flag without communicating. A set() racing with check() is seen by this check or the next,
   /// never lost. If the allreduce throws, this rank's flag is left raised. Throws
-  /// InvalidArgument for a negative timeout.
+  /// InvalidArgument for a timeout that is not positive or exceeds kMaxTimeout (one year).
   bool check(Communicator& comm, std::optional<std::chrono::milliseconds> timeout = {});
 
  private:

@@ -106,10 +106,12 @@ class GradientSynchronizer {
   /// all on one device). Throws InvalidArgument naming the gradient that is not (or that is on
   /// another device than gradient 0), Unsupported for device memory without CUDA or a visible
   /// device, and
-  /// InvalidArgument for a null communicator, a communication dtype other than f16/bf16, or
-  /// accumulation_steps < 1. Collective: one allgather of a digest of the registration (counts,
-  /// dtypes, order, bucket caps, communication dtype), so a rank that registered differently, or
-  /// whose arguments were rejected, is an InvalidArgument on every rank naming it.
+  /// InvalidArgument for a null communicator, a communication dtype other than f16/bf16,
+  /// accumulation_steps < 1, or a timeout that is not positive or exceeds kMaxTimeout.
+  /// Collective: one allgather of a digest of the registration (counts, dtypes, order, bucket
+  /// caps, communication dtype, accumulation_steps, sync_each_batch, exact_final_window,
+  /// allow_unready), so a rank that registered differently, or whose arguments were rejected,
+  /// is an InvalidArgument on every rank naming it.
   GradientSynchronizer(std::shared_ptr<Communicator> comm, std::vector<Buffer> grads,
                        const GradientSyncOptions& options = {});
   /// Waits for allreduces still in flight (an unfinished micro-step), so no collective writes

@@ -15,7 +15,8 @@
 ///         [](const std::vector<double>& losses) { return std::ranges::max(losses); });
 ///
 /// Common rules. Every function is collective over `comm`: all ranks call it with the same root.
-/// A root outside [0, size) or a negative timeout throws InvalidArgument on each rank before
+/// A root outside [0, size) or a timeout that is not positive or exceeds kMaxTimeout (one year)
+/// throws InvalidArgument on each rank before
 /// anything moves. `timeout` is each underlying collective's deadline (unset: the communicator's).
 /// A world of one communicates nothing and returns the same results. Where caller code runs (the
 /// functions taking callbacks), an exception on one rank reaches the other ranks as RemoteError

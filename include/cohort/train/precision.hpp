@@ -103,7 +103,8 @@ class GradScaler {
   /// Throws InvalidArgument for a null communicator, an init_scale that is not positive and
   /// finite (with a finite float reciprocal), a growth_factor that is not finite and > 1,
   /// backoff_factor outside (0, 1), growth_interval < 1, hysteresis < 1, a non-floating
-  /// gradient_dtype or a negative timeout. Options are checked even when the scaler is disabled.
+  /// gradient_dtype or a timeout that is not positive or exceeds kMaxTimeout (one year). Options
+  /// are checked even when the scaler is disabled.
   explicit GradScaler(std::shared_ptr<Communicator> comm, const GradScalerOptions& options = {});
 
   /// False when disabled by options (enabled = false, or bf16/fp8 gradients).
@@ -201,10 +202,10 @@ class Fp8Scaling {
 
   /// Agrees `local_amax` (max |x| this rank saw; NaN allowed, negative is InvalidArgument)
   /// across ranks, records it, returns the new scale. A rank whose argument is refused still
-  /// takes part in the agreement, so every rank throws (the others naming it) and none waits;
-  /// nothing is recorded then. With AmaxCompute::Max, NaN entries of the
-  /// history are ignored (TE's fmaxf); a quotient that overflows float (subnormal amax) becomes
-  /// float's largest value, as in TE.
+  /// takes part in the agreement, so every rank throws (that rank its own error, the others
+  /// InvalidArgument naming it) and none waits; nothing is recorded then. With AmaxCompute::Max,
+  /// NaN entries of the history are ignored (TE's fmaxf); a quotient that overflows float
+  /// (subnormal amax) becomes float's largest value, as in TE.
   float update(float local_amax);
   /// As above, with the local amax computed from a floating buffer, host or device (NaN
   /// propagates; see amax()). A buffer amax() refuses is refused as above, on every rank.
