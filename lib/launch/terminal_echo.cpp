@@ -91,6 +91,7 @@ void TerminalEcho::flush_ready() {
 }
 
 void TerminalEcho::drain(std::chrono::milliseconds limit) {
+  if (gave_up_) limit = std::chrono::milliseconds(0);
   const auto give_up = std::chrono::steady_clock::now() + limit;
   while (!broken_ && (!queue_.empty() || dropped_unreported_ > 0 || !note_.empty())) {
     if (write_ready()) continue;
@@ -102,6 +103,7 @@ void TerminalEcho::drain(std::chrono::milliseconds limit) {
         errno != EINTR)
       break;
   }
+  if (!queue_.empty() || !note_.empty()) gave_up_ = true;
   dropped_total_ += queue_.size();
   discard_queue();
 }

@@ -44,7 +44,8 @@ class TerminalEcho {
   /// Whether the descriptor refused for good (a closed pipe or terminal): nothing more is echoed.
   bool broken() const noexcept { return broken_; }
   /// Waits up to `limit` in all for the descriptor to take what is queued (the job's end); what
-  /// is left then is dropped.
+  /// is left then is dropped. Once a drain has given up, later ones do not wait again: the
+  /// terminal was already shown to be stalled, and the job's end must not pay the bound twice.
   void drain(std::chrono::milliseconds limit);
 
   std::size_t queued_bytes() const noexcept { return queued_bytes_; }
@@ -70,7 +71,8 @@ class TerminalEcho {
   std::string note_;
   std::size_t note_offset_ = 0;
   std::size_t dropped_total_ = 0;
-  bool broken_ = false;  ///< the descriptor refused (closed pipe, bad fd): echo no more
+  bool broken_ = false;   ///< the descriptor refused (closed pipe, bad fd): echo no more
+  bool gave_up_ = false;  ///< a drain ran out of its bound
 };
 
 }  // namespace cohort::launcher
