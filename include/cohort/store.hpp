@@ -88,6 +88,11 @@ struct TcpStoreOptions {
   std::size_t max_value_bytes = 64u << 20;
   /// Client: how long connect() keeps retrying before failing.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+  /// Client: how long a call that waits for no key (set, add, check, compare_set, erase,
+  /// num_keys) may take, from entering the call to the server's answer, before it throws
+  /// Error(Timeout); the connection is unusable afterwards. Unset: default_store_timeout().
+  /// A watchdog that must notice a silent server soon (a launcher polling node 0) sets it short.
+  std::optional<std::chrono::milliseconds> io_timeout;
   /// Server: a connection that has not completed the token handshake this long after it was
   /// accepted is closed, so idle or slow strangers cannot hold descriptors. Must be positive.
   std::chrono::milliseconds handshake_timeout{std::chrono::seconds(10)};
@@ -121,8 +126,10 @@ class TcpStoreServer {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The client half: one connection to a TcpStoreServer. Safe to share between threads (calls
-/// are serialised). A vanished server turns calls into Error(RemoteError).
+/// The client half: one connection to a TcpStoreServer. Safe to share between threads: calls
+/// are serialised, and a call's deadline covers its wait for the connection too, so a long get()
+/// in one thread makes another thread's short call time out (Error(Timeout), connection still
+/// usable) rather than overrun. A vanished server turns calls into Error(RemoteError).
 class TcpStore final : public Store {
  public:
   /// Connects (retrying with backoff until options.connect_timeout) and authenticates.

@@ -1,7 +1,8 @@
-// TcpStore: the client half. One connection, one request in flight at a time (a mutex serialises
-// callers), each request answered by exactly one reply frame. Blocking get()/wait() send their
-// timeout to the server, which answers Missing when it passes; the client's own socket deadline
-// is that timeout plus a grace period, so a silent server still cannot hang a caller. A
+// TcpStore: the client half. One connection, one request in flight at a time (a timed mutex
+// serialises callers, each waiting for it no longer than its own deadline), each request
+// answered by exactly one reply frame. Blocking get()/wait() send the time they have left to the
+// server, which answers Missing when it passes; the client's own socket deadline is the
+// caller's timeout plus a grace period, so a silent server still cannot hang a caller. A
 // connection that failed mid-frame is marked broken and every later call fails fast.
 
 #include <cohort/error.hpp>
@@ -40,11 +41,25 @@ struct TcpStore::Impl {
   TcpStoreOptions options;
   std::string endpoint;
   UniqueFd fd;
-  std::mutex mutex;
+  std::timed_mutex mutex;
   std::string broken;    // why the connection is unusable; empty while healthy
   bool hung_up = false;  // the last failed exchange failed because the server closed or reset
 
   void connect_with_retry();
+  /// The deadline of a call that waits for no key.
+  Deadline io_deadline() const {
+    return Clock::now() + options.io_timeout.value_or(default_store_timeout());
+  }
+  /// Takes the connection for one call, or throws Timeout if another thread's call still holds
+  /// it at `deadline` (nothing was sent: the connection stays usable).
+  std::unique_lock<std::timed_mutex> acquire(Deadline deadline, const std::string& what) {
+    std::unique_lock lock(mutex, std::defer_lock);
+    if (!lock.try_lock_until(deadline))
+      throw Error(ErrorCode::Timeout, what + " at " + endpoint +
+                                          ": another thread's call held the connection until the "
+                                          "deadline");
+    return lock;
+  }
   Reply exchange(const Bytes& request, Deadline deadline, const char* op);
   /// exchange() for get/wait: a client-side Timeout (silent server) names the keys too.
   Reply exchange_naming_keys(const Bytes& request, Deadline deadline, const char* op,
@@ -68,6 +83,10 @@ TcpStore::TcpStore(TcpStoreOptions options) : impl_(std::make_unique<Impl>()) {
   if (impl_->options.port == 0)
     throw Error(ErrorCode::InvalidArgument,
                 "TcpStore needs the server's port (got 0) for host '" + impl_->options.host + "'");
+  if (impl_->options.io_timeout && impl_->options.io_timeout->count() <= 0)
+    throw Error(ErrorCode::InvalidArgument, "TcpStore io_timeout must be positive (got " +
+                                                std::to_string(impl_->options.io_timeout->count()) +
+                                                " ms)");
   impl_->endpoint = bootstrap::format_endpoint(impl_->options.host, impl_->options.port);
   impl_->connect_with_retry();
 }
@@ -156,8 +175,10 @@ void TcpStore::Impl::unexpected(const Reply& reply, const char* op) const {
 }
 
 namespace {
-Deadline io_deadline() {
-  return Clock::now() + default_store_timeout();
+// What is left of a deadline, in whole milliseconds, never negative.
+std::chrono::milliseconds time_left(Deadline deadline) {
+  return std::max(std::chrono::milliseconds(0),
+                  std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
 }
 
 std::int64_t integer_reply(const Reply& reply, std::size_t max_field) {
@@ -169,9 +190,10 @@ std::int64_t integer_reply(const Reply& reply, std::size_t max_field) {
 void TcpStore::set(std::string_view key, const Bytes& value) {
   impl_->check_key(key);
   impl_->check_size("value", value.size());
-  std::lock_guard lock(impl_->mutex);
+  const Deadline deadline = impl_->io_deadline();
+  const auto lock = impl_->acquire(deadline, "store set of '" + std::string(key) + "'");
   const Reply reply = impl_->exchange(
-      FrameBuilder(MessageType::Set).field(key).field(value).finish(), io_deadline(), "set");
+      FrameBuilder(MessageType::Set).field(key).field(value).finish(), deadline, "set");
   if (reply.type != MessageType::Ok) impl_->unexpected(reply, "set");
 }
 
@@ -180,10 +202,16 @@ Bytes TcpStore::get(std::string_view key, std::chrono::milliseconds timeout) {
   if (timeout.count() < 0)
     throw Error(ErrorCode::InvalidArgument,
                 "store get timeout " + std::to_string(timeout.count()) + " ms is negative");
-  std::lock_guard lock(impl_->mutex);
-  const Reply reply = impl_->exchange_naming_keys(
-      FrameBuilder(MessageType::Get).integer(timeout.count()).field(key).finish(),
-      Clock::now() + timeout + kReplyGrace, "get", {std::string(key)});
+  const Clock::time_point start = Clock::now();
+  const auto lock = impl_->acquire(start + timeout,
+                                   "store get timed out after " + std::to_string(timeout.count()) +
+                                       " ms waiting for '" + std::string(key) + "'");
+  const Reply reply =
+      impl_->exchange_naming_keys(FrameBuilder(MessageType::Get)
+                                      .integer(time_left(start + timeout).count())
+                                      .field(key)
+                                      .finish(),
+                                  start + timeout + kReplyGrace, "get", {std::string(key)});
   if (reply.type == MessageType::Missing)
     throw Error(ErrorCode::Timeout, "store get timed out after " + std::to_string(timeout.count()) +
                                         " ms waiting for '" + std::string(key) + "' at " +
@@ -195,9 +223,10 @@ Bytes TcpStore::get(std::string_view key, std::chrono::milliseconds timeout) {
 
 std::int64_t TcpStore::add(std::string_view key, std::int64_t delta) {
   impl_->check_key(key);
-  std::lock_guard lock(impl_->mutex);
+  const Deadline deadline = impl_->io_deadline();
+  const auto lock = impl_->acquire(deadline, "store add to '" + std::string(key) + "'");
   const Reply reply = impl_->exchange(
-      FrameBuilder(MessageType::Add).field(key).integer(delta).finish(), io_deadline(), "add");
+      FrameBuilder(MessageType::Add).field(key).integer(delta).finish(), deadline, "add");
   if (reply.type != MessageType::Integer) impl_->unexpected(reply, "add");
   return integer_reply(reply, impl_->options.max_value_bytes);
 }
@@ -206,10 +235,11 @@ Bytes TcpStore::compare_set(std::string_view key, const Bytes& expected, const B
   impl_->check_key(key);
   impl_->check_size("expected value", expected.size());
   impl_->check_size("desired value", desired.size());
-  std::lock_guard lock(impl_->mutex);
+  const Deadline deadline = impl_->io_deadline();
+  const auto lock = impl_->acquire(deadline, "store compare_set of '" + std::string(key) + "'");
   const Reply reply = impl_->exchange(
       FrameBuilder(MessageType::CompareSet).field(key).field(expected).field(desired).finish(),
-      io_deadline(), "compare_set");
+      deadline, "compare_set");
   if (reply.type != MessageType::Value) impl_->unexpected(reply, "compare_set");
   FieldReader fields(reply.body, impl_->options.max_value_bytes);
   return fields.bytes();
@@ -219,20 +249,27 @@ void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   if (timeout.count() < 0)
     throw Error(ErrorCode::InvalidArgument,
                 "store wait timeout " + std::to_string(timeout.count()) + " ms is negative");
-  FrameBuilder request(MessageType::Wait);
-  request.integer(timeout.count());
+  const Clock::time_point start = Clock::now();
+  // The frame's leading integer is the time left once we hold the connection; its size is
+  // checked with the longest it can be.
+  FrameBuilder keys_only(MessageType::Wait);
+  keys_only.integer(timeout.count());
   for (const auto& key : keys) {
     impl_->check_key(key);
-    request.field(key);
+    keys_only.field(key);
   }
-  const Bytes frame = request.finish();
-  if (frame.size() - bootstrap::kFrameHeaderBytes >
+  if (keys_only.finish().size() - bootstrap::kFrameHeaderBytes >
       bootstrap::max_body_bytes(impl_->options.max_value_bytes))
     throw Error(ErrorCode::InvalidArgument, "store wait on " + std::to_string(keys.size()) +
                                                 " keys exceeds the frame size limit");
-  std::lock_guard lock(impl_->mutex);
+  const auto lock = impl_->acquire(start + timeout,
+                                   "store wait timed out after " + std::to_string(timeout.count()) +
+                                       " ms waiting for " + bootstrap::quote_keys(keys));
+  FrameBuilder request(MessageType::Wait);
+  request.integer(time_left(start + timeout).count());
+  for (const auto& key : keys) request.field(key);
   const Reply reply =
-      impl_->exchange_naming_keys(frame, Clock::now() + timeout + kReplyGrace, "wait", keys);
+      impl_->exchange_naming_keys(request.finish(), start + timeout + kReplyGrace, "wait", keys);
   if (reply.type == MessageType::Missing) {
     FieldReader fields(reply.body, impl_->options.max_value_bytes);
     throw Error(ErrorCode::Timeout, "store wait timed out after " +
@@ -249,25 +286,28 @@ bool TcpStore::check(const std::vector<std::string>& keys) {
     impl_->check_key(key);
     request.field(key);
   }
-  std::lock_guard lock(impl_->mutex);
-  const Reply reply = impl_->exchange(request.finish(), io_deadline(), "check");
+  const Deadline deadline = impl_->io_deadline();
+  const auto lock = impl_->acquire(deadline, "store check of " + bootstrap::quote_keys(keys));
+  const Reply reply = impl_->exchange(request.finish(), deadline, "check");
   if (reply.type != MessageType::Integer) impl_->unexpected(reply, "check");
   return integer_reply(reply, impl_->options.max_value_bytes) != 0;
 }
 
 bool TcpStore::erase(std::string_view key) {
   impl_->check_key(key);
-  std::lock_guard lock(impl_->mutex);
+  const Deadline deadline = impl_->io_deadline();
+  const auto lock = impl_->acquire(deadline, "store erase of '" + std::string(key) + "'");
   const Reply reply =
-      impl_->exchange(FrameBuilder(MessageType::Erase).field(key).finish(), io_deadline(), "erase");
+      impl_->exchange(FrameBuilder(MessageType::Erase).field(key).finish(), deadline, "erase");
   if (reply.type != MessageType::Integer) impl_->unexpected(reply, "erase");
   return integer_reply(reply, impl_->options.max_value_bytes) != 0;
 }
 
 std::int64_t TcpStore::num_keys() {
-  std::lock_guard lock(impl_->mutex);
+  const Deadline deadline = impl_->io_deadline();
+  const auto lock = impl_->acquire(deadline, "store num_keys");
   const Reply reply =
-      impl_->exchange(FrameBuilder(MessageType::NumKeys).finish(), io_deadline(), "num_keys");
+      impl_->exchange(FrameBuilder(MessageType::NumKeys).finish(), deadline, "num_keys");
   if (reply.type != MessageType::Integer) impl_->unexpected(reply, "num_keys");
   return integer_reply(reply, impl_->options.max_value_bytes);
 }

@@ -10,6 +10,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <csignal>
+#include <future>
+
+#include <signal.h>
 #include <unistd.h>
 
 using namespace cohort;
@@ -77,4 +81,41 @@ TEST_CASE("a killed server process turns client calls into RemoteError", "[tcp_s
   } catch (const Error& e) {
     CHECK(e.code() == ErrorCode::RemoteError);
   }
+}
+
+TEST_CASE("a server process that stops answering fails calls at the client's io_timeout",
+          "[tcp_store][multiproc]") {
+  // A node that froze (SIGSTOP here; a hung host or a dropped link alike): the connection stays
+  // up and the kernel takes the request, but no answer comes.
+  test::SyncPipe port_pipe;
+  test::ForkedChild server_process([&port_pipe] {
+    TcpStoreServer server(TcpStoreOptions{.token = "multiproc"});
+    port_pipe.post(server.port());
+    ::pause();
+    return 0;
+  });
+  TcpStoreOptions options = client_options(static_cast<std::uint16_t>(port_pipe.take(10s)));
+  options.io_timeout = 300ms;
+  TcpStore client(options);
+  client.set_string("before", "ok");
+  REQUIRE(::kill(server_process.pid(), SIGSTOP) == 0);
+  // Without the option the call would wait default_store_timeout() (300 s): a bounded wait
+  // here, and the server is killed on the way out so the call returns either way.
+  auto call = std::async(std::launch::async, [&client] {
+    try {
+      client.check({"before"});
+    } catch (const Error& e) {
+      return std::make_pair(e.code(), e.message());
+    }
+    return std::make_pair(ErrorCode::Internal, std::string("check returned"));
+  });
+  const bool returned = call.wait_for(20s) == std::future_status::ready;
+  server_process.kill();
+  const auto [code, message] = call.get();
+  CAPTURE(message);
+  CHECK(returned);
+  CHECK(code == ErrorCode::Timeout);
+  CHECK(message.find("store check") != std::string::npos);
+  // The connection is out of step after a timed-out exchange: later calls fail fast.
+  CHECK_THROWS_AS(client.check({"before"}), Error);
 }

@@ -123,6 +123,35 @@ TEST_CASE("one TcpStore shared by threads serialises its calls", "[tcp_store][un
   CHECK(client->get_string("t3", 1s) == "99");
 }
 
+TEST_CASE("a short call does not wait out another thread's long get on a shared TcpStore",
+          "[tcp_store][unit]") {
+  TcpStoreServer server(TcpStoreOptions{});
+  TcpStore shared(options_for(server, ""));
+  TcpStore other(options_for(server, ""));
+  std::promise<pid_t> waiter_id;
+  std::atomic<bool> long_get_returned{false};
+  std::thread waiter([&] {
+    waiter_id.set_value(test::current_thread_id());
+    CHECK(shared.get_string("released-later", 20s) == "now");
+    long_get_returned = true;
+  });
+  // The long get holds the connection: its request sent, its thread asleep awaiting the reply.
+  REQUIRE(
+      test::wait_until_blocked(waiter_id.get_future().get(), test::BlockedIn::FileDescriptor, 10s));
+  const std::string message = message_of([&] { shared.get("absent", 200ms); });
+  CHECK(code_of([&] { shared.get("absent", 200ms); }) == ErrorCode::Timeout);
+  CHECK(message.find("'absent'") != std::string::npos);
+  CHECK(message.find("another thread's call held the connection") != std::string::npos);
+  CHECK(code_of([&] { shared.wait({"absent"}, 0ms); }) == ErrorCode::Timeout);
+  // Returned at its own deadline, not the long get's.
+  CHECK_FALSE(long_get_returned);
+  other.set_string("released-later", "now");
+  waiter.join();
+  // Nothing was sent by the calls that timed out waiting: the connection is still in step.
+  shared.set_string("after", "fine");
+  CHECK(shared.get_string("after", 1s) == "fine");
+}
+
 TEST_CASE("compare_set elects exactly one winner among racing clients", "[tcp_store][unit]") {
   TcpStoreServer server(TcpStoreOptions{});
   constexpr int kClients = 8;

@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -339,6 +340,72 @@ TEST_CASE("two cohort-run launchers form one job of two nodes", "[cohort-run][no
     }
     CHECK(contains(r1.err, "stopped ranks on node 1: 2"));
     CHECK(contains(r0.err, "stopped ranks on node 0: 0, 1"));
+  }
+
+  // node 0's launcher frozen (SIGSTOP: as a hung host or a dropped link, the connection stays up
+  // and nothing answers). Its ranks run `exec sleep infinity`, so once it is killed at the end
+  // they die with it (PR_SET_PDEATHSIG) and nothing is left behind.
+  auto node_with_store_timeout = [&](int node_rank, const std::string& seconds,
+                                     const std::string& script) {
+    return cohort_run({"--nnodes", "2", "--node-rank", std::to_string(node_rank), "-n", "2",
+                       "--master-addr", "127.0.0.1", "--master-port", port, "--grace", "2",
+                       "--store-timeout", seconds, "--", "sh", "-c", script});
+  };
+
+  SECTION("a node 0 that stops answering: node 1 stops its ranks after --store-timeout") {
+    RunningCommand node0(node_with_store_timeout(0, "1", "exec sleep infinity"), env);
+    RunningCommand node1(node_with_store_timeout(1, "1", "echo up; exec sleep infinity"), env);
+    REQUIRE(node1.wait_for_output("[rank 2] up", 30s));
+    REQUIRE(node1.wait_for_output("[rank 3] up", 30s));
+    REQUIRE(::kill(node0.pid(), SIGSTOP) == 0);
+    // With the store's usual deadline (300 s) node 1 would poll on and never finish in time.
+    const CommandResult r1 = node1.wait(60s);
+    REQUIRE(::kill(node0.pid(), SIGKILL) == 0);
+    const CommandResult r0 = node0.wait(30s);
+    CAPTURE(r0.out, r0.err, r1.out, r1.err);
+    CHECK(r1.exit_code == 1);
+    CHECK(contains(r1.err, "lost the job store at 127.0.0.1:" + port));
+    CHECK(contains(r1.err, "stopped ranks on node 1: 2, 3"));
+    CHECK(r0.exit_code == 128 + SIGKILL);
+    // Killed with the launcher, node 0's ranks are ours to reap.
+    CHECK(cohort::test::reap_orphans(2, 30s).size() == 2);
+  }
+
+  SECTION("a failure on node 1 while node 0 is silent stops node 1's ranks at once") {
+    // The store's deadline is long: the stop must not wait for node 0 to answer. Rank 3 fails
+    // when the test writes to its FIFO, once node 0 is frozen; rank 2 says when it is stopped.
+    const TempDir dir("cohort-run-test");
+    const std::string go = make_fifo(dir, "go");
+    RunningCommand node0(node_with_store_timeout(0, "600", "exec sleep infinity"), env);
+    RunningCommand node1(
+        node_with_store_timeout(1, "600",
+                                "if [ $COHORT_RANK = 3 ]; then exec 3<> " + go +
+                                    "; echo up; read a <&3; echo rank three fails >&2; exit 7; "
+                                    "fi; trap 'echo stopped; exit 0' TERM; echo up; "
+                                    "sleep infinity & wait"),
+        env);
+    REQUIRE(node1.wait_for_output("[rank 2] up", 30s));
+    REQUIRE(node1.wait_for_output("[rank 3] up", 30s));
+    REQUIRE(::kill(node0.pid(), SIGSTOP) == 0);
+    {
+      const int fd = ::open(go.c_str(), O_WRONLY | O_NONBLOCK);
+      REQUIRE(fd >= 0);
+      REQUIRE(::write(fd, "go\n", 3) == 3);
+      ::close(fd);
+    }
+    // Publishing the failure waits on node 0 (up to 600 s); stopping rank 2 must not.
+    CHECK(node1.wait_for_output("[rank 2] stopped", 30s));
+    // node 0 gone for good: the publication fails at once and node 1 reports its own view.
+    REQUIRE(::kill(node0.pid(), SIGKILL) == 0);
+    const CommandResult r1 = node1.wait(60s);
+    const CommandResult r0 = node0.wait(30s);
+    CAPTURE(r0.out, r0.err, r1.out, r1.err);
+    CHECK(r1.exit_code == 7);
+    CHECK(contains(r1.err, "first failure: rank 3 of 4 (local rank 1, node 1, pid "));
+    CHECK(contains(r1.err, "rank three fails"));
+    CHECK(contains(r1.err, "could not tell the other nodes that the job stopped"));
+    CHECK(contains(r1.err, "stopped ranks on node 1: 2"));
+    CHECK(cohort::test::reap_orphans(2, 30s).size() == 2);
   }
   check_nothing_left_behind();
 }

@@ -160,10 +160,15 @@ void become_subreaper() {
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) throw std::runtime_error("PR_SET_CHILD_SUBREAPER");
 }
 
-std::vector<pid_t> leftover_descendants(std::chrono::milliseconds settle) {
-  // A descendant re-parented to us announces its exit with SIGCHLD. Blocked here (this test
-  // process has no other threads to take it) and taken with sigtimedwait(), so an exit between
-  // a waitpid() that found nothing and the wait stays pending instead of being missed.
+namespace {
+
+// Reaps descendants re-parented to us as they exit, until `enough` of them were reaped, none is
+// left, or `until` passes; returns the reaped pids and whether any is still alive.
+// A descendant re-parented to us announces its exit with SIGCHLD. Blocked here (this test
+// process has no other threads to take it) and taken with sigtimedwait(), so an exit between a
+// waitpid() that found nothing and the wait stays pending instead of being missed.
+std::pair<std::vector<pid_t>, bool> reap_descendants(std::size_t enough,
+                                                     std::chrono::steady_clock::time_point until) {
   sigset_t child_exits;
   sigemptyset(&child_exits);
   sigaddset(&child_exits, SIGCHLD);
@@ -174,31 +179,42 @@ std::vector<pid_t> leftover_descendants(std::chrono::milliseconds settle) {
     ~RestoreMask() { ::pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
   } restore{previous};
 
-  std::vector<pid_t> found;
-  const auto until = std::chrono::steady_clock::now() + settle;
+  std::vector<pid_t> reaped;
   for (;;) {
+    if (reaped.size() >= enough) return {reaped, true};
     int status = 0;
     const pid_t got = ::waitpid(-1, &status, WNOHANG);
     if (got > 0) {
-      found.push_back(got);  // an orphan or zombie the launcher left behind
+      reaped.push_back(got);
       continue;
     }
-    if (got < 0 && errno == ECHILD) return found;  // no descendants at all: clean
+    if (got < 0 && errno == ECHILD) return {reaped, false};  // no descendants left
     const auto left = until - std::chrono::steady_clock::now();
-    if (left <= std::chrono::steady_clock::duration::zero()) {
-      // Descendants still alive: name them, kill them so later tests start clean.
-      for (pid_t alive : children_of(::getpid())) {
-        found.push_back(alive);
-        ::kill(alive, SIGKILL);
-        ::waitpid(alive, nullptr, 0);
-      }
-      return found;
-    }
+    if (left <= std::chrono::steady_clock::duration::zero()) return {reaped, true};
     const auto left_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
     const timespec wait_for{static_cast<time_t>(left_ns / 1000000000),
                             static_cast<long>(left_ns % 1000000000)};
     ::sigtimedwait(&child_exits, nullptr, &wait_for);  // a SIGCHLD, the end of settle, or EINTR
   }
+}
+
+}  // namespace
+
+std::vector<pid_t> leftover_descendants(std::chrono::milliseconds settle) {
+  auto [found, some_alive] = reap_descendants(SIZE_MAX, std::chrono::steady_clock::now() + settle);
+  if (some_alive) {
+    // Descendants still alive: name them, kill them so later tests start clean.
+    for (pid_t alive : children_of(::getpid())) {
+      found.push_back(alive);
+      ::kill(alive, SIGKILL);
+      ::waitpid(alive, nullptr, 0);
+    }
+  }
+  return found;
+}
+
+std::vector<pid_t> reap_orphans(std::size_t count, std::chrono::milliseconds timeout) {
+  return reap_descendants(count, std::chrono::steady_clock::now() + timeout).first;
 }
 
 std::string cohort_run_path() {

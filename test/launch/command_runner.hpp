@@ -54,6 +54,10 @@ void become_subreaper();
 /// alive, waiting up to `settle` for stragglers to be re-parented and exit.
 std::vector<pid_t> leftover_descendants(std::chrono::milliseconds settle);
 
+/// Waits up to `timeout` for `count` descendants re-parented to us to exit (the ranks of a
+/// launcher the test killed itself) and reaps them; returns their pids (fewer at the deadline).
+std::vector<pid_t> reap_orphans(std::size_t count, std::chrono::milliseconds timeout);
+
 /// The path of the built cohort-run (COHORT_RUN, set by meson).
 std::string cohort_run_path();
 

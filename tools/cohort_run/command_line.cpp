@@ -32,6 +32,7 @@ std::optional<int> parse_command_line(int argc, char** argv, JobConfig& config) 
 
   double grace_seconds = 10.0;
   double timeout_seconds = 0.0;
+  double store_timeout_seconds = 60.0;
   int master_port = 0;
   std::vector<std::string> env_pairs;
 
@@ -64,6 +65,10 @@ std::optional<int> parse_command_line(int argc, char** argv, JobConfig& config) 
   app.add_option("--timeout", timeout_seconds,
                  "stop the whole job after this many seconds (exit code 124)")
       ->check(CLI::PositiveNumber & CLI::Range(0.0, kMaxSeconds));
+  app.add_option("--store-timeout", store_timeout_seconds,
+                 "seconds to wait for an answer from node 0's store before stopping this node's "
+                 "ranks as cut off from the job (default 60)")
+      ->check(CLI::Range(0.001, kMaxSeconds));
 
   try {
     app.parse(argc, argv);
@@ -100,6 +105,7 @@ std::optional<int> parse_command_line(int argc, char** argv, JobConfig& config) 
   config.master_port = static_cast<std::uint16_t>(master_port);
   config.grace = seconds_to_millis(grace_seconds);
   if (timeout_seconds > 0) config.timeout = seconds_to_millis(timeout_seconds);
+  config.store_timeout = seconds_to_millis(store_timeout_seconds);
   for (const std::string& pair : env_pairs) {
     const std::size_t eq = pair.find('=');
     config.extra_env.emplace_back(pair.substr(0, eq), pair.substr(eq + 1));

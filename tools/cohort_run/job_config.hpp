@@ -27,6 +27,9 @@ struct JobConfig {
   std::chrono::milliseconds grace{std::chrono::seconds(10)};
   /// Extra variables for every rank (given as --env K=V), applied last.
   std::vector<std::pair<std::string, std::string>> extra_env;
+  /// How long a launcher waits for an answer from the job's store (node 0) before it takes the
+  /// store as lost and stops its ranks.
+  std::chrono::milliseconds store_timeout{std::chrono::seconds(60)};
   /// Whole-job limit; none when unset.
   std::optional<std::chrono::milliseconds> timeout;
   /// The program and its arguments.

@@ -7,6 +7,7 @@
 #include "cohort_run/flight_records.hpp"
 #include "cohort_run/interrupt_pipe.hpp"
 #include "cohort_run/launcher_store.hpp"
+#include "cohort_run/store_watch.hpp"
 #include "core/log.hpp"
 #include "core/system_error.hpp"
 #include "core/tunables.hpp"
@@ -108,6 +109,11 @@ class NodeJob {
     token_ = resolve_token(config_);
     connect_store();
     start_ranks();
+    {
+      BlockedInterrupts blocked;  // the watch's thread leaves the signals to this one
+      watch_ = std::make_unique<JobStoreWatch>(*launchers_, config_.nnodes > 1, kStorePollInterval,
+                                               store_name());
+    }
 
     launcher::SupervisorHooks hooks;
     hooks.interrupt_fd = interrupts.fd();
@@ -115,14 +121,15 @@ class NodeJob {
     hooks.grace = config_.grace;
     hooks.reap_orphans = true;
     hooks.on_first_failure = [this](const launcher::RankFailure& failure) {
-      JobAbort mine{failure, failure.status.shell_code(), config_.node_rank, {}};
-      abort_ = publish(mine);
+      // The other nodes learn of it through the watch's thread; our ranks are stopped at once,
+      // whether or not node 0 answers.
+      watch_->publish(JobAbort{failure, failure.status.shell_code(), config_.node_rank, {}});
       // Before the others are stopped: their flight records say where each one was.
       request_flight_records();
     };
     if (config_.nnodes > 1) {
       hooks.should_stop = [this] {
-        std::optional<std::string> reason = remote_stop_reason();
+        std::optional<std::string> reason = watch_->stop_reason();
         if (reason) request_flight_records();
         return reason;
       };
@@ -130,7 +137,8 @@ class NodeJob {
     const launcher::RankSupervisorResult result =
         launcher::supervise_ranks(ranks_, config_.node_rank, hooks);
 
-    settle_outcome(result);
+    settle_outcome(result, interrupts.fd());
+    watch_.reset();
     finish_node(interrupts.fd());
     report(result);
     return abort_ ? abort_->exit_code : 0;
@@ -156,6 +164,7 @@ class NodeJob {
     options.host = store_addr_;
     options.port = store_port_;
     options.token = token_;
+    options.io_timeout = config_.store_timeout;
     launchers_ = std::make_unique<LauncherStore>(std::make_shared<TcpStore>(options));
   }
 
@@ -215,7 +224,10 @@ class NodeJob {
     }
   }
 
-  // Publishing may fail when node 0 is gone; we still stop our ranks and report our own view.
+  std::string store_name() const { return store_addr_ + ":" + std::to_string(store_port_); }
+
+  // Publishing outside supervision (node 0 waiting for the others): may fail when the store is
+  // gone; we still report our own view.
   JobAbort publish(const JobAbort& abort) {
     try {
       return launchers_->publish_abort(abort);
@@ -225,39 +237,53 @@ class NodeJob {
     }
   }
 
-  std::optional<std::string> remote_stop_reason() {
-    try {
-      if (std::optional<JobAbort> remote = launchers_->published_abort()) {
-        abort_ = std::move(remote);
-        return "node " + std::to_string(abort_->node_rank) + " stopped the job";
-      }
-    } catch (const Error& e) {
-      lost_store_ = true;
-      return "lost the job store at " + store_addr_ + ":" + std::to_string(store_port_) + " (" +
-             e.what() + ")";
-    }
-    return std::nullopt;
-  }
-
-  void settle_outcome(const launcher::RankSupervisorResult& result) {
+  // What the job's end is, once the ranks are gone: our abort as published (or the job's first,
+  // when another node's came before it), another node's, or none.
+  void settle_outcome(const launcher::RankSupervisorResult& result, int interrupt_fd) {
     switch (result.outcome) {
       case launcher::JobOutcome::Success:
-      case launcher::JobOutcome::RankFailed:  // abort_ set by on_first_failure
-        break;
-      case launcher::JobOutcome::StopRequested:
-        if (!abort_) abort_ = JobAbort{std::nullopt, 1, config_.node_rank, result.stop_reason};
-        break;
+      case launcher::JobOutcome::RankFailed:  // published by on_first_failure
+      case launcher::JobOutcome::StopRequested: break;
       case launcher::JobOutcome::Interrupted:
-        abort_ =
-            publish(JobAbort{std::nullopt, 128 + result.interrupt_signal, config_.node_rank,
-                             "cohort-run on node " + std::to_string(config_.node_rank) +
-                                 " received " + launcher::signal_name(result.interrupt_signal)});
+        watch_->publish(JobAbort{std::nullopt, 128 + result.interrupt_signal, config_.node_rank,
+                                 "cohort-run on node " + std::to_string(config_.node_rank) +
+                                     " received " +
+                                     launcher::signal_name(result.interrupt_signal)});
         break;
       case launcher::JobOutcome::TimedOut:
-        abort_ = publish(JobAbort{std::nullopt, kTimeoutExitCode, config_.node_rank,
-                                  "the job exceeded --timeout " +
-                                      std::to_string(config_.timeout->count() / 1000.0) + " s"});
+        watch_->publish(JobAbort{std::nullopt, kTimeoutExitCode, config_.node_rank,
+                                 "the job exceeded --timeout " +
+                                     std::to_string(config_.timeout->count() / 1000.0) + " s"});
         break;
+    }
+    const JobStoreWatch::Settled settled = await_store_verdict(interrupt_fd);
+    abort_ = settled.abort;
+    if (settled.store_error) {
+      lost_store_ = true;
+      if (result.outcome != launcher::JobOutcome::Success &&
+          result.outcome != launcher::JobOutcome::StopRequested) {
+        COHORT_LOG_WARN("could not tell the other nodes that the job stopped: {}",
+                        *settled.store_error);
+      }
+    }
+    if (!abort_ && result.outcome == launcher::JobOutcome::StopRequested)
+      abort_ = JobAbort{std::nullopt, 1, config_.node_rank, result.stop_reason};
+  }
+
+  // The watch's thread finishes the call in flight and the publication, each bounded by the
+  // client's io_timeout; a signal meanwhile stops waiting (our ranks are gone already).
+  JobStoreWatch::Settled await_store_verdict(int interrupt_fd) {
+    const SteadyClock::time_point until = SteadyClock::now() + 2 * config_.store_timeout;
+    for (;;) {
+      JobStoreWatch::Settled settled = watch_->settle(kStorePollInterval);
+      if (!settled.pending) return settled;
+      pollfd pfd{interrupt_fd, POLLIN, 0};
+      const bool interrupted = ::poll(&pfd, 1, 0) > 0;
+      if (interrupted || SteadyClock::now() >= until) {
+        settled.store_error = interrupted ? "interrupted while telling the other nodes"
+                                          : "the store did not answer in time";
+        return settled;
+      }
     }
   }
 
@@ -344,6 +370,8 @@ class NodeJob {
   std::uint16_t store_port_ = 0;
   std::unique_ptr<TcpStoreServer> server_;
   std::unique_ptr<LauncherStore> launchers_;
+  // The store calls made while the ranks run (see store_watch.hpp); gone before finish_node().
+  std::unique_ptr<JobStoreWatch> watch_;
   // Removes its directory (when ours and not needed) after the ranks are gone.
   std::unique_ptr<JobFlightRecords> flight_records_;
   // Declared after the store: ranks are killed and reaped before the store goes away.
