@@ -7,6 +7,8 @@
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <atomic>
+#include <memory>
+#include <mutex>
 #include <string>
 
 namespace cohort {
@@ -29,6 +31,20 @@ std::string pattern_for(int rank, int size) {
   return "[cohort r" + std::to_string(rank) + "/" + std::to_string(size) + "] %l: %v";
 }
 
+// The pattern in use, for a sink that replaces the first (log::send_to). Function-local: the
+// logger may be built by another file's static initialiser. The mutex is constant-initialised.
+std::mutex pattern_mutex;
+std::string& current_pattern() {
+  static std::string pattern = pattern_for(-1, 0);
+  return pattern;
+}
+
+void use_pattern(spdlog::logger& logger, std::string pattern) {
+  std::lock_guard lock(pattern_mutex);
+  current_pattern() = std::move(pattern);
+  logger.set_pattern(current_pattern());
+}
+
 // Set once set_log_level() has chosen the level, which COHORT_LOG_LEVEL then no longer changes.
 std::atomic<bool> level_chosen_by_caller{false};
 
@@ -36,7 +52,7 @@ std::atomic<bool> level_chosen_by_caller{false};
 std::shared_ptr<spdlog::logger> make_logger() {
   auto logger =
       std::make_shared<spdlog::logger>("cohort", std::make_shared<spdlog::sinks::stderr_sink_mt>());
-  logger->set_pattern(pattern_for(-1, 0));
+  logger->set_pattern(current_pattern());  // built before anyone can change it: no lock
   // The logger may be created before init() (by any first log line) and must not throw: with a
   // malformed tunable it logs at the default level, says why, and init() then fails naming it.
   LogLevel level = LogLevel::Warn;
@@ -56,6 +72,13 @@ namespace log {
 spdlog::logger& logger() {
   static const std::shared_ptr<spdlog::logger> instance = make_logger();
   return *instance;
+}
+
+void send_to(std::shared_ptr<spdlog::sinks::sink> sink) {
+  spdlog::logger& target = logger();  // built first: its construction reads the pattern
+  std::lock_guard lock(pattern_mutex);
+  sink->set_pattern(current_pattern());
+  target.sinks().assign({std::move(sink)});
 }
 
 void apply_level_from_tunables() {
@@ -82,7 +105,7 @@ LogLevel log_level_from_name(std::string_view name) {
 }
 
 void set_log_rank(int rank, int size) {
-  log::logger().set_pattern(pattern_for(rank, size));
+  use_pattern(log::logger(), pattern_for(rank, size));
 }
 
 }  // namespace cohort

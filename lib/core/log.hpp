@@ -10,6 +10,10 @@ namespace cohort::log {
 /// The shared logger, created on first use with the level from COHORT_LOG_LEVEL.
 spdlog::logger& logger();
 
+/// Sends every later line to `sink` instead of stderr, in the same format. Call before any
+/// other thread may log (spdlog's list of sinks is not guarded): a launcher at its start.
+void send_to(std::shared_ptr<spdlog::sinks::sink> sink);
+
 /// Sets the level from the current tunables' COHORT_LOG_LEVEL (after reload_tunables(), so a
 /// level set in-process before init() counts), unless set_log_level() has chosen one.
 void apply_level_from_tunables();

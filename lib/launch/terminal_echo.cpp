@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <climits>
 #include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -59,7 +60,9 @@ TerminalEcho::~TerminalEcho() {
 }
 
 std::shared_ptr<TerminalEcho> TerminalEcho::shared(int fd) {
+  static std::mutex registry_mutex;
   static std::map<std::string, std::weak_ptr<TerminalEcho>> echoes;
+  std::lock_guard lock(registry_mutex);
   const std::string identity = file_identity(fd);
   std::shared_ptr<TerminalEcho> echo = echoes[identity].lock();
   if (!echo) {
@@ -70,6 +73,7 @@ std::shared_ptr<TerminalEcho> TerminalEcho::shared(int fd) {
 }
 
 void TerminalEcho::write_line(std::string line) {
+  std::lock_guard lock(mutex_);
   if (broken_ || line.empty()) return;
   queued_bytes_ += line.size();
   queue_.push_back(std::move(line));
@@ -83,25 +87,51 @@ void TerminalEcho::write_line(std::string line) {
     ++dropped_unreported_;
     ++dropped_total_;
   }
-  flush_ready();
+  flush_locked();
 }
 
 void TerminalEcho::flush_ready() {
-  if (!broken_ && (!queue_.empty() || dropped_unreported_ > 0 || !note_.empty())) write_ready();
+  std::lock_guard lock(mutex_);
+  flush_locked();
+}
+
+void TerminalEcho::flush_locked() {
+  if (!broken_ && pending()) write_ready();
+}
+
+bool TerminalEcho::broken() const {
+  std::lock_guard lock(mutex_);
+  return broken_;
+}
+
+std::size_t TerminalEcho::queued_bytes() const {
+  std::lock_guard lock(mutex_);
+  return queued_bytes_;
+}
+
+std::size_t TerminalEcho::dropped_lines() const {
+  std::lock_guard lock(mutex_);
+  return dropped_total_;
 }
 
 void TerminalEcho::drain(std::chrono::milliseconds limit) {
+  std::unique_lock lock(mutex_);
   if (gave_up_) limit = std::chrono::milliseconds(0);
   const auto give_up = std::chrono::steady_clock::now() + limit;
-  while (!broken_ && (!queue_.empty() || dropped_unreported_ > 0 || !note_.empty())) {
+  while (!broken_ && pending()) {
     if (write_ready()) continue;
     const auto left =
         std::chrono::ceil<std::chrono::milliseconds>(give_up - std::chrono::steady_clock::now());
     if (left.count() <= 0) break;
-    pollfd p{fd_, POLLOUT, 0};
-    if (::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 50))) < 0 &&
-        errno != EINTR)
-      break;
+    // Other threads may queue lines meanwhile (they go out with the rest).
+    const int fd = fd_;
+    lock.unlock();
+    pollfd p{fd, POLLOUT, 0};
+    const bool failed =
+        ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 50))) < 0 &&
+        errno != EINTR;
+    lock.lock();
+    if (failed) break;
   }
   if (!queue_.empty() || !note_.empty()) gave_up_ = true;
   dropped_total_ += queue_.size();

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace cohort::launcher {
@@ -33,8 +34,9 @@ class TerminalEcho {
   TerminalEcho& operator=(const TerminalEcho&) = delete;
 
   /// The echo of the file `fd` writes to, shared by every stream writing there (stdout and
-  /// stderr are often one terminal), so their lines keep one order and one bound. Not
-  /// thread-safe (the launcher is single-threaded).
+  /// stderr are often one terminal), so their lines keep one order and one bound.
+  /// Thread-safe, as is every member: the supervisor's loop echoes rank output while other
+  /// threads (node 0's store server, the store watch) may log through the same echo.
   static std::shared_ptr<TerminalEcho> shared(int fd);
 
   /// Queues one complete line (its newline included) and writes what the descriptor takes now.
@@ -42,16 +44,22 @@ class TerminalEcho {
   /// Writes what the descriptor takes now; never waits.
   void flush_ready();
   /// Whether the descriptor refused for good (a closed pipe or terminal): nothing more is echoed.
-  bool broken() const noexcept { return broken_; }
+  bool broken() const;
   /// Waits up to `limit` in all for the descriptor to take what is queued (the job's end); what
   /// is left then is dropped. Once a drain has given up, later ones do not wait again: the
   /// terminal was already shown to be stalled, and the job's end must not pay the bound twice.
+  /// Other threads' lines are taken meanwhile (the lock is not held while waiting).
   void drain(std::chrono::milliseconds limit);
 
-  std::size_t queued_bytes() const noexcept { return queued_bytes_; }
-  std::size_t dropped_lines() const noexcept { return dropped_total_; }
+  std::size_t queued_bytes() const;
+  std::size_t dropped_lines() const;
 
  private:
+  // Everything below runs with mutex_ held.
+  bool pending() const noexcept {
+    return !queue_.empty() || dropped_unreported_ > 0 || !note_.empty();
+  }
+  void flush_locked();
   /// Writes the note and the queue while the descriptor is ready; false when it stopped taking.
   bool write_ready();
   /// One write of at most chunk_ bytes of `text` from `offset` (advanced); false when nothing
@@ -60,6 +68,7 @@ class TerminalEcho {
   /// Forgets everything queued (the descriptor refused, or the job's end gave up on it).
   void discard_queue() noexcept;
 
+  mutable std::mutex mutex_;
   int fd_;             ///< what is written to: own_fd_ when open, else the caller's
   int own_fd_ = -1;    ///< the non-blocking description of our own, or -1
   std::size_t chunk_;  ///< the most one write may carry without blocking

@@ -173,6 +173,31 @@ TEST_CASE("cohort-run finishes a job whose stdout nobody reads", "[cohort-run]")
   check_nothing_left_behind();
 }
 
+TEST_CASE("cohort-run's own warnings do not block on a stderr nobody reads", "[cohort-run]") {
+  // cohort-run's stderr is a FIFO held open and never read, filled by rank 0's output. Rank 1
+  // then fails; rank 0 catches SIGUSR1 but never writes a flight record, so the launcher warns
+  // after its wait for the records. With that warning a blocking write, the launcher stayed in
+  // it and this wait ran out.
+  const TempDir dir;
+  const std::string stalled = make_fifo(dir, "stalled-stderr");
+  const std::string printed = make_fifo(dir, "printed");
+  RunningCommand holder({"sh", "-c", "exec sleep 120 < " + stalled});
+  const std::string program =
+      "if [ $COHORT_RANK = 1 ]; then exec 3<> " + printed +
+      "; read a <&3; exit 3; fi; trap 'true' USR1; "
+      "head -c 300000 /dev/zero | tr '\\0' y | fold -w 100 >&2; echo done > " +
+      printed + "; sleep infinity & while :; do wait $!; done";
+  const CommandResult r =
+      run_command({"sh", "-c", "exec \"$0\" \"$@\" 2> " + stalled, cohort::test::cohort_run_path(),
+                   "-n", "2", "--grace", "1", "--", "sh", "-c", program},
+                  {}, 60s);
+  CAPTURE(r.out);
+  CHECK(r.exit_code == 3);
+  ::kill(holder.pid(), SIGKILL);
+  holder.wait(10s);
+  check_nothing_left_behind();
+}
+
 TEST_CASE("cohort-run reports a rank killed by a signal as 128+signal", "[cohort-run]") {
   const CommandResult r = run_command(
       cohort_run({"-n", "3", "--", "sh", "-c",

@@ -15,8 +15,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -159,4 +162,58 @@ TEST_CASE("two descriptors of one pipe share one echo, so their lines keep one o
   const auto b = TerminalEcho::shared(second);
   CHECK(a.get() == b.get());
   ::close(second);
+}
+
+TEST_CASE("threads writing through one echo keep every line whole and each thread's in order") {
+  // The launcher's supervisor echoes rank output while its store threads log through the same
+  // echo. The reader drains concurrently so the queue never drops; a drain on a third thread
+  // waits alongside (its lock is released while it waits).
+  ::signal(SIGPIPE, SIG_IGN);
+  AlarmGuard alarm_guard(60);
+  auto pipe = make_pipe();
+  auto echo = std::make_unique<TerminalEcho>(pipe.write.get());
+  constexpr int kThreads = 3;
+  constexpr int kLines = 20000;
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kThreads; ++t) {
+    writers.emplace_back([&echo = *echo, t] {
+      for (int i = 0; i < kLines; ++i) {
+        echo.write_line("thread " + std::to_string(t) + " line " + std::to_string(i) + " " +
+                        std::string(static_cast<std::size_t>(i % 97), 'z') + "\n");
+        if (i % 1000 == 0) echo.drain(std::chrono::milliseconds(100));
+      }
+    });
+  }
+  std::string out;
+  std::thread reader([&out, fd = pipe.read.get()] {
+    char buffer[65536];
+    for (;;) {
+      const ssize_t n = ::read(fd, buffer, sizeof buffer);
+      if (n <= 0) return;
+      out.append(buffer, static_cast<std::size_t>(n));
+    }
+  });
+  for (std::thread& writer : writers) writer.join();
+  echo->drain(std::chrono::seconds(30));
+  CHECK(echo->queued_bytes() == 0);
+  CHECK(echo->dropped_lines() == 0);
+  // Both write ends closed (ours and the echo's own description): the reader sees the end.
+  pipe.write.reset();
+  echo.reset();
+  reader.join();
+
+  std::vector<int> next(kThreads, 0);
+  static const std::regex line_re(R"(thread (\d) line (\d+) (z*))");
+  std::istringstream lines(out);
+  std::size_t count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    std::smatch m;
+    REQUIRE(std::regex_match(line, m, line_re));
+    const int t = std::stoi(m[1]);
+    const int i = std::stoi(m[2]);
+    REQUIRE(i == next[t]);
+    REQUIRE(m[3].length() == i % 97);
+    ++next[t];
+  }
+  CHECK(count == static_cast<std::size_t>(kThreads * kLines));
 }

@@ -4,9 +4,13 @@
 
 #include "cohort_run/job_config.hpp"
 #include "cohort_run/run_job.hpp"
+#include "launch/terminal_echo.hpp"
 
-#include <cstdio>
+#include <chrono>
 #include <exception>
+#include <string>
+
+#include <unistd.h>
 
 int main(int argc, char** argv) {
   cohort::run::JobConfig config;
@@ -16,7 +20,10 @@ int main(int argc, char** argv) {
   try {
     return cohort::run::run_job(config);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "cohort-run: error: %s\n", e.what());
+    // Through the echo the job's output went through, after it, within its bound.
+    const auto echo = cohort::launcher::TerminalEcho::shared(STDERR_FILENO);
+    echo->write_line(std::string("cohort-run: error: ") + e.what() + "\n");
+    echo->drain(std::chrono::seconds(5));
     return 1;
   }
 }

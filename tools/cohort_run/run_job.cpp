@@ -11,6 +11,7 @@
 #include "core/log.hpp"
 #include "core/system_error.hpp"
 #include "core/tunables.hpp"
+#include "launch/echo_log_sink.hpp"
 #include "launch/exit_status.hpp"
 #include "launch/failure_report.hpp"
 #include "launch/rank_supervisor.hpp"
@@ -18,7 +19,6 @@
 #include "launch/terminal_echo.hpp"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -101,7 +101,9 @@ class NodeJob {
   }
 
   int run() {
-    InterruptPipe interrupts;    // first: a Ctrl-C during setup must not be lost
+    InterruptPipe interrupts;  // first: a Ctrl-C during setup must not be lost
+    // Our own warnings, from any thread, go where the ranks' stderr goes and never block.
+    launcher::log_through_terminal_echo(STDERR_FILENO);
     ::signal(SIGPIPE, SIG_IGN);  // a closed terminal must not kill the launcher
     // Descendants orphaned by a dying rank are re-parented to us, so we can reap them: no
     // zombie outlives the job.
@@ -141,6 +143,9 @@ class NodeJob {
     watch_.reset();
     finish_node(interrupts.fd());
     report(result);
+    // Whatever was logged after the ranks' last lines, within the echo's bound (spent once).
+    for (const int fd : {STDOUT_FILENO, STDERR_FILENO})
+      launcher::TerminalEcho::shared(fd)->drain(kReportEchoWait);
     return abort_ ? abort_->exit_code : 0;
   }
 
@@ -313,8 +318,9 @@ class NodeJob {
       const std::vector<int> missing = launchers_->unfinished_nodes(config_.nnodes);
       if (missing.empty()) return;
       if (SteadyClock::now() >= until) {
-        std::fprintf(stderr, "cohort-run: node(s) %s never reported finishing; closing the store\n",
-                     launcher::join_ranks(missing).c_str());
+        launcher::TerminalEcho::shared(STDERR_FILENO)
+            ->write_line("cohort-run: node(s) " + launcher::join_ranks(missing) +
+                         " never reported finishing; closing the store\n");
         if (!abort_) abort_ = JobAbort{std::nullopt, 1, 0, "nodes did not finish"};
         return;
       }
