@@ -90,8 +90,10 @@ struct TcpStoreOptions {
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
   /// Client: how long a call that waits for no key (set, add, check, compare_set, erase,
   /// num_keys) may take, from entering the call to the server's answer, before it throws
-  /// Error(Timeout); the connection is unusable afterwards. Unset: default_store_timeout().
-  /// A watchdog that must notice a silent server soon (a launcher polling node 0) sets it short.
+  /// Error(Timeout), and at most how long a get()/wait() waits beyond its own timeout for the
+  /// server's answer (10 s otherwise). A call that timed out waiting for the server leaves the
+  /// connection unusable. Unset: default_store_timeout(). A watchdog that must notice a silent
+  /// server soon (a launcher polling node 0) sets it short.
   std::optional<std::chrono::milliseconds> io_timeout;
   /// Server: a connection that has not completed the token handshake this long after it was
   /// accepted is closed, so idle or slow strangers cannot hold descriptors. Must be positive.
@@ -129,7 +131,8 @@ class TcpStoreServer {
 /// The client half: one connection to a TcpStoreServer. Safe to share between threads: calls
 /// are serialised, and a call's deadline covers its wait for the connection too, so a long get()
 /// in one thread makes another thread's short call time out (Error(Timeout), connection still
-/// usable) rather than overrun. A vanished server turns calls into Error(RemoteError).
+/// usable) rather than overrun; a get()/wait() waits for the connection at least 100 ms even
+/// when its timeout is shorter. A vanished server turns calls into Error(RemoteError).
 class TcpStore final : public Store {
  public:
   /// Connects (retrying with backoff until options.connect_timeout) and authenticates.

@@ -25,8 +25,12 @@ using bootstrap::MessageType;
 
 namespace {
 
-// Extra time the client allows beyond a get()/wait() timeout for the server's Missing reply.
-constexpr std::chrono::seconds kReplyGrace{10};
+// Extra time the client allows beyond a get()/wait() timeout for the server's Missing reply
+// (at most the io_timeout, when one is set).
+constexpr std::chrono::milliseconds kReplyGrace{10000};
+// The least a get()/wait() waits for a connection another thread's call is using: a probe with
+// a timeout of 0 must not fail because a short call was in flight.
+constexpr std::chrono::milliseconds kMinConnectionWait{100};
 constexpr std::chrono::milliseconds kFirstRetryDelay{10};
 constexpr std::chrono::milliseconds kMaxRetryDelay{500};
 
@@ -49,6 +53,14 @@ struct TcpStore::Impl {
   /// The deadline of a call that waits for no key.
   Deadline io_deadline() const {
     return Clock::now() + options.io_timeout.value_or(default_store_timeout());
+  }
+  /// How long a get()/wait() waits beyond its own timeout for the server's answer.
+  std::chrono::milliseconds reply_grace() const {
+    return options.io_timeout ? std::min(kReplyGrace, *options.io_timeout) : kReplyGrace;
+  }
+  /// Until when a get()/wait() that started at `start` waits for the connection.
+  static Deadline connection_deadline(Deadline start, std::chrono::milliseconds timeout) {
+    return start + std::max(timeout, kMinConnectionWait);
   }
   /// Takes the connection for one call, or throws Timeout if another thread's call still holds
   /// it at `deadline` (nothing was sent: the connection stays usable).
@@ -206,12 +218,12 @@ Bytes TcpStore::get(std::string_view key, std::chrono::milliseconds timeout) {
   const auto lock = impl_->acquire(start + timeout,
                                    "store get timed out after " + std::to_string(timeout.count()) +
                                        " ms waiting for '" + std::string(key) + "'");
-  const Reply reply =
-      impl_->exchange_naming_keys(FrameBuilder(MessageType::Get)
-                                      .integer(time_left(start + timeout).count())
-                                      .field(key)
-                                      .finish(),
-                                  start + timeout + kReplyGrace, "get", {std::string(key)});
+  const Reply reply = impl_->exchange_naming_keys(FrameBuilder(MessageType::Get)
+                                                      .integer(time_left(start + timeout).count())
+                                                      .field(key)
+                                                      .finish(),
+                                                  start + timeout + impl_->reply_grace(), "get",
+                                                  {std::string(key)});
   if (reply.type == MessageType::Missing)
     throw Error(ErrorCode::Timeout, "store get timed out after " + std::to_string(timeout.count()) +
                                         " ms waiting for '" + std::string(key) + "' at " +
@@ -268,8 +280,8 @@ void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   FrameBuilder request(MessageType::Wait);
   request.integer(time_left(start + timeout).count());
   for (const auto& key : keys) request.field(key);
-  const Reply reply =
-      impl_->exchange_naming_keys(request.finish(), start + timeout + kReplyGrace, "wait", keys);
+  const Reply reply = impl_->exchange_naming_keys(
+      request.finish(), start + timeout + impl_->reply_grace(), "wait", keys);
   if (reply.type == MessageType::Missing) {
     FieldReader fields(reply.body, impl_->options.max_value_bytes);
     throw Error(ErrorCode::Timeout, "store wait timed out after " +

@@ -114,7 +114,8 @@ class Supervision {
         begin_stop(signal);
       } else if (!killed_) {
         // A second interrupt means "now": skip the rest of the grace period (killed before
-        // the line is logged: a stalled terminal may hold the log's write).
+        // the line is logged: where the log is a plain write to stderr, as under
+        // cohort::launch(), a stalled terminal may hold it; cohort-run's goes through its echo).
         kill_survivors();
         COHORT_LOG_WARN("second {} while stopping: killed every rank", signal_name(signal));
       }

@@ -378,8 +378,9 @@ TEST_CASE("two cohort-run launchers form one job of two nodes", "[cohort-run][no
   };
 
   SECTION("a node 0 that stops answering: node 1 stops its ranks after --store-timeout") {
-    RunningCommand node0(node_with_store_timeout(0, "1", "exec sleep infinity"), env);
-    RunningCommand node1(node_with_store_timeout(1, "1", "echo up; exec sleep infinity"), env);
+    // node 0's own deadline is long: only node 1 may give up, and only once node 0 froze.
+    RunningCommand node0(node_with_store_timeout(0, "600", "exec sleep infinity"), env);
+    RunningCommand node1(node_with_store_timeout(1, "3", "echo up; exec sleep infinity"), env);
     REQUIRE(node1.wait_for_output("[rank 2] up", 30s));
     REQUIRE(node1.wait_for_output("[rank 3] up", 30s));
     REQUIRE(::kill(node0.pid(), SIGSTOP) == 0);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -163,7 +164,8 @@ void become_subreaper() {
 namespace {
 
 // Reaps descendants re-parented to us as they exit, until `enough` of them were reaped, none is
-// left, or `until` passes; returns the reaped pids and whether any is still alive.
+// left, or `until` passes; returns the reaped pids and whether descendants may remain (false
+// only when none is left at all).
 // A descendant re-parented to us announces its exit with SIGCHLD. Blocked here (this test
 // process has no other threads to take it) and taken with sigtimedwait(), so an exit between a
 // waitpid() that found nothing and the wait stays pending instead of being missed.
@@ -201,8 +203,9 @@ std::pair<std::vector<pid_t>, bool> reap_descendants(std::size_t enough,
 }  // namespace
 
 std::vector<pid_t> leftover_descendants(std::chrono::milliseconds settle) {
-  auto [found, some_alive] = reap_descendants(SIZE_MAX, std::chrono::steady_clock::now() + settle);
-  if (some_alive) {
+  auto [found, may_remain] = reap_descendants(std::numeric_limits<std::size_t>::max(),
+                                              std::chrono::steady_clock::now() + settle);
+  if (may_remain) {
     // Descendants still alive: name them, kill them so later tests start clean.
     for (pid_t alive : children_of(::getpid())) {
       found.push_back(alive);

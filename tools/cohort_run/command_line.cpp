@@ -67,8 +67,9 @@ std::optional<int> parse_command_line(int argc, char** argv, JobConfig& config) 
       ->check(CLI::PositiveNumber & CLI::Range(0.0, kMaxSeconds));
   app.add_option("--store-timeout", store_timeout_seconds,
                  "seconds to wait for an answer from node 0's store before stopping this node's "
-                 "ranks as cut off from the job (default 60)")
-      ->check(CLI::Range(0.001, kMaxSeconds));
+                 "ranks as cut off from the job (default 60; at least 1; the launcher's store "
+                 "calls use it instead of COHORT_STORE_TIMEOUT)")
+      ->check(CLI::Range(1.0, kMaxSeconds));
 
   try {
     app.parse(argc, argv);

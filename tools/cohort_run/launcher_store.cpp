@@ -56,7 +56,8 @@ JobAbort LauncherStore::publish_abort(const JobAbort& abort) {
 
 std::optional<JobAbort> LauncherStore::published_abort() {
   if (!store_->check({kAbortKey})) return std::nullopt;
-  const Bytes value = store_->get(kAbortKey, std::chrono::seconds(10));
+  // There (never erased): no waiting for it, so the client's io_timeout alone bounds the call.
+  const Bytes value = store_->get(kAbortKey, std::chrono::milliseconds(0));
   return decode(std::string(value.begin(), value.end()));
 }
 

@@ -113,7 +113,7 @@ class NodeJob {
     start_ranks();
     {
       BlockedInterrupts blocked;  // the watch's thread leaves the signals to this one
-      watch_ = std::make_unique<JobStoreWatch>(*launchers_, config_.nnodes > 1, kStorePollInterval,
+      watch_ = std::make_unique<JobStoreWatch>(launchers_, config_.nnodes > 1, kStorePollInterval,
                                                store_name());
     }
 
@@ -170,7 +170,7 @@ class NodeJob {
     options.port = store_port_;
     options.token = token_;
     options.io_timeout = config_.store_timeout;
-    launchers_ = std::make_unique<LauncherStore>(std::make_shared<TcpStore>(options));
+    launchers_ = std::make_shared<LauncherStore>(std::make_shared<TcpStore>(options));
   }
 
   // Every rank dumps its flight records into one directory per job (flight_records.hpp): the
@@ -275,10 +275,11 @@ class NodeJob {
       abort_ = JobAbort{std::nullopt, 1, config_.node_rank, result.stop_reason};
   }
 
-  // The watch's thread finishes the call in flight and the publication, each bounded by the
-  // client's io_timeout; a signal meanwhile stops waiting (our ranks are gone already).
+  // The watch's thread finishes the poll in flight (a check and a read) and the publication,
+  // each call bounded by the client's io_timeout; a signal meanwhile stops waiting (our ranks
+  // are gone already).
   JobStoreWatch::Settled await_store_verdict(int interrupt_fd) {
-    const SteadyClock::time_point until = SteadyClock::now() + 2 * config_.store_timeout;
+    const SteadyClock::time_point until = SteadyClock::now() + 3 * config_.store_timeout;
     for (;;) {
       JobStoreWatch::Settled settled = watch_->settle(kStorePollInterval);
       if (!settled.pending) return settled;
@@ -375,7 +376,7 @@ class NodeJob {
   std::string store_addr_;
   std::uint16_t store_port_ = 0;
   std::unique_ptr<TcpStoreServer> server_;
-  std::unique_ptr<LauncherStore> launchers_;
+  std::shared_ptr<LauncherStore> launchers_;  // shared with the watch's thread
   // The store calls made while the ranks run (see store_watch.hpp); gone before finish_node().
   std::unique_ptr<JobStoreWatch> watch_;
   // Removes its directory (when ours and not needed) after the ranks are gone.

@@ -1,100 +1,136 @@
+// JobStoreWatch (store_watch.hpp): one thread, one mutex; the lock is never held across a
+// store call, so the supervisor's reads never wait for the store.
+
 #include "cohort_run/store_watch.hpp"
 
+#include <condition_variable>
 #include <exception>
+#include <mutex>
+#include <thread>
 
 namespace cohort::run {
+namespace {
+// How long the watch's end waits for a store call in flight before leaving the thread be.
+constexpr std::chrono::seconds kJoinWait{1};
+}  // namespace
 
-JobStoreWatch::JobStoreWatch(LauncherStore& store, bool poll_remote,
+struct JobStoreWatch::State {
+  std::shared_ptr<LauncherStore> store;
+  bool poll_remote = false;
+  std::chrono::milliseconds interval{};
+  std::string store_name;
+
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool stopping = false;
+  bool thread_done = false;
+  std::optional<JobAbort> requested;  // what publish() asked for
+  bool publish_done = false;          // `requested` went to the store (or failed to)
+  std::optional<JobAbort> first;      // the job's first abort, per the store
+  std::optional<JobAbort> remote;     // another launcher's abort, seen by polling
+  std::optional<std::string> lost;    // why the store is unusable
+
+  void run();
+  void publish_requested(std::unique_lock<std::mutex>& lock);
+  void poll_for_remote(std::unique_lock<std::mutex>& lock);
+};
+
+JobStoreWatch::JobStoreWatch(std::shared_ptr<LauncherStore> store, bool poll_remote,
                              std::chrono::milliseconds interval, std::string store_name)
-    : store_(store),
-      poll_remote_(poll_remote),
-      interval_(interval),
-      store_name_(std::move(store_name)),
-      thread_([this] { run(); }) {}
+    : state_(std::make_shared<State>()) {
+  state_->store = std::move(store);
+  state_->poll_remote = poll_remote;
+  state_->interval = interval;
+  state_->store_name = std::move(store_name);
+  std::thread([state = state_] { state->run(); }).detach();
+}
 
 JobStoreWatch::~JobStoreWatch() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  changed_.notify_all();
-  thread_.join();
+  std::unique_lock lock(state_->mutex);
+  state_->stopping = true;
+  state_->changed.notify_all();
+  // Its end is awaited through the state (a detached thread cannot be joined with a bound).
+  state_->changed.wait_for(lock, kJoinWait, [this] { return state_->thread_done; });
 }
 
 void JobStoreWatch::publish(JobAbort abort) {
   {
-    std::lock_guard lock(mutex_);
-    if (requested_) return;
-    requested_ = std::move(abort);
+    std::lock_guard lock(state_->mutex);
+    if (state_->requested) return;
+    state_->requested = std::move(abort);
   }
-  changed_.notify_all();
+  state_->changed.notify_all();
 }
 
 std::optional<std::string> JobStoreWatch::stop_reason() {
-  std::lock_guard lock(mutex_);
-  if (remote_) return "node " + std::to_string(remote_->node_rank) + " stopped the job";
-  if (lost_) return "lost the job store at " + store_name_ + " (" + *lost_ + ")";
+  std::lock_guard lock(state_->mutex);
+  if (state_->remote)
+    return "node " + std::to_string(state_->remote->node_rank) + " stopped the job";
+  if (state_->lost)
+    return "lost the job store at " + state_->store_name + " (" + *state_->lost + ")";
   return std::nullopt;
 }
 
 JobStoreWatch::Settled JobStoreWatch::settle(std::chrono::milliseconds wait) {
-  std::unique_lock lock(mutex_);
-  if (requested_) {
-    if (!changed_.wait_for(lock, wait, [this] { return publish_done_ || lost_.has_value(); }))
-      return {true, requested_, std::nullopt};
-    if (first_) return {false, first_, std::nullopt};
-    return {false, requested_, lost_};
+  State& s = *state_;
+  std::unique_lock lock(s.mutex);
+  if (s.requested) {
+    if (!s.changed.wait_for(lock, wait, [&s] { return s.publish_done || s.lost.has_value(); }))
+      return {true, s.requested, std::nullopt};
+    if (s.first) return {false, s.first, std::nullopt};
+    return {false, s.requested, s.lost};
   }
-  return {false, remote_, lost_};
+  return {false, s.remote, s.lost};
 }
 
-void JobStoreWatch::run() {
-  std::unique_lock lock(mutex_);
+void JobStoreWatch::State::run() {
+  std::unique_lock lock(mutex);
   for (;;) {
     // A publication goes at once; polls wait out the interval.
-    changed_.wait_for(lock, interval_,
-                      [this] { return stopping_ || (requested_ && !publish_done_ && !lost_); });
-    if (stopping_) return;
-    if (lost_) continue;  // nothing more to learn; wait to be stopped
-    if (requested_ && !publish_done_) {
+    changed.wait_for(lock, interval,
+                     [this] { return stopping || (requested && !publish_done && !lost); });
+    if (stopping) break;
+    if (lost) continue;  // nothing more to learn; wait to be stopped
+    if (requested && !publish_done) {
       publish_requested(lock);
-    } else if (poll_remote_ && !remote_ && !requested_) {
+    } else if (poll_remote && !remote && !requested) {
       poll_for_remote(lock);
     }
   }
+  thread_done = true;
+  changed.notify_all();
 }
 
-// Both run with `lock` held on entry and exit, and release it across the store call so the
-// supervisor's reads never wait for the store.
-void JobStoreWatch::publish_requested(std::unique_lock<std::mutex>& lock) {
-  const JobAbort request = *requested_;
+// Both run with `lock` held on entry and exit, and release it across the store call.
+void JobStoreWatch::State::publish_requested(std::unique_lock<std::mutex>& lock) {
+  const JobAbort request = *requested;
   lock.unlock();
-  std::optional<JobAbort> first;
+  std::optional<JobAbort> published;
   std::optional<std::string> error;
   try {
-    first = store_.publish_abort(request);
+    published = store->publish_abort(request);
   } catch (const std::exception& e) {
     error = e.what();
   }
   lock.lock();
-  publish_done_ = true;
-  first_ = std::move(first);
-  if (error) lost_ = std::move(error);
-  changed_.notify_all();
+  publish_done = true;
+  first = std::move(published);
+  if (error) lost = std::move(error);
+  changed.notify_all();
 }
 
-void JobStoreWatch::poll_for_remote(std::unique_lock<std::mutex>& lock) {
+void JobStoreWatch::State::poll_for_remote(std::unique_lock<std::mutex>& lock) {
   lock.unlock();
-  std::optional<JobAbort> remote;
+  std::optional<JobAbort> seen;
   std::optional<std::string> error;
   try {
-    remote = store_.published_abort();
+    seen = store->published_abort();
   } catch (const std::exception& e) {
     error = e.what();
   }
   lock.lock();
-  if (remote) remote_ = std::move(remote);
-  if (error) lost_ = std::move(error);
+  if (seen) remote = std::move(seen);
+  if (error) lost = std::move(error);
 }
 
 }  // namespace cohort::run

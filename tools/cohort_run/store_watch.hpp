@@ -10,11 +10,9 @@
 #include "cohort_run/launcher_store.hpp"
 
 #include <chrono>
-#include <condition_variable>
-#include <mutex>
+#include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 
 namespace cohort::run {
 
@@ -22,11 +20,12 @@ class JobStoreWatch {
  public:
   /// Starts the thread; call with the interrupt signals blocked (BlockedInterrupts) so they stay
   /// with the supervisor. `poll_remote`: look for another launcher's abort every `interval`.
-  /// `store_name` ("addr:port") is for messages. `store` must outlive the watch.
-  JobStoreWatch(LauncherStore& store, bool poll_remote, std::chrono::milliseconds interval,
-                std::string store_name);
-  /// Stops and joins the thread, which first finishes the store call in flight (bounded by the
-  /// store client's io_timeout).
+  /// `store_name` ("addr:port") is for messages.
+  JobStoreWatch(std::shared_ptr<LauncherStore> store, bool poll_remote,
+                std::chrono::milliseconds interval, std::string store_name);
+  /// Stops the thread: joins it when it is between calls or finishes its call within a second;
+  /// otherwise (a store call to a silent node 0, bounded by the client's io_timeout) leaves it
+  /// to end on its own, holding what it uses, so the launcher's exit never waits for it.
   ~JobStoreWatch();
   JobStoreWatch(const JobStoreWatch&) = delete;
   JobStoreWatch& operator=(const JobStoreWatch&) = delete;
@@ -50,24 +49,8 @@ class JobStoreWatch {
   Settled settle(std::chrono::milliseconds wait);
 
  private:
-  void run();
-  void publish_requested(std::unique_lock<std::mutex>& lock);
-  void poll_for_remote(std::unique_lock<std::mutex>& lock);
-
-  LauncherStore& store_;
-  const bool poll_remote_;
-  const std::chrono::milliseconds interval_;
-  const std::string store_name_;
-
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  bool stopping_ = false;
-  std::optional<JobAbort> requested_;  // what publish() asked for
-  bool publish_done_ = false;          // requested_ went to the store (or failed to)
-  std::optional<JobAbort> first_;      // the job's first abort, per the store
-  std::optional<JobAbort> remote_;     // another launcher's abort, seen by polling
-  std::optional<std::string> lost_;    // why the store is unusable
-  std::thread thread_;                 // last: starts once the state above exists
+  struct State;  // shared with the thread, which may outlive the watch
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace cohort::run
