@@ -24,16 +24,22 @@ std::chrono::milliseconds left_until(Clock::time_point deadline) {
   return std::max(left, std::chrono::milliseconds(1));
 }
 
+/// How long one store read waits for NCCL's unique id before looking at the stop flag again.
+constexpr auto kUniqueIdPollSlice = std::chrono::milliseconds(100);
+
 /// Polls NCCL's asynchronous state until the pending operation (init, split, finalise) ends.
-/// Throws (the caller aborts) on an NCCL error or at the deadline.
+/// Throws (the caller aborts) on an NCCL error, at the deadline, or once `stop` is set (the
+/// backend failed or was aborted meanwhile).
 void await_nccl(DeviceRuntime& rt, NcclHandle comm, Clock::time_point deadline,
-                const std::string& what) {
+                const std::string& what, const std::atomic<bool>* stop = nullptr) {
   for (int polls = 0;; ++polls) {
     const NcclAsyncState state = rt.nccl_async_state(comm);
     if (state.kind == NcclAsyncState::Idle) return;
     if (state.kind == NcclAsyncState::Failed)
       throw Error(state.remote ? ErrorCode::RemoteError : ErrorCode::SystemError,
                   what + " failed: " + state.message);
+    if (stop && stop->load(std::memory_order_acquire))
+      throw Error(ErrorCode::InvalidUsage, what + " stopped: the communicator failed meanwhile");
     if (Clock::now() >= deadline)
       throw Error(ErrorCode::Timeout, what +
                                           " did not finish before the op's deadline (a peer may "
@@ -82,6 +88,7 @@ DeviceBackend::DeviceBackend(std::shared_ptr<Store> store, std::string key_prefi
   DeviceRuntime& rt = require_runtime("split");
   core_->comm = comm;
   core_->has_comm = true;
+  core_->set_up = DeviceCore::SetUp::Ready;
   device_ = device;
   const DeviceGuard on_device(rt, device);
   barrier_word_ = rt.allocate_device(sizeof(std::int32_t), device);
@@ -123,7 +130,9 @@ DeviceBackend::~DeviceBackend() {
 std::optional<int> DeviceBackend::bound_device() const {
   if (!core_) return std::nullopt;
   std::lock_guard lock(core_->mutex);
-  return device_;
+  // While another thread creates the NCCL communicator, its device is the one: an op on another
+  // device is refused in prepare() as it would be afterwards.
+  return device_ ? device_ : setting_up_device_;
 }
 
 DeviceBackend::Prepared DeviceBackend::prepare(std::string_view op, int device,
@@ -160,8 +169,93 @@ DeviceBackend::Prepared DeviceBackend::prepare(std::string_view op, int device,
   return {device};
 }
 
-void DeviceBackend::set_up_locked(int device, Clock::time_point deadline,
-                                  const ErrorContext& context) {
+void DeviceBackend::throw_if_failed_locked(const ErrorContext& context) const {
+  if (core_->failure)
+    throw Error(
+        ErrorCode::InvalidUsage,
+        fmt::format("the GPU path of this communicator failed earlier: {}", core_->failure->what()),
+        context);
+}
+
+void DeviceBackend::ensure_set_up(std::unique_lock<std::mutex>& lock, int device,
+                                  Clock::time_point deadline, const ErrorContext& context) {
+  using SetUp = DeviceCore::SetUp;
+  if (core_->set_up == SetUp::InProgress) {
+    // Another thread's op is creating it: this op waits for that, within its own deadline.
+    const bool ended = core_->set_up_changed.wait_until(lock, deadline, [this] {
+      return core_->set_up != SetUp::InProgress || core_->failure.has_value();
+    });
+    throw_if_failed_locked(context);
+    if (!ended)
+      throw Error(ErrorCode::Timeout,
+                  "another thread's op was still setting up the NCCL communicator at this op's "
+                  "deadline",
+                  context);
+  }
+  if (core_->set_up == SetUp::Ready) return;
+
+  // This thread creates it, without the mutex: the creation waits on the other ranks, and
+  // abort(), the Works of host ops and other threads must not wait behind it.
+  core_->set_up = SetUp::InProgress;
+  setting_up_device_ = device;
+  lock.unlock();
+  std::optional<CreatedComm> created;
+  std::optional<Error> error;
+  try {
+    created = create_nccl(device, deadline, context);
+  } catch (const Error& e) {
+    error = e.with_context(context);
+  }
+  lock.lock();
+  setting_up_device_.reset();
+  const bool failed_meanwhile = core_->failure.has_value();
+  if (created && !failed_meanwhile) {
+    barrier_word_ = created->barrier_word;
+    core_->comm = created->comm;
+    core_->has_comm = true;
+    core_->set_up = SetUp::Ready;
+    device_ = device;
+  } else {
+    core_->set_up = SetUp::None;
+    if (created) {
+      core_->runtime.nccl_abort(created->comm);
+      core_->runtime.free_device(created->barrier_word);
+    }
+    // A failed set-up is final, as any GPU failure: trying again, rank 0 would publish a
+    // second unique id while the other ranks may still hold the first.
+    if (error && !failed_meanwhile) core_->fail_locked(*error);
+  }
+  core_->set_up_changed.notify_all();
+  if (failed_meanwhile) throw_if_failed_locked(context);  // abort()'s cause, not our give-up
+  if (error) throw *error;
+}
+
+Bytes DeviceBackend::await_unique_id(const std::string& key, Clock::time_point deadline,
+                                     const ErrorContext& context) {
+  // In slices, so an abort() meanwhile is seen within one.
+  for (;;) {
+    if (core_->stopping.load(std::memory_order_acquire))
+      throw Error(ErrorCode::InvalidUsage,
+                  "setting up the NCCL communicator stopped: the communicator failed meanwhile",
+                  context);
+    try {
+      return store_->get(key, std::min(left_until(deadline), kUniqueIdPollSlice));
+    } catch (const Error& e) {
+      if (e.code() == ErrorCode::Timeout && Clock::now() < deadline) continue;
+      const std::string why =
+          e.code() == ErrorCode::Timeout ? "it was not there by the op's deadline" : e.what();
+      throw Error(e.code(),
+                  fmt::format("setting up the NCCL communicator (this communicator's first GPU "
+                              "op): rank 0 did not publish NCCL's unique id in time (is it running "
+                              "the same op on CUDA buffers?): {}",
+                              why),
+                  context);
+    }
+  }
+}
+
+DeviceBackend::CreatedComm DeviceBackend::create_nccl(int device, Clock::time_point deadline,
+                                                      const ErrorContext& context) {
   DeviceRuntime& rt = core_->runtime;  // `device` is current (the caller's DeviceGuard)
   const std::string key = key_prefix_ + "/nccl_unique_id";
   NcclUniqueId id{};
@@ -171,17 +265,7 @@ void DeviceBackend::set_up_locked(int device, Clock::time_point deadline,
     std::memcpy(bytes.data(), id.data(), id.size());
     store_->set(key, bytes);
   } else {
-    Bytes bytes;
-    try {
-      bytes = store_->get(key, left_until(deadline));
-    } catch (const Error& e) {
-      throw Error(e.code(),
-                  fmt::format("setting up the NCCL communicator (this communicator's first GPU "
-                              "op): rank 0 did not publish NCCL's unique id in time (is it running "
-                              "the same op on CUDA buffers?): {}",
-                              e.what()),
-                  context);
-    }
+    const Bytes bytes = await_unique_id(key, deadline, context);
     if (bytes.size() != id.size())
       throw Error(ErrorCode::Internal,
                   fmt::format("store key '{}' holds {} bytes, not an NCCL unique id ({} bytes)",
@@ -189,9 +273,11 @@ void DeviceBackend::set_up_locked(int device, Clock::time_point deadline,
                   context);
     std::memcpy(id.data(), bytes.data(), id.size());
   }
+  // Only this thread touches `comm` until it is published (NCCL calls on one communicator must
+  // not overlap): a stop is seen by the polling below, which aborts it here.
   const NcclHandle comm = rt.nccl_init(size_, id, rank_);
   try {
-    await_nccl(rt, comm, deadline, "setting up the NCCL communicator");
+    await_nccl(rt, comm, deadline, "setting up the NCCL communicator", &core_->stopping);
   } catch (const Error& e) {
     rt.nccl_abort(comm);
     throw e.with_context(context);
@@ -204,12 +290,16 @@ void DeviceBackend::set_up_locked(int device, Clock::time_point deadline,
       COHORT_LOG_WARN("could not erase the store key '{}': {}", key, e.what());
     }
   }
-  barrier_word_ = rt.allocate_device(sizeof(std::int32_t), device);
-  core_->comm = comm;
-  core_->has_comm = true;
-  device_ = device;
+  void* barrier_word = nullptr;
+  try {
+    barrier_word = rt.allocate_device(sizeof(std::int32_t), device);
+  } catch (...) {
+    rt.nccl_abort(comm);
+    throw;
+  }
   COHORT_LOG_DEBUG("{}: NCCL communicator of rank {}/{} on cuda:{} ready ({})", key_prefix_, rank_,
                    size_, device, rt.describe());
+  return {comm, barrier_word};
 }
 
 std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
@@ -223,14 +313,10 @@ std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
   const Clock::time_point deadline = Clock::now() + timeout;
   std::shared_ptr<DeviceCompletion> completion;
   {
-    std::lock_guard lock(core_->mutex);
-    if (core_->failure)
-      throw Error(ErrorCode::InvalidUsage,
-                  fmt::format("the GPU path of this communicator failed earlier: {}",
-                              core_->failure->what()),
-                  context);
+    std::unique_lock lock(core_->mutex);
+    throw_if_failed_locked(context);
     const DeviceGuard on_device(rt, device_ ? *device_ : prepared.device);
-    if (!core_->has_comm) set_up_locked(prepared.device, deadline, context);
+    if (!core_->has_comm) ensure_set_up(lock, prepared.device, deadline, context);
     StreamHandle on{};
     if (stream) {
       on = StreamHandle{*stream};
@@ -276,7 +362,14 @@ std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
 std::optional<std::pair<NcclHandle, int>> DeviceBackend::split_nccl(int color, int key,
                                                                     Clock::time_point deadline) {
   if (!core_) return std::nullopt;
-  std::lock_guard lock(core_->mutex);
+  std::unique_lock lock(core_->mutex);
+  // Every rank splits or none: a set-up still running on another thread decides which.
+  if (!core_->set_up_changed.wait_until(lock, deadline, [this] {
+        return core_->set_up != DeviceCore::SetUp::InProgress || core_->failure.has_value();
+      }))
+    throw Error(ErrorCode::Timeout,
+                "split: another thread's op was still setting up the NCCL communicator at the "
+                "deadline");
   if (!core_->has_comm || core_->failure) return std::nullopt;
   DeviceRuntime& rt = core_->runtime;
   const DeviceGuard on_device(rt, *device_);

@@ -17,9 +17,11 @@
 // deadline. Each op's end is reported through its OnFinish, which poisons the communicator.
 //
 // Threading: launch() is called in op order from the communicator's callers; the backend's
-// mutex serialises NCCL calls against the watchdog's abort. Destruction stops the watchdog,
-// waits for outstanding ops (each bounded by its deadline) and finalises the NCCL communicator
-// (aborting it if that does not finish within 10 s).
+// mutex serialises NCCL calls against the watchdog's abort. The first op creates the NCCL
+// communicator without holding the mutex (it waits on the peers, up to the op's timeout): ops of
+// other threads wait for it within their own deadlines, and abort() stops it within a poll.
+// Destruction stops the watchdog, waits for outstanding ops (each bounded by its deadline) and
+// finalises the NCCL communicator (aborting it if that does not finish within 10 s).
 
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
@@ -133,9 +135,22 @@ class DeviceBackend {
   std::optional<int> bound_device() const;
 
  private:
-  /// Creates the NCCL communicator (mutex_ held by the caller).
-  void set_up_locked(int device, std::chrono::steady_clock::time_point deadline,
-                     const ErrorContext& context);
+  struct CreatedComm {
+    NcclHandle comm;
+    void* barrier_word;
+  };
+  /// Throws InvalidUsage naming the earlier failure, if any (core_->mutex held).
+  void throw_if_failed_locked(const ErrorContext& context) const;
+  /// Makes sure the NCCL communicator exists: waits for another thread creating it, or creates
+  /// it with `lock` (on core_->mutex) released meanwhile. A failure fails the backend.
+  void ensure_set_up(std::unique_lock<std::mutex>& lock, int device,
+                     std::chrono::steady_clock::time_point deadline, const ErrorContext& context);
+  /// The collective creation itself (no lock held; stops when core_->stopping is set).
+  CreatedComm create_nccl(int device, std::chrono::steady_clock::time_point deadline,
+                          const ErrorContext& context);
+  /// Rank 0's NCCL unique id from the store, read in slices so a stop is seen within one.
+  Bytes await_unique_id(const std::string& key, std::chrono::steady_clock::time_point deadline,
+                        const ErrorContext& context);
   void start_watchdog_locked();
   void watchdog_main() noexcept;
   /// The outstanding completions, pruned of finished ones.
@@ -148,6 +163,8 @@ class DeviceBackend {
   std::shared_ptr<DeviceCore> core_;
   /// Set on first use (or by the split constructor); guarded by core_->mutex.
   std::optional<int> device_;
+  /// The device of a set-up in progress; guarded by core_->mutex.
+  std::optional<int> setting_up_device_;
   StreamHandle own_stream_{};
   bool own_stream_made_ = false;
   EventHandle default_stream_done_{};

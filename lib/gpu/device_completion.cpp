@@ -16,6 +16,9 @@ Error DeviceCore::fail(const Error& cause) noexcept {
 Error DeviceCore::fail_locked(const Error& cause) noexcept {
   if (failure) return *failure;
   failure = cause;
+  // A set-up in progress on another thread sees this and gives up; threads waiting for it wake.
+  stopping.store(true, std::memory_order_release);
+  set_up_changed.notify_all();
   if (has_comm) {
     // Ends the NCCL kernels still queued or running, so no stream stays blocked on a peer that
     // will never come; the communicator is freed by the abort.

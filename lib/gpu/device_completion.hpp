@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -23,15 +24,25 @@ namespace cohort::gpu {
 
 class DeviceCompletion;
 
-/// What a backend and its outstanding ops share. Its mutex serialises NCCL calls (launches,
-/// asynchronous-error polls, abort) and guards every field.
+/// What a backend and its outstanding ops share. Its mutex serialises NCCL calls on the
+/// communicator once it exists (launches, asynchronous-error polls, abort) and guards every
+/// field but `stopping`. It is never held while waiting on peers, so abort() is always prompt.
 struct DeviceCore {
   explicit DeviceCore(DeviceRuntime& rt) : runtime(rt) {}
+
+  /// Where the NCCL communicator is: none yet, being created by one thread (without the mutex:
+  /// the creation waits on the peers), or created (`comm` usable unless `failure`).
+  enum class SetUp { None, InProgress, Ready };
 
   DeviceRuntime& runtime;
   std::mutex mutex;
   NcclHandle comm{};
   bool has_comm = false;
+  SetUp set_up = SetUp::None;
+  /// Notified when `set_up` leaves InProgress and when `failure` is set.
+  std::condition_variable set_up_changed;
+  /// Set with `failure`; read without the mutex by a set-up in progress, which then gives up.
+  std::atomic<bool> stopping{false};
   /// The first failure; once set, the NCCL communicator is aborted and never used again.
   std::optional<Error> failure;
   std::vector<std::shared_ptr<DeviceCompletion>> outstanding;

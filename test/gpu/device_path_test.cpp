@@ -5,6 +5,7 @@
 
 #include "../comm/rank_checks.hpp"
 #include "fake_device_runtime.hpp"
+#include "support/blocked_thread.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -12,7 +13,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <future>
+#include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -355,6 +360,116 @@ void lazy_set_up_timeout(const Environment& env) {
 
 TEST_CASE("the NCCL communicator is set up on the first GPU op, bounded by its deadline", "[gpu]") {
   REQUIRE_NOTHROW(run_ranks(2, lazy_set_up_timeout));
+}
+
+// Runs `op` on a thread of its own; its error (or none) once joined.
+class OpThread {
+ public:
+  explicit OpThread(std::function<void()> op)
+      : thread_([this, op = std::move(op)] {
+          id_.set_value(test::current_thread_id());
+          try {
+            op();
+          } catch (const Error& e) {
+            error_ = e;
+          }
+        }) {}
+  ~OpThread() {
+    if (thread_.joinable()) thread_.join();
+  }
+  pid_t id() { return id_future_.get(); }
+  std::optional<Error> join() {
+    thread_.join();
+    return error_;
+  }
+
+ private:
+  std::promise<pid_t> id_;
+  std::shared_future<pid_t> id_future_ = id_.get_future().share();
+  std::optional<Error> error_;
+  std::thread thread_;
+};
+
+void abort_stops_set_up(const Environment& env) {
+  auto fake = install_fake(env, /*devices=*/2);
+  auto store = connect_store(env);
+  CollectiveOptions long_timeout;
+  long_timeout.timeout = std::chrono::seconds(60);
+  // First rank 0 alone starts a GPU op (it waits in NCCL's init for rank 1), then rank 1 alone
+  // (it waits for rank 0's unique id). Each is aborted from its main thread meanwhile, which
+  // must end the op with the abort's reason, not at the op's 60 s deadline with a Timeout.
+  for (const int alone : {0, 1}) {
+    auto comm = world(env);
+    const std::string done = "test/alone" + std::to_string(alone) + "-done";
+    if (comm->rank() != alone) {
+      store->wait({done}, std::chrono::seconds(120));
+      continue;
+    }
+    Buffer d = device_buffer(*fake, 4, DType::Float32);
+    OpThread op([&] { comm->allreduce(d, d, ReduceOp::Sum, long_timeout); });
+    if (alone == 0) {
+      // In NCCL's init, waiting for a peer that never joins.
+      const auto until = Clock::now() + std::chrono::seconds(30);
+      while (count_calls(*fake, "init") == 0 && Clock::now() < until) std::this_thread::yield();
+      RANK_CHECK(count_calls(*fake, "init") == 1, "rank 0 never reached NCCL's init");
+      // Meanwhile another thread's op on another device is refused as it would be afterwards
+      // (the communicator is being bound to cuda:0), not left to wait for the set-up.
+      Buffer other = device_buffer(*fake, 4, DType::Float32, /*device=*/1);
+      expect_error([&] { comm->allreduce(other, other, ReduceOp::Sum, long_timeout); },
+                   ErrorCode::InvalidArgument, {"cuda:1", "cuda:0"}, "second device during set-up");
+    } else {
+      // Asleep in the store read for rank 0's unique id.
+      RANK_CHECK(test::wait_until_blocked(op.id(), test::BlockedIn::FileDescriptor,
+                                          std::chrono::seconds(30)),
+                 "rank 1 never waited for the unique id");
+    }
+    comm->abort("the test stops set-up");
+    const std::optional<Error> error = op.join();
+    RANK_CHECK(error.has_value(), "the op survived abort()");
+    RANK_CHECK(error->code() == ErrorCode::InvalidUsage,
+               "set-up ended with " << error->what() << ", not the abort");
+    RANK_CHECK(std::string(error->what()).find("the test stops set-up") != std::string::npos,
+               "the op's error does not name the abort: " << error->what());
+    RANK_CHECK(fake->live_communicators() == 0, "a half-made NCCL communicator was left");
+    store->set_string(done, "1");
+  }
+}
+
+TEST_CASE("abort() stops a GPU set-up waiting on its peers, and its error says why", "[gpu]") {
+  REQUIRE_NOTHROW(run_ranks(2, abort_stops_set_up));
+}
+
+void concurrent_first_ops(const Environment& env) {
+  auto fake = install_fake(env);
+  auto comm = world(env);
+  const int n = comm->size();
+  // Two threads start the communicator's first GPU ops together: one sets NCCL up, the other
+  // waits for it. Equal inputs, so the ops' order across threads does not change the sums.
+  constexpr int kThreads = 2;
+  std::vector<Buffer> buffers;
+  for (int t = 0; t < kThreads; ++t) {
+    buffers.push_back(device_buffer(*fake, 8, DType::Float32));
+    for (std::size_t i = 0; i < 8; ++i) set(buffers.back(), i, comm->rank() + 1);
+  }
+  std::vector<std::unique_ptr<OpThread>> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.push_back(std::make_unique<OpThread>(
+        [&, t] { comm->allreduce(buffers[t], buffers[t], ReduceOp::Sum); }));
+  for (auto& thread : threads) {
+    const std::optional<Error> error = thread->join();
+    RANK_CHECK(!error, "a concurrent first op failed: " << error->what());
+  }
+  for (int t = 0; t < kThreads; ++t)
+    expect_values(
+        buffers[t], 0, 8, [&](std::size_t) { return double(n * (n + 1) / 2); }, "concurrent");
+  RANK_CHECK(count_calls(*fake, "init") == 1,
+             "NCCL set up " << count_calls(*fake, "init") << " times, not once");
+  RANK_CHECK(count_calls(*fake, "unique_id") == (comm->rank() == 0 ? 1u : 0u),
+             "more than one unique id");
+}
+
+TEST_CASE("two threads' first GPU ops set NCCL up once", "[gpu]") {
+  for (const int ranks : {2, 3}) REQUIRE_NOTHROW(run_ranks(ranks, concurrent_first_ops));
 }
 
 void split_uses_nccl_split(const Environment& env) {

@@ -131,10 +131,19 @@ void FakeDeviceRuntime::set_async_failure(std::string message, bool remote) {
   async_failure_remote_ = remote;
 }
 
+namespace {
+// As CUDA's, the current device is the calling thread's (one fake per process).
+thread_local int current_device_of_thread = 0;
+}  // namespace
+
+int FakeDeviceRuntime::current_device() {
+  return current_device_of_thread;
+}
+
 void FakeDeviceRuntime::set_device(int device) {
   if (device < 0 || device >= devices_)
     throw Error(ErrorCode::InvalidArgument, fmt::format("fake: no device {}", device));
-  current_ = device;
+  current_device_of_thread = device;
 }
 
 void* FakeDeviceRuntime::allocate_device(std::size_t bytes, int device) {
@@ -152,7 +161,7 @@ void FakeDeviceRuntime::free_device(void* pointer) noexcept {
 }
 
 void* FakeDeviceRuntime::allocate_pinned(std::size_t bytes) {
-  return allocate_device(bytes, current_);
+  return allocate_device(bytes, current_device_of_thread);
 }
 
 void FakeDeviceRuntime::free_pinned(void* pointer) noexcept {

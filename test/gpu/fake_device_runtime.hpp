@@ -54,7 +54,7 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
   std::string describe() const override { return "fake"; }
   int device_count() noexcept override { return devices_; }
   void set_device(int device) override;
-  int current_device() override { return current_; }
+  int current_device() override;
   void* allocate_device(std::size_t bytes, int device) override;
   void free_device(void* pointer) noexcept override;
   void* allocate_pinned(std::size_t bytes) override;
@@ -128,7 +128,6 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
   std::atomic<int> nccl_version_{22809};
   std::atomic<bool> hang_{false};
   std::atomic<int> aborts_{0};
-  int current_ = 0;
 
   mutable std::mutex mutex_;
   std::vector<std::string> calls_;
