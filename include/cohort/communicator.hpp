@@ -109,7 +109,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // ---- State.
 
   /// Fails this communicator at once, on this rank: the op running on another thread fails
-  /// within a polling round (about a millisecond) with Error(InvalidUsage) "aborted: <reason>",
+  /// within a polling round (about a millisecond; within 100 ms for a first GPU op still setting
+  /// NCCL up) with Error(InvalidUsage) naming the reason,
   /// and every queued, in-flight and later op fails with "communicator <id> was aborted:
   /// <reason>" instead of waiting out its deadline. Thread-safe and never throws; the
   /// communicator can then only be destroyed (which no longer waits for peers). It is local:

@@ -102,6 +102,17 @@ DeviceBackend::~DeviceBackend() {
   watchdog_wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   if (!core_) return;
+  {
+    // Destroyed while another thread's op sets NCCL up (a misuse: that op still uses us): stop
+    // it and wait until it has let go, each step bounded by its deadline.
+    std::unique_lock lock(core_->mutex);
+    if (core_->set_up == DeviceCore::SetUp::InProgress) {
+      core_->fail_locked(Error(ErrorCode::InvalidUsage,
+                               "the communicator was destroyed while its GPU set-up ran"));
+      core_->set_up_changed.wait(lock,
+                                 [this] { return core_->set_up != DeviceCore::SetUp::InProgress; });
+    }
+  }
   // Every outstanding op ends by its own deadline (a timeout aborts the NCCL communicator).
   for (const auto& op : outstanding_snapshot())
     for (int polls = 0; !op->poll(); ++polls)
@@ -186,16 +197,20 @@ void DeviceBackend::ensure_set_up(std::unique_lock<std::mutex>& lock, int device
       return core_->set_up != SetUp::InProgress || core_->failure.has_value();
     });
     throw_if_failed_locked(context);
-    if (!ended)
-      throw Error(ErrorCode::Timeout,
-                  "another thread's op was still setting up the NCCL communicator at this op's "
-                  "deadline",
-                  context);
+    if (!ended) {
+      // A GPU op past its deadline fails the GPU path, as everywhere else: the set-up stops too.
+      const Error timeout(ErrorCode::Timeout,
+                          "another thread's op was still setting up the NCCL communicator at "
+                          "this op's deadline",
+                          context);
+      core_->fail_locked(timeout);
+      throw timeout;
+    }
   }
   if (core_->set_up == SetUp::Ready) return;
 
   // This thread creates it, without the mutex: the creation waits on the other ranks, and
-  // abort(), the Works of host ops and other threads must not wait behind it.
+  // abort(), the watchdog and other threads' ops must not wait behind it.
   core_->set_up = SetUp::InProgress;
   setting_up_device_ = device;
   lock.unlock();
@@ -205,6 +220,10 @@ void DeviceBackend::ensure_set_up(std::unique_lock<std::mutex>& lock, int device
     created = create_nccl(device, deadline, context);
   } catch (const Error& e) {
     error = e.with_context(context);
+  } catch (const std::exception& e) {
+    // Whatever escapes, the state must leave InProgress, or every later op waits it out.
+    error = Error(ErrorCode::Internal,
+                  fmt::format("setting up the NCCL communicator failed: {}", e.what()), context);
   }
   lock.lock();
   setting_up_device_.reset();
@@ -317,6 +336,14 @@ std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
     throw_if_failed_locked(context);
     const DeviceGuard on_device(rt, device_ ? *device_ : prepared.device);
     if (!core_->has_comm) ensure_set_up(lock, prepared.device, deadline, context);
+    // prepare() ran before another thread's set-up may have bound a device.
+    if (*device_ != prepared.device)
+      throw Error(ErrorCode::InvalidArgument,
+                  fmt::format("the buffers are on cuda:{}, but this communicator's GPU ops run on "
+                              "cuda:{} (its first GPU op used it); a communicator drives one "
+                              "device per rank: split() or dup() it for another device",
+                              prepared.device, *device_),
+                  context);
     StreamHandle on{};
     if (stream) {
       on = StreamHandle{*stream};

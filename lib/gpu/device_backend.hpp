@@ -108,8 +108,9 @@ class DeviceBackend {
   Prepared prepare(std::string_view op, int device, std::optional<DType> dtype,
                    std::optional<ReduceOp> reduce_op) const;
 
-  /// Queues one op: sets the NCCL communicator up on first use (bounded by the op's `timeout`,
-  /// which starts now), queues
+  /// Queues one op: sets the NCCL communicator up on first use, or waits for another thread's
+  /// op doing so (bounded by the op's `timeout`, which starts now; a Timeout fails the GPU path,
+  /// as does a failed set-up), queues
   /// `body` on the stream, records the completion event. `context` names the op in errors;
   /// `on_finish` is called exactly once when it finished (from any thread), unless launch()
   /// throws (then the caller reports the failure). `keepalive` is released when it finished.
@@ -123,7 +124,8 @@ class DeviceBackend {
   /// Collective over this communicator's ranks when it has an NCCL communicator (every rank
   /// has one or none: they are created together): ncclCommSplit by `color` (negative: this rank
   /// joins none and gets a null handle) and `key`. Returns nothing when there is no NCCL
-  /// communicator to split (the child then sets up its own on its first GPU op).
+  /// communicator to split (the child then sets up its own on its first GPU op). Waits, until
+  /// `deadline`, for a set-up another thread's op is running (Timeout after it).
   std::optional<std::pair<NcclHandle, int>> split_nccl(
       int color, int key, std::chrono::steady_clock::time_point deadline);
 
@@ -131,7 +133,8 @@ class DeviceBackend {
   /// `cause`. Any thread; never throws.
   void abort(const Error& cause) noexcept;
 
-  /// The device the NCCL communicator is bound to, once it exists.
+  /// The device the NCCL communicator is bound to, once it exists, or is being bound to while
+  /// another thread's op creates it.
   std::optional<int> bound_device() const;
 
  private:
@@ -151,7 +154,6 @@ class DeviceBackend {
   /// Rank 0's NCCL unique id from the store, read in slices so a stop is seen within one.
   Bytes await_unique_id(const std::string& key, std::chrono::steady_clock::time_point deadline,
                         const ErrorContext& context);
-  void start_watchdog_locked();
   void watchdog_main() noexcept;
   /// The outstanding completions, pruned of finished ones.
   std::vector<std::shared_ptr<DeviceCompletion>> outstanding_snapshot();

@@ -25,8 +25,9 @@ namespace cohort::gpu {
 class DeviceCompletion;
 
 /// What a backend and its outstanding ops share. Its mutex serialises NCCL calls on the
-/// communicator once it exists (launches, asynchronous-error polls, abort) and guards every
-/// field but `stopping`. It is never held while waiting on peers, so abort() is always prompt.
+/// communicator once it exists (launches, asynchronous-error polls, abort, split, finalise) and
+/// guards every field but `stopping`. The communicator's creation, the longest wait on peers,
+/// runs without it, so abort() is not held up by a peer that never comes to the first GPU op.
 struct DeviceCore {
   explicit DeviceCore(DeviceRuntime& rt) : runtime(rt) {}
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <stdexcept>
+#include <thread>
 
 namespace cohort::test {
 
@@ -131,19 +132,17 @@ void FakeDeviceRuntime::set_async_failure(std::string message, bool remote) {
   async_failure_remote_ = remote;
 }
 
-namespace {
-// As CUDA's, the current device is the calling thread's (one fake per process).
-thread_local int current_device_of_thread = 0;
-}  // namespace
-
 int FakeDeviceRuntime::current_device() {
-  return current_device_of_thread;
+  std::lock_guard lock(mutex_);
+  const auto found = current_.find(std::this_thread::get_id());
+  return found == current_.end() ? 0 : found->second;
 }
 
 void FakeDeviceRuntime::set_device(int device) {
   if (device < 0 || device >= devices_)
     throw Error(ErrorCode::InvalidArgument, fmt::format("fake: no device {}", device));
-  current_device_of_thread = device;
+  std::lock_guard lock(mutex_);
+  current_[std::this_thread::get_id()] = device;
 }
 
 void* FakeDeviceRuntime::allocate_device(std::size_t bytes, int device) {
@@ -161,7 +160,7 @@ void FakeDeviceRuntime::free_device(void* pointer) noexcept {
 }
 
 void* FakeDeviceRuntime::allocate_pinned(std::size_t bytes) {
-  return allocate_device(bytes, current_device_of_thread);
+  return allocate_device(bytes, current_device());
 }
 
 void FakeDeviceRuntime::free_pinned(void* pointer) noexcept {

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace cohort::test {
@@ -130,6 +131,8 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
   std::atomic<int> aborts_{0};
 
   mutable std::mutex mutex_;
+  /// As CUDA's, the current device is each thread's own (0 until it sets one).
+  std::map<std::thread::id, int> current_;
   std::vector<std::string> calls_;
   std::set<void*> allocations_;
   std::uintptr_t next_handle_ = 0x1000;
