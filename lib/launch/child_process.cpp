@@ -3,11 +3,15 @@
 #include "core/log.hpp"
 #include "core/system_error.hpp"
 
+#include <fmt/format.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fstream>
+#include <string>
 #include <utility>
 
 #include <sys/prctl.h>
@@ -58,19 +62,57 @@ std::optional<ExitStatus> ChildProcess::try_reap() {
   return status_;
 }
 
+void ChildProcess::abandon() noexcept {
+  if (!running()) return;
+  ExitStatus killed;
+  killed.exited = false;
+  killed.signal = SIGKILL;
+  status_ = killed;
+}
+
 void ChildProcess::kill_and_reap() noexcept {
   if (!running()) return;
   signal_group(SIGKILL);
-  int status = 0;
-  pid_t got;
-  do {
-    got = ::waitpid(pid_, &status, 0);
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) {
-    COHORT_LOG_WARN("could not reap child {}: {}", pid_, std::strerror(errno));
-  } else {
-    status_ = ExitStatus::from_wait_status(status);
+  // Bounded: a child asleep uninterruptibly in the kernel dies only when its call returns.
+  const auto give_up = std::chrono::steady_clock::now() + kReapAfterKillWait;
+  for (;;) {
+    int status = 0;
+    const pid_t got = ::waitpid(pid_, &status, WNOHANG);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      COHORT_LOG_WARN("could not reap child {}: {}", pid_, std::strerror(errno));
+      return;
+    }
+    if (got > 0) {
+      status_ = ExitStatus::from_wait_status(status);
+      return;
+    }
+    if (std::chrono::steady_clock::now() >= give_up) {
+      COHORT_LOG_WARN("child {} did not exit within {} s of SIGKILL ({}); leaving it behind", pid_,
+                      kReapAfterKillWait.count(), describe_process_state(pid_));
+      abandon();
+      return;
+    }
+    ::usleep(5'000);
   }
+}
+
+std::string describe_process_state(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text;
+  std::getline(stat, text);
+  // "pid (comm) S ...": comm may hold spaces and parentheses, so the state follows the last ')'.
+  const std::size_t close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return "its state is unknown";
+  const char state = text[close + 2];
+  std::string description = fmt::format("state {}", state);
+  if (state == 'D') description += ": uninterruptible sleep";
+  if (state == 'Z') description += ": a zombie not yet released to us (a tracer holds it?)";
+  std::ifstream wchan_file("/proc/" + std::to_string(pid) + "/wchan");
+  std::string wchan;
+  std::getline(wchan_file, wchan);
+  if (!wchan.empty() && wchan != "0") description += ", in " + wchan;
+  return description;
 }
 
 namespace {

@@ -9,9 +9,11 @@
 #include "launch/exit_status.hpp"
 #include "launch/pipes.hpp"
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 
 #include <sys/types.h>
 
@@ -41,6 +43,13 @@ class ChildProcess {
   std::optional<ExitStatus> try_reap();
   /// Records the status of a child someone else reaped (a waitpid(-1) loop).
   void set_reaped(ExitStatus status) noexcept { status_ = status; }
+  /// Gives up on a child that was sent SIGKILL yet cannot be reaped (asleep uninterruptibly in
+  /// the kernel, e.g. in a device driver, or held by a tracer): from now on the handle counts it
+  /// as killed by SIGKILL and never waits for it. Once the launcher exits, init reaps it.
+  void abandon() noexcept;
+
+  /// How long a child may take to become reapable after SIGKILL before it is given up on.
+  static constexpr std::chrono::seconds kReapAfterKillWait{10};
 
  private:
   void kill_and_reap() noexcept;
@@ -48,6 +57,10 @@ class ChildProcess {
   pid_t pid_ = -1;
   std::optional<ExitStatus> status_;
 };
+
+/// What /proc says about process `pid`, for a report: "state D: uninterruptible sleep, in
+/// <kernel function>", "state Z: ...", or that it is unknown.
+std::string describe_process_state(pid_t pid);
 
 /// A freshly forked child and the parent's (non-blocking) ends of its output pipes.
 struct SpawnedChild {

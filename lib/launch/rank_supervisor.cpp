@@ -37,6 +37,7 @@ class Supervision {
       const auto now = SteadyClock::now();
       if (!stopping_) check_external_reasons(now);
       if (stopping_ && !killed_ && now >= kill_at_) kill_survivors();
+      if (killed_ && now >= killed_at_ + ChildProcess::kReapAfterKillWait) abandon_unreapable();
     }
     // A rank may have left descendants in its group (a backgrounded command): they go too.
     for (RankProcess& rank : ranks_) rank.process.signal_group(SIGKILL);
@@ -70,6 +71,7 @@ class Supervision {
       wait = std::clamp(left, std::chrono::milliseconds(0), wait);
     };
     if (stopping_ && !killed_) until(kill_at_);
+    if (killed_) until(killed_at_ + ChildProcess::kReapAfterKillWait);
     if (!stopping_ && hooks_.deadline) until(*hooks_.deadline);
     if (!stopping_ && hooks_.should_stop) until(next_stop_poll_);
     return wait;
@@ -218,10 +220,28 @@ class Supervision {
 
   void kill_survivors() {
     killed_ = true;
+    killed_at_ = SteadyClock::now();
     for (RankProcess& rank : ranks_) {
       if (!rank.process.running()) continue;
       result_.killed_ranks.push_back(rank.rank);
       rank.process.signal_group(SIGKILL);
+    }
+  }
+
+  // Ranks SIGKILLed this long ago and still not reapable sleep uninterruptibly in the kernel (a
+  // device driver's call that never returns) or are held by a tracer: nothing the launcher can
+  // do ends them, so the job ends without them.
+  void abandon_unreapable() {
+    for (RankProcess& rank : ranks_) {
+      if (!rank.process.running()) continue;
+      COHORT_LOG_WARN(
+          "rank {} (pid {}) did not exit within {} s of SIGKILL ({}); leaving it behind", rank.rank,
+          rank.process.pid(), ChildProcess::kReapAfterKillWait.count(),
+          describe_process_state(rank.process.pid()));
+      result_.abandoned_ranks.push_back(rank.rank);
+      rank.process.abandon();
+      rank.out.finish();
+      rank.err.finish();
     }
   }
 
@@ -232,6 +252,7 @@ class Supervision {
   bool stopping_ = false;
   bool killed_ = false;
   SteadyClock::time_point kill_at_{};
+  SteadyClock::time_point killed_at_{};
   SteadyClock::time_point next_stop_poll_{};
 };
 

@@ -3,7 +3,9 @@
 // Watches the local ranks of a job until they all exit: pumps their output, reaps them, and on
 // the first failure (or a timeout, a forwarded signal, or a stop requested from outside, e.g.
 // another node's failure) stops every rank still running: SIGTERM to its process group, then
-// SIGKILL once the grace period is over. Single-threaded: one poll() loop does everything.
+// SIGKILL once the grace period is over. A rank that still cannot be reaped some seconds after
+// SIGKILL (stuck in the kernel) is left behind rather than waited for without end.
+// Single-threaded: one poll() loop does everything.
 
 #include "launch/child_process.hpp"
 #include "launch/output_stream.hpp"
@@ -70,6 +72,10 @@ struct RankSupervisorResult {
   std::vector<int> stopped_ranks;
   /// Ranks that needed SIGKILL because they outlived the grace period.
   std::vector<int> killed_ranks;
+  /// Ranks that could not be reaped within ChildProcess::kReapAfterKillWait of SIGKILL (asleep
+  /// uninterruptibly in the kernel, e.g. in a device driver): left behind, each logged with its
+  /// pid and state; their statuses read as killed by SIGKILL.
+  std::vector<int> abandoned_ranks;
   /// The signal forwarded for Interrupted, the reason given for StopRequested.
   int interrupt_signal = 0;
   std::string stop_reason;

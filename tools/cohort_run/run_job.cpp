@@ -362,6 +362,10 @@ class NodeJob {
         text += "cohort-run: " + line + "\n";
       text += "cohort-run: exit code " + std::to_string(abort_->exit_code) + "\n";
     }
+    if (!result.abandoned_ranks.empty()) {
+      text += "cohort-run: left behind, not reapable after SIGKILL: rank(s) " +
+              launcher::join_ranks(result.abandoned_ranks) + " (pid and state logged above)\n";
+    }
     // Through the terminal's echo, after the ranks' last lines and within its bound: a
     // terminal that stopped reading must not keep the job from ending.
     const std::shared_ptr<launcher::TerminalEcho> echo =
