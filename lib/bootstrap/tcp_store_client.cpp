@@ -1,5 +1,5 @@
-// TcpStore: the client half. One connection, one request in flight at a time (a timed mutex
-// serialises callers, each waiting for it no longer than its own deadline), each request
+// TcpStore: the client half. One connection, one request in flight at a time (a gate serialises
+// callers, each waiting for it no longer than its own deadline), each request
 // answered by exactly one reply frame. Blocking get()/wait() send the time they have left to the
 // server, which answers Missing when it passes; the client's own socket deadline is the
 // caller's timeout plus a grace period, so a silent server still cannot hang a caller. A
@@ -257,12 +257,12 @@ Bytes TcpStore::get(std::string_view key, std::chrono::milliseconds timeout) {
   const auto lock = impl_->acquire(Impl::connection_deadline(start, timeout),
                                    "store get timed out after " + std::to_string(timeout.count()) +
                                        " ms waiting for '" + std::string(key) + "'");
-  const Reply reply = impl_->exchange_naming_keys(FrameBuilder(MessageType::Get)
-                                                      .integer(time_left(start + timeout).count())
-                                                      .field(key)
-                                                      .finish(),
-                                                  start + timeout + impl_->reply_grace(), "get",
-                                                  {std::string(key)});
+  const Reply reply = impl_->exchange_naming_keys(
+      FrameBuilder(MessageType::Get)
+          .integer(time_left(start + timeout).count())
+          .field(key)
+          .finish(),
+      std::max(start + timeout, Clock::now()) + impl_->reply_grace(), "get", {std::string(key)});
   if (reply.type == MessageType::Missing)
     throw Error(ErrorCode::Timeout, "store get timed out after " + std::to_string(timeout.count()) +
                                         " ms waiting for '" + std::string(key) + "' at " +
@@ -320,7 +320,8 @@ void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   request.integer(time_left(start + timeout).count());
   for (const auto& key : keys) request.field(key);
   const Reply reply = impl_->exchange_naming_keys(
-      request.finish(), start + timeout + impl_->reply_grace(), "wait", keys);
+      request.finish(), std::max(start + timeout, Clock::now()) + impl_->reply_grace(), "wait",
+      keys);
   if (reply.type == MessageType::Missing) {
     FieldReader fields(reply.body, impl_->options.max_value_bytes);
     throw Error(ErrorCode::Timeout, "store wait timed out after " +

@@ -224,6 +224,9 @@ void DeviceBackend::ensure_set_up(std::unique_lock<std::mutex>& lock, int device
     // Whatever escapes, the state must leave InProgress, or every later op waits it out.
     error = Error(ErrorCode::Internal,
                   fmt::format("setting up the NCCL communicator failed: {}", e.what()), context);
+  } catch (...) {
+    error = Error(ErrorCode::Internal,
+                  "setting up the NCCL communicator failed (unknown exception)", context);
   }
   lock.lock();
   setting_up_device_.reset();
