@@ -74,6 +74,14 @@ std::string make_fifo(const TempDir& dir, const std::string& name) {
   return path;
 }
 
+// Writes "go" to the FIFO at `path`, whose reader (a rank holding it open) waits for it.
+void write_go(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK);
+  REQUIRE(fd >= 0);
+  REQUIRE(::write(fd, "go\n", 3) == 3);
+  ::close(fd);
+}
+
 // Sends SIGSTOP to `pid` and waits until every thread of it has stopped (the signal takes each
 // thread on its way back from the kernel: one that has not stopped yet may still answer).
 bool stop_process(pid_t pid, std::chrono::milliseconds timeout) {
@@ -241,12 +249,7 @@ TEST_CASE("cohort-run leaves behind a rank that cannot be reaped after SIGKILL",
   const pid_t rank0 = static_cast<pid_t>(std::stol(m[1]));
   const bool traced = ::ptrace(PTRACE_SEIZE, rank0, nullptr, nullptr) == 0;
   const int seize_errno = errno;
-  {
-    const int fd = ::open(go.c_str(), O_WRONLY | O_NONBLOCK);
-    REQUIRE(fd >= 0);
-    REQUIRE(::write(fd, "go\n", 3) == 3);
-    ::close(fd);
-  }
+  write_go(go);
   if (!traced) {
     WARN("cannot trace the rank here (errno " << seize_errno << "); not tested");
     job.wait(60s);
@@ -256,14 +259,13 @@ TEST_CASE("cohort-run leaves behind a rank that cannot be reaped after SIGKILL",
   {
     // Whatever the checks below find, rank 0 is killed and its traced zombie reaped here, so the
     // next test does not find it.
-    const struct ReleaseTracee {
+    // (Its launcher is gone by then, so it is ours: re-parented to this subreaper.)
+    struct ReleaseTracee {
       pid_t pid;
       ~ReleaseTracee() {
+        if (pid <= 0) return;
         ::kill(pid, SIGKILL);
-        for (int i = 0; i < 1000; ++i) {
-          if (::waitpid(pid, nullptr, __WALL | WNOHANG) != 0) return;  // reaped, or not ours
-          ::usleep(10'000);
-        }
+        cohort::test::reap_orphans(1, 10s);
       }
     } release{rank0};
     // Without the bound the launcher waited for rank 0 for good and this wait ran out.
@@ -273,6 +275,9 @@ TEST_CASE("cohort-run leaves behind a rank that cannot be reaped after SIGKILL",
     CHECK(contains(
         r.err, "rank 0 (pid " + std::to_string(rank0) + ") did not exit within 10 s of SIGKILL"));
     CHECK(contains(r.err, "left behind, not reapable after SIGKILL: rank(s) 0"));
+    // The tracer lets it go: rank 0's zombie, ours now (its launcher is gone), is reaped here.
+    release.pid = 0;
+    CHECK(cohort::test::reap_orphans(1, 10s) == std::vector<pid_t>{rank0});
   }  // rank 0 released: its zombie is reaped before the check below
   check_nothing_left_behind();
 }
@@ -492,12 +497,7 @@ TEST_CASE("two cohort-run launchers form one job of two nodes", "[cohort-run][no
     REQUIRE(node1.wait_for_output("[rank 2] up", 30s));
     REQUIRE(node1.wait_for_output("[rank 3] up", 30s));
     REQUIRE(stop_process(node0.pid(), 30s));
-    {
-      const int fd = ::open(go.c_str(), O_WRONLY | O_NONBLOCK);
-      REQUIRE(fd >= 0);
-      REQUIRE(::write(fd, "go\n", 3) == 3);
-      ::close(fd);
-    }
+    write_go(go);
     // Publishing the failure waits on node 0 (up to 600 s); stopping rank 2 must not.
     CHECK(node1.wait_for_output("[rank 2] stopped", 30s));
     // node 0 gone for good: the publication fails at once and node 1 reports its own view.

@@ -52,6 +52,12 @@ std::string read_available(int fd) {
   }
 }
 
+/// 200 KB of lines into `echo`, more than its pipe (nobody reads) holds: the rest stays queued.
+void fill_past_pipe(TerminalEcho& echo) {
+  for (std::size_t i = 0; i < 2000; ++i) echo.write_line(line_numbered(i, 100));
+  REQUIRE(echo.queued_bytes() > 0);
+}
+
 }  // namespace
 
 TEST_CASE("a terminal that stops reading never blocks the echo; dropped lines are counted") {
@@ -112,8 +118,7 @@ TEST_CASE("the end of a job waits for a stalled terminal only as long as asked")
   auto pipe = make_pipe();
   TerminalEcho echo(pipe.write.get());
   const AlarmGuard guard(60);
-  for (std::size_t i = 0; i < 2000; ++i) echo.write_line(line_numbered(i, 100));
-  REQUIRE(echo.queued_bytes() > 0);  // more than the pipe holds
+  fill_past_pipe(echo);
   echo.drain(std::chrono::milliseconds(100));
   CHECK(echo.queued_bytes() == 0);
   const std::size_t dropped = echo.dropped_lines();
@@ -143,8 +148,7 @@ TEST_CASE("a full pipe whose reader goes away breaks the echo at once; drain doe
   auto pipe = make_pipe();
   TerminalEcho echo(pipe.write.get());
   const AlarmGuard guard(60);
-  for (std::size_t i = 0; i < 2000; ++i) echo.write_line(line_numbered(i, 100));
-  REQUIRE(echo.queued_bytes() > 0);  // the pipe is full
+  fill_past_pipe(echo);
   REQUIRE_FALSE(echo.broken());
   pipe.read.reset();
   echo.flush_ready();  // poll reports the error, not room: the write must be tried to learn it
