@@ -27,14 +27,24 @@ enum class ErrorCode {
 std::string_view error_code_name(ErrorCode code) noexcept;
 
 /// Where an error happened, as fields (never parsed out of message text). Every field is
-/// optional: an error outside any op has none, a transport failure knows only the op's label and
-/// the peers, the communicator adds the op, its sequence number and the algorithm that ran.
+/// optional: an error outside any op has none, a layer below the communicator knows only the
+/// peers, the communicator adds the op, its number and the algorithm that ran. Whichever path
+/// failed an op (its own wait, another op's, the poisoning that ended it queued or in flight,
+/// Work::wait's timeout), `op` is the bare name, and its number, counterpart and tag are fields
+/// of their own; a label such as "recv #4 from rank 0 (tag 7)" is only ever the message's
+/// prefix (format_context). Arguments refused before an op is numbered name it in the message
+/// only.
 struct ErrorContext {
-  std::string op;                             ///< "allreduce", "send", ... (empty: not an op)
-  std::optional<std::uint32_t> sequence;      ///< the op's number on its communicator
+  std::string op;  ///< "allreduce", "send", "sendrecv", ... (empty: not an op)
+  /// The op's number on its communicator. Collectives and sends/receives are numbered apart
+  /// (each from 0): "allreduce" 3 and "send" 3 are different ops.
+  std::optional<std::uint32_t> sequence;
   std::optional<std::uint32_t> communicator;  ///< the communicator's id
   std::string algorithm;                      ///< the algorithm that was running (empty: none)
   std::vector<int> peers;                     ///< ranks the failure concerns (dead, awaited, ...)
+  std::optional<int> to_rank;                 ///< a send's destination (send, sendrecv)
+  std::optional<int> from_rank;               ///< a receive's source (recv, sendrecv)
+  std::optional<int> tag;                     ///< a send's or receive's tag
 };
 
 /// The one exception type cohort throws. what() is "<code name>: <message>".
@@ -52,8 +62,9 @@ class Error : public std::runtime_error {
   const std::string& detail() const noexcept { return detail_; }
   const ErrorContext& context() const noexcept { return context_; }
 
-  /// This error with `outer`'s fields added: op, sequence and communicator are taken from
-  /// `outer` when it has them (the caller knows the op better than a layer below did);
+  /// This error with `outer`'s fields added: the op's fields (op, sequence, to_rank, from_rank,
+  /// tag) are taken from `outer` together when it names an op, and its communicator when it has
+  /// one (the caller knows the op better than a layer below did);
   /// algorithm and peers only fill fields still empty here. The message is formatted again.
   Error with_context(const ErrorContext& outer) const;
 
@@ -64,7 +75,9 @@ class Error : public std::runtime_error {
   std::string message_;
 };
 
-/// "allreduce #17 (ring)" from a context's op, sequence and algorithm; empty when it has no op.
+/// The op's name from a context's fields, empty when it has no op: "allreduce #17 (ring)",
+/// "send #3 to rank 1 (tag 7)", "recv #4 from rank 0 (tag 7)",
+/// "sendrecv #5 (send to rank 1, recv from rank 2, tag 7)".
 std::string format_context(const ErrorContext& context);
 
 }  // namespace cohort

@@ -32,7 +32,7 @@ Work run_device_op(Executor& executor, gpu::DeviceBackend& gpu, OpInfo op,
     throw failure;
   }
   auto state =
-      std::make_shared<detail::WorkState>(fmt::format("{} #{}", collective_name(op.kind), seq));
+      std::make_shared<detail::WorkState>(detail::CollectiveLabel{op.kind, seq, op.forced});
   state->device = std::move(completion);
   Work work(std::move(state));
   if (async) return work;

@@ -277,7 +277,7 @@ void Executor::fail_communicator(std::unique_lock<std::mutex>& lock,
 }
 
 void Executor::throw_if_poisoned_locked(Collective kind) const {
-  if (poisoned_) throw poisoned_error(collective_name(kind));
+  if (poisoned_) throw poisoned_error(ErrorContext{.op = std::string(collective_name(kind))});
 }
 
 void Executor::check_usable_locked_path(Collective kind) const {
@@ -285,12 +285,13 @@ void Executor::check_usable_locked_path(Collective kind) const {
   throw_if_poisoned_locked(kind);
 }
 
-Error Executor::poisoned_error(std::string_view what) const {
+Error Executor::poisoned_error(ErrorContext op) const {
+  op.communicator = comm_id_;
   return Error(
       ErrorCode::InvalidUsage,
       fmt::format("communicator {} is unusable after a failure (its ops fail together): {}",
                   comm_id_, poisoned_->what()),
-      ErrorContext{.op = std::string(what), .communicator = comm_id_});
+      std::move(op));
 }
 
 std::shared_ptr<detail::WorkState> Executor::enqueue_locked(std::unique_lock<std::mutex>& lock,
@@ -300,7 +301,8 @@ std::shared_ptr<detail::WorkState> Executor::enqueue_locked(std::unique_lock<std
   start_thread_or_fail(lock, info.kind);
   const std::uint32_t seq =
       (p2p ? next_p2p_seq_ : next_seq_).fetch_add(1, std::memory_order_relaxed);
-  auto work = p2p ? new_work(label_p2p(*p2p, seq)) : new_work(describe(info, seq));
+  auto work = p2p ? new_work(label_p2p(*p2p, seq))
+                  : new_work(detail::CollectiveLabel{info.kind, seq, info.forced});
   const FlightRecorder::TimePoint now = FlightRecorder::coarse_now();
   if (!p2p) recorder_.queued(seq, info.kind, info.forced, info.shape, info.timeout, now);
   const bool transfer = p2p.has_value();
@@ -517,13 +519,6 @@ void Executor::revoke_bias_locked() noexcept {
   if (after < (1U << 30)) bias_after_ops_.store(after * 2, std::memory_order_relaxed);
 }
 
-std::string Executor::describe(const OpInfo& info, std::uint32_t seq) const {
-  std::string what(collective_name(info.kind));
-  what += " #";
-  append_number_and_algorithm(what, info, seq);
-  return what;
-}
-
 void Executor::append_number_and_algorithm(std::string& what, const OpInfo& info,
                                            std::uint32_t seq) {
   char digits[16];
@@ -560,8 +555,16 @@ detail::PointToPointLabel Executor::label_p2p(const PointToPoint& p2p, std::uint
   return detail::PointToPointLabel{p2p.is_send, seq, p2p.peer, p2p.user_tag};
 }
 
-void Executor::fail(const std::string& what, const Error& error) {
-  fail(ErrorContext{.op = what}, error);
+ErrorContext Executor::p2p_context(const PointToPoint& p2p, std::uint32_t seq) const {
+  ErrorContext op = detail::context_of(label_p2p(p2p, seq));
+  op.communicator = comm_id_;
+  return op;
+}
+
+ErrorContext Executor::work_context(const detail::WorkState& work) const {
+  ErrorContext op = work.context();
+  op.communicator = comm_id_;
+  return op;
 }
 
 void Executor::fail(const ErrorContext& op, const Error& error) {
@@ -621,9 +624,14 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body,
 void Executor::execute_sendrecv_blocking(std::chrono::milliseconds timeout, std::uint32_t seq,
                                          const PointToPoint& recv, const PointToPoint& send) {
   static const std::string kSendrecv = "sendrecv";
+  // Named in full only when it fails (see execute_p2p_blocking).
   const auto name = [&] {
-    return fmt::format("sendrecv #{} (send to rank {}, recv from rank {}, tag {})", seq, send.peer,
-                       recv.peer, recv.user_tag);
+    return ErrorContext{.op = kSendrecv,
+                        .sequence = seq,
+                        .communicator = comm_id_,
+                        .to_rank = send.peer,
+                        .from_rank = recv.peer,
+                        .tag = recv.user_tag};
   };
   try {
     in_flight_.run_blocking_pair(recv, send, coarse_deadline(timeout), kSendrecv);
@@ -644,9 +652,9 @@ void Executor::execute_p2p_blocking(std::chrono::milliseconds timeout, std::uint
   try {
     in_flight_.run_blocking(p2p, coarse_deadline(timeout), p2p.is_send ? kSend : kRecv);
   } catch (const Error& e) {
-    fail(detail::describe(label_p2p(p2p, seq)), e);
+    fail(p2p_context(p2p, seq), e);
   } catch (const std::exception& e) {
-    fail(detail::describe(label_p2p(p2p, seq)), Error(ErrorCode::Internal, e.what()));
+    fail(p2p_context(p2p, seq), Error(ErrorCode::Internal, e.what()));
   }
 }
 
@@ -654,7 +662,7 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
   try {
     {
       std::lock_guard lock(mutex_);
-      if (poisoned_) throw poisoned_error(op.work->what());
+      if (poisoned_) throw poisoned_error(op.work->context());
     }
     if (op.p2p) {
       // Post now (keeping order with every other op) and complete in the background.
@@ -677,7 +685,7 @@ InFlightTransfers::Posted Executor::post_transfer(
     try {
       return in_flight_.post(std::move(p2p), timeout, work);
     } catch (const Error& e) {
-      fail(work->what(), e);
+      fail(work_context(*work), e);
     }
   } catch (...) {
     work->complete(std::current_exception());
@@ -699,7 +707,7 @@ void Executor::serve_in_wait(transport::WaitKind wait) noexcept {
     serves_since_poll_ = 0;
     const InFlightTransfers::PollResult result = in_flight_.poll();
     if (result.failure) {
-      fail_from_wait(result.failure->what, result.failure->error);
+      fail_from_wait(result.failure->op, result.failure->error);
       return;
     }
   }
@@ -742,8 +750,9 @@ bool Executor::post_queued_transfers() noexcept {
             InFlightTransfers::Posted::Finished)
           op.work->complete(nullptr);
       } catch (const Error& e) {
-        fail_from_wait(op.work->what(), e);
-        throw e.with_context(ErrorContext{.op = op.work->what()});
+        const ErrorContext transfer = work_context(*op.work);
+        fail_from_wait(transfer, e);
+        throw e.with_context(transfer);
       }
     } catch (...) {
       op.work->complete(std::current_exception());
@@ -751,12 +760,16 @@ bool Executor::post_queued_transfers() noexcept {
   }
 }
 
-void Executor::fail_from_wait(const std::string& what, const Error& error) noexcept {
+void Executor::fail_from_wait(const ErrorContext& op, const Error& error) noexcept {
   std::string reason;
   {
     std::lock_guard lock(mutex_);
     try {
-      if (!poisoned_) poisoned_ = error.with_context(ErrorContext{.op = what});
+      if (!poisoned_) {
+        ErrorContext named = op;
+        named.communicator = comm_id_;
+        poisoned_ = error.with_context(named);
+      }
       reason = interrupted_by(*poisoned_);
     } catch (...) {
       // Out of memory naming the failure: the cause as it came, or, failing that, nothing can
@@ -764,7 +777,7 @@ void Executor::fail_from_wait(const std::string& what, const Error& error) noexc
       try {
         if (!poisoned_) poisoned_ = error;
       } catch (...) {
-        COHORT_LOG_ERROR("out of memory failing {}", what);
+        COHORT_LOG_ERROR("out of memory failing {} #{}", op.op, op.sequence.value_or(0));
         std::terminate();
       }
     }
@@ -786,7 +799,9 @@ bool Executor::poll_pending() noexcept {
   const InFlightTransfers::PollResult result = in_flight_.poll();
   if (!result.failure) return result.completed > 0;
   try {
-    fail(result.failure->what, result.failure->error);
+    ErrorContext op = result.failure->op;
+    op.communicator = comm_id_;
+    fail(op, result.failure->error);
   } catch (const Error&) {
     // Already delivered: poisoning cancelled in_flight_, which failed the transfer's Work with
     // the poison's first cause (the error fail() throws, unless abort() came first).
@@ -822,10 +837,10 @@ void Executor::poison(const Error& cause) noexcept {
   // Cancels every request at the transport (the collectives' too), then fails the transfers:
   // a failed one with the first cause, which is its own error when it failed inside another
   // op's wait (fail_from_wait; that op's failure only followed from it).
-  in_flight_.cancel_all(*first, [this](const std::string& what) { return poisoned_error(what); });
+  in_flight_.cancel_all(*first, [this](const ErrorContext& op) { return poisoned_error(op); });
   try {
     for (auto& op : doomed)
-      op.work->complete(std::make_exception_ptr(poisoned_error(op.work->what())));
+      op.work->complete(std::make_exception_ptr(poisoned_error(op.work->context())));
   } catch (const std::exception& e) {
     // Only allocation can fail here; the Works would then never finish, so abort loudly.
     COHORT_LOG_ERROR("failing queued ops after an error: {}", e.what());

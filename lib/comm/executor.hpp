@@ -397,13 +397,16 @@ class Executor {
   /// By the driver: poisons when abort() or a failed op left that to this drive
   /// (poison_unhandled_).
   void take_unhandled_poison() noexcept;
-  /// A Work's state for an op named `what`, able to help this executor along.
-  /// `label`: the op's name (std::string) or a send/receive's PointToPointLabel.
+  /// A Work's state for an op, able to help this executor along.
+  /// `label`: a collective's CollectiveLabel or a send/receive's PointToPointLabel.
   template <class Label>
   std::shared_ptr<detail::WorkState> new_work(Label label) const;
-  /// "allreduce #17" or "allreduce #17 (ring)".
-  std::string describe(const OpInfo& info, std::uint32_t seq) const;
   static detail::PointToPointLabel label_p2p(const PointToPoint& p2p, std::uint32_t seq);
+  /// A send's or receive's error context (op "send" or "recv", its number, peer, tag, and this
+  /// communicator).
+  ErrorContext p2p_context(const PointToPoint& p2p, std::uint32_t seq) const;
+  /// The error context of the op `work` reports, with this communicator.
+  ErrorContext work_context(const detail::WorkState& work) const;
   /// Runs a collective on the driving thread; `queued_at`: when it was queued (the epoch: it
   /// never waited in the queue).
   void execute(const OpInfo& info, std::uint32_t seq, BodyRef body,
@@ -431,7 +434,7 @@ class Executor {
   /// requests under it, so, as abort() does for an op another thread drives, the cause is set
   /// and the waits interrupted; the op then fails and poisons (or end_drive() does, if it ended
   /// first).
-  void fail_from_wait(const std::string& what, const Error& error) noexcept;
+  void fail_from_wait(const ErrorContext& op, const Error& error) noexcept;
   /// Makes every wait on this communicator's transport, arena and host groups throw
   /// Error(InvalidUsage) with `message`.
   void interrupt_waits(const std::string& message) noexcept;
@@ -447,13 +450,14 @@ class Executor {
   bool poll_pending() noexcept;
   /// Poisons with `error` carrying the op's context, and throws it.
   [[noreturn]] void fail(const ErrorContext& op, const Error& error);
-  /// The same for an op known only by its label ("send #3 to rank 1 (tag 5)").
-  [[noreturn]] void fail(const std::string& what, const Error& error);
   void poison(const Error& cause) noexcept;
-  Error poisoned_error(std::string_view what) const;
+  /// What `op` (its fields; this communicator is added) fails with once the communicator is
+  /// poisoned.
+  Error poisoned_error(ErrorContext op) const;
   /// Appends "17" or "17 (ring)".
   static void append_number_and_algorithm(std::string& what, const OpInfo& info, std::uint32_t seq);
-  /// describe() into what_, rewriting only what changed since the last op.
+  /// "allreduce #17 (ring)" into what_ (the name the transport's messages use), rewriting only
+  /// what changed since the last op.
   void name_running_op(const OpInfo& info, std::uint32_t seq);
   void thread_main() noexcept;
   /// Takes the queue's front op and drives it to its end; `lock` (on mutex_, with busy_ false)

@@ -550,9 +550,16 @@ std::string FlightRecorder::to_json(DumpReason reason) const {
     ordered_json f;
     f["code"] = error_code_name(failure->code());
     f["message"] = failure->message();
+    const auto or_null = [](const auto& value) {
+      return value ? ordered_json(*value) : ordered_json(nullptr);
+    };
     f["op"] = context.op;
-    f["sequence"] = context.sequence ? ordered_json(*context.sequence) : ordered_json(nullptr);
+    f["name"] = format_context(context);
+    f["sequence"] = or_null(context.sequence);
     f["peers"] = context.peers;
+    f["to_rank"] = or_null(context.to_rank);
+    f["from_rank"] = or_null(context.from_rank);
+    f["tag"] = or_null(context.tag);
     doc["failure"] = std::move(f);
   } else {
     doc["failure"] = nullptr;

@@ -21,9 +21,9 @@ InFlightTransfers::~InFlightTransfers() {
                    transfers_.size());
   const Error abandoned(ErrorCode::InvalidUsage,
                         "a send/recv was still in flight when its communicator was destroyed");
-  cancel_all(abandoned, [](const std::string& what) {
+  cancel_all(abandoned, [](const ErrorContext& op) {
     return Error(ErrorCode::InvalidUsage, "still in flight when its communicator was destroyed",
-                 ErrorContext{.op = what});
+                 op);
   });
 }
 
@@ -98,20 +98,22 @@ void InFlightTransfers::report_failure(Transfer& t, const Error& error, PollResu
   t.failed = true;
   // Named as the transfer it was (the transport knew only its request). Allocation is the only
   // thing that can throw here, and the poll's noexcept then ends the process.
-  const std::string what = t.work->what();
-  result.failure = std::make_unique<TransferFailure>(
-      TransferFailure{what, error.with_context(ErrorContext{.op = what, .peers = {t.peer}})});
+  ErrorContext op = t.work->context();
+  ErrorContext named = op;
+  named.peers = {t.peer};
+  result.failure =
+      std::make_unique<TransferFailure>(TransferFailure{std::move(op), error.with_context(named)});
 }
 
 void InFlightTransfers::cancel_all(
-    const Error& cause, const std::function<Error(const std::string& what)>& unusable) noexcept {
+    const Error& cause, const std::function<Error(const ErrorContext& op)>& unusable) noexcept {
   transport_.cancel_all();
   std::vector<Transfer> released;
   released.swap(transfers_);
   try {
     for (Transfer& t : released) {
       t.owner.reset();
-      t.work->complete(std::make_exception_ptr(t.failed ? cause : unusable(t.work->what())));
+      t.work->complete(std::make_exception_ptr(t.failed ? cause : unusable(t.work->context())));
     }
   } catch (const std::exception& e) {
     // Only allocation can fail here; the Works would then never finish, so abort loudly.

@@ -46,9 +46,9 @@ struct PointToPoint {
 
 /// A transfer a poll found failed: its Work is not finished yet (cancel_all() finishes it).
 struct TransferFailure {
-  std::string what;  ///< the transfer's Work name ("recv #3 from rank 1 (tag 7)")
+  ErrorContext op;  ///< the transfer, as its Work names it (WorkState::context)
   /// The transport's error, or Timeout naming the peer and tag; its context names the transfer
-  /// (op = `what`) and its peer.
+  /// (`op`'s fields) and its peer.
   Error error;
 };
 
@@ -68,7 +68,7 @@ class InFlightTransfers {
     Finished,  ///< done at post; nothing held, and `work` was not touched
   };
   /// Posts `p2p` (never blocks) and holds it, with its buffer's owner, until it completes or
-  /// `timeout` from now passes; `work` (named by its `what`) reports the outcome. A send that
+  /// `timeout` from now passes; `work` (which names the transfer) reports the outcome. A send that
   /// left at once (Request::completed()) is not held: its buffer's owner is dropped and
   /// Finished returned, and the caller finishes `work` (or hands out detail::finished_work()
   /// instead, and keeps `work` for a later transfer). If posting throws, nothing is held and
@@ -90,9 +90,10 @@ class InFlightTransfers {
 
   /// Cancels every request at the transport (Transport::cancel_all: the collectives' too) and
   /// lets go of every held transfer: the failed one's Work fails with `cause`, every other's
-  /// with `unusable(its what)`. Buffer owners are dropped only after the cancel. Never throws.
+  /// with `unusable(its op)` (its Work's context). Buffer owners are dropped only after the
+  /// cancel. Never throws.
   void cancel_all(const Error& cause,
-                  const std::function<Error(const std::string& what)>& unusable) noexcept;
+                  const std::function<Error(const ErrorContext& op)>& unusable) noexcept;
 
   /// The blocking form: posts `p2p` and waits for it alone (Transport::wait) until `deadline`;
   /// nothing is held here. Throws the transport's Error, after which the request may still be

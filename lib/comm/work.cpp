@@ -20,9 +20,19 @@ namespace cohort {
 
 namespace detail {
 
-std::string describe(const PointToPointLabel& label) {
-  return fmt::format("{} #{} {} rank {} (tag {})", label.is_send ? "send" : "recv", label.seq,
-                     label.is_send ? "to" : "from", label.peer, label.user_tag);
+ErrorContext context_of(const CollectiveLabel& label) {
+  return ErrorContext{.op = std::string(collective_name(label.kind)),
+                      .sequence = label.seq,
+                      .algorithm = label.forced == Algorithm::Auto
+                                       ? std::string()
+                                       : std::string(algorithm_name(label.forced))};
+}
+
+ErrorContext context_of(const PointToPointLabel& label) {
+  ErrorContext context{
+      .op = label.is_send ? "send" : "recv", .sequence = label.seq, .tag = label.user_tag};
+  (label.is_send ? context.to_rank : context.from_rank) = label.peer;
+  return context;
 }
 
 void WorkState::complete(std::exception_ptr failure) noexcept {
@@ -127,9 +137,9 @@ std::optional<Error> Work::error() const {
   } catch (const Error& e) {
     return e;
   } catch (const std::exception& e) {
-    return Error(ErrorCode::Internal, state_->what() + ": " + e.what());
+    return Error(ErrorCode::Internal, e.what(), state_->context());
   } catch (...) {
-    return Error(ErrorCode::Internal, state_->what() + ": unknown exception");
+    return Error(ErrorCode::Internal, "unknown exception", state_->context());
   }
 }
 
@@ -210,9 +220,10 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
   }
   state_->sleepers.fetch_sub(1, std::memory_order_relaxed);
   if (!finished) {
-    throw Error(ErrorCode::Timeout, state_->what() + " did not finish within the " +
-                                        std::to_string(timeout->count()) +
-                                        " ms given to Work::wait (the op keeps running)");
+    throw Error(ErrorCode::Timeout,
+                "did not finish within the " + std::to_string(timeout->count()) +
+                    " ms given to Work::wait (the op keeps running)",
+                state_->context());
   }
   if (state_->error) std::rethrow_exception(state_->error);
 }

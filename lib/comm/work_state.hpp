@@ -2,6 +2,9 @@
 
 // The shared state behind a Work handle: filled in once by whichever thread ran the op.
 
+#include <cohort/algorithm.hpp>
+#include <cohort/error.hpp>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -43,7 +46,15 @@ struct DeviceSync {
   virtual void make_stream_wait(std::uintptr_t stream) = 0;
 };
 
-/// A send or receive, named only when a message needs the name (an error, a timeout): formatting
+/// A collective's identity, turned into a name only when a message needs it (an error, a
+/// timeout): formatting "allreduce #17" for every async op cost a string each.
+struct CollectiveLabel {
+  Collective kind = Collective::Barrier;
+  std::uint32_t seq = 0;
+  Algorithm forced = Algorithm::Auto;  ///< the algorithm the caller forced (Auto: none)
+};
+
+/// A send or receive, named only when a message needs the name: formatting
 /// "send #3 to rank 1 (tag 7)" for every op cost about a tenth of a small send/recv's time.
 struct PointToPointLabel {
   bool is_send = false;
@@ -52,11 +63,12 @@ struct PointToPointLabel {
   int user_tag = 0;
 };
 
-/// "send #3 to rank 1 (tag 7)" / "recv #4 from rank 0 (tag 7)".
-std::string describe(const PointToPointLabel& label);
+/// The op's fields of an ErrorContext (no communicator: the caller adds it where it knows it).
+ErrorContext context_of(const CollectiveLabel& label);
+ErrorContext context_of(const PointToPointLabel& label);
 
 struct WorkState {
-  explicit WorkState(std::string op_what) : label_(std::move(op_what)) {}
+  explicit WorkState(const CollectiveLabel& op) : label_(op) {}
   explicit WorkState(const PointToPointLabel& p2p) : label_(p2p) {}
 
   /// Marks the op finished, with `failure` null on success, and wakes every waiter. Called once.
@@ -66,11 +78,13 @@ struct WorkState {
   /// such spare state for the next transfer; see Executor::submit_p2p).
   void relabel(const PointToPointLabel& p2p) noexcept { label_ = p2p; }
 
-  /// "allreduce #17", "recv #4 from rank 0 (tag 7)": for error and timeout messages.
-  std::string what() const {
-    if (const auto* text = std::get_if<std::string>(&label_)) return *text;
-    return describe(std::get<PointToPointLabel>(label_));
+  /// The op, as an error's context: op, sequence and, for a send or receive, its counterpart
+  /// and tag.
+  ErrorContext context() const {
+    return std::visit([](const auto& label) { return context_of(label); }, label_);
   }
+  /// "allreduce #17", "recv #4 from rank 0 (tag 7)": for messages that name no Error.
+  std::string what() const { return format_context(context()); }
   std::mutex mutex;
   std::condition_variable finished_cv;
   /// Set once the op finished (release, after `error`); read without the mutex.
@@ -89,7 +103,7 @@ struct WorkState {
   std::shared_ptr<DeviceSync> device;
 
  private:
-  std::variant<std::string, PointToPointLabel> label_;  ///< set before any Work holds it
+  std::variant<CollectiveLabel, PointToPointLabel> label_;  ///< set before any Work holds it
 };
 
 /// One state, finished with success, that every send done at post shares (a small message

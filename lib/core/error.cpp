@@ -37,6 +37,15 @@ std::string format_context(const ErrorContext& context) {
   if (context.op.empty()) return {};
   std::string text = context.op;
   if (context.sequence) text += " #" + std::to_string(*context.sequence);
+  const std::string tag = context.tag ? "tag " + std::to_string(*context.tag) : std::string();
+  if (context.to_rank && context.from_rank) {
+    text += " (send to rank " + std::to_string(*context.to_rank) + ", recv from rank " +
+            std::to_string(*context.from_rank) + (tag.empty() ? "" : ", " + tag) + ")";
+  } else if (context.to_rank || context.from_rank) {
+    text += context.to_rank ? " to rank " + std::to_string(*context.to_rank)
+                            : " from rank " + std::to_string(*context.from_rank);
+    if (!tag.empty()) text += " (" + tag + ")";
+  }
   if (!context.algorithm.empty()) text += " (" + context.algorithm + ")";
   return text;
 }
@@ -57,8 +66,12 @@ Error::Error(ErrorCode code, std::string detail, ErrorContext context)
 Error Error::with_context(const ErrorContext& outer) const {
   ErrorContext merged = context_;
   if (!outer.op.empty()) {
+    // The op's identity goes as a whole: a layer below may have named it otherwise.
     merged.op = outer.op;
     merged.sequence = outer.sequence;
+    merged.to_rank = outer.to_rank;
+    merged.from_rank = outer.from_rank;
+    merged.tag = outer.tag;
   }
   if (outer.communicator) merged.communicator = outer.communicator;
   if (merged.algorithm.empty()) merged.algorithm = outer.algorithm;

@@ -179,8 +179,10 @@ TEST_CASE("Work::wait with a timeout gives up without cancelling the op", "[comm
     if (env.rank == 0) {
       // Rank 1 joins only once rank 0 has given up waiting, so the op cannot finish in 100 ms.
       Work w = c->allreduce_async(b, b, ReduceOp::Sum);
-      expect_error([&] { w.wait(100ms); }, ErrorCode::Timeout, {"allreduce #0", "100 ms"},
-                   "Work::wait(100ms)");
+      const Error gave_up = caught_error([&] { w.wait(100ms); }, ErrorCode::Timeout,
+                                         {"allreduce #0", "100 ms"}, "Work::wait(100ms)");
+      RANK_CHECK(gave_up.context().op == "allreduce" && gave_up.context().sequence == 0u,
+                 "Work::wait's timeout names the op by fields: " << gave_up.what());
       RANK_CHECK(!w.test(), "op finished although its peer had not joined");
       store->set_string("async_test/rank0_gave_up", "1");
       c->barrier();  // queued behind the allreduce

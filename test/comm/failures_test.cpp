@@ -407,16 +407,16 @@ TEST_CASE("abort() fails the running op, the queued ones and every later one wit
     RANK_CHECK(running->code() == ErrorCode::InvalidUsage, "running op: " << running->what());
     RANK_CHECK(running->message().find("test stop") != std::string::npos,
                "running op: " << running->what());
-    // Named as the allreduce: "allreduce", or, when the abort reached it through a transfer's
-    // wait that named it by its label, "allreduce #<n>" (seen once in CI with shared memory).
-    RANK_CHECK(running->context().op.rfind("allreduce", 0) == 0,
-               "context op " << running->context().op);
+    // Named as the allreduce by fields, whichever path the abort reached it by (through a
+    // transfer's wait, or before it started, it once came as "allreduce #3").
+    expect_op(*running, "allreduce", 2, c->id(), "the running allreduce");  // after #0, dup #1
     // The queued op failed with the cause, readable without rethrowing.
     const std::optional<Error> queued_error = queued.error();
     RANK_CHECK(queued_error.has_value(), "the queued broadcast did not fail");
     RANK_CHECK(queued_error->code() == ErrorCode::InvalidUsage, "queued: " << queued_error->what());
     RANK_CHECK(queued_error->message().find("test stop") != std::string::npos,
                "queued: " << queued_error->what());
+    expect_op(*queued_error, "broadcast", 3, c->id(), "the queued broadcast");
     bool rethrown = false;
     try {
       queued.wait();

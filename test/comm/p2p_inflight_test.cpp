@@ -46,8 +46,14 @@ PointToPoint transfer(bool is_send, int tag, void* data, std::size_t bytes,
   return p2p;
 }
 
-std::shared_ptr<WorkState> work(const std::string& what) {
-  return std::make_shared<WorkState>(what);
+/// The Work state of "recv #seq from rank peer (tag tag)".
+std::shared_ptr<WorkState> recv_state(std::uint32_t seq, int peer, int tag) {
+  return std::make_shared<WorkState>(cohort::detail::PointToPointLabel{false, seq, peer, tag});
+}
+
+/// The Work state of "send #seq to rank peer (tag tag)".
+std::shared_ptr<WorkState> send_state(std::uint32_t seq, int peer, int tag) {
+  return std::make_shared<WorkState>(cohort::detail::PointToPointLabel{true, seq, peer, tag});
 }
 
 /// Posts through `transfers`, which must hold the transfer: SelfTransport finishes nothing at
@@ -75,8 +81,8 @@ Error failure_of(const std::shared_ptr<WorkState>& state) {
   throw std::logic_error("unreachable");
 }
 
-Error unusable(const std::string& what) {
-  return Error(ErrorCode::InvalidUsage, what + ": unusable after the cause");
+Error unusable(const cohort::ErrorContext& op) {
+  return Error(ErrorCode::InvalidUsage, "unusable after the cause", op);
 }
 
 /// Checks the transport holds no receive with tag `tag` any more: a send and a receive posted
@@ -103,8 +109,8 @@ TEST_CASE("in-flight: a receive and a send complete, and their owners are droppe
   double in[3] = {0, 0, 0};
   auto recv_owner = std::make_shared<int>(0), send_owner = std::make_shared<int>(0);
   const std::weak_ptr<int> recv_watch = recv_owner, send_watch = send_owner;
-  const auto recv_work = work("recv #0 from rank 0 (tag 7)");
-  const auto send_work = work("send #1 to rank 0 (tag 7)");
+  const auto recv_work = recv_state(0, 0, 7);
+  const auto send_work = send_state(1, 0, 7);
 
   hold(transfers, transfer(false, 7, in, sizeof in, std::move(recv_owner)), 10s, recv_work);
   CHECK(transfers.count() == 1);
@@ -141,7 +147,7 @@ TEST_CASE("in-flight: messages carry the communicator's point-to-point tag", "[p
   const Request collective =
       t.post_recv(0, &wrong, sizeof wrong, cohort::transport::op_tag(kTagId, 3, 0));
   const Request mine = t.post_recv(0, &right, sizeof right, p2p_tag(kTagId, 3));
-  const auto send_work = work("send #0 to rank 0 (tag 3)");
+  const auto send_work = send_state(0, 0, 3);
   hold(transfers, transfer(true, 3, const_cast<std::int64_t*>(&out), sizeof out, nullptr), 10s,
        send_work);
   CHECK(transfers.poll().completed == 1);
@@ -161,10 +167,10 @@ TEST_CASE("in-flight: transfers complete as they match, not in posting order", "
   const std::int32_t first_out = 1, second_out = 2;
   auto first_owner = std::make_shared<int>(0);
   const std::weak_ptr<int> first_watch = first_owner;
-  const auto first = work("recv #0 from rank 0 (tag 1)");
-  const auto second = work("recv #1 from rank 0 (tag 2)");
-  const auto second_send = work("send #2 to rank 0 (tag 2)");
-  const auto first_send = work("send #3 to rank 0 (tag 1)");
+  const auto first = recv_state(0, 0, 1);
+  const auto second = recv_state(1, 0, 2);
+  const auto second_send = send_state(2, 0, 2);
+  const auto first_send = send_state(3, 0, 1);
 
   hold(transfers, transfer(false, 1, &first_in, sizeof first_in, std::move(first_owner)), 10s,
        first);
@@ -204,7 +210,7 @@ TEST_CASE("in-flight: a receive nobody matches times out at its deadline, naming
   std::int32_t in = 0;
   auto owner = std::make_shared<int>(0);
   const std::weak_ptr<int> watch = owner;
-  const auto recv_work = work("recv #4 from rank 0 (tag 9)");
+  const auto recv_work = recv_state(4, 0, 9);
 
   const auto start = Clock::now();
   hold(transfers, transfer(false, 9, &in, sizeof in, std::move(owner)), kTimeout, recv_work);
@@ -223,7 +229,16 @@ TEST_CASE("in-flight: a receive nobody matches times out at its deadline, naming
   CHECK(completed == 0);
   REQUIRE(failure);
   CHECK(Clock::now() >= start + kTimeout);
-  CHECK(failure->what == "recv #4 from rank 0 (tag 9)");
+  // Named by fields: the bare op, its number, the peer and the tag.
+  CHECK(failure->op.op == "recv");
+  CHECK(failure->op.sequence == 4u);
+  CHECK(failure->op.from_rank == 0);
+  CHECK_FALSE(failure->op.to_rank);
+  CHECK(failure->op.tag == 9);
+  CHECK(failure->error.context().op == "recv");
+  CHECK(failure->error.context().sequence == 4u);
+  CHECK(failure->error.context().from_rank == 0);
+  CHECK(failure->error.context().tag == 9);
   CHECK(failure->error.code() == ErrorCode::Timeout);
   CHECK_THAT(failure->error.message(), Catch::StartsWith("recv #4 from rank 0 (tag 9): "));
   CHECK(failure->error.context().peers == std::vector<int>{0});
@@ -255,8 +270,8 @@ TEST_CASE("in-flight: a transfer the transport fails is reported with the transp
   InFlightTransfers transfers(t, kTagId);
   std::int32_t in = 0;
   const std::int64_t too_big = 5;
-  const auto recv_work = work("recv #0 from rank 0 (tag 4)");
-  const auto later_work = work("recv #1 from rank 0 (tag 6)");
+  const auto recv_work = recv_state(0, 0, 4);
+  const auto later_work = recv_state(1, 0, 6);
   hold(transfers, transfer(false, 4, &in, sizeof in, nullptr), 10s, recv_work);
   hold(transfers, transfer(false, 6, &in, sizeof in, nullptr), 10s, later_work);
   // An 8-byte message for a 4-byte receive: the transport fails the receive.
@@ -265,7 +280,7 @@ TEST_CASE("in-flight: a transfer the transport fails is reported with the transp
 
   const auto r = transfers.poll();
   REQUIRE(r.failure);
-  CHECK(r.failure->what == "recv #0 from rank 0 (tag 4)");
+  CHECK(cohort::format_context(r.failure->op) == "recv #0 from rank 0 (tag 4)");
   CHECK(r.failure->error.code() == ErrorCode::InvalidArgument);
   CHECK_THAT(r.failure->error.message(), Catch::Contains("8-byte message"));
   // Named as the transfer, whatever the transport called it.
@@ -287,9 +302,8 @@ TEST_CASE("in-flight: cancel_all fails every pending Work and drops every owner"
   std::int32_t a = 0, b = 0;
   const std::int32_t c = 3;
   std::weak_ptr<int> watches[3];
-  std::shared_ptr<WorkState> works[3] = {work("recv #0 from rank 0 (tag 1)"),
-                                         work("recv #1 from rank 0 (tag 2)"),
-                                         work("send #2 to rank 0 (tag 3)")};
+  std::shared_ptr<WorkState> works[3] = {recv_state(0, 0, 1), recv_state(1, 0, 2),
+                                         send_state(2, 0, 3)};
   PointToPoint p2ps[3] = {transfer(false, 1, &a, sizeof a, nullptr),
                           transfer(false, 2, &b, sizeof b, nullptr),
                           transfer(true, 3, const_cast<std::int32_t*>(&c), sizeof c, nullptr)};
@@ -304,9 +318,10 @@ TEST_CASE("in-flight: cancel_all fails every pending Work and drops every owner"
 
   // A failure elsewhere (say a collective's): none of these failed itself, so each Work gets
   // the owner's error built from its own name.
-  transfers.cancel_all(Error(ErrorCode::RemoteError, "rank 1 died"), [](const std::string& what) {
-    return Error(ErrorCode::InvalidUsage, what + ": unusable after: rank 1 died");
-  });
+  transfers.cancel_all(Error(ErrorCode::RemoteError, "rank 1 died"),
+                       [](const cohort::ErrorContext& op) {
+                         return Error(ErrorCode::InvalidUsage, "unusable after: rank 1 died", op);
+                       });
   CHECK(transfers.count() == 0);
   for (int i = 0; i < 3; ++i) {
     CAPTURE(i);
@@ -331,7 +346,7 @@ TEST_CASE("in-flight: a failed post holds nothing and leaves the Work alone", "[
   std::int32_t in = 0;
   PointToPoint p2p = transfer(false, 1, &in, sizeof in, std::make_shared<int>(0));
   p2p.peer = 1;  // out of range in a world of one
-  const auto recv_work = work("recv #0 from rank 1 (tag 1)");
+  const auto recv_work = recv_state(0, 1, 1);
   try {
     static_cast<void>(transfers.post(std::move(p2p), 10s, recv_work));
     FAIL("a receive from rank 1 was posted in a world of one");
@@ -374,7 +389,7 @@ TEST_CASE("in-flight: going away with transfers in flight cancels them and fails
   std::int32_t in = 0;
   auto owner = std::make_shared<int>(0);
   const std::weak_ptr<int> watch = owner;
-  const auto recv_work = work("recv #0 from rank 0 (tag 5)");
+  const auto recv_work = recv_state(0, 0, 5);
   {
     InFlightTransfers transfers(t, kTagId);
     hold(transfers, transfer(false, 5, &in, sizeof in, std::move(owner)), 10s, recv_work);
@@ -427,10 +442,29 @@ TEST_CASE("in-flight, in the executor: a failed receive poisons, failing the oth
   }
 }
 
-TEST_CASE("a send's or receive's Work is named from its label when asked", "[p2p_inflight]") {
+TEST_CASE("a Work is named from its label when asked", "[p2p_inflight]") {
   CHECK(WorkState(cohort::detail::PointToPointLabel{true, 3, 1, 7}).what() ==
         "send #3 to rank 1 (tag 7)");
   CHECK(WorkState(cohort::detail::PointToPointLabel{false, 4, 0, 0}).what() ==
         "recv #4 from rank 0 (tag 0)");
-  CHECK(WorkState(std::string("allreduce #17")).what() == "allreduce #17");
+  using cohort::Algorithm;
+  using cohort::Collective;
+  CHECK(WorkState(cohort::detail::CollectiveLabel{Collective::Allreduce, 17, Algorithm::Auto})
+            .what() == "allreduce #17");
+  CHECK(WorkState(cohort::detail::CollectiveLabel{Collective::Broadcast, 2, Algorithm::Ring})
+            .what() == "broadcast #2 (ring)");
+  // The context's fields, which code may switch on: the bare op, never its label.
+  const cohort::ErrorContext send =
+      WorkState(cohort::detail::PointToPointLabel{true, 3, 1, 7}).context();
+  CHECK(send.op == "send");
+  CHECK(send.sequence == 3u);
+  CHECK(send.to_rank == 1);
+  CHECK_FALSE(send.from_rank);
+  CHECK(send.tag == 7);
+  const cohort::ErrorContext reduce =
+      WorkState(cohort::detail::CollectiveLabel{Collective::Reduce, 9, Algorithm::Ring}).context();
+  CHECK(reduce.op == "reduce");
+  CHECK(reduce.sequence == 9u);
+  CHECK(reduce.algorithm == "ring");
+  CHECK_FALSE(reduce.tag);
 }

@@ -411,10 +411,21 @@ TEST_CASE("send/recv: a receive that fails while an allreduce waits fails that a
       quick.timeout = 300ms;
       Buffer never = Buffer::allocate(8, DType::Float64);
       Work received = c->recv_async(never, 1, 6, quick);
-      expect_error([&] { received.wait(); }, ErrorCode::Timeout, {"recv #", "from rank 1"},
-                   "the receive nobody sends to");
-      expect_error([&] { summed.wait(); }, ErrorCode::InvalidUsage, {"allreduce", "recv #"},
-                   "the allreduce that waited while it failed");
+      const Error lost =
+          caught_error([&] { received.wait(); }, ErrorCode::Timeout,
+                       {"recv #0 from rank 1 (tag 6): "}, "the receive nobody sends to");
+      // Named by fields, though it failed inside the allreduce's wait: the bare op, its number,
+      // the peer and the tag.
+      expect_op(lost, "recv", 0, c->id(), "the receive nobody sends to");
+      RANK_CHECK(lost.context().from_rank == 1 && !lost.context().to_rank,
+                 "the receive's peer: " << lost.what());
+      RANK_CHECK(lost.context().tag == 6, "the receive's tag: " << lost.what());
+      RANK_CHECK(c->error() && c->error()->context().op == "recv",
+                 "the communicator's cause: " << (c->error() ? c->error()->what() : "none"));
+      const Error interrupted =
+          caught_error([&] { summed.wait(); }, ErrorCode::InvalidUsage, {"allreduce", "recv #"},
+                       "the allreduce that waited while it failed");
+      expect_op(interrupted, "allreduce", 0, c->id(), "the allreduce that waited while it failed");
       store->set_string("p2p_test/failed_inside/reported", "1");
     } else {
       store->get_string("p2p_test/failed_inside/reported", 60s);
@@ -507,8 +518,20 @@ TEST_CASE("sendrecv: a half the peer never answers fails by its deadline, naming
       if (behind) ahead = c->allreduce_async(summed, summed, ReduceOp::Sum);
       CollectiveOptions quick;
       quick.timeout = 300ms;
-      expect_error([&] { c->sendrecv(in, 1, out, 1, 9, quick); }, ErrorCode::Timeout,
-                   {"recv", "from rank 1"}, "the unanswered sendrecv");
+      const Error unanswered =
+          caught_error([&] { c->sendrecv(in, 1, out, 1, 9, quick); }, ErrorCode::Timeout,
+                       {"recv", "from rank 1"}, "the unanswered sendrecv");
+      // In one wait the pair fails as the sendrecv; behind the allreduce it was posted as a
+      // receive and a send, and fails with the receive's cause.
+      expect_op(unanswered, behind ? "recv" : "sendrecv", 0, c->id(), "the unanswered sendrecv");
+      RANK_CHECK(unanswered.context().from_rank == 1, "from_rank: " << unanswered.what());
+      RANK_CHECK(unanswered.context().to_rank == (behind ? std::nullopt : std::optional<int>(1)),
+                 "to_rank: " << unanswered.what());
+      RANK_CHECK(unanswered.context().tag == 9, "tag: " << unanswered.what());
+      if (!behind)
+        RANK_CHECK(unanswered.message().rfind(
+                       "sendrecv #0 (send to rank 1, recv from rank 1, tag 9): ", 0) == 0,
+                   "named as the pair: " << unanswered.what());
       if (behind)
         expect_error([&] { ahead.wait(); }, ErrorCode::InvalidUsage,
                      {"interrupted by an earlier failure", "recv", "from rank 1"},

@@ -15,6 +15,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -46,9 +47,10 @@ inline void run_ranks(int size, const std::function<void(const Environment&)>& f
   launch(size, fn, options);
 }
 
-/// Calls fn, requires an Error with `code` whose message contains every one of `needles`.
-inline void expect_error(const std::function<void()>& fn, ErrorCode code,
-                         std::initializer_list<std::string_view> needles, const char* where) {
+/// Calls fn, requires an Error with `code` whose message contains every one of `needles`, and
+/// returns it (for checks of its context).
+inline Error caught_error(const std::function<void()>& fn, ErrorCode code,
+                          std::initializer_list<std::string_view> needles, const char* where) {
   try {
     fn();
   } catch (const Error& e) {
@@ -58,9 +60,31 @@ inline void expect_error(const std::function<void()>& fn, ErrorCode code,
       RANK_CHECK(e.message().find(needle) != std::string::npos,
                  where << ": message lacks '" << needle << "': " << e.what());
     }
-    return;
+    return e;
   }
   throw std::runtime_error(std::string(where) + ": no error thrown");
+}
+
+/// caught_error without the error.
+inline void expect_error(const std::function<void()>& fn, ErrorCode code,
+                         std::initializer_list<std::string_view> needles, const char* where) {
+  caught_error(fn, code, needles, where);
+}
+
+/// Requires `e` to name its op by fields (ErrorContext): the bare name `op`, number `sequence`
+/// on communicator `communicator`, never a label such as "recv #3 from rank 1 (tag 7)".
+inline void expect_op(const Error& e, std::string_view op, std::optional<std::uint32_t> sequence,
+                      std::uint32_t communicator, const char* where) {
+  const ErrorContext& context = e.context();
+  RANK_CHECK(context.op == op,
+             where << ": context op '" << context.op << "', expected '" << op << "': " << e.what());
+  RANK_CHECK(context.sequence == sequence,
+             where << ": context sequence "
+                   << (context.sequence ? std::to_string(*context.sequence) : "none")
+                   << ", expected " << (sequence ? std::to_string(*sequence) : "none"));
+  RANK_CHECK(context.communicator == communicator,
+             where << ": context communicator "
+                   << (context.communicator ? std::to_string(*context.communicator) : "none"));
 }
 
 // Typed access through double for the dtypes these tests use (all values are small integers

@@ -154,6 +154,40 @@ TEST_CASE("an error's context is fields, formatted once; outer layers add what t
         "barrier #4: poll failed");
 }
 
+TEST_CASE("a send's or receive's context names its counterpart and tag", "[error]") {
+  CHECK(format_context(ErrorContext{.op = "send", .sequence = 3, .to_rank = 1, .tag = 7}) ==
+        "send #3 to rank 1 (tag 7)");
+  CHECK(format_context(ErrorContext{.op = "recv", .sequence = 4, .from_rank = 0, .tag = 0}) ==
+        "recv #4 from rank 0 (tag 0)");
+  CHECK(format_context(ErrorContext{
+            .op = "sendrecv", .sequence = 5, .to_rank = 1, .from_rank = 2, .tag = 9}) ==
+        "sendrecv #5 (send to rank 1, recv from rank 2, tag 9)");
+  CHECK(format_context(ErrorContext{.op = "recv", .from_rank = 2}) == "recv from rank 2");
+  CHECK(format_context(ErrorContext{.to_rank = 1, .tag = 7}).empty());  // no op: no name
+
+  // A layer below named the op by its label; the executor's fields replace the op's identity
+  // as a whole (op, number, counterpart, tag), and the peers from below stay.
+  const Error below(ErrorCode::Timeout, "timed out",
+                    ErrorContext{.op = "recv #4 from rank 0 (tag 7)", .peers = {0}});
+  const Error named = below.with_context(
+      ErrorContext{.op = "recv", .sequence = 4, .communicator = 2, .from_rank = 0, .tag = 7});
+  CHECK(named.message() == "recv #4 from rank 0 (tag 7): timed out");
+  CHECK(named.context().op == "recv");
+  CHECK(named.context().sequence == 4u);
+  CHECK(named.context().communicator == 2u);
+  CHECK(named.context().from_rank == 0);
+  CHECK_FALSE(named.context().to_rank);
+  CHECK(named.context().tag == 7);
+  CHECK(named.context().peers == std::vector<int>{0});
+  // A collective's context over a send's leaves no counterpart or tag behind.
+  const Error send_failed(ErrorCode::RemoteError, "rank 1 died",
+                          ErrorContext{.op = "send", .sequence = 2, .to_rank = 1, .tag = 3});
+  const Error in_barrier = send_failed.with_context(ErrorContext{.op = "barrier", .sequence = 8});
+  CHECK(in_barrier.message() == "barrier #8: rank 1 died");
+  CHECK_FALSE(in_barrier.context().to_rank);
+  CHECK_FALSE(in_barrier.context().tag);
+}
+
 TEST_CASE("errno conversion names the call and the errno", "[error]") {
   const Error refused = system_error("connect to 10.0.0.1:29500", ECONNREFUSED);
   CHECK(refused.code() == ErrorCode::SystemError);

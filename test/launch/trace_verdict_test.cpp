@@ -272,14 +272,27 @@ TEST_CASE("a rank without a record is named, never assumed", "[trace]") {
 }
 
 TEST_CASE("a failure outside every collective is still reported", "[trace]") {
+  // Sends are numbered apart from collectives: send #0 is not allreduce #0.
   const std::string send_failed =
-      R"j({"code": "timeout", "message": "send #3 to rank 1 (tag 0): timed out", )j"
-      R"j("op": "send #3 to rank 1 (tag 0)", "sequence": null, "peers": [1]})j";
+      R"j({"code": "timeout", "message": "send #0 to rank 1 (tag 0): timed out", )j"
+      R"j("op": "send", "name": "send #0 to rank 1 (tag 0)", "sequence": 0, "peers": [1], )j"
+      R"j("to_rank": 1, "from_rank": null, "tag": 0})j";
   const Verdict v =
       only_verdict({dump(0, 2, {op(0, "allreduce", "done", kT0, kT0 + 1)}, kT0, send_failed),
                     dump(1, 2, {op(0, "allreduce", "done", kT0, kT0 + 1)})});
   CHECK(v.kind == VerdictKind::Failed);
-  CHECK(v.headline == "collectives agree; rank 0 failed in send #3 to rank 1 (tag 0) (timeout)");
+  CHECK(v.headline == "collectives agree; rank 0 failed in send #0 to rank 1 (tag 0) (timeout)");
+  CHECK(v.details == std::vector<std::string>{"rank 0: send #0 to rank 1 (tag 0): timed out"});
+
+  SECTION("a record without a name (written before names were recorded) is named by its op") {
+    const std::string unnamed =
+        R"j({"code": "timeout", "message": "send #3: timed out", "op": "send", )j"
+        R"j("sequence": 3, "peers": [1]})j";
+    const Verdict old =
+        only_verdict({dump(0, 2, {op(3, "allreduce", "done", kT0, kT0 + 1)}, kT0, unnamed),
+                      dump(1, 2, {op(3, "allreduce", "done", kT0, kT0 + 1)})});
+    CHECK(old.headline == "collectives agree; rank 0 failed in send (timeout)");
+  }
 }
 
 TEST_CASE("dumps are grouped by communicator; a rank's latest dump counts", "[trace]") {

@@ -153,6 +153,7 @@ RankDump parse_dump(std::string_view text, const std::string& source) {
     rf.code = ff.get<std::string>("code");
     rf.message = ff.get<std::string>("message");
     rf.op = ff.get<std::string>("op");
+    rf.name = ff.optional<std::string>("name").value_or(rf.op);
     rf.sequence = ff.optional<std::uint32_t>("sequence");
     rf.peers = ff.optional<std::vector<int>>("peers").value_or(std::vector<int>{});
     dump.failure = std::move(rf);

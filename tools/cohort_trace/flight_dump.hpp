@@ -9,7 +9,10 @@
 //   reason                       "failure" | "signal" | "request"
 //   dumped_at_us                 wall clock, microseconds since the epoch
 //   capacity, recorded           ring size, and collectives ever recorded (more: some dropped)
-//   failure                      null, or {code, message, op, sequence, peers}: what poisoned it
+//   failure                      null, or {code, message, op, name, sequence, peers, to_rank,
+//                                from_rank, tag}: what poisoned it (op: the bare name, "send";
+//                                name: "send #3 to rank 1 (tag 7)"; sequence: the op's number,
+//                                counted apart for collectives and for sends/receives)
 //   ops                          oldest first: {seq, op, dtype, reduce_op, count, root,
 //                                algorithm, state, timeout_ms, queued_us, started_us,
 //                                finished_us, awaited_peers}; unknown values are null
@@ -46,7 +49,8 @@ struct RecordedOp {
 struct RecordedFailure {
   std::string code;  ///< "timeout", "remote_error", ...
   std::string message;
-  std::string op;
+  std::string op;    ///< the bare name: "allreduce", "send", ... (empty: no op)
+  std::string name;  ///< "send #3 to rank 1 (tag 7)"; `op` when the record has none
   std::optional<std::uint32_t> sequence;
   std::vector<int> peers;
 };

@@ -60,10 +60,18 @@ std::int64_t time_in(const RecordedOp& op, const RankDump& dump) {
   return op.finished_us.value_or(dump.dumped_at_us) - *from;
 }
 
-/// The error of a rank's failed op: its communicator's failure when that names this op.
+/// The error of a rank's failed op: its communicator's failure when that names this op (by name
+/// and number: a send's numbers are counted apart from the collectives').
 const RecordedFailure* failure_of(const RecordedOp& op, const RankDump& dump) {
-  if (dump.failure && dump.failure->sequence == op.seq) return &*dump.failure;
+  if (dump.failure && dump.failure->sequence == op.seq && dump.failure->op == op.op)
+    return &*dump.failure;
   return nullptr;
+}
+
+/// Whether the rank's failure names one of the collectives it recorded.
+bool failed_in_recorded_op(const RankDump& dump) {
+  return std::any_of(dump.ops.begin(), dump.ops.end(),
+                     [&](const RecordedOp& op) { return failure_of(op, dump) != nullptr; });
 }
 
 /// "allreduce #7, failed after 2.0 s (timeout), waiting for rank 2"
@@ -308,11 +316,11 @@ class GroupJudge {
     // A failure outside any recorded collective (a send or receive) is still worth saying.
     for (const auto& [rank, view] : views_) {
       const RankDump& d = *view.dump;
-      if (d.failure && !d.failure->sequence) {
+      if (d.failure && !failed_in_recorded_op(d)) {
         verdict_.kind = VerdictKind::Failed;
         verdict_.headline = "collectives agree; rank " + std::to_string(rank) + " failed in " +
-                            (d.failure->op.empty() ? std::string("no op") : d.failure->op) + " (" +
-                            d.failure->code + ")";
+                            (d.failure->name.empty() ? std::string("no op") : d.failure->name) +
+                            " (" + d.failure->code + ")";
         detail(rank, d.failure->message);
         return;
       }
