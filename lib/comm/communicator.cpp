@@ -59,10 +59,12 @@ Work p2p_on_device(Communicator::Impl& impl, const CollectiveOptions& o, bool is
                    const Buffer& buffer, int peer, int tag, comm::Placement at, bool async) {
   const Collective kind = is_send ? Collective::Send : Collective::Recv;
   plan_p2p(impl, is_send, buffer, peer, tag);  // the same argument checks as the host path
+  const std::chrono::milliseconds timeout = p2p_timeout(impl, is_send, o);
+  // Last: the first GPU op it lets through binds the communicator's device.
   const gpu::DeviceBackend::Prepared prepared =
       impl.gpu->prepare(collective_name(kind), at.cuda_device, buffer.dtype(), std::nullopt);
   const gpu::DeviceSendRecv op{is_send, buffer.data(), buffer.count(), buffer.dtype(), peer};
-  const comm::OpInfo info{kind, Algorithm::Auto, p2p_timeout(impl, is_send, o), nullptr};
+  const comm::OpInfo info{kind, Algorithm::Auto, timeout, nullptr};
   return comm::run_device_op(
       *impl.executor, *impl.gpu, info, prepared, o.stream, async,
       [&op](const gpu::Launch& l) { gpu::enqueue(l, op); }, owners(buffer, Buffer()));

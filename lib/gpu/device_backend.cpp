@@ -141,14 +141,24 @@ DeviceBackend::~DeviceBackend() {
 std::optional<int> DeviceBackend::bound_device() const {
   if (!core_) return std::nullopt;
   std::lock_guard lock(core_->mutex);
-  // While another thread creates the NCCL communicator, its device is the one: an op on another
-  // device is refused in prepare() as it would be afterwards.
-  return device_ ? device_ : setting_up_device_;
+  return device_ ? device_ : claimed_device_;
 }
+
+namespace {
+
+Error wrong_device(std::string_view op, int device, int bound) {
+  return Error(ErrorCode::InvalidArgument,
+               fmt::format("{}: the buffers are on cuda:{}, but this communicator's GPU ops run "
+                           "on cuda:{} (its first GPU op used it); a communicator drives one "
+                           "device per rank: split() or dup() it for another device",
+                           op, device, bound));
+}
+
+}  // namespace
 
 DeviceBackend::Prepared DeviceBackend::prepare(std::string_view op, int device,
                                                std::optional<DType> dtype,
-                                               std::optional<ReduceOp> reduce_op) const {
+                                               std::optional<ReduceOp> reduce_op) {
   DeviceRuntime& rt = require_runtime(op);
   // The backend's state is made with the communicator, from the runtime in use then: a runtime
   // installed later (tests only) must not reach launch() without it.
@@ -169,14 +179,17 @@ DeviceBackend::Prepared DeviceBackend::prepare(std::string_view op, int device,
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("{}: CUDA device {} does not exist (rank {} sees {})", op, device,
                             rank_, devices));
-  if (bound && *bound != device)
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: the buffers are on cuda:{}, but this communicator's GPU ops run "
-                            "on cuda:{} (its first GPU op used it); a communicator drives one "
-                            "device per rank: split() or dup() it for another device",
-                            op, device, *bound));
+  if (bound && *bound != device) throw wrong_device(op, device, *bound);
   if (dtype) check_device_dtype(rt, op, *dtype);
   if (dtype && reduce_op) check_device_reduce_op(op, *reduce_op, *dtype);
+  // Last, once nothing else can refuse the op: the first op that passes binds the device, before
+  // it is numbered. Another thread's op on another device is then refused here too, before it is
+  // numbered, not in launch() after waiting for this one's set-up (numbered by then, its refusal
+  // would fail the communicator).
+  std::lock_guard lock(core_->mutex);
+  const std::optional<int> now_bound = device_ ? device_ : claimed_device_;
+  if (now_bound && *now_bound != device) throw wrong_device(op, device, *now_bound);
+  if (!now_bound) claimed_device_ = device;
   return {device};
 }
 
@@ -212,7 +225,6 @@ void DeviceBackend::ensure_set_up(std::unique_lock<std::mutex>& lock, int device
   // This thread creates it, without the mutex: the creation waits on the other ranks, and
   // abort(), the watchdog and other threads' ops must not wait behind it.
   core_->set_up = SetUp::InProgress;
-  setting_up_device_ = device;
   lock.unlock();
   std::optional<CreatedComm> created;
   std::optional<Error> error;
@@ -229,7 +241,6 @@ void DeviceBackend::ensure_set_up(std::unique_lock<std::mutex>& lock, int device
                   "setting up the NCCL communicator failed (unknown exception)", context);
   }
   lock.lock();
-  setting_up_device_.reset();
   const bool failed_meanwhile = core_->failure.has_value();
   if (created && !failed_meanwhile) {
     barrier_word_ = created->barrier_word;
@@ -339,12 +350,10 @@ std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
     throw_if_failed_locked(context);
     const DeviceGuard on_device(rt, device_ ? *device_ : prepared.device);
     if (!core_->has_comm) ensure_set_up(lock, prepared.device, deadline, context);
-    // prepare() ran before another thread's set-up may have bound a device.
+    // prepare() bound the device before the op was numbered, and every op since agreed with it.
     if (*device_ != prepared.device)
-      throw Error(ErrorCode::InvalidArgument,
-                  fmt::format("the buffers are on cuda:{}, but this communicator's GPU ops run on "
-                              "cuda:{} (its first GPU op used it); a communicator drives one "
-                              "device per rank: split() or dup() it for another device",
+      throw Error(ErrorCode::Internal,
+                  fmt::format("prepared for cuda:{}, but the communicator is bound to cuda:{}",
                               prepared.device, *device_),
                   context);
     StreamHandle on{};

@@ -104,9 +104,11 @@ class DeviceBackend {
   /// Checks what this rank alone can check: a runtime exists, `device` (kAnyDevice: the bound
   /// one, else the current one) matches the device the NCCL communicator is bound to (or will
   /// be), the dtype and reduce op are NCCL's. Throws InvalidArgument / Unsupported naming `op`.
+  /// The first op it lets through binds the communicator to its device (ops on another device
+  /// are refused from then on, before they are numbered).
   static constexpr int kAnyDevice = -2;
   Prepared prepare(std::string_view op, int device, std::optional<DType> dtype,
-                   std::optional<ReduceOp> reduce_op) const;
+                   std::optional<ReduceOp> reduce_op);
 
   /// Queues one op: sets the NCCL communicator up on first use, or waits for another thread's
   /// op doing so (bounded by the op's `timeout`, which starts now; a Timeout fails the GPU path,
@@ -133,8 +135,8 @@ class DeviceBackend {
   /// `cause`. Any thread; never throws.
   void abort(const Error& cause) noexcept;
 
-  /// The device the NCCL communicator is bound to, once it exists, or is being bound to while
-  /// another thread's op creates it.
+  /// The device the NCCL communicator is bound to: the first GPU op's that prepare() let through
+  /// (before the NCCL communicator exists, too).
   std::optional<int> bound_device() const;
 
  private:
@@ -165,8 +167,9 @@ class DeviceBackend {
   std::shared_ptr<DeviceCore> core_;
   /// Set on first use (or by the split constructor); guarded by core_->mutex.
   std::optional<int> device_;
-  /// The device of a set-up in progress; guarded by core_->mutex.
-  std::optional<int> setting_up_device_;
+  /// The device the first op prepare() let through bound the communicator to, before its NCCL
+  /// communicator exists (device_ is set with it); guarded by core_->mutex.
+  std::optional<int> claimed_device_;
   StreamHandle own_stream_{};
   bool own_stream_made_ = false;
   EventHandle default_stream_done_{};

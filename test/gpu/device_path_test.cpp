@@ -472,6 +472,81 @@ TEST_CASE("two threads' first GPU ops set NCCL up once", "[gpu]") {
   for (const int ranks : {2, 3}) REQUIRE_NOTHROW(run_ranks(ranks, concurrent_first_ops));
 }
 
+/// Set on the thread whose next device check (prepare()'s last, nccl_supports) the fake holds.
+thread_local bool hold_next_dtype_check = false;
+
+void refused_before_numbering(const Environment& env) {
+  auto fake = install_fake(env, /*devices=*/2);
+  auto store = connect_store(env);
+  auto comm = world(env);
+  const int n = comm->size();
+  const double sum = n * (n + 1) / 2.0;
+  CollectiveOptions long_timeout;
+  long_timeout.timeout = std::chrono::seconds(60);
+  const int device = comm->rank() == 0 ? 1 : 0;  // rank 0's GPU ops run on cuda:1
+  Buffer d = device_buffer(*fake, 4, DType::Float32, device);
+  for (std::size_t i = 0; i < 4; ++i) set(d, i, comm->rank() + 1);
+  if (comm->rank() != 0) {
+    // Joins rank 0's first GPU op once rank 0's other thread is past its device checks.
+    store->wait({"test/refusal/go"}, std::chrono::seconds(120));
+  } else {
+    // Thread B's op on cuda:0 passes every check but the last while nothing is bound yet; it is
+    // held there until thread A's op on cuda:1 is setting NCCL up. B must then be refused before
+    // it is numbered: numbered, its refusal failed the communicator, and had it not, this rank
+    // would count one op more than its peers, which never saw B.
+    std::promise<void> held;
+    std::promise<void> release;
+    std::shared_future<void> released = release.get_future().share();
+    fake->set_dtype_check_hook([&held, released] {
+      if (!hold_next_dtype_check) return;
+      hold_next_dtype_check = false;
+      held.set_value();
+      released.wait_for(std::chrono::seconds(60));
+    });
+    Buffer on_0 = device_buffer(*fake, 4, DType::Float32, /*device=*/0);
+    OpThread b([&] {
+      hold_next_dtype_check = true;
+      comm->allreduce(on_0, on_0, ReduceOp::Sum, long_timeout);
+    });
+    RANK_CHECK(held.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready,
+               "thread B never reached its dtype check");
+    OpThread a([&] { comm->allreduce(d, d, ReduceOp::Sum, long_timeout); });
+    const auto until = Clock::now() + std::chrono::seconds(30);
+    while (count_calls(*fake, "init") == 0 && Clock::now() < until) std::this_thread::yield();
+    RANK_CHECK(count_calls(*fake, "init") == 1, "thread A never reached NCCL's init");
+    release.set_value();
+    const std::optional<Error> refused = b.join();
+    RANK_CHECK(refused.has_value(), "B's op on cuda:0 ran on a communicator bound to cuda:1");
+    RANK_CHECK(refused->code() == ErrorCode::InvalidArgument, "B: " << refused->what());
+    RANK_CHECK(std::string(refused->what()).find("cuda:0") != std::string::npos &&
+                   std::string(refused->what()).find("cuda:1") != std::string::npos,
+               "B's refusal does not name both devices: " << refused->what());
+    RANK_CHECK(!comm->is_poisoned(), "B's refusal failed the communicator: "
+                                         << (comm->error() ? comm->error()->what() : ""));
+    store->set_string("test/refusal/go", "1");
+    const std::optional<Error> a_error = a.join();
+    RANK_CHECK(!a_error, "A's op failed: " << a_error->what());
+    fake->set_dtype_check_hook(nullptr);
+  }
+  if (comm->rank() != 0) comm->allreduce(d, d, ReduceOp::Sum, long_timeout);
+  expect_values(
+      d, 0, 4, [&](std::size_t) { return sum; }, "the first GPU allreduce");
+  // Every rank counted the same ops: a host op and a GPU op after it still pair up.
+  Buffer host = Buffer::allocate(3, DType::Int32);
+  for (std::size_t i = 0; i < 3; ++i) set(host, i, comm->rank() + 1);
+  comm->allreduce(host, ReduceOp::Sum, long_timeout);
+  expect_values(
+      host, 0, 3, [&](std::size_t) { return sum; }, "the host allreduce after it");
+  comm->allreduce(d, d, ReduceOp::Sum, long_timeout);
+  expect_values(
+      d, 0, 4, [&](std::size_t) { return sum * n; }, "a GPU allreduce after it");
+}
+
+TEST_CASE("an op on another device than a concurrent first op's is refused before it is numbered",
+          "[gpu]") {
+  for (const int ranks : {2, 3}) REQUIRE_NOTHROW(run_ranks(ranks, refused_before_numbering));
+}
+
 void split_uses_nccl_split(const Environment& env) {
   auto fake = install_fake(env);
   auto comm = world(env);

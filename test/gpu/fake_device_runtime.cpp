@@ -231,7 +231,19 @@ void FakeDeviceRuntime::synchronize_stream(gpu::StreamHandle stream) {
     throw Error(ErrorCode::Timeout, "fake: synchronising a stream that is stuck forever");
 }
 
+void FakeDeviceRuntime::set_dtype_check_hook(std::function<void()> hook) {
+  std::lock_guard lock(mutex_);
+  dtype_check_hook_ =
+      hook ? std::make_shared<const std::function<void()>>(std::move(hook)) : nullptr;
+}
+
 bool FakeDeviceRuntime::nccl_supports(DType dtype) noexcept {
+  std::shared_ptr<const std::function<void()>> hook;
+  {
+    std::lock_guard lock(mutex_);
+    hook = dtype_check_hook_;
+  }
+  if (hook) (*hook)();
   if (dtype == DType::Int16 || dtype == DType::Bool) return false;
   if (dtype == DType::Float8E4M3 || dtype == DType::Float8E5M2) return nccl_version_ >= 22400;
   return true;

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,9 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
   void set_nccl_version(int version) { nccl_version_ = version; }
   /// While set, NCCL ops are logged but never run: their stream stays stuck until an abort.
   void set_hang(bool hang) { hang_ = hang; }
+  /// Called (outside the fake's lock) at every nccl_supports(), the last device check of an op's
+  /// prepare(): a test holds one thread's op there to order it against another's.
+  void set_dtype_check_hook(std::function<void()> hook);
   /// While set, nccl_async_state reports this failure (ncclRemoteError when remote).
   void set_async_failure(std::string message, bool remote);
   std::vector<std::string> calls() const;
@@ -144,6 +148,7 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
   int group_depth_ = 0;
   std::vector<PendingP2p> grouped_;
   gpu::StreamHandle last_op_stream_{};
+  std::shared_ptr<const std::function<void()>> dtype_check_hook_;
 };
 
 }  // namespace cohort::test
