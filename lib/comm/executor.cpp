@@ -571,7 +571,10 @@ void Executor::fail(const ErrorContext& op, const Error& error) {
   // Layers below name what they know (the peers, the algorithm); the op's identity is added here
   // once, as fields, and the message formatted from them.
   Error failure = error.with_context(op);
-  if (op.sequence) recorder_.failed(*op.sequence, failure, Clock::now());
+  // The recorder keeps collectives, by their numbers; a send's or receive's (it has a
+  // counterpart) are counted apart and would mark the collective of the same number.
+  const bool point_to_point = op.to_rank || op.from_rank;
+  if (op.sequence && !point_to_point) recorder_.failed(*op.sequence, failure, Clock::now());
   poison(failure);
   throw failure;
 }

@@ -89,9 +89,10 @@ void wait_device(detail::WorkState& state,
   constexpr int kSpins = 1000;
   for (int polls = 0; !poll_device(state); ++polls) {
     if (until && std::chrono::steady_clock::now() >= *until) {
-      throw Error(ErrorCode::Timeout, state.what() + " did not finish within the " +
-                                          std::to_string(timeout.count()) +
-                                          " ms given to Work::wait (the op keeps running)");
+      throw Error(ErrorCode::Timeout,
+                  "did not finish within the " + std::to_string(timeout.count()) +
+                      " ms given to Work::wait (the op keeps running)",
+                  state.context());
     }
     if (polls < kSpins) continue;
     if (polls < 2 * kSpins) {

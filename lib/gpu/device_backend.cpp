@@ -27,6 +27,10 @@ std::chrono::milliseconds left_until(Clock::time_point deadline) {
 /// How long one store read waits for NCCL's unique id before looking at the stop flag again.
 constexpr auto kUniqueIdPollSlice = std::chrono::milliseconds(100);
 
+/// How long a wait that saw abort()'s stop flag waits for abort() to set its cause (it needs only
+/// the mutex the waiter lets go of).
+constexpr auto kStopCauseWait = std::chrono::seconds(10);
+
 /// Polls NCCL's asynchronous state until the pending operation (init, split, finalise) ends.
 /// Throws (the caller aborts) on an NCCL error, at the deadline, or once `stop` is set (the
 /// backend failed or was aborted meanwhile).
@@ -174,7 +178,8 @@ DeviceBackend::Prepared DeviceBackend::prepare(std::string_view op, int device,
                             "(no driver, no device, or CUDA_VISIBLE_DEVICES hides them)",
                             op, rank_));
   const std::optional<int> bound = bound_device();
-  if (device == kAnyDevice) device = bound ? *bound : rt.current_device();
+  const bool any_device = device == kAnyDevice;  // a barrier on a stream: no buffers
+  if (any_device) device = bound ? *bound : rt.current_device();
   if (device < 0 || device >= devices)
     throw Error(ErrorCode::InvalidArgument,
                 fmt::format("{}: CUDA device {} does not exist (rank {} sees {})", op, device,
@@ -188,6 +193,7 @@ DeviceBackend::Prepared DeviceBackend::prepare(std::string_view op, int device,
   // would fail the communicator).
   std::lock_guard lock(core_->mutex);
   const std::optional<int> now_bound = device_ ? device_ : claimed_device_;
+  if (any_device && now_bound) device = *now_bound;  // bound meanwhile by another thread's op
   if (now_bound && *now_bound != device) throw wrong_device(op, device, *now_bound);
   if (!now_bound) claimed_device_ = device;
   return {device};
@@ -241,6 +247,7 @@ void DeviceBackend::ensure_set_up(std::unique_lock<std::mutex>& lock, int device
                   "setting up the NCCL communicator failed (unknown exception)", context);
   }
   lock.lock();
+  await_stop_cause_locked(lock);
   const bool failed_meanwhile = core_->failure.has_value();
   if (created && !failed_meanwhile) {
     barrier_word_ = created->barrier_word;
@@ -398,17 +405,30 @@ std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
   return completion;
 }
 
+void DeviceBackend::await_stop_cause_locked(std::unique_lock<std::mutex>& lock) {
+  if (core_->failure || !core_->stopping.load(std::memory_order_acquire)) return;
+  // abort() sets the flag, then takes the mutex to set its cause: the cause is on its way.
+  core_->set_up_changed.wait_for(lock, kStopCauseWait,
+                                 [this] { return core_->failure.has_value(); });
+}
+
 std::optional<std::pair<NcclHandle, int>> DeviceBackend::split_nccl(int color, int key,
                                                                     Clock::time_point deadline) {
   if (!core_) return std::nullopt;
+  const ErrorContext context{.op = "split"};
   std::unique_lock lock(core_->mutex);
   // Every rank splits or none: a set-up still running on another thread decides which.
   if (!core_->set_up_changed.wait_until(lock, deadline, [this] {
         return core_->set_up != DeviceCore::SetUp::InProgress || core_->failure.has_value();
-      }))
-    throw Error(ErrorCode::Timeout,
-                "split: another thread's op was still setting up the NCCL communicator at the "
-                "deadline");
+      })) {
+    // As every GPU timeout, the GPU path fails (and the set-up stops).
+    const Error timeout(ErrorCode::Timeout,
+                        "another thread's op was still setting up the NCCL communicator at the "
+                        "split's deadline",
+                        context);
+    core_->fail_locked(timeout);
+    throw timeout;
+  }
   if (!core_->has_comm || core_->failure) return std::nullopt;
   DeviceRuntime& rt = core_->runtime;
   const DeviceGuard on_device(rt, *device_);
@@ -416,9 +436,13 @@ std::optional<std::pair<NcclHandle, int>> DeviceBackend::split_nccl(int color, i
   try {
     // A rank outside every group gets no communicator; the parent's state then says when its
     // part of the split is over.
-    await_nccl(rt, child.bits != 0 ? child : core_->comm, deadline, "ncclCommSplit");
+    await_nccl(rt, child.bits != 0 ? child : core_->comm, deadline, "ncclCommSplit",
+               &core_->stopping);
   } catch (...) {
     if (child.bits != 0) rt.nccl_abort(child);
+    // Stopped by abort() (or a failure): the split fails with its cause, not "stopped".
+    await_stop_cause_locked(lock);
+    throw_if_failed_locked(context);
     throw;
   }
   return std::pair{child, *device_};
@@ -426,6 +450,9 @@ std::optional<std::pair<NcclHandle, int>> DeviceBackend::split_nccl(int color, i
 
 void DeviceBackend::abort(const Error& cause) noexcept {
   if (!core_) return;
+  // First, without the mutex: a split holding it while it waits for its peers gives up now
+  // instead of at its deadline, and lets go of the mutex for the cause to be set.
+  core_->stopping.store(true, std::memory_order_release);
   core_->fail(cause);
   for (const auto& op : outstanding_snapshot()) op->poll();
 }

@@ -127,12 +127,14 @@ class DeviceBackend {
   /// has one or none: they are created together): ncclCommSplit by `color` (negative: this rank
   /// joins none and gets a null handle) and `key`. Returns nothing when there is no NCCL
   /// communicator to split (the child then sets up its own on its first GPU op). Waits, until
-  /// `deadline`, for a set-up another thread's op is running (Timeout after it).
+  /// `deadline`, for a set-up another thread's op is running (Timeout after it, which fails the
+  /// GPU path). Holds the backend's mutex while NCCL splits (NCCL calls on the parent are
+  /// serialised), but abort() stops it within a poll: the split then fails with abort()'s cause.
   std::optional<std::pair<NcclHandle, int>> split_nccl(
       int color, int key, std::chrono::steady_clock::time_point deadline);
 
   /// Communicator::abort(): aborts the NCCL communicator and fails every outstanding op with
-  /// `cause`. Any thread; never throws.
+  /// `cause`; a set-up or split waiting on its peers stops. Any thread; never throws.
   void abort(const Error& cause) noexcept;
 
   /// The device the NCCL communicator is bound to: the first GPU op's that prepare() let through
@@ -170,6 +172,9 @@ class DeviceBackend {
   /// The device the first op prepare() let through bound the communicator to, before its NCCL
   /// communicator exists (device_ is set with it); guarded by core_->mutex.
   std::optional<int> claimed_device_;
+  /// After a wait that saw core_->stopping before core_->failure (abort() sets the flag first,
+  /// then the cause under the mutex): waits (briefly, releasing the mutex) for that cause.
+  void await_stop_cause_locked(std::unique_lock<std::mutex>& lock);
   StreamHandle own_stream_{};
   bool own_stream_made_ = false;
   EventHandle default_stream_done_{};

@@ -234,3 +234,33 @@ TEST_CASE("ranks calling different collectives: the verdict says who diverged",
         "diverged at #3: rank 1 called broadcast #3 (float x 4, root 0); ranks 0,2 called "
         "allreduce #3 (float x 4, sum)");
 }
+
+TEST_CASE("a receive that fails after agreed collectives: the verdict names the receive",
+          "[comm][multiproc][trace]") {
+  const TempDir dir("cohort-flight-trace");
+  const ScopedEnv trace_dir("COHORT_TRACE_DIR", dir.path().string());
+  REQUIRE_NOTHROW(run_ranks(kRanks, [&](const Environment& env) {
+    std::shared_ptr<Store> store = connect_store(env);
+    auto c = Communicator::create(env, store);
+    agree(*c);
+    if (env.rank == 0) {
+      // Receive #0, which nobody sends: it fails at its deadline and rank 0 dumps. Sends and
+      // receives are numbered apart from collectives: allreduce #0 must stay done.
+      CollectiveOptions quick;
+      quick.timeout = 300ms;
+      Buffer never = Buffer::allocate(2, DType::Int64);
+      expect_error([&] { c->recv(never, 1, 4, quick); }, ErrorCode::Timeout,
+                   {"recv #0 from rank 1 (tag 4)"}, "the receive nobody sends to");
+    } else {
+      store->wait(keys("failed", {0}), 60s);  // the same key rank 0 sets below
+      c->dump_trace();
+    }
+    if (env.rank == 0) store->set_string("failed/0", "1");
+    store->set_string("done/" + std::to_string(env.rank), "1");
+    store->wait(keys("done", {0, 1, 2}), 60s);
+  }));
+  const trace::Verdict v = verdict_of(dir);
+  CHECK(v.kind == trace::VerdictKind::Failed);
+  CHECK(v.headline == "collectives agree; rank 0 failed in recv #0 from rank 1 (tag 4) (timeout)");
+  CHECK(reason_of(dir, 0) == "failure");
+}

@@ -574,4 +574,40 @@ TEST_CASE("split() of a communicator with an NCCL communicator splits it", "[gpu
   REQUIRE_NOTHROW(run_ranks(5, split_uses_nccl_split));
 }
 
+void abort_stops_split(const Environment& env) {
+  auto fake = install_fake(env);
+  auto store = connect_store(env);
+  CommunicatorOptions options;
+  options.timeout = std::chrono::seconds(30);  // the split's deadline: far beyond the test's wait
+  auto comm = Communicator::create(env, store, options);
+  Buffer d = device_buffer(*fake, 2, DType::Float64);
+  comm->allreduce(d, ReduceOp::Sum);  // the NCCL communicator exists from here
+  if (comm->rank() != 0) {
+    // Takes part in the split's host half, but holds its ncclCommSplit until rank 0 is done: rank
+    // 0's split waits for it, holding its backend's mutex, until abort() stops it.
+    fake->set_split_hook(
+        [&store] { store->wait({"test/split-aborted"}, std::chrono::seconds(120)); });
+    auto sub = comm->split(0, comm->rank());
+    RANK_CHECK(sub != nullptr, "rank " << comm->rank() << " got no communicator");
+    return;
+  }
+  OpThread split([&] { comm->split(0, 0); });
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  while (count_calls(*fake, "split") == 0 && Clock::now() < until) std::this_thread::yield();
+  RANK_CHECK(count_calls(*fake, "split") == 1, "rank 0 never reached ncclCommSplit");
+  comm->abort("the test stops the split");  // returned only at the split's deadline before
+  const std::optional<Error> error = split.join();
+  RANK_CHECK(error.has_value(), "the split survived abort()");
+  RANK_CHECK(error->code() == ErrorCode::InvalidUsage, "the split ended with " << error->what());
+  RANK_CHECK(std::string(error->what()).find("the test stops the split") != std::string::npos,
+             "the split's error does not name the abort: " << error->what());
+  RANK_CHECK(fake->live_communicators() == 0, "an NCCL communicator was left after the abort");
+  store->set_string("test/split-aborted", "1");
+}
+
+TEST_CASE("abort() stops a GPU split waiting on its peers, and the split's error says why",
+          "[gpu]") {
+  REQUIRE_NOTHROW(run_ranks(2, abort_stops_split));
+}
+
 }  // namespace

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -27,6 +28,8 @@ struct FakeDeviceRuntime::Comm {
   std::map<std::pair<int, int>, std::uint64_t> received;
   bool joined = false;  ///< init finished (every rank joined)
   bool aborted = false;
+  /// A split in progress: of this child, or, for a rank in no group, of this parent.
+  std::optional<PendingSplit> split;
 };
 
 namespace {
@@ -279,28 +282,57 @@ gpu::NcclHandle FakeDeviceRuntime::nccl_init(int size, const gpu::NcclUniqueId& 
 }
 
 gpu::NcclHandle FakeDeviceRuntime::nccl_split(gpu::NcclHandle parent, int color, int key) {
-  Comm& p = comm_of(parent);
-  const std::string round = fmt::format("{}/split{}", p.key, p.ops++);
-  const std::string mine = fmt::format("{} {}", color, key);
-  store_->set(fmt::format("{}/r{}", round, p.rank), Bytes(mine.begin(), mine.end()));
-  std::vector<std::pair<int, int>> members;  // (key, parent rank) of my color
-  for (int r = 0; r < p.size; ++r) {
-    const Bytes row = store_->get(fmt::format("{}/r{}", round, r), kExchangeTimeout);
-    int c = 0;
-    int k = 0;
-    std::sscanf(std::string(row.begin(), row.end()).c_str(), "%d %d", &c, &k);
-    if (color >= 0 && c == color) members.emplace_back(k, r);
+  std::shared_ptr<const std::function<void()>> hook;
+  {
+    std::lock_guard lock(mutex_);
+    hook = split_hook_;
   }
+  if (hook) (*hook)();
+  Comm& p = comm_of(parent);
+  // Nonblocking, as cohort configures NCCL: the call posts this rank's row and returns; the
+  // child (or, for a rank in no group, the parent) is in progress until every row is there.
+  PendingSplit split{fmt::format("{}/split{}", p.key, p.ops++), p.rank, p.size, color, key};
+  const std::string mine = fmt::format("{} {}", color, key);
+  store_->set(fmt::format("{}/r{}", split.round, p.rank), Bytes(mine.begin(), mine.end()));
   log(fmt::format("split color={} key={}", color, key));
-  if (color < 0) return {};
-  std::sort(members.begin(), members.end());
-  auto* comm = new Comm{fmt::format("{}/c{}", round, color), 0, static_cast<int>(members.size())};
-  for (std::size_t i = 0; i < members.size(); ++i)
-    if (members[i].second == p.rank) comm->rank = static_cast<int>(i);
-  comm->joined = true;
+  if (color < 0) {
+    p.split = std::move(split);
+    return {};
+  }
+  auto* comm = new Comm{fmt::format("{}/c{}", split.round, color), 0, 0};
+  comm->split = std::move(split);
   std::lock_guard lock(mutex_);
   comms_.insert(comm);
   return gpu::NcclHandle{reinterpret_cast<std::uintptr_t>(comm)};
+}
+
+bool FakeDeviceRuntime::split_done(Comm& comm) {
+  const PendingSplit& split = *comm.split;
+  std::vector<std::string> rows;
+  for (int r = 0; r < split.parent_size; ++r) rows.push_back(fmt::format("{}/r{}", split.round, r));
+  if (!store_->check(rows)) return false;
+  if (split.color >= 0) {
+    std::vector<std::pair<int, int>> members;  // (key, parent rank) of its color
+    for (int r = 0; r < split.parent_size; ++r) {
+      const Bytes row = store_->get(rows[static_cast<std::size_t>(r)], kExchangeTimeout);
+      int c = 0;
+      int k = 0;
+      std::sscanf(std::string(row.begin(), row.end()).c_str(), "%d %d", &c, &k);
+      if (c == split.color) members.emplace_back(k, r);
+    }
+    std::sort(members.begin(), members.end());
+    comm.size = static_cast<int>(members.size());
+    for (std::size_t i = 0; i < members.size(); ++i)
+      if (members[i].second == split.parent_rank) comm.rank = static_cast<int>(i);
+    comm.joined = true;
+  }
+  comm.split.reset();
+  return true;
+}
+
+void FakeDeviceRuntime::set_split_hook(std::function<void()> hook) {
+  std::lock_guard lock(mutex_);
+  split_hook_ = hook ? std::make_shared<const std::function<void()>>(std::move(hook)) : nullptr;
 }
 
 gpu::NcclAsyncState FakeDeviceRuntime::nccl_async_state(gpu::NcclHandle handle) {
@@ -310,6 +342,7 @@ gpu::NcclAsyncState FakeDeviceRuntime::nccl_async_state(gpu::NcclHandle handle) 
     if (!async_failure_.empty())
       return {gpu::NcclAsyncState::Failed, async_failure_, async_failure_remote_};
   }
+  if (comm.split && !split_done(comm)) return {gpu::NcclAsyncState::InProgress};
   if (!comm.joined) {
     if (store_->add(comm.key + "/joined", 0) < comm.size) return {gpu::NcclAsyncState::InProgress};
     comm.joined = true;

@@ -43,6 +43,8 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
   /// Called (outside the fake's lock) at every nccl_supports(), the last device check of an op's
   /// prepare(): a test holds one thread's op there to order it against another's.
   void set_dtype_check_hook(std::function<void()> hook);
+  /// Called (outside the fake's lock) at the start of every nccl_split().
+  void set_split_hook(std::function<void()> hook);
   /// While set, nccl_async_state reports this failure (ncclRemoteError when remote).
   void set_async_failure(std::string message, bool remote);
   std::vector<std::string> calls() const;
@@ -108,6 +110,14 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
 
  private:
   struct Comm;
+  /// An ncclCommSplit whose rows are not all in the store yet.
+  struct PendingSplit {
+    std::string round;  ///< the store prefix of its rows ("<parent key>/split<n>")
+    int parent_rank = 0;
+    int parent_size = 0;
+    int color = 0;
+    int key = 0;
+  };
   struct PendingP2p {
     bool is_send;
     const void* in;
@@ -117,6 +127,8 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
     Comm* comm;
   };
   Comm& comm_of(gpu::NcclHandle handle);
+  /// Finishes `comm`'s pending split once every parent rank's row is in the store.
+  bool split_done(Comm& comm);
   void log(std::string line);
   /// True (and the stream marked stuck) when ops must not run now.
   bool hold(gpu::StreamHandle stream);
@@ -149,6 +161,7 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
   std::vector<PendingP2p> grouped_;
   gpu::StreamHandle last_op_stream_{};
   std::shared_ptr<const std::function<void()>> dtype_check_hook_;
+  std::shared_ptr<const std::function<void()>> split_hook_;
 };
 
 }  // namespace cohort::test
