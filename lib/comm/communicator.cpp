@@ -65,9 +65,13 @@ Work p2p_on_device(Communicator::Impl& impl, const CollectiveOptions& o, bool is
       impl.gpu->prepare(collective_name(kind), at.cuda_device, buffer.dtype(), std::nullopt);
   const gpu::DeviceSendRecv op{is_send, buffer.data(), buffer.count(), buffer.dtype(), peer};
   const comm::OpInfo info{kind, Algorithm::Auto, timeout, nullptr};
+  const comm::DevicePeers peers{{},
+                                is_send ? std::optional(peer) : std::nullopt,
+                                is_send ? std::nullopt : std::optional(peer),
+                                tag};
   return comm::run_device_op(
       *impl.executor, *impl.gpu, info, prepared, o.stream, async,
-      [&op](const gpu::Launch& l) { gpu::enqueue(l, op); }, owners(buffer, Buffer()));
+      [&op](const gpu::Launch& l) { gpu::enqueue(l, op); }, owners(buffer, Buffer()), peers);
 }
 
 }  // namespace
@@ -300,15 +304,15 @@ void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int s
   const std::chrono::milliseconds timeout = p2p_timeout(*impl_, false, o);
   if (comm::overlaps(in.data(), in.nbytes(), out.data(), out.nbytes()))
     throw Error(ErrorCode::InvalidArgument,
-                "sendrecv: the input and output buffers overlap (the receive may land in the send "
-                "before it left); pass separate buffers",
+                "the input and output buffers overlap (the receive may land in the send before "
+                "it left); pass separate buffers",
                 ErrorContext{.op = "sendrecv"});
   const comm::Placement in_at = comm::placement_of(in), out_at = comm::placement_of(out);
   if (in_at.cuda_device != out_at.cuda_device)
     throw Error(
         ErrorCode::InvalidArgument,
-        fmt::format("sendrecv: the input is in {} memory and the output in {}; pass both "
-                    "in host memory or both on one device",
+        fmt::format("the input is in {} memory and the output in {}; pass both in host memory "
+                    "or both on one device",
                     in_at.on_device() ? fmt::format("cuda:{}", in_at.cuda_device) : "host",
                     out_at.on_device() ? fmt::format("cuda:{}", out_at.cuda_device) : "host"),
         ErrorContext{.op = "sendrecv"});
@@ -322,7 +326,8 @@ void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int s
     const comm::OpInfo info{Collective::Send, Algorithm::Auto, timeout, nullptr};
     comm::run_device_op(
         *impl_->executor, *impl_->gpu, info, prepared, o.stream, false,
-        [&op](const gpu::Launch& l) { gpu::enqueue(l, op); }, owners(in, out));
+        [&op](const gpu::Launch& l) { gpu::enqueue(l, op); }, owners(in, out),
+        comm::DevicePeers{"sendrecv", dest, source, tag});
     return;
   }
   recv.owner = out.owner();

@@ -14,12 +14,19 @@ namespace cohort::comm {
 Work run_device_op(Executor& executor, gpu::DeviceBackend& gpu, OpInfo op,
                    const gpu::DeviceBackend::Prepared& prepared, std::optional<Stream> stream,
                    bool async, const std::function<void(const gpu::Launch&)>& body,
-                   std::vector<std::shared_ptr<void>> keepalive) {
+                   std::vector<std::shared_ptr<void>> keepalive,
+                   const std::optional<DevicePeers>& peers) {
   // A forced host algorithm does not apply here (NCCL runs), so errors do not name it.
   op.forced = Algorithm::Auto;
   op.fingerprint.reset();
   const std::uint32_t seq = executor.begin_external(op);
-  const ErrorContext context = executor.context_of(op, seq);
+  ErrorContext context = executor.context_of(op, seq);
+  if (peers) {
+    if (!peers->op.empty()) context.op = peers->op;
+    context.to_rank = peers->to_rank;
+    context.from_rank = peers->from_rank;
+    context.tag = peers->tag;
+  }
   std::shared_ptr<gpu::DeviceCompletion> completion;
   try {
     completion = gpu.launch(
@@ -31,8 +38,7 @@ Work run_device_op(Executor& executor, gpu::DeviceBackend& gpu, OpInfo op,
     executor.end_external(op, seq, &failure);
     throw failure;
   }
-  auto state =
-      std::make_shared<detail::WorkState>(detail::CollectiveLabel{op.kind, seq, op.forced});
+  auto state = std::make_shared<detail::WorkState>(context);
   state->device = std::move(completion);
   Work work(std::move(state));
   if (async) return work;

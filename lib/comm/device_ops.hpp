@@ -20,13 +20,23 @@
 
 namespace cohort::comm {
 
+/// What a send, a receive or a sendrecv on device buffers adds to its name in errors.
+struct DevicePeers {
+  std::string_view op;  ///< "sendrecv" for both halves in one group; empty: the op's kind
+  std::optional<int> to_rank;
+  std::optional<int> from_rank;
+  int tag = 0;
+};
+
 /// Numbers `op`, queues `body` through `gpu` and returns its Work (async) or waits for it
 /// (blocking; then the returned Work is empty). A failure while queueing (NCCL set-up timing
 /// out, a device error) fails the op and poisons the communicator, as one seen later does.
+/// `peers`: set for a send, receive or sendrecv, which its errors name.
 Work run_device_op(Executor& executor, gpu::DeviceBackend& gpu, OpInfo op,
                    const gpu::DeviceBackend::Prepared& prepared, std::optional<Stream> stream,
                    bool async, const std::function<void(const gpu::Launch&)>& body,
-                   std::vector<std::shared_ptr<void>> keepalive);
+                   std::vector<std::shared_ptr<void>> keepalive,
+                   const std::optional<DevicePeers>& peers = std::nullopt);
 
 /// alltoall on device buffers needs distinct input and output: NCCL has no in-place form.
 /// InvalidArgument naming `op` otherwise (the host path stages aliased buffers itself).

@@ -131,7 +131,7 @@ void Executor::run_sendrecv(std::chrono::milliseconds timeout, PointToPoint recv
   }
   {
     std::unique_lock lock(mutex_);
-    throw_if_poisoned_locked(Collective::Recv);
+    if (poisoned_) throw poisoned_error(ErrorContext{.op = "sendrecv"});
     close_fast_path_locked();
     if (drive_free_locked() && queue_.empty()) {
       busy_ = true;
@@ -302,7 +302,7 @@ std::shared_ptr<detail::WorkState> Executor::enqueue_locked(std::unique_lock<std
   const std::uint32_t seq =
       (p2p ? next_p2p_seq_ : next_seq_).fetch_add(1, std::memory_order_relaxed);
   auto work = p2p ? new_work(label_p2p(*p2p, seq))
-                  : new_work(detail::CollectiveLabel{info.kind, seq, info.forced});
+                  : new_work(detail::CollectiveLabel{info.kind, seq, info.forced, comm_id_});
   const FlightRecorder::TimePoint now = FlightRecorder::coarse_now();
   if (!p2p) recorder_.queued(seq, info.kind, info.forced, info.shape, info.timeout, now);
   const bool transfer = p2p.has_value();
@@ -551,20 +551,12 @@ void Executor::name_running_op(const OpInfo& info, std::uint32_t seq) {
   what_seq_ = info.forced == Algorithm::Auto ? std::optional<std::uint32_t>(seq) : std::nullopt;
 }
 
-detail::PointToPointLabel Executor::label_p2p(const PointToPoint& p2p, std::uint32_t seq) {
-  return detail::PointToPointLabel{p2p.is_send, seq, p2p.peer, p2p.user_tag};
+detail::PointToPointLabel Executor::label_p2p(const PointToPoint& p2p, std::uint32_t seq) const {
+  return detail::PointToPointLabel{p2p.is_send, seq, p2p.peer, p2p.user_tag, comm_id_};
 }
 
 ErrorContext Executor::p2p_context(const PointToPoint& p2p, std::uint32_t seq) const {
-  ErrorContext op = detail::context_of(label_p2p(p2p, seq));
-  op.communicator = comm_id_;
-  return op;
-}
-
-ErrorContext Executor::work_context(const detail::WorkState& work) const {
-  ErrorContext op = work.context();
-  op.communicator = comm_id_;
-  return op;
+  return detail::context_of(label_p2p(p2p, seq));
 }
 
 void Executor::fail(const ErrorContext& op, const Error& error) {
@@ -608,8 +600,9 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body,
       // A mismatch is found by every rank after a complete exchange: nothing is in flight, so
       // the communicator stays usable. Transport failures poison as anywhere else.
       if (e.code() == ErrorCode::InvalidArgument) {
-        recorder_.failed(seq, e, Clock::now());
-        throw;
+        const Error mismatch = e.with_context(context_of(info, seq));
+        recorder_.failed(seq, mismatch, Clock::now());
+        throw mismatch;
       }
       fail(context_of(info, seq), e);
     }
@@ -688,7 +681,7 @@ InFlightTransfers::Posted Executor::post_transfer(
     try {
       return in_flight_.post(std::move(p2p), timeout, work);
     } catch (const Error& e) {
-      fail(work_context(*work), e);
+      fail(work->context(), e);
     }
   } catch (...) {
     work->complete(std::current_exception());
@@ -753,7 +746,7 @@ bool Executor::post_queued_transfers() noexcept {
             InFlightTransfers::Posted::Finished)
           op.work->complete(nullptr);
       } catch (const Error& e) {
-        const ErrorContext transfer = work_context(*op.work);
+        const ErrorContext transfer = op.work->context();
         fail_from_wait(transfer, e);
         throw e.with_context(transfer);
       }
@@ -768,11 +761,7 @@ void Executor::fail_from_wait(const ErrorContext& op, const Error& error) noexce
   {
     std::lock_guard lock(mutex_);
     try {
-      if (!poisoned_) {
-        ErrorContext named = op;
-        named.communicator = comm_id_;
-        poisoned_ = error.with_context(named);
-      }
+      if (!poisoned_) poisoned_ = error.with_context(op);
       reason = interrupted_by(*poisoned_);
     } catch (...) {
       // Out of memory naming the failure: the cause as it came, or, failing that, nothing can
@@ -802,9 +791,7 @@ bool Executor::poll_pending() noexcept {
   const InFlightTransfers::PollResult result = in_flight_.poll();
   if (!result.failure) return result.completed > 0;
   try {
-    ErrorContext op = result.failure->op;
-    op.communicator = comm_id_;
-    fail(op, result.failure->error);
+    fail(result.failure->op, result.failure->error);
   } catch (const Error&) {
     // Already delivered: poisoning cancelled in_flight_, which failed the transfer's Work with
     // the poison's first cause (the error fail() throws, unless abort() came first).

@@ -401,12 +401,10 @@ class Executor {
   /// `label`: a collective's CollectiveLabel or a send/receive's PointToPointLabel.
   template <class Label>
   std::shared_ptr<detail::WorkState> new_work(Label label) const;
-  static detail::PointToPointLabel label_p2p(const PointToPoint& p2p, std::uint32_t seq);
+  detail::PointToPointLabel label_p2p(const PointToPoint& p2p, std::uint32_t seq) const;
   /// A send's or receive's error context (op "send" or "recv", its number, peer, tag, and this
   /// communicator).
   ErrorContext p2p_context(const PointToPoint& p2p, std::uint32_t seq) const;
-  /// The error context of the op `work` reports, with this communicator.
-  ErrorContext work_context(const detail::WorkState& work) const;
   /// Runs a collective on the driving thread; `queued_at`: when it was queued (the epoch: it
   /// never waited in the queue).
   void execute(const OpInfo& info, std::uint32_t seq, BodyRef body,

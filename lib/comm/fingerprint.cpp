@@ -41,10 +41,10 @@ std::string counts_text(const std::vector<std::uint64_t>& counts) {
 }
 
 // "rank 0 has count=10, rank 2 has count=12"
-std::string field_mismatch(const std::string& what, int r, std::string_view field,
-                           const std::string& mine, const std::string& theirs) {
-  return fmt::format("{}: ranks disagree: rank 0 has {}={}, rank {} has {}={}", what, field, mine,
-                     r, field, theirs);
+std::string field_mismatch(int r, std::string_view field, const std::string& mine,
+                           const std::string& theirs) {
+  return fmt::format("ranks disagree: rank 0 has {}={}, rank {} has {}={}", field, mine, r, field,
+                     theirs);
 }
 
 }  // namespace
@@ -99,43 +99,40 @@ Fingerprint decode_fingerprint(const std::uint8_t* in, int size) {
   return fp;
 }
 
-std::optional<std::string> find_fingerprint_mismatch(const std::string& what,
-                                                     const std::vector<Fingerprint>& table) {
+std::optional<std::string> find_fingerprint_mismatch(const std::vector<Fingerprint>& table) {
   if (table.empty()) return std::nullopt;
   const Fingerprint& ref = table[0];
   const int n = static_cast<int>(table.size());
   // Field by field, so the message names the most fundamental disagreement first.
   for (int r = 1; r < n; ++r) {
     if (table[r].kind != ref.kind) {
-      return fmt::format("{}: ranks disagree: rank 0 called {}, rank {} called {}", what,
+      return fmt::format("ranks disagree: rank 0 called {}, rank {} called {}",
                          collective_name(ref.kind), r, collective_name(table[r].kind));
     }
   }
   for (int r = 1; r < n; ++r) {
     if (table[r].dtype != ref.dtype)
-      return field_mismatch(what, r, "dtype", dtype_text(ref.dtype), dtype_text(table[r].dtype));
+      return field_mismatch(r, "dtype", dtype_text(ref.dtype), dtype_text(table[r].dtype));
   }
   for (int r = 1; r < n; ++r) {
     if (table[r].reduce_op != ref.reduce_op) {
-      return field_mismatch(what, r, "op", op_text(ref.reduce_op), op_text(table[r].reduce_op));
+      return field_mismatch(r, "op", op_text(ref.reduce_op), op_text(table[r].reduce_op));
     }
   }
   for (int r = 1; r < n; ++r) {
     if (table[r].root != ref.root) {
-      return field_mismatch(what, r, "root", std::to_string(ref.root),
-                            std::to_string(table[r].root));
+      return field_mismatch(r, "root", std::to_string(ref.root), std::to_string(table[r].root));
     }
   }
   for (int r = 1; r < n; ++r) {
     if (table[r].algorithm != ref.algorithm) {
-      return field_mismatch(what, r, "algorithm", std::string(algorithm_name(ref.algorithm)),
+      return field_mismatch(r, "algorithm", std::string(algorithm_name(ref.algorithm)),
                             std::string(algorithm_name(table[r].algorithm)));
     }
   }
   for (int r = 1; r < n; ++r) {
     if (table[r].count != ref.count) {
-      return field_mismatch(what, r, "count", std::to_string(ref.count),
-                            std::to_string(table[r].count));
+      return field_mismatch(r, "count", std::to_string(ref.count), std::to_string(table[r].count));
     }
   }
   if (ref.kind == Collective::Alltoallv) {
@@ -146,9 +143,9 @@ std::optional<std::string> find_fingerprint_mismatch(const std::string& what,
         const auto expected = table[j].recv_counts.empty() ? 0 : table[j].recv_counts[i];
         if (sent != expected) {
           return fmt::format(
-              "{}: ranks disagree: rank {} sends {} elements to rank {}, but rank {} expects {} "
-              "from rank {}",
-              what, i, sent, j, j, expected, i);
+              "ranks disagree: rank {} sends {} elements to rank {}, but rank {} expects {} from "
+              "rank {}",
+              i, sent, j, j, expected, i);
         }
       }
     }
@@ -156,8 +153,7 @@ std::optional<std::string> find_fingerprint_mismatch(const std::string& what,
   }
   for (int r = 1; r < n; ++r) {
     if (table[r].counts != ref.counts) {
-      return field_mismatch(what, r, "counts", counts_text(ref.counts),
-                            counts_text(table[r].counts));
+      return field_mismatch(r, "counts", counts_text(ref.counts), counts_text(table[r].counts));
     }
   }
   return std::nullopt;
@@ -189,7 +185,8 @@ void verify_fingerprint(const algorithms::OpContext& ctx, const Fingerprint& min
   for (int r = 0; r < ctx.size; ++r)
     decoded.push_back(
         decode_fingerprint(table.data() + record * static_cast<std::size_t>(r), ctx.size));
-  if (auto mismatch = find_fingerprint_mismatch(ctx.what, decoded))
+  // The executor names the op (its context's prefix).
+  if (auto mismatch = find_fingerprint_mismatch(decoded))
     throw Error(ErrorCode::InvalidArgument, *mismatch);
 }
 

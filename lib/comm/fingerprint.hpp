@@ -82,9 +82,9 @@ inline constexpr std::uint32_t kFingerprintStep = 4095;
 void verify_fingerprint(const algorithms::OpContext& ctx, const Fingerprint& mine);
 
 /// The mismatch message for a full table (index = rank), or nullopt when consistent. Pure, so
-/// the comparison is testable without a network. `what` prefixes the message.
-std::optional<std::string> find_fingerprint_mismatch(const std::string& what,
-                                                     const std::vector<Fingerprint>& table);
+/// the comparison is testable without a network. The message does not name the op ("ranks
+/// disagree: rank 0 has count=10, rank 2 has count=12"): the error's context does.
+std::optional<std::string> find_fingerprint_mismatch(const std::vector<Fingerprint>& table);
 
 /// Wire form: a fixed 16-byte header followed by 2 * size little-endian u64 (zero padded), so
 /// every rank's message has the same size even when the ops differ.

@@ -23,14 +23,17 @@ namespace detail {
 ErrorContext context_of(const CollectiveLabel& label) {
   return ErrorContext{.op = std::string(collective_name(label.kind)),
                       .sequence = label.seq,
+                      .communicator = label.communicator,
                       .algorithm = label.forced == Algorithm::Auto
                                        ? std::string()
                                        : std::string(algorithm_name(label.forced))};
 }
 
 ErrorContext context_of(const PointToPointLabel& label) {
-  ErrorContext context{
-      .op = label.is_send ? "send" : "recv", .sequence = label.seq, .tag = label.user_tag};
+  ErrorContext context{.op = label.is_send ? "send" : "recv",
+                       .sequence = label.seq,
+                       .communicator = label.communicator,
+                       .tag = label.user_tag};
   (label.is_send ? context.to_rank : context.from_rank) = label.peer;
   return context;
 }

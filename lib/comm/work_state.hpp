@@ -52,6 +52,7 @@ struct CollectiveLabel {
   Collective kind = Collective::Barrier;
   std::uint32_t seq = 0;
   Algorithm forced = Algorithm::Auto;  ///< the algorithm the caller forced (Auto: none)
+  std::uint32_t communicator = 0;      ///< the id of the communicator that runs it
 };
 
 /// A send or receive, named only when a message needs the name: formatting
@@ -61,15 +62,19 @@ struct PointToPointLabel {
   std::uint32_t seq = 0;
   int peer = 0;
   int user_tag = 0;
+  std::uint32_t communicator = 0;  ///< the id of the communicator that runs it
 };
 
-/// The op's fields of an ErrorContext (no communicator: the caller adds it where it knows it).
+/// The op as an ErrorContext: op, sequence, communicator and the rest the label knows.
 ErrorContext context_of(const CollectiveLabel& label);
 ErrorContext context_of(const PointToPointLabel& label);
 
 struct WorkState {
   explicit WorkState(const CollectiveLabel& op) : label_(op) {}
   explicit WorkState(const PointToPointLabel& p2p) : label_(p2p) {}
+  /// An op named by a whole context (a device op: allocated anyway, and a sendrecv is neither
+  /// label).
+  explicit WorkState(ErrorContext op) : label_(std::move(op)) {}
 
   /// Marks the op finished, with `failure` null on success, and wakes every waiter. Called once.
   void complete(std::exception_ptr failure) noexcept;
@@ -81,7 +86,9 @@ struct WorkState {
   /// The op, as an error's context: op, sequence and, for a send or receive, its counterpart
   /// and tag.
   ErrorContext context() const {
-    return std::visit([](const auto& label) { return context_of(label); }, label_);
+    if (const auto* whole = std::get_if<ErrorContext>(&label_)) return *whole;
+    if (const auto* p2p = std::get_if<PointToPointLabel>(&label_)) return context_of(*p2p);
+    return context_of(std::get<CollectiveLabel>(label_));
   }
   /// "allreduce #17", "recv #4 from rank 0 (tag 7)": for messages that name no Error.
   std::string what() const { return format_context(context()); }
@@ -103,7 +110,8 @@ struct WorkState {
   std::shared_ptr<DeviceSync> device;
 
  private:
-  std::variant<CollectiveLabel, PointToPointLabel> label_;  ///< set before any Work holds it
+  std::variant<CollectiveLabel, PointToPointLabel, ErrorContext>
+      label_;  ///< set before any Work holds it
 };
 
 /// One state, finished with success, that every send done at post shares (a small message

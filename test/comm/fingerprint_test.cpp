@@ -44,38 +44,38 @@ TEST_CASE("fingerprint wire form round-trips every field", "[comm][unit]") {
 
 TEST_CASE("fingerprint verdict names the ranks and the first differing field", "[comm][unit]") {
   std::vector<Fingerprint> table(4, allreduce_fp(10));
-  CHECK_FALSE(find_fingerprint_mismatch("allreduce #3", table).has_value());
+  CHECK_FALSE(find_fingerprint_mismatch(table).has_value());
 
   table[2].count = 12;
-  CHECK(find_fingerprint_mismatch("allreduce #3", table).value() ==
-        "allreduce #3: ranks disagree: rank 0 has count=10, rank 2 has count=12");
+  CHECK(find_fingerprint_mismatch(table).value() ==
+        "ranks disagree: rank 0 has count=10, rank 2 has count=12");
 
   table[3].dtype = DType::Float64;  // dtype is reported before count
-  CHECK(find_fingerprint_mismatch("allreduce #3", table).value() ==
-        "allreduce #3: ranks disagree: rank 0 has dtype=float, rank 3 has dtype=double");
+  CHECK(find_fingerprint_mismatch(table).value() ==
+        "ranks disagree: rank 0 has dtype=float, rank 3 has dtype=double");
 
   table[1].kind = Collective::Broadcast;  // the op itself comes first
-  CHECK(find_fingerprint_mismatch("allreduce #3", table).value() ==
-        "allreduce #3: ranks disagree: rank 0 called allreduce, rank 1 called broadcast");
+  CHECK(find_fingerprint_mismatch(table).value() ==
+        "ranks disagree: rank 0 called allreduce, rank 1 called broadcast");
 }
 
 TEST_CASE("fingerprint verdict for v-collectives compares counts arrays and alltoallv pairs",
           "[comm][unit]") {
   std::vector<Fingerprint> table(
       3, Fingerprint{Collective::Gatherv, DType::Int32, std::nullopt, 1, 0, {1, 0, 4}, {}});
-  CHECK_FALSE(find_fingerprint_mismatch("gatherv #0", table).has_value());
+  CHECK_FALSE(find_fingerprint_mismatch(table).has_value());
   table[2].counts = {1, 0, 5};
-  CHECK(find_fingerprint_mismatch("gatherv #0", table).value() ==
-        "gatherv #0: ranks disagree: rank 0 has counts=[1,0,4], rank 2 has counts=[1,0,5]");
+  CHECK(find_fingerprint_mismatch(table).value() ==
+        "ranks disagree: rank 0 has counts=[1,0,4], rank 2 has counts=[1,0,5]");
 
   // alltoallv: rank i's send_counts[j] must equal rank j's recv_counts[i].
   std::vector<Fingerprint> a2a(
       2, Fingerprint{Collective::Alltoallv, DType::Int32, std::nullopt, -1, 0, {1, 2}, {1, 2}});
   a2a[1].counts = {2, 3};
   a2a[1].recv_counts = {2, 3};
-  CHECK_FALSE(find_fingerprint_mismatch("alltoallv #1", a2a).has_value());
+  CHECK_FALSE(find_fingerprint_mismatch(a2a).has_value());
   a2a[1].recv_counts = {4, 3};
-  CHECK(find_fingerprint_mismatch("alltoallv #1", a2a).value() ==
-        "alltoallv #1: ranks disagree: rank 0 sends 2 elements to rank 1, but rank 1 expects 4 "
+  CHECK(find_fingerprint_mismatch(a2a).value() ==
+        "ranks disagree: rank 0 sends 2 elements to rank 1, but rank 1 expects 4 "
         "from rank 0");
 }

@@ -52,6 +52,14 @@ std::size_t count_calls(const FakeDeviceRuntime& fake, std::string_view prefix) 
   }));
 }
 
+/// Waits (up to 30 s) until the fake logged a call starting with `prefix`: another thread of
+/// this rank reached it. A poll every millisecond: the fake announces nothing.
+void await_call(const FakeDeviceRuntime& fake, std::string_view prefix) {
+  const auto until = Clock::now() + std::chrono::seconds(30);
+  while (count_calls(fake, prefix) == 0 && Clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
 void every_collective(const Environment& env) {
   auto fake = install_fake(env);
   auto comm = world(env);
@@ -334,6 +342,41 @@ void watchdog_and_errors(const Environment& env) {
     expect_error([&] { w.wait(); }, ErrorCode::InvalidUsage, {"stop now"}, "aborted op");
     fake->set_hang(false);
   }
+  {
+    // A send and a sendrecv on device buffers that hang name themselves by fields, as on the
+    // host: the bare op, its number, its peers and its tag.
+    auto comm = world(env);
+    const int n = comm->size();
+    const int next = (comm->rank() + 1) % n;
+    const int prev = (comm->rank() + n - 1) % n;
+    Buffer d = device_buffer(*fake, 4, DType::Float32);
+    comm->allreduce(d, ReduceOp::Sum);
+    fake->set_hang(true);
+    CollectiveOptions o;
+    o.timeout = std::chrono::milliseconds(200);
+    Work sent = comm->send_async(d, next, 5, o);
+    const Error hung =
+        caught_error([&] { sent.wait(); }, ErrorCode::Timeout,
+                     {"send #0 to rank " + std::to_string(next) + " (tag 5)"}, "hung send");
+    expect_op(hung, "send", 0, comm->id(), "hung send");
+    RANK_CHECK(
+        hung.context().to_rank == next && !hung.context().from_rank && hung.context().tag == 5,
+        "hung send's peer and tag: " << hung.what());
+    fake->set_hang(false);
+
+    auto other = world(env);
+    other->allreduce(d, ReduceOp::Sum);
+    fake->set_hang(true);
+    Buffer back = device_buffer(*fake, 4, DType::Float32);
+    const Error pair =
+        caught_error([&] { other->sendrecv(d, next, back, prev, 6, o); }, ErrorCode::Timeout,
+                     {"sendrecv #0 (send to rank "}, "hung sendrecv");
+    expect_op(pair, "sendrecv", 0, other->id(), "hung sendrecv");
+    RANK_CHECK(pair.context().to_rank == next && pair.context().from_rank == prev &&
+                   pair.context().tag == 6,
+               "hung sendrecv's peers and tag: " << pair.what());
+    fake->set_hang(false);
+  }
 }
 
 TEST_CASE("unwaited GPU ops time out by the watchdog; NCCL errors and abort() fail them", "[gpu]") {
@@ -409,8 +452,7 @@ void abort_stops_set_up(const Environment& env) {
     OpThread op([&] { comm->allreduce(d, d, ReduceOp::Sum, long_timeout); });
     if (alone == 0) {
       // In NCCL's init, waiting for a peer that never joins.
-      const auto until = Clock::now() + std::chrono::seconds(30);
-      while (count_calls(*fake, "init") == 0 && Clock::now() < until) std::this_thread::yield();
+      await_call(*fake, "init");
       RANK_CHECK(count_calls(*fake, "init") == 1, "rank 0 never reached NCCL's init");
       // Meanwhile another thread's op on another device is refused as it would be afterwards
       // (the communicator is being bound to cuda:0), not left to wait for the set-up.
@@ -511,8 +553,7 @@ void refused_before_numbering(const Environment& env) {
     RANK_CHECK(held.get_future().wait_for(std::chrono::seconds(30)) == std::future_status::ready,
                "thread B never reached its dtype check");
     OpThread a([&] { comm->allreduce(d, d, ReduceOp::Sum, long_timeout); });
-    const auto until = Clock::now() + std::chrono::seconds(30);
-    while (count_calls(*fake, "init") == 0 && Clock::now() < until) std::this_thread::yield();
+    await_call(*fake, "init");
     RANK_CHECK(count_calls(*fake, "init") == 1, "thread A never reached NCCL's init");
     release.set_value();
     const std::optional<Error> refused = b.join();
@@ -592,8 +633,7 @@ void abort_stops_split(const Environment& env) {
     return;
   }
   OpThread split([&] { comm->split(0, 0); });
-  const auto until = Clock::now() + std::chrono::seconds(30);
-  while (count_calls(*fake, "split") == 0 && Clock::now() < until) std::this_thread::yield();
+  await_call(*fake, "split");
   RANK_CHECK(count_calls(*fake, "split") == 1, "rank 0 never reached ncclCommSplit");
   comm->abort("the test stops the split");  // returned only at the split's deadline before
   const std::optional<Error> error = split.join();
