@@ -5,6 +5,7 @@
 #include <cohort/communicator.hpp>
 
 #include "comm/communicator_impl.hpp"
+#include "gpu/device_support.hpp"
 
 #include <fmt/format.h>
 
@@ -317,10 +318,11 @@ void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int s
                     out_at.on_device() ? fmt::format("cuda:{}", out_at.cuda_device) : "host"),
         ErrorContext{.op = "sendrecv"});
   if (in_at.on_device()) {
-    // One NCCL group for both halves; both dtypes checked before it is queued.
+    // One NCCL group for both halves; both dtypes checked before it is queued, the output's
+    // first: prepare() binds the communicator's device once it lets an op through.
+    gpu::check_device_dtype(gpu::require_runtime("sendrecv"), "sendrecv", out.dtype());
     const gpu::DeviceBackend::Prepared prepared =
         impl_->gpu->prepare("sendrecv", in_at.cuda_device, in.dtype(), std::nullopt);
-    impl_->gpu->prepare("sendrecv", out_at.cuda_device, out.dtype(), std::nullopt);
     const gpu::DeviceExchange op{{true, in.data(), in.count(), in.dtype(), dest},
                                  {false, out.data(), out.count(), out.dtype(), source}};
     const comm::OpInfo info{Collective::Send, Algorithm::Auto, timeout, nullptr};

@@ -218,6 +218,9 @@ void DeviceBackend::ensure_set_up(std::unique_lock<std::mutex>& lock, int device
     throw_if_failed_locked(context);
     if (!ended) {
       // A GPU op past its deadline fails the GPU path, as everywhere else: the set-up stops too.
+      // Unless abort() is failing it this moment: its cause is the one that stays.
+      await_stop_cause_locked(lock);
+      throw_if_failed_locked(context);
       const Error timeout(ErrorCode::Timeout,
                           "another thread's op was still setting up the NCCL communicator at "
                           "this op's deadline",
@@ -354,6 +357,9 @@ std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
   std::shared_ptr<DeviceCompletion> completion;
   {
     std::unique_lock lock(core_->mutex);
+    // abort() may have set its stop flag and be waiting for this mutex (a split let go of it to
+    // let abort() in): no NCCL call on a communicator that is being aborted.
+    await_stop_cause_locked(lock);
     throw_if_failed_locked(context);
     const DeviceGuard on_device(rt, device_ ? *device_ : prepared.device);
     if (!core_->has_comm) ensure_set_up(lock, prepared.device, deadline, context);
@@ -382,8 +388,10 @@ std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
       body(Launch{rt, core_->comm, on, rank_, size_, barrier_word_});
       // A nonblocking communicator may still be queueing the op when the call returns: the event
       // must be recorded after the kernels, and the next NCCL call may only come after it.
-      await_nccl(rt, core_->comm, deadline, "queueing the op on NCCL");
+      await_nccl(rt, core_->comm, deadline, "queueing the op on NCCL", &core_->stopping);
     } catch (const Error& e) {
+      await_stop_cause_locked(lock);
+      throw_if_failed_locked(context);  // stopped by abort(): its cause
       const Error failure = e.with_context(context);
       core_->fail_locked(failure);
       throw failure;
@@ -417,11 +425,15 @@ std::optional<std::pair<NcclHandle, int>> DeviceBackend::split_nccl(int color, i
   if (!core_) return std::nullopt;
   const ErrorContext context{.op = "split"};
   std::unique_lock lock(core_->mutex);
+  await_stop_cause_locked(lock);  // an abort() on its way: no split of a parent it aborts
   // Every rank splits or none: a set-up still running on another thread decides which.
   if (!core_->set_up_changed.wait_until(lock, deadline, [this] {
         return core_->set_up != DeviceCore::SetUp::InProgress || core_->failure.has_value();
       })) {
-    // As every GPU timeout, the GPU path fails (and the set-up stops).
+    // As every GPU timeout, the GPU path fails (and the set-up stops), unless abort() is
+    // failing it this moment.
+    await_stop_cause_locked(lock);
+    throw_if_failed_locked(context);
     const Error timeout(ErrorCode::Timeout,
                         "another thread's op was still setting up the NCCL communicator at the "
                         "split's deadline",
@@ -438,11 +450,18 @@ std::optional<std::pair<NcclHandle, int>> DeviceBackend::split_nccl(int color, i
     // part of the split is over.
     await_nccl(rt, child.bits != 0 ? child : core_->comm, deadline, "ncclCommSplit",
                &core_->stopping);
-  } catch (...) {
+  } catch (const Error& e) {
     if (child.bits != 0) rt.nccl_abort(child);
     // Stopped by abort() (or a failure): the split fails with its cause, not "stopped".
     await_stop_cause_locked(lock);
     throw_if_failed_locked(context);
+    // Past its deadline or failed in NCCL: the parent is left mid-split, so the GPU path fails,
+    // as after any GPU timeout or NCCL error.
+    const Error failure = e.with_context(context);
+    core_->fail_locked(failure);
+    throw failure;
+  } catch (...) {
+    if (child.bits != 0) rt.nccl_abort(child);
     throw;
   }
   return std::pair{child, *device_};

@@ -628,8 +628,10 @@ void abort_stops_split(const Environment& env) {
     // 0's split waits for it, holding its backend's mutex, until abort() stops it.
     fake->set_split_hook(
         [&store] { store->wait({"test/split-aborted"}, std::chrono::seconds(120)); });
-    auto sub = comm->split(0, comm->rank());
-    RANK_CHECK(sub != nullptr, "rank " << comm->rank() << " got no communicator");
+    // Its outcome is the double's, not NCCL's (the double completes the split from the row rank
+    // 0 posted before it aborted; NCCL would time out): only rank 0's is checked.
+    comm->split(0, comm->rank());
+    fake->set_split_hook(nullptr);
     return;
   }
   OpThread split([&] { comm->split(0, 0); });
