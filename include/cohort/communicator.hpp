@@ -75,8 +75,10 @@ struct CollectiveOptions {
 };
 
 struct CommunicatorOptions {
-  /// Default op timeout. Unset: COHORT_TIMEOUT (seconds) or 600 s. Positive and at most
-  /// kMaxTimeout (one year).
+  /// Default op timeout, and create()'s own deadline: every stage of connecting (agreeing on the
+  /// id, each peer's address, the handshakes) shares it, so create() returns or throws Timeout
+  /// within it (plus the store's reply grace). Unset: COHORT_TIMEOUT (seconds) or 600 s.
+  /// Positive and at most kMaxTimeout (one year).
   std::optional<std::chrono::milliseconds> timeout;
 };
 

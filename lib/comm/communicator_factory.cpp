@@ -83,7 +83,7 @@ std::unique_ptr<Communicator::Impl> wire_world(std::shared_ptr<Store> store,
   impl->ids = std::make_shared<IdBlocks>();
   transport::TransportOptions options;
   options.local_world_size = setup.host_ranks;
-  options.connect_timeout = setup.default_timeout;
+  options.connect_timeout = transport::time_left(setup.connect_deadline);
   // Each world's transport keys live under its own prefix, so concurrent wiring of several
   // worlds never reads another's addresses.
   impl->transport = transport::create_transport(
@@ -147,6 +147,10 @@ std::shared_ptr<Communicator> create_world(const Environment& env, std::shared_p
   comm::check_timeout("Communicator::create", options.timeout);
   const Tunables& values = tunables();
   const std::chrono::milliseconds timeout = options.timeout.value_or(values.timeout);
+  // One deadline for every stage of connecting (agreeing on the id, the host-span verdict, each
+  // peer's address, the handshakes): a peer slow at each stage must not stretch create() to a
+  // multiple of `timeout`.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
 
   // The first world a job creates is communicator 0. Should a job create further worlds over the
   // same store (every rank in the same order), each gets a fresh id so their keys never collide.
@@ -155,7 +159,8 @@ std::shared_ptr<Communicator> create_world(const Environment& env, std::shared_p
   const std::int64_t generation = store->add(fmt::format("cohort/world/created/{}", env.rank), 1);
   const std::string id_key = fmt::format("cohort/world/{}/id", generation);
   std::uint32_t id = 0;
-  if (generation > 1) id = comm::agree_on_id(*store, id_key, env.rank == 0, timeout);
+  if (generation > 1)
+    id = comm::agree_on_id(*store, id_key, env.rank == 0, transport::time_left(deadline));
   comm::CommunicatorSetup setup;
   setup.id = id;
   setup.rank = env.rank;
@@ -164,6 +169,7 @@ std::shared_ptr<Communicator> create_world(const Environment& env, std::shared_p
   setup.local_size = std::max(1, env.local_world_size);
   setup.host_ranks = setup.local_size;
   setup.default_timeout = timeout;
+  setup.connect_deadline = deadline;
   setup.debug_detail = values.debug_detail;
   setup.job_id = env.job_id;
   // COHORT_DEBUG is agreed: one rank fingerprinting its ops while the others do not would make

@@ -217,6 +217,9 @@ struct CommunicatorSetup {
   /// May it use a shared arena (false when its ranks span hosts)?
   bool arena_eligible = true;
   std::chrono::milliseconds default_timeout{0};
+  /// A world's: when its wiring must be done (Communicator::create's one deadline, shared by
+  /// every stage of connecting).
+  std::chrono::steady_clock::time_point connect_deadline{};
   bool debug_detail = false;
   std::string job_id;  ///< the launcher's job id (may be empty), for flight record file names
 };

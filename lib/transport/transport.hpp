@@ -32,6 +32,14 @@ namespace cohort::transport {
 
 using Deadline = std::chrono::steady_clock::time_point;
 
+/// What is left of `deadline` from now, whole milliseconds rounded up (0 once it passed: a
+/// store read given it only looks), for the calls that take a duration.
+inline std::chrono::milliseconds time_left(Deadline deadline) {
+  const auto left = deadline - std::chrono::steady_clock::now();
+  if (left <= std::chrono::steady_clock::duration::zero()) return std::chrono::milliseconds(0);
+  return std::chrono::ceil<std::chrono::milliseconds>(left);
+}
+
 /// Handle to one posted send or receive. Cheap to copy; stale handles (slot reused) are detected
 /// by the generation.
 struct Request {

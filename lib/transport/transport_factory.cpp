@@ -29,8 +29,9 @@ std::unique_ptr<Transport> create_transport(Store& store, const std::string& key
                 "local world size " + std::to_string(options.local_world_size) + " is below 1");
   if (size == 1) return std::make_unique<SelfTransport>();
 #if COHORT_HAVE_UCX
-  auto hub = std::make_shared<ucx::UcxHub>(store, key_prefix, rank, size, options.local_world_size,
-                                           options.connect_timeout);
+  auto hub =
+      std::make_shared<ucx::UcxHub>(store, key_prefix, rank, size, options.local_world_size,
+                                    std::chrono::steady_clock::now() + options.connect_timeout);
   std::vector<int> world_ranks(static_cast<std::size_t>(size));
   std::iota(world_ranks.begin(), world_ranks.end(), 0);
   // Tag id 0 is the world's, reserved by the pool from the start (no claim to release).

@@ -15,7 +15,8 @@ namespace cohort::transport {
 struct TransportOptions {
   /// Ranks on this host (decides how long waits spin before sleeping; see wait_policy.hpp).
   int local_world_size = 1;
-  /// How long to wait for each peer's address in the store.
+  /// How long connecting may take in all (every stage: the host-span verdict, each peer's
+  /// address in the store, the handshakes).
   std::chrono::milliseconds connect_timeout{60000};
 };
 
@@ -24,7 +25,8 @@ struct TransportOptions {
 /// in `store`, reads every peer's, connects. size == 1 needs no UCX (an in-process self
 /// transport). Throws Error(InvalidArgument) naming rank/size when 0 <= rank < size <= kMaxRanks
 /// does not hold, Error(Unsupported) when size > 1 and cohort was built without UCX,
-/// Error(Timeout) naming the key when a peer's address does not arrive in time.
+/// Error(Timeout) naming the key when a peer's address does not arrive in time, or naming the
+/// peers when the handshakes do not finish within `connect_timeout` of the call.
 std::unique_ptr<Transport> create_transport(Store& store, const std::string& key_prefix, int rank,
                                             int size, const TransportOptions& options = {});
 

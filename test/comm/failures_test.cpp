@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
@@ -477,6 +478,70 @@ TEST_CASE("abort() fails a receive whose Work another thread is waiting on", "[c
       RANK_CHECK(failure->message().find("round " + std::to_string(round)) != std::string::npos,
                  "round " << round << ": " << failure->what());
       world_comm->barrier(slow);
+    }
+  }));
+}
+
+/// Forwards to a store, but each get() first sleeps 90% of its timeout (at most 3 s): a store,
+/// or peers, answering every stage of connecting only just in time.
+class JustInTimeStore final : public Store {
+ public:
+  explicit JustInTimeStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
+  void set(std::string_view key, const Bytes& value) override { inner_->set(key, value); }
+  Bytes get(std::string_view key, std::chrono::milliseconds timeout) override {
+    std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(timeout * 9 / 10, 3s));
+    return inner_->get(key, timeout / 10);
+  }
+  using Store::get;
+  std::int64_t add(std::string_view key, std::int64_t delta) override {
+    return inner_->add(key, delta);
+  }
+  Bytes compare_set(std::string_view key, const Bytes& expected, const Bytes& desired) override {
+    return inner_->compare_set(key, expected, desired);
+  }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    inner_->wait(keys, timeout);
+  }
+  bool check(const std::vector<std::string>& keys) override { return inner_->check(keys); }
+  bool erase(std::string_view key) override { return inner_->erase(key); }
+  std::int64_t num_keys() override { return inner_->num_keys(); }
+
+ private:
+  std::shared_ptr<Store> inner_;
+};
+
+TEST_CASE("Communicator::create keeps one deadline across its stages of connecting",
+          "[comm][multiproc]") {
+  // Rank 0's store answers each read (the host-span verdict, then each peer's address) after
+  // 90% of the time it was given. With one deadline the reads shrink and create() fails at about
+  // its 2 s timeout; with a fresh timeout per stage it took 1.8 s per read and a handshake after
+  // them (over 5 s on 2 ranks).
+  constexpr auto kTimeout = 2s;
+  REQUIRE_NOTHROW(run_ranks(2, [&](const Environment& env) {
+    const std::shared_ptr<Store> plain = connect_store(env);
+    CommunicatorOptions options;
+    options.timeout = kTimeout;
+    if (env.rank == 0) {
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        Communicator::create(env, std::make_shared<JustInTimeStore>(plain), options);
+      } catch (const Error& e) {
+        // Its own deadline, or rank 1 giving up at its own first (it waits for rank 0).
+        RANK_CHECK(e.code() == ErrorCode::Timeout || e.code() == ErrorCode::RemoteError, e.what());
+      }
+      const auto took = std::chrono::steady_clock::now() - start;
+      RANK_CHECK(
+          took < 2 * kTimeout,
+          "create() took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                           << " ms with a " << kTimeout.count() << " s timeout");
+      plain->set_string("create_deadline/rank0-done", "1");
+    } else {
+      try {
+        Communicator::create(env, plain, options);
+      } catch (const Error&) {
+        // Rank 0 was too slow for it: expected, and not what this test is about.
+      }
+      plain->wait({"create_deadline/rank0-done"}, 60s);  // alive until rank 0 has measured
     }
   }));
 }

@@ -50,16 +50,16 @@ std::string address_key(const std::string& prefix, int rank) {
 }  // namespace
 
 UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
-               int local_world_size, std::chrono::milliseconds connect_timeout)
+               int local_world_size, Deadline connect_deadline)
     : rank_(rank),
       size_(size),
       err_handling_(tunables().ucx_err_handling),
       tag_ids_(std::make_shared<TagIdPool>()),
       // Whether the world's hosts talk over TCP configures the UCX context (ucx_context.cpp),
       // which must exist before this rank's address can be published.
-      worker_(UcxContext::shared(
-          ranks_span_hosts(store, key_prefix, local_host_identity(), size, connect_timeout) &&
-          !ucx_has_rdma())),
+      worker_(UcxContext::shared(ranks_span_hosts(store, key_prefix, local_host_identity(), size,
+                                                  time_left(connect_deadline)) &&
+                                 !ucx_has_rdma())),
       probe_(random_probe()) {
   const std::string identity = local_host_identity();
   // The inbox's descriptor is published before anyone knows how many same-host ranks it serves;
@@ -83,7 +83,7 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     auto& peer = *peers_.emplace_back(std::make_unique<Peer>());
     peer.rank = p;
     const PeerAddress address =
-        decode_peer_address(store.get(address_key(key_prefix, p), connect_timeout), p);
+        decode_peer_address(store.get(address_key(key_prefix, p), time_left(connect_deadline)), p);
     peer.same_host = address.host_identity == identity;
     if (peer.same_host) host_cpu_sets.push_back(address.cpus);
     const bool ucx_handles_failure = !peer.same_host || err_handling_ == PeerErrorHandling::Peer;
@@ -103,8 +103,8 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
     if (peer->same_host) peer->local_index = local_ranks++;
   if (inbox_fd.fd >= 0) inbox_ = Fastbox::map_inbox(std::exchange(inbox_fd.fd, -1), local_ranks);
   try {
-    handshake(connect_timeout);
-    connect_fastboxes(connect_timeout);
+    handshake(connect_deadline);
+    connect_fastboxes(connect_deadline);
   } catch (...) {
     remove_message_handlers();
     throw;
@@ -180,7 +180,7 @@ UcxHub::~UcxHub() {
                          close_deadline);
 }
 
-void UcxHub::handshake(std::chrono::milliseconds timeout) {
+void UcxHub::handshake(Deadline deadline) {
   // A zero-byte message each way with every peer finishes UCX's lazy wireup now, while every
   // rank is alive and inside this constructor: UCX 1.13 aborts (wireup_ep.c assertion) when a
   // peer fails while an endpoint's wireup is still pending. The tag cannot collide with any op:
@@ -192,7 +192,7 @@ void UcxHub::handshake(std::chrono::milliseconds timeout) {
   for (int p = 0; p < size_; ++p)
     requests.push_back(post_send(p, nullptr, 0, kHandshakeTag, Origin{this, p}));
   try {
-    wait(requests, std::chrono::steady_clock::now() + timeout, "connecting the transport");
+    wait(requests, deadline, "connecting the transport");
   } catch (...) {
     cancel_owned(this);
     throw;

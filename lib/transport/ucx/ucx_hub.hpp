@@ -113,14 +113,14 @@ namespace cohort::transport::ucx {
 class UcxHub {
  public:
   /// Collective over the world: first agrees with every rank whether the world spans hosts
-  /// (transport/host_span.hpp, keys under "<key_prefix>/host_span/", waiting up to
-  /// `connect_timeout`), which configures the UCX context (ucx_context.hpp); then publishes this
-  /// rank's address under "<key_prefix>/addr/<rank>",
-  /// reads every peer's (waiting up to `connect_timeout` for each), connects, and exchanges an
-  /// empty message with every peer so all connections are fully established before the first op.
+  /// (transport/host_span.hpp, keys under "<key_prefix>/host_span/"), which configures the UCX
+  /// context (ucx_context.hpp); then publishes this rank's address under
+  /// "<key_prefix>/addr/<rank>", reads every peer's, connects, and exchanges an empty message
+  /// with every peer so all connections are fully established before the first op. All of it
+  /// by `connect_deadline`: the stages share one deadline.
   /// `local_world_size` is how many of the world's ranks share this host (it sizes busy-polling).
   UcxHub(Store& store, const std::string& key_prefix, int rank, int size, int local_world_size,
-         std::chrono::milliseconds connect_timeout);
+         Deadline connect_deadline);
   ~UcxHub();
   UcxHub(const UcxHub&) = delete;
   UcxHub& operator=(const UcxHub&) = delete;
@@ -301,7 +301,7 @@ class UcxHub {
   };
 
   /// Exchanges an empty message with every peer (see the .cpp for why).
-  void handshake(std::chrono::milliseconds timeout);
+  void handshake(Deadline deadline);
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) noexcept;
   void check_peer(int peer, const char* what) const {
     if (peer < 0 || peer >= size_) [[unlikely]]
@@ -325,7 +325,7 @@ class UcxHub {
   // Fastboxes (ucx_hub_fastbox.cpp); called with mutex_ held unless said otherwise.
   /// After the handshake: maps same-host peers' inboxes and agrees with each peer on which
   /// directions use a fastbox (one more small exchange). Without the lock (constructor).
-  void connect_fastboxes(std::chrono::milliseconds timeout);
+  void connect_fastboxes(Deadline deadline);
   static constexpr std::uint64_t kNoRendezvous = UINT64_MAX;
   /// Point-to-point messages larger than this, and than kSpreadMax, go by rendezvous where the
   /// pair allows it, when every rank of the host has a hardware thread (from 32 KiB to

@@ -70,7 +70,7 @@ bool send_at_once(ucp_ep_h endpoint, unsigned id, const void* header,
 
 }  // namespace
 
-void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
+void UcxHub::connect_fastboxes(Deadline deadline) {
   std::vector<Peer*> local;
   for (auto& peer : peers_)
     if (peer->same_host && peer->rank != rank_) local.push_back(peer.get());
@@ -126,8 +126,7 @@ void UcxHub::connect_fastboxes(std::chrono::milliseconds timeout) {
     requests.push_back(
         post_send(local[i]->rank, &mine[i], sizeof(Agreement), kAgreementTag, Origin{this, 0}));
   try {
-    wait(requests, std::chrono::steady_clock::now() + timeout,
-         "connecting the transport (fastboxes)");
+    wait(requests, deadline, "connecting the transport (fastboxes)");
   } catch (...) {
     cancel_owned(this);
     throw;
