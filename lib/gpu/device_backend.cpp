@@ -207,27 +207,33 @@ void DeviceBackend::throw_if_failed_locked(const ErrorContext& context) const {
         context);
 }
 
+void DeviceBackend::await_set_up_locked(std::unique_lock<std::mutex>& lock,
+                                        Clock::time_point deadline, const ErrorContext& context,
+                                        std::string_view whose_deadline) {
+  if (core_->set_up_changed.wait_until(lock, deadline, [this] {
+        return core_->set_up != DeviceCore::SetUp::InProgress || core_->failure.has_value();
+      }))
+    return;
+  // Past the deadline: the GPU path fails, as after every GPU timeout (the set-up stops too),
+  // unless it failed meanwhile or abort() is failing it this moment (that cause stays).
+  await_stop_cause_locked(lock);
+  throw_if_failed_locked(context);
+  const Error timeout(ErrorCode::Timeout,
+                      fmt::format("another thread's op was still setting up the NCCL communicator "
+                                  "at {} deadline",
+                                  whose_deadline),
+                      context);
+  core_->fail_locked(timeout);
+  throw timeout;
+}
+
 void DeviceBackend::ensure_set_up(std::unique_lock<std::mutex>& lock, int device,
                                   Clock::time_point deadline, const ErrorContext& context) {
   using SetUp = DeviceCore::SetUp;
   if (core_->set_up == SetUp::InProgress) {
     // Another thread's op is creating it: this op waits for that, within its own deadline.
-    const bool ended = core_->set_up_changed.wait_until(lock, deadline, [this] {
-      return core_->set_up != SetUp::InProgress || core_->failure.has_value();
-    });
+    await_set_up_locked(lock, deadline, context, "this op's");
     throw_if_failed_locked(context);
-    if (!ended) {
-      // A GPU op past its deadline fails the GPU path, as everywhere else: the set-up stops too.
-      // Unless abort() is failing it this moment: its cause is the one that stays.
-      await_stop_cause_locked(lock);
-      throw_if_failed_locked(context);
-      const Error timeout(ErrorCode::Timeout,
-                          "another thread's op was still setting up the NCCL communicator at "
-                          "this op's deadline",
-                          context);
-      core_->fail_locked(timeout);
-      throw timeout;
-    }
   }
   if (core_->set_up == SetUp::Ready) return;
 
@@ -427,20 +433,7 @@ std::optional<std::pair<NcclHandle, int>> DeviceBackend::split_nccl(int color, i
   std::unique_lock lock(core_->mutex);
   await_stop_cause_locked(lock);  // an abort() on its way: no split of a parent it aborts
   // Every rank splits or none: a set-up still running on another thread decides which.
-  if (!core_->set_up_changed.wait_until(lock, deadline, [this] {
-        return core_->set_up != DeviceCore::SetUp::InProgress || core_->failure.has_value();
-      })) {
-    // As every GPU timeout, the GPU path fails (and the set-up stops), unless abort() is
-    // failing it this moment.
-    await_stop_cause_locked(lock);
-    throw_if_failed_locked(context);
-    const Error timeout(ErrorCode::Timeout,
-                        "another thread's op was still setting up the NCCL communicator at the "
-                        "split's deadline",
-                        context);
-    core_->fail_locked(timeout);
-    throw timeout;
-  }
+  await_set_up_locked(lock, deadline, context, "the split's");
   if (!core_->has_comm || core_->failure) return std::nullopt;
   DeviceRuntime& rt = core_->runtime;
   const DeviceGuard on_device(rt, *device_);

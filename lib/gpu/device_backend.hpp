@@ -172,6 +172,12 @@ class DeviceBackend {
   /// The device the first op prepare() let through bound the communicator to, before its NCCL
   /// communicator exists (device_ is set with it); guarded by core_->mutex.
   std::optional<int> claimed_device_;
+  /// Waits, letting go of the mutex, until no other thread's set-up is in progress or the backend
+  /// failed. At `deadline` it fails the GPU path with Timeout naming `whose_deadline` ("this
+  /// op's"), or throws the failure that came meanwhile.
+  void await_set_up_locked(std::unique_lock<std::mutex>& lock,
+                           std::chrono::steady_clock::time_point deadline,
+                           const ErrorContext& context, std::string_view whose_deadline);
   /// After a wait that saw core_->stopping before core_->failure (abort() sets the flag first,
   /// then the cause under the mutex): waits (briefly, releasing the mutex) for that cause.
   void await_stop_cause_locked(std::unique_lock<std::mutex>& lock);
