@@ -27,7 +27,8 @@ class Store {
   virtual ~Store() = default;
 
   virtual void set(std::string_view key, const Bytes& value) = 0;
-  /// Blocks until `key` exists, then returns its value.
+  /// Blocks until `key` exists, then returns its value; Timeout after `timeout` (0: looks once,
+  /// without waiting, as cohort's callers expect of every store).
   virtual Bytes get(std::string_view key, std::chrono::milliseconds timeout) = 0;
   Bytes get(std::string_view key) { return get(key, default_store_timeout()); }
   /// Atomically adds `delta` to the 64-bit counter at `key` (created as 0) and returns the result.
@@ -37,7 +38,7 @@ class Store {
   /// Sets `key` to `desired` if its value equals `expected` (an empty `expected` means "key
   /// absent"). Returns the value now stored (empty when the key is absent and stays absent).
   virtual Bytes compare_set(std::string_view key, const Bytes& expected, const Bytes& desired) = 0;
-  /// Blocks until every key exists.
+  /// Blocks until every key exists; Timeout after `timeout` (0: looks once).
   virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
   /// True if every key exists, without blocking.
   virtual bool check(const std::vector<std::string>& keys) = 0;

@@ -7,6 +7,7 @@
 
 #include "algorithms/selection.hpp"
 #include "comm/communicator_impl.hpp"
+#include "core/check.hpp"
 #include "core/log.hpp"
 #include "core/tunables.hpp"
 #include "reduce/reduce.hpp"
@@ -83,6 +84,7 @@ std::unique_ptr<Communicator::Impl> wire_world(std::shared_ptr<Store> store,
   impl->ids = std::make_shared<IdBlocks>();
   transport::TransportOptions options;
   options.local_world_size = setup.host_ranks;
+  COHORT_CHECK(setup.connect_deadline != std::chrono::steady_clock::time_point{});
   options.connect_timeout = transport::time_left(setup.connect_deadline);
   // Each world's transport keys live under its own prefix, so concurrent wiring of several
   // worlds never reads another's addresses.
@@ -159,8 +161,22 @@ std::shared_ptr<Communicator> create_world(const Environment& env, std::shared_p
   const std::int64_t generation = store->add(fmt::format("cohort/world/created/{}", env.rank), 1);
   const std::string id_key = fmt::format("cohort/world/{}/id", generation);
   std::uint32_t id = 0;
-  if (generation > 1)
-    id = comm::agree_on_id(*store, id_key, env.rank == 0, transport::time_left(deadline));
+  // A stage that runs out of the deadline says which deadline it was: its own message gives
+  // only what was left of it ("timed out after 0 ms").
+  const auto past_deadline = [&](const Error& e) {
+    return Error(ErrorCode::Timeout,
+                 fmt::format("Communicator::create: rank {} of {} was not connected within its "
+                             "{} ms timeout: {}",
+                             env.rank, env.world_size, timeout.count(), e.message()),
+                 ErrorContext{.peers = e.context().peers});
+  };
+  try {
+    if (generation > 1)
+      id = comm::agree_on_id(*store, id_key, env.rank == 0, transport::time_left(deadline));
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::Timeout) throw past_deadline(e);
+    throw;
+  }
   comm::CommunicatorSetup setup;
   setup.id = id;
   setup.rank = env.rank;
@@ -178,7 +194,13 @@ std::shared_ptr<Communicator> create_world(const Environment& env, std::shared_p
   // wiring, so after it the sum holds every vote.
   const std::string debug_key = fmt::format("cohort/world/{}/debug", generation);
   store->add(debug_key, values.debug_detail ? 1 : 0);
-  std::unique_ptr<Communicator::Impl> impl = comm::wire_world(store, setup);
+  std::unique_ptr<Communicator::Impl> impl;
+  try {
+    impl = comm::wire_world(store, setup);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::Timeout) throw past_deadline(e);
+    throw;
+  }
   const bool any_debug = store->add(debug_key, 0) > 0;
   if (any_debug && !impl->debug_detail)
     COHORT_LOG_INFO("COHORT_DEBUG=detail is set on another rank: fingerprinting every op here too");

@@ -158,8 +158,9 @@ void parse_mappable_cache(const std::string& text, Tunables& into) {
 // by test/core/tunables_test.cpp).
 constexpr std::array kTunables{
     TunableInfo{"COHORT_TIMEOUT", "seconds", "600",
-                "default deadline of every op (decimals allowed, at most one year)", false,
-                &parse_timeout},
+                "default deadline of every op, and of connecting a world (decimals allowed, at "
+                "most one year)",
+                false, &parse_timeout},
     TunableInfo{"COHORT_ALGO", "collective:algorithm,...", "unset",
                 "force algorithms per collective, e.g. allreduce:ring,broadcast:tree", false,
                 &keep_algorithm_spec},

@@ -86,7 +86,7 @@ void bind_communicator(py::module_& m) {
 The world communicator: rank and size from cohort-run, torchrun, mpirun, srun (or a world of
 one without any launcher), the store connected, the transport wired. Collective over the job.
 Keyword arguments override what the environment says; timeout is the default op deadline in
-seconds (unset: COHORT_TIMEOUT, else 600). Raises cohort.InvalidArgumentError naming a missing or
+seconds, and the deadline for all of connecting (unset: COHORT_TIMEOUT, else 600). Raises cohort.InvalidArgumentError naming a missing or
 inconsistent variable. The GIL is released while it waits for the other ranks.)doc");
 
   py::class_<CommunicatorHandle> communicator(m, "Communicator", R"doc(
