@@ -87,7 +87,10 @@ struct TcpStoreOptions {
   std::string token;
   /// Upper bound on a key or value, in bytes; larger frames are refused before allocating.
   std::size_t max_value_bytes = 64u << 20;
-  /// Client: how long connect() keeps retrying before failing.
+  /// Client: the one deadline for connecting, from the constructor's start: looking the host
+  /// up (a name service that does not answer is not waited for beyond it), connecting (retried
+  /// with backoff while refused, and while the lookup fails in a way that may pass, such as
+  /// EAI_AGAIN), and the token handshake. A host name that does not exist fails at once.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
   /// Client: how long a call that waits for no key (set, add, check, compare_set, erase,
   /// num_keys) may take, from entering the call to the server's answer, before it throws
@@ -136,7 +139,9 @@ class TcpStoreServer {
 /// when its timeout is shorter. A vanished server turns calls into Error(RemoteError).
 class TcpStore final : public Store {
  public:
-  /// Connects (retrying with backoff until options.connect_timeout) and authenticates.
+  /// Connects (retrying with backoff until options.connect_timeout) and authenticates. Throws
+  /// Error(Timeout) when connect_timeout passes first, Error(InvalidArgument) for a host that
+  /// does not exist, a port of 0 or a refused token.
   explicit TcpStore(TcpStoreOptions options);
   ~TcpStore() override;
 

@@ -30,6 +30,7 @@
 #include "core/tunables.hpp"
 
 #include <unistd.h>
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
@@ -225,7 +226,10 @@ std::shared_ptr<Store> join_published(const Environment& env, const fs::path& fi
       options.host = published->host;
       options.port = published->port;
       options.token = published->token;
-      options.connect_timeout = kRendezvousAttemptTimeout;
+      // Each attempt ends by the loop's deadline: a rank never waits beyond the store timeout.
+      options.connect_timeout =
+          std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                     std::chrono::milliseconds(1), kRendezvousAttemptTimeout);
       try {
         auto store = std::make_shared<TcpStore>(options);
         const Bytes me = process_identity();
@@ -238,9 +242,10 @@ std::shared_ptr<Store> join_published(const Environment& env, const fs::path& fi
         COHORT_LOG_DEBUG("rendezvous file {}: {}; waiting for rank 0", file.string(), last_error);
       } catch (const Error& e) {
         // A stale file from an earlier job: its server is gone or refuses our token. Rank 0
-        // will replace the file; try again once it has.
+        // will replace the file; try again once it has. An attempt that ran out of time may
+        // have met rank 0's own server busy: that one is tried again as it stands.
         last_error = e.message();
-        last_refused = published;
+        if (e.code() != ErrorCode::Timeout) last_refused = published;
         COHORT_LOG_DEBUG("rendezvous file {} names an unusable store ({}); waiting for rank 0",
                          file.string(), e.message());
       }

@@ -184,10 +184,9 @@ UniqueFd listen_on(const std::string& host, std::uint16_t port) {
   throw system_error("store server cannot bind " + last_address, last_errno);
 }
 
-UniqueFd connect_once(const std::string& host, std::uint16_t port, Deadline deadline) {
-  const AddrInfoList list = resolve(host, port, false);
+UniqueFd connect_once(const addrinfo* addresses, const std::string& endpoint, Deadline deadline) {
   int last_errno = ECONNREFUSED;
-  for (const addrinfo* ai = list.get(); ai; ai = ai->ai_next) {
+  for (const addrinfo* ai = addresses; ai; ai = ai->ai_next) {
     UniqueFd fd = make_socket(ai->ai_family);
     if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
       if (errno != EINPROGRESS) {
@@ -215,7 +214,7 @@ UniqueFd connect_once(const std::string& host, std::uint16_t port, Deadline dead
     set_no_delay(fd.get());
     return fd;
   }
-  throw system_error("connect to store at " + format_endpoint(host, port), last_errno);
+  throw system_error("connect to store at " + endpoint, last_errno);
 }
 
 bool connected_to_itself(int fd) {

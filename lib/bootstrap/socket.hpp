@@ -6,6 +6,7 @@
 
 #include "core/unique_fd.hpp"
 
+#include <netdb.h>
 #include <sys/socket.h>
 #include <chrono>
 #include <cstddef>
@@ -45,10 +46,11 @@ bool is_wildcard_address(const std::string& host);
 /// Error(SystemError) naming addr:port and errno when no resolved address can be bound.
 UniqueFd listen_on(const std::string& host, std::uint16_t port);
 
-/// One attempt to connect to every address of host:port, in order, each bounded by `deadline`.
-/// Returns a connected non-blocking socket with TCP_NODELAY, or throws the last error. A socket
-/// that connected to itself counts as refused (see connected_to_itself).
-UniqueFd connect_once(const std::string& host, std::uint16_t port, Deadline deadline);
+/// One attempt to connect to each of `addresses` (lookup_stream_addresses), in order, each
+/// bounded by `deadline`. Returns a connected non-blocking socket with TCP_NODELAY, or throws the
+/// last error naming `endpoint`. A socket that connected to itself counts as refused (see
+/// connected_to_itself).
+UniqueFd connect_once(const addrinfo* addresses, const std::string& endpoint, Deadline deadline);
 
 /// Whether connected socket `fd`'s two ends are one address and port. Connecting to a local port
 /// nobody listens on can give that: when the kernel picks that same port as the source (it is

@@ -8,6 +8,7 @@
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
+#include "bootstrap/name_lookup.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store_protocol.hpp"
 #include "core/log.hpp"
@@ -145,24 +146,26 @@ TcpStore::TcpStore(TcpStoreOptions options) : impl_(std::make_unique<Impl>()) {
 TcpStore::~TcpStore() = default;
 
 void TcpStore::Impl::connect_with_retry() {
+  // One deadline for all of it: looking the host up, connecting, and the handshake.
   const auto deadline = Clock::now() + options.connect_timeout;
   auto delay = kFirstRetryDelay;
   int attempts = 0;
+  bootstrap::AddressList addresses;  // looked up once; again only after a lookup failed
   Reply reply;
   for (;;) {
     ++attempts;
     try {
-      fd = bootstrap::connect_once(options.host, options.port, deadline);
-      // The handshake gets at least a few seconds even when connecting used up the budget.
-      const auto handshake_deadline = std::max(deadline, Clock::now() + std::chrono::seconds(5));
-      reply = exchange(FrameBuilder(MessageType::Hello).field(options.token).finish(),
-                       handshake_deadline, "handshake");
+      if (!addresses)
+        addresses = bootstrap::lookup_stream_addresses(options.host, options.port, deadline);
+      fd = bootstrap::connect_once(addresses.get(), endpoint, deadline);
+      reply = exchange(FrameBuilder(MessageType::Hello).field(options.token).finish(), deadline,
+                       "handshake");
       break;
     } catch (const Error& e) {
       if (e.code() == ErrorCode::InvalidArgument) throw;  // no such host, or the token refused
       // A server short of room hangs up on connections that have not shown a token yet (it
       // evicts the oldest when too many wait): connect again, as when nobody listened.
-      // (No descriptor and nothing broken: connect_once() failed.)
+      // (No descriptor and nothing broken: the lookup or connect_once() failed.)
       if (fd || (!broken.empty() && !hung_up)) throw;
       broken.clear();
       if (Clock::now() + delay >= deadline)

@@ -6,6 +6,7 @@
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
+#include "bootstrap/socket.hpp"
 #include "core/log.hpp"
 #include "support/forked_child.hpp"
 #include "support/scoped_env.hpp"
@@ -15,6 +16,9 @@
 #include <spdlog/sinks/base_sink.h>
 #include <catch2/catch.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
@@ -256,5 +260,26 @@ TEST_CASE("connect_store refuses what it cannot do, naming why", "[rendezvous][u
       CHECK(e.code() == ErrorCode::Timeout);
       CHECK_THAT(e.message(), Catch::Contains(dir.file_for(job).string()));
     }
+  }
+  SECTION("the file names a listener that never answers: Timeout at the store timeout") {
+    // Each attempt on it connects (the kernel's backlog accepts) and waits for a handshake that
+    // never comes; no attempt may run past the store timeout.
+    const UniqueFd silent = bootstrap::listen_on("127.0.0.1", 0);
+    sockaddr_in address{};
+    socklen_t length = sizeof address;
+    REQUIRE(::getsockname(silent.get(), reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    const std::string job = unique_job("silent");
+    std::ofstream(dir.file_for(job)) << "127.0.0.1\n" << ntohs(address.sin_port) << "\ntoken\n";
+    const test::ScopedEnv store_timeout("COHORT_STORE_TIMEOUT", "1.5");
+    const auto start = Clock::now();
+    try {
+      connect_store(rank_env(1, 3, job));
+      FAIL("connect_store returned without rank 0");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::Timeout);
+      CHECK_THAT(e.message(), Catch::Contains("handshake"));
+    }
+    // Before, the last attempt's handshake had 5 s of its own whatever was left.
+    CHECK(std::chrono::duration<double>(Clock::now() - start).count() < 1.5 + 2.0);
   }
 }

@@ -344,6 +344,26 @@ TEST_CASE("connect gives up with Timeout naming host:port", "[tcp_store][unit]")
   CHECK(code_of([&] { TcpStore client(options); }) == ErrorCode::InvalidArgument);
 }
 
+TEST_CASE("a listener that never answers the handshake fails connect at connect_timeout",
+          "[tcp_store][unit]") {
+  // The kernel completes connections into the listen backlog, so the client connects; nothing
+  // ever reads its hello. connect_timeout is the whole budget, the handshake included.
+  const UniqueFd silent = bootstrap::listen_on("127.0.0.1", 0);
+  sockaddr_in address{};
+  socklen_t length = sizeof address;
+  REQUIRE(::getsockname(silent.get(), reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  TcpStoreOptions options;
+  options.host = "127.0.0.1";
+  options.port = ntohs(address.sin_port);
+  options.connect_timeout = 300ms;
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(code_of([&] { TcpStore client(options); }) == ErrorCode::Timeout);
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The handshake used to get at least 5 s of its own; the bound leaves room for a loaded host.
+  CHECK(took < 0.3 + 2.5);
+}
+
 TEST_CASE("a socket connected to itself is told apart from one connected to a server",
           "[tcp_store][unit]") {
   // Bound to a port and then connected to that same port, a socket connects to itself (TCP's

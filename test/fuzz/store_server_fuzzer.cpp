@@ -18,6 +18,7 @@
 #include <cohort/log.hpp>
 #include <cohort/store.hpp>
 
+#include "bootstrap/name_lookup.hpp"
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store_protocol.hpp"
 #include "fuzz_check.hpp"
@@ -164,6 +165,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.max_value_bytes = kMaxValueBytes;
   TcpStoreServer server(options);
   const Deadline deadline = Clock::now() + kDeadline;
+  const auto addresses = lookup_stream_addresses(server.host(), server.port(), deadline);
+  const std::string endpoint = format_endpoint(server.host(), server.port());
 
   std::vector<Client> clients(kConnections);
   fuzz::ByteReader input(data, size);
@@ -172,7 +175,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::size_t length = input.u16();
     const auto chunk = input.take(length);
     Client& c = clients[(selector & 3u) % kConnections];
-    if (!c.fd) c.fd = connect_once(server.host(), server.port(), deadline);
+    if (!c.fd) c.fd = connect_once(addresses.get(), endpoint, deadline);
     send_chunk(clients, c, chunk, deadline);
     if ((selector & 0x40u) && !c.write_closed) {
       ::shutdown(c.fd.get(), SHUT_WR);

@@ -1,0 +1,37 @@
+#pragma once
+
+// Looking a store's host up with a deadline. getaddrinfo has none of its own: glibc's DNS client
+// waits resolv.conf's timeout × attempts for each server, an NSS module as long as it likes, so
+// a name service that does not answer would hold a rank far beyond the timeout it was given.
+
+#include <netdb.h>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace cohort::bootstrap {
+
+struct AddressListDeleter {
+  void operator()(addrinfo* list) const noexcept { freeaddrinfo(list); }
+};
+/// A getaddrinfo result, freed with it.
+using AddressList = std::unique_ptr<addrinfo, AddressListDeleter>;
+
+/// The TCP addresses of host:port to connect to, known by `deadline`.
+///  * A numeric address (an IPv4 or IPv6 literal) is parsed on the calling thread, without the
+///    name service: it can neither block nor fail for want of DNS.
+///  * A name is looked up on a helper thread that the caller waits for until `deadline`. A lookup
+///    still running then is left to finish on its own; its thread frees what it finds.
+/// Throws:
+///  * Error(Timeout) when `deadline` passes before the name service answers;
+///  * Error(SystemError) for a failure that may pass (EAI_AGAIN: no answer from the name server
+///    within its own timeout, or SERVFAIL; EAI_MEMORY; EAI_SYSTEM), which a caller that retries
+///    until its own deadline should retry;
+///  * Error(InvalidArgument) when the name does not exist or has no TCP address (EAI_NONAME and
+///    the rest), which no retry mends.
+/// Thread-safe; every call looks up afresh (nothing is cached here).
+AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
+                                    std::chrono::steady_clock::time_point deadline);
+
+}  // namespace cohort::bootstrap

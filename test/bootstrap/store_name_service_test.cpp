@@ -1,0 +1,318 @@
+// A store client against a name service that is slow, failing or absent. The test runs in a
+// mount namespace of its own whose /etc/resolv.conf names a DNS server inside this test (a UDP
+// socket on a loopback address), and whose /etc/nsswitch.conf sends host names to files, then
+// DNS: glibc's real resolver meets a name server that never answers, answers SERVFAIL, NXDOMAIN,
+// or the address. Needs root (CAP_SYS_ADMIN for the namespace); exits 77 without.
+
+#include <catch2/catch.hpp>
+
+#include <cohort/error.hpp>
+#include <cohort/store.hpp>
+
+#include "bootstrap/name_lookup.hpp"
+#include "catch_session.hpp"
+#include "support/temp_dir.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <strings.h>
+#include <sys/eventfd.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+using namespace cohort;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Where the test's name server listens: a loopback address nothing else uses, on port 53.
+constexpr const char* kNameServerAddress = "127.53.53.53";
+// Names only the test's name server knows (nothing in /etc/hosts has them). Each test case asks
+// for a name of its own: a lookup an earlier case gave up on may still be asking for its own.
+constexpr const char* kSilentName = "silent.cohort-name-service-test";
+constexpr const char* kKindsName = "kinds.cohort-name-service-test";
+constexpr const char* kRetryName = "retry.cohort-name-service-test";
+// glibc's own wait for a name server that does not answer: resolv.conf's timeout (s) × attempts.
+constexpr int kResolverTimeoutSeconds = 5;
+constexpr int kResolverAttempts = 2;
+
+/// How the test's name server answers a query.
+enum class Answer {
+  Silent,    ///< never: glibc waits timeout × attempts, then fails with EAI_AGAIN
+  ServFail,  ///< SERVFAIL (a failure that may pass: EAI_AGAIN)
+  NxDomain,  ///< the name does not exist (EAI_NONAME)
+  Address,   ///< A: 127.0.0.1; AAAA: no such record (NOERROR, no answer)
+};
+
+/// A DNS server on kNameServerAddress:53 answering the queries for `name` as told (the first
+/// `servfails_first` of them with SERVFAIL whatever it was told), counting them. Queries for
+/// other names are counted apart and never answered.
+class FakeNameServer {
+ public:
+  FakeNameServer(std::string name, Answer answer, int servfails_first = 0)
+      : name_(std::move(name)), answer_(answer), servfails_left_(servfails_first) {
+    socket_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (socket_ < 0)
+      throw std::runtime_error("name server socket: " + std::string(strerror(errno)));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(53);
+    ::inet_pton(AF_INET, kNameServerAddress, &address.sin_addr);
+    if (::bind(socket_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0)
+      throw std::runtime_error("name server bind: " + std::string(strerror(errno)));
+    stop_ = ::eventfd(0, EFD_CLOEXEC);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~FakeNameServer() {
+    const std::uint64_t one = 1;
+    (void)!::write(stop_, &one, sizeof one);
+    thread_.join();
+    ::close(stop_);
+    ::close(socket_);
+  }
+  FakeNameServer(const FakeNameServer&) = delete;
+  FakeNameServer& operator=(const FakeNameServer&) = delete;
+
+  void answer(Answer answer) { answer_ = answer; }
+  /// Queries for `name`.
+  int queries() const { return queries_; }
+  /// Queries for any name.
+  int all_queries() const { return all_queries_; }
+  int servfails_sent() const { return servfails_sent_; }
+
+ private:
+  void serve() {
+    for (;;) {
+      pollfd fds[2] = {{socket_, POLLIN, 0}, {stop_, POLLIN, 0}};
+      if (::poll(fds, 2, -1) < 0) continue;
+      if (fds[1].revents) return;
+      std::uint8_t query[512];
+      sockaddr_in from{};
+      socklen_t from_length = sizeof from;
+      const ssize_t got = ::recvfrom(socket_, query, sizeof query, 0,
+                                     reinterpret_cast<sockaddr*>(&from), &from_length);
+      if (got < 12) continue;
+      ++all_queries_;
+      if (!asks_for(query, static_cast<std::size_t>(got), name_)) continue;
+      ++queries_;
+      Answer answer = answer_;
+      if (servfails_left_ > 0) {
+        --servfails_left_;
+        answer = Answer::ServFail;
+      }
+      if (answer == Answer::Silent) continue;
+      const std::vector<std::uint8_t> reply =
+          reply_to(query, static_cast<std::size_t>(got), answer);
+      if (reply.empty()) continue;
+      if (answer == Answer::ServFail) ++servfails_sent_;
+      ::sendto(socket_, reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from),
+               from_length);
+    }
+  }
+
+  // Whether a query's question is `name` (DNS compares names without regard to case).
+  static bool asks_for(const std::uint8_t* query, std::size_t length, const std::string& name) {
+    std::string asked;
+    for (std::size_t at = 12; at < length && query[at] != 0; at += 1u + query[at]) {
+      if (at + 1u + query[at] > length) return false;
+      if (!asked.empty()) asked += '.';
+      asked.append(reinterpret_cast<const char*>(query) + at + 1, query[at]);
+    }
+    return strcasecmp(asked.c_str(), name.c_str()) == 0;
+  }
+
+  // The reply to one query: its header with the response bits set, its question, and for an A
+  // query under Answer::Address one record for 127.0.0.1. Empty when the query is malformed.
+  static std::vector<std::uint8_t> reply_to(const std::uint8_t* query, std::size_t length,
+                                            Answer answer) {
+    std::size_t end = 12;  // past the question's name: labels up to the empty one
+    while (end < length && query[end] != 0) end += 1u + query[end];
+    if (end + 5 > length) return {};
+    end += 5;  // the terminating zero, QTYPE, QCLASS
+    const int qtype = (query[end - 4] << 8) | query[end - 3];
+    const bool address_record = answer == Answer::Address && qtype == 1;
+    const int rcode = answer == Answer::ServFail ? 2 : answer == Answer::NxDomain ? 3 : 0;
+
+    std::vector<std::uint8_t> reply(query, query + end);
+    reply[2] = 0x81;                                     // QR (a response), RD copied as set
+    reply[3] = static_cast<std::uint8_t>(0x80 | rcode);  // RA, RCODE
+    reply[4] = 0, reply[5] = 1;                          // one question
+    reply[6] = 0, reply[7] = address_record ? 1 : 0;     // answers
+    reply[8] = reply[9] = reply[10] = reply[11] = 0;     // no authority, no additional
+    if (address_record) {
+      const std::uint8_t record[] = {0xc0, 0x0c,              // the question's name
+                                     0x00, 0x01, 0x00, 0x01,  // A, IN
+                                     0x00, 0x00, 0x00, 0x3c,  // TTL 60 s
+                                     0x00, 0x04, 127,  0,    0, 1};
+      reply.insert(reply.end(), std::begin(record), std::end(record));
+    }
+    return reply;
+  }
+
+  std::string name_;
+  int socket_ = -1;
+  int stop_ = -1;
+  std::atomic<Answer> answer_;
+  std::atomic<int> servfails_left_;
+  std::atomic<int> queries_{0};
+  std::atomic<int> all_queries_{0};
+  std::atomic<int> servfails_sent_{0};
+  std::thread thread_;
+};
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::optional<Error> error_of(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const Error& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+// The first address of a lookup's result, numerically.
+std::string first_address(const bootstrap::AddressList& list) {
+  REQUIRE(list);
+  char text[INET6_ADDRSTRLEN] = {};
+  const auto* v4 = reinterpret_cast<const sockaddr_in*>(list->ai_addr);
+  REQUIRE(list->ai_family == AF_INET);
+  ::inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("a name service that never answers costs a store client no more than connect_timeout",
+          "[tcp_store][name_service]") {
+  FakeNameServer name_server(kSilentName, Answer::Silent);
+  TcpStoreServer server(TcpStoreOptions{});
+  TcpStoreOptions options;
+  options.host = kSilentName;
+  options.port = server.port();
+  options.connect_timeout = 500ms;
+
+  const auto start = Clock::now();
+  const auto error = error_of([&] { TcpStore client(options); });
+  const double took = seconds_since(start);
+  REQUIRE(error);
+  CHECK(error->code() == ErrorCode::Timeout);
+  CHECK_THAT(error->message(),
+             Catch::Contains("looking up store host '" + std::string(kSilentName) +
+                             "' did not finish by the deadline"));
+  // glibc alone would wait 5 s × 2 attempts for this name server; the client gives up at its
+  // 0.5 s deadline (the bound leaves room for a loaded machine, not for the resolver's wait).
+  CHECK(took < 0.5 + 2.5);
+  // The lookup did reach this test's name server: the namespace's resolv.conf is in force.
+  CHECK(name_server.queries() >= 1);
+}
+
+TEST_CASE("a lookup failure that may pass is told apart from a name that does not exist",
+          "[tcp_store][name_service]") {
+  const auto deadline = [] { return Clock::now() + 10s; };
+  FakeNameServer name_server(kKindsName, Answer::ServFail);
+  const auto failing =
+      error_of([&] { bootstrap::lookup_stream_addresses(kKindsName, 1, deadline()); });
+  REQUIRE(failing);
+  CHECK(failing->code() == ErrorCode::SystemError);
+  CHECK_THAT(failing->message(), Catch::Contains("a failure that may pass"));
+
+  name_server.answer(Answer::NxDomain);
+  const auto missing =
+      error_of([&] { bootstrap::lookup_stream_addresses(kKindsName, 1, deadline()); });
+  REQUIRE(missing);
+  CHECK(missing->code() == ErrorCode::InvalidArgument);
+  CHECK_THAT(missing->message(), Catch::Contains(kKindsName));
+
+  name_server.answer(Answer::Address);
+  CHECK(first_address(bootstrap::lookup_stream_addresses(kKindsName, 1, deadline())) ==
+        "127.0.0.1");
+
+  // A numeric address is never sent to the name service.
+  const int queries_before = name_server.all_queries();
+  CHECK(first_address(bootstrap::lookup_stream_addresses("127.0.0.1", 1, deadline())) ==
+        "127.0.0.1");
+  CHECK(name_server.all_queries() == queries_before);
+}
+
+TEST_CASE("a store client retries a lookup that failed in a way that may pass",
+          "[tcp_store][name_service]") {
+  // SERVFAIL for the first queries (glibc's own attempts included, each lookup asks for A and
+  // AAAA twice), then the address: the client's first lookups fail with EAI_AGAIN, a later one
+  // finds the server.
+  constexpr int kServFails = 4 * kResolverAttempts * 2;
+  FakeNameServer name_server(kRetryName, Answer::Address, kServFails);
+  TcpStoreServer server(TcpStoreOptions{.token = "t"});
+  TcpStoreOptions options;
+  options.host = kRetryName;
+  options.port = server.port();
+  options.token = "t";
+  options.connect_timeout = 20s;
+  TcpStore client(options);
+  client.set_string("k", "v");
+  TcpStoreOptions direct = options;
+  direct.host = "127.0.0.1";
+  CHECK(TcpStore(direct).get_string("k", 1s) == "v");
+  CHECK(name_server.servfails_sent() == kServFails);
+  CHECK(name_server.queries() > kServFails);
+
+  // A name that does not exist fails at once, without waiting out connect_timeout.
+  name_server.answer(Answer::NxDomain);
+  const auto start = Clock::now();
+  const auto error = error_of([&] { TcpStore again(options); });
+  REQUIRE(error);
+  CHECK(error->code() == ErrorCode::InvalidArgument);
+  CHECK(seconds_since(start) < 10.0);
+}
+
+namespace {
+
+// Puts this process in a mount namespace of its own with resolv.conf and nsswitch.conf naming
+// the test's name server. Returns why it could not (empty when it did).
+std::string isolate_name_service(const std::filesystem::path& dir) {
+  if (::geteuid() != 0) return "needs root";
+  if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + strerror(errno);
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
+    return std::string("making / private: ") + strerror(errno);
+  const auto resolv = dir / "resolv.conf";
+  const auto nsswitch = dir / "nsswitch.conf";
+  std::ofstream(resolv) << "nameserver " << kNameServerAddress
+                        << "\noptions timeout:" << kResolverTimeoutSeconds
+                        << " attempts:" << kResolverAttempts << "\n";
+  std::ofstream(nsswitch) << "hosts: files dns\n";
+  for (const auto& [mine, system] :
+       {std::pair{resolv, "/etc/resolv.conf"}, std::pair{nsswitch, "/etc/nsswitch.conf"}})
+    if (::mount(mine.c_str(), system, nullptr, MS_BIND, nullptr) != 0)
+      return "bind-mounting " + mine.string() + " over " + system + ": " + strerror(errno);
+  return {};
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  cohort::test::TempDir dir("cohort-name-service");
+  if (const std::string why = isolate_name_service(dir.path()); !why.empty()) {
+    std::printf("cannot give this test a name service of its own (%s): skipping\n", why.c_str());
+    return 77;
+  }
+  return cohort::test::run_catch_session(argc, argv);
+}
