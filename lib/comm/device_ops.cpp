@@ -38,7 +38,8 @@ Work run_device_op(Executor& executor, gpu::DeviceBackend& gpu, OpInfo op,
     executor.end_external(op, seq, &failure);
     throw failure;
   }
-  auto state = std::make_shared<detail::WorkState>(context);
+  auto state =
+      std::make_shared<detail::WorkState>(std::make_shared<const ErrorContext>(std::move(context)));
   state->device = std::move(completion);
   Work work(std::move(state));
   if (async) return work;

@@ -563,10 +563,13 @@ void Executor::fail(const ErrorContext& op, const Error& error) {
   // Layers below name what they know (the peers, the algorithm); the op's identity is added here
   // once, as fields, and the message formatted from them.
   Error failure = error.with_context(op);
-  // The recorder keeps collectives, by their numbers; a send's or receive's (it has a
-  // counterpart) are counted apart and would mark the collective of the same number.
-  const bool point_to_point = op.to_rank || op.from_rank;
-  if (op.sequence && !point_to_point) recorder_.failed(*op.sequence, failure, Clock::now());
+  poison(failure);
+  throw failure;
+}
+
+void Executor::fail_collective(const OpInfo& info, std::uint32_t seq, const Error& error) {
+  Error failure = error.with_context(context_of(info, seq));
+  recorder_.failed(seq, failure, Clock::now());
   poison(failure);
   throw failure;
 }
@@ -604,15 +607,15 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body,
         recorder_.failed(seq, mismatch, Clock::now());
         throw mismatch;
       }
-      fail(context_of(info, seq), e);
+      fail_collective(info, seq, e);
     }
   }
   try {
     body(ctx);
   } catch (const Error& e) {
-    fail(context_of(info, seq), e);
+    fail_collective(info, seq, e);
   } catch (const std::exception& e) {
-    fail(context_of(info, seq), Error(ErrorCode::Internal, e.what()));
+    fail_collective(info, seq, Error(ErrorCode::Internal, e.what()));
   }
   recorder_.done(seq, ran_, FlightRecorder::coarse_now());
 }

@@ -446,8 +446,12 @@ class Executor {
       const std::shared_ptr<detail::WorkState>& work) noexcept;
   /// Polls the in-flight sends/receives once; a failed one poisons. True if any finished.
   bool poll_pending() noexcept;
-  /// Poisons with `error` carrying the op's context, and throws it.
+  /// Poisons with `error` carrying the op's context, and throws it. For sends and receives:
+  /// the flight recorder keeps collectives by their numbers, and sends and receives are
+  /// numbered apart, so theirs would mark the collective of the same number failed.
   [[noreturn]] void fail(const ErrorContext& op, const Error& error);
+  /// fail() for collective `seq`, which the flight recorder marks failed first.
+  [[noreturn]] void fail_collective(const OpInfo& info, std::uint32_t seq, const Error& error);
   void poison(const Error& cause) noexcept;
   /// What `op` (its fields; this communicator is added) fails with once the communicator is
   /// poisoned.
