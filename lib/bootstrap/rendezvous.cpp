@@ -24,6 +24,7 @@
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
+#include "bootstrap/forwarding_store.hpp"
 #include "bootstrap/socket.hpp"
 #include "core/log.hpp"
 #include "core/system_error.hpp"
@@ -142,44 +143,25 @@ std::string local_address_of(const TcpStoreServer& server) {
 
 // Rank 0's store: the server plus rank 0's own client of it. Destroying it closes the client,
 // removes the rendezvous file (if it is still ours) and then stops the server.
-class HostedStore final : public Store {
+class HostedStore final : public bootstrap::ForwardingStore {
  public:
   HostedStore(std::unique_ptr<TcpStoreServer> server, std::shared_ptr<TcpStore> client,
               fs::path file, std::string token)
-      : server_(std::move(server)),
-        client_(std::move(client)),
+      : ForwardingStore(std::move(client)),
+        server_(std::move(server)),
         file_(std::move(file)),
         token_(std::move(token)) {}
 
   ~HostedStore() override {
-    client_.reset();
+    release_inner();  // the client, while its server is still up
     if (file_.empty()) return;
     const auto published = read_published(file_);
     if (published && published->token == token_ && std::remove(file_.c_str()) != 0)
       COHORT_LOG_WARN("cannot remove rendezvous file {}: {}", file_.string(), std::strerror(errno));
   }
 
-  void set(std::string_view key, const Bytes& value) override { client_->set(key, value); }
-  Bytes get(std::string_view key, std::chrono::milliseconds timeout) override {
-    return client_->get(key, timeout);
-  }
-  using Store::get;
-  std::int64_t add(std::string_view key, std::int64_t delta) override {
-    return client_->add(key, delta);
-  }
-  Bytes compare_set(std::string_view key, const Bytes& expected, const Bytes& desired) override {
-    return client_->compare_set(key, expected, desired);
-  }
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    client_->wait(keys, timeout);
-  }
-  bool check(const std::vector<std::string>& keys) override { return client_->check(keys); }
-  bool erase(std::string_view key) override { return client_->erase(key); }
-  std::int64_t num_keys() override { return client_->num_keys(); }
-
  private:
-  std::unique_ptr<TcpStoreServer> server_;  // declared first: outlives the client
-  std::shared_ptr<TcpStore> client_;
+  std::unique_ptr<TcpStoreServer> server_;  // stopped after the body above: outlives the client
   fs::path file_;
   std::string token_;
 };

@@ -2,6 +2,7 @@
 // still works afterwards), cross-rank mismatches caught by the COHORT_DEBUG=detail fingerprint,
 // and a rank killed mid-collective failing every other rank with its name, then fast.
 
+#include "bootstrap/forwarding_store.hpp"
 #include "comm/executor.hpp"
 #include "rank_checks.hpp"
 #include "support/blocked_thread.hpp"
@@ -484,30 +485,14 @@ TEST_CASE("abort() fails a receive whose Work another thread is waiting on", "[c
 
 /// Forwards to a store, but each get() first sleeps 90% of its timeout (at most 3 s): a store,
 /// or peers, answering every stage of connecting only just in time.
-class JustInTimeStore final : public Store {
+class JustInTimeStore final : public bootstrap::ForwardingStore {
  public:
-  explicit JustInTimeStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
-  void set(std::string_view key, const Bytes& value) override { inner_->set(key, value); }
+  using ForwardingStore::ForwardingStore;
   Bytes get(std::string_view key, std::chrono::milliseconds timeout) override {
     std::this_thread::sleep_for(std::min<std::chrono::milliseconds>(timeout * 9 / 10, 3s));
-    return inner_->get(key, timeout / 10);
+    return inner().get(key, timeout / 10);
   }
   using Store::get;
-  std::int64_t add(std::string_view key, std::int64_t delta) override {
-    return inner_->add(key, delta);
-  }
-  Bytes compare_set(std::string_view key, const Bytes& expected, const Bytes& desired) override {
-    return inner_->compare_set(key, expected, desired);
-  }
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    inner_->wait(keys, timeout);
-  }
-  bool check(const std::vector<std::string>& keys) override { return inner_->check(keys); }
-  bool erase(std::string_view key) override { return inner_->erase(key); }
-  std::int64_t num_keys() override { return inner_->num_keys(); }
-
- private:
-  std::shared_ptr<Store> inner_;
 };
 
 TEST_CASE("Communicator::create keeps one deadline across its stages of connecting",
