@@ -92,6 +92,11 @@ struct TcpStoreOptions {
   /// with backoff while refused, and while the lookup fails in a way that may pass, such as
   /// EAI_AGAIN), and the token handshake. A host name that does not exist fails at once.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
+  /// Client: whether a refused connection (nobody listens at the address) is retried until
+  /// connect_timeout, as when the server is not up yet. False for an address known to have had
+  /// a server listening (one published by a server that had started): a refusal then means it
+  /// is gone, and the constructor throws Error(RemoteError) at once.
+  bool retry_refused = true;
   /// Client: how long a call that waits for no key (set, add, check, compare_set, erase,
   /// num_keys) may take, from entering the call to the server's answer, before it throws
   /// Error(Timeout), and at most how long a get()/wait() waits beyond its own timeout for the

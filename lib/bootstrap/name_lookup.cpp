@@ -4,9 +4,12 @@
 
 #include "core/system_error.hpp"
 
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <cerrno>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <system_error>
@@ -16,6 +19,14 @@
 namespace cohort::bootstrap {
 
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long a lookup's answer serves later callers for the same host and port. A rank retrying
+// with short attempts (the file rendezvous tries for a second at a time) must be able to use an
+// answer that came between two of them, or a name service slower than one attempt could never
+// be used; and a name may move, so the answer is not kept for good.
+constexpr std::chrono::seconds kAnswerKeptFor{30};
 
 addrinfo stream_hints(int extra_flags) {
   addrinfo hints{};
@@ -38,32 +49,36 @@ addrinfo stream_hints(int extra_flags) {
   }
 }
 
-// One lookup, shared by the thread doing it and the caller waiting for it; whichever lets go
-// last frees it (and the addresses, when the caller gave up before they came).
+// One getaddrinfo call for a host and port, shared by the thread making it and every caller
+// waiting for it (a caller that gave up at its deadline and came back finds it still running,
+// or its answer). Fields are guarded by Lookups::mutex.
 struct PendingLookup {
-  std::mutex mutex;
   std::condition_variable finished;
   bool done = false;
   int rc = 0;
   int saved_errno = 0;
-  addrinfo* result = nullptr;
-
-  ~PendingLookup() {
-    if (result) freeaddrinfo(result);
-  }
+  std::shared_ptr<const addrinfo> result;  // freed with the last holder
+  Clock::time_point done_at;
 };
 
-}  // namespace
+// The lookups running or recently answered, by "host\0port". Never destroyed: a lookup thread
+// still inside getaddrinfo at exit must find it.
+struct Lookups {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<PendingLookup>> by_endpoint;
+};
+Lookups& lookups() {
+  static Lookups* const all = new Lookups;
+  return *all;
+}
 
-AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
-                                    std::chrono::steady_clock::time_point deadline) {
-  const std::string service = std::to_string(port);
-  addrinfo* result = nullptr;
-  const addrinfo numeric = stream_hints(AI_NUMERICHOST);
-  if (getaddrinfo(host.c_str(), service.c_str(), &numeric, &result) == 0)
-    return AddressList(result);
-
-  auto lookup = std::make_shared<PendingLookup>();
+// getaddrinfo on a detached thread, with every signal blocked there: a signal meant for the
+// application must go to one of its threads.
+void start_lookup(const std::shared_ptr<PendingLookup>& lookup, const std::string& host,
+                  const std::string& service) {
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);  // inherited by the new thread
   try {
     std::thread([lookup, host, service] {
       const addrinfo hints = stream_hints(0);
@@ -71,26 +86,51 @@ AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
       const int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
       const int saved_errno = errno;
       {
-        std::lock_guard lock(lookup->mutex);
+        std::lock_guard lock(lookups().mutex);
         lookup->rc = rc;
         lookup->saved_errno = saved_errno;
-        lookup->result = found;
+        if (found) lookup->result = std::shared_ptr<const addrinfo>(found, freeaddrinfo);
         lookup->done = true;
+        lookup->done_at = Clock::now();
       }
-      lookup->finished.notify_one();
+      lookup->finished.notify_all();
     }).detach();
   } catch (const std::system_error& e) {
+    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     throw Error(ErrorCode::SystemError,
                 "cannot start looking up store host '" + host + "': " + e.what());
   }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
 
-  std::unique_lock lock(lookup->mutex);
+}  // namespace
+
+AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
+                                    std::chrono::steady_clock::time_point deadline) {
+  const std::string service = std::to_string(port);
+  addrinfo* parsed = nullptr;
+  const addrinfo numeric = stream_hints(AI_NUMERICHOST);
+  if (getaddrinfo(host.c_str(), service.c_str(), &numeric, &parsed) == 0)
+    return AddressList(parsed, freeaddrinfo);
+
+  Lookups& all = lookups();
+  std::unique_lock lock(all.mutex);
+  std::shared_ptr<PendingLookup>& slot = all.by_endpoint[host + '\0' + service];
+  // Joined while it runs, and its answer used while fresh; a failure is for the callers that
+  // waited for it (whoever comes next asks again).
+  const bool usable =
+      slot && (!slot->done || (slot->rc == 0 && Clock::now() - slot->done_at < kAnswerKeptFor));
+  if (!usable) {
+    slot = std::make_shared<PendingLookup>();
+    start_lookup(slot, host, service);
+  }
+  const std::shared_ptr<PendingLookup> lookup = slot;
   if (!lookup->finished.wait_until(lock, deadline, [&] { return lookup->done; }))
     throw Error(ErrorCode::Timeout, "looking up store host '" + host +
                                         "' did not finish by the deadline (the name service "
                                         "is not answering)");
   if (lookup->rc != 0) throw_lookup_failure(host, lookup->rc, lookup->saved_errno);
-  return AddressList(std::exchange(lookup->result, nullptr));
+  return lookup->result;
 }
 
 }  // namespace cohort::bootstrap

@@ -12,17 +12,17 @@
 
 namespace cohort::bootstrap {
 
-struct AddressListDeleter {
-  void operator()(addrinfo* list) const noexcept { freeaddrinfo(list); }
-};
-/// A getaddrinfo result, freed with it.
-using AddressList = std::unique_ptr<addrinfo, AddressListDeleter>;
+/// A getaddrinfo result (freed with its last holder; one answer may serve several callers).
+using AddressList = std::shared_ptr<const addrinfo>;
 
 /// The TCP addresses of host:port to connect to, known by `deadline`.
 ///  * A numeric address (an IPv4 or IPv6 literal) is parsed on the calling thread, without the
 ///    name service: it can neither block nor fail for want of DNS.
 ///  * A name is looked up on a helper thread that the caller waits for until `deadline`. A lookup
-///    still running then is left to finish on its own; its thread frees what it finds.
+///    still running then is left to finish on its own. A later call for the same host and port
+///    joins it rather than starting another, and uses its answer for 30 s after it came: a
+///    caller retrying with deadlines shorter than the name service takes still gets an answer,
+///    and a slow name service is asked once, not once per attempt.
 /// Throws:
 ///  * Error(Timeout) when `deadline` passes before the name service answers;
 ///  * Error(SystemError) for a failure that may pass (EAI_AGAIN: no answer from the name server
@@ -30,7 +30,8 @@ using AddressList = std::unique_ptr<addrinfo, AddressListDeleter>;
 ///    until its own deadline should retry;
 ///  * Error(InvalidArgument) when the name does not exist or has no TCP address (EAI_NONAME and
 ///    the rest), which no retry mends.
-/// Thread-safe; every call looks up afresh (nothing is cached here).
+/// Thread-safe. A failed lookup is reported to the callers waiting for it; the next call asks
+/// again.
 AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
                                     std::chrono::steady_clock::time_point deadline);
 

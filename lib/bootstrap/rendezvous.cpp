@@ -47,7 +47,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::chrono::milliseconds kRendezvousAttemptTimeout{1000};
+// One attempt on a published store, the handshake included: rank 0's server may have many
+// ranks' handshakes to answer at once.
+constexpr std::chrono::milliseconds kRendezvousAttemptTimeout{5000};
 constexpr std::chrono::milliseconds kFirstPollDelay{5};
 constexpr std::chrono::milliseconds kMaxPollDelay{200};
 
@@ -208,7 +210,10 @@ std::shared_ptr<Store> join_published(const Environment& env, const fs::path& fi
       options.host = published->host;
       options.port = published->port;
       options.token = published->token;
-      // Each attempt ends by the loop's deadline: a rank never waits beyond the store timeout.
+      // A published address had a server: a refusal means it is gone (a stale file), not that
+      // it is not up yet, so the attempt ends at once and the file is read again. Any attempt
+      // ends by the loop's deadline: a rank never waits beyond the store timeout.
+      options.retry_refused = false;
       options.connect_timeout =
           std::clamp(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
                      std::chrono::milliseconds(1), kRendezvousAttemptTimeout);
@@ -224,8 +229,9 @@ std::shared_ptr<Store> join_published(const Environment& env, const fs::path& fi
         COHORT_LOG_DEBUG("rendezvous file {}: {}; waiting for rank 0", file.string(), last_error);
       } catch (const Error& e) {
         // A stale file from an earlier job: its server is gone or refuses our token. Rank 0
-        // will replace the file; try again once it has. An attempt that ran out of time may
-        // have met rank 0's own server busy: that one is tried again as it stands.
+        // will replace the file; try again once it has. An attempt that ran out of time (a
+        // slow name service, rank 0's server busy with many ranks' handshakes) is tried again
+        // as it stands.
         last_error = e.message();
         if (e.code() != ErrorCode::Timeout) last_refused = published;
         COHORT_LOG_DEBUG("rendezvous file {} names an unusable store ({}); waiting for rank 0",

@@ -214,7 +214,10 @@ UniqueFd connect_once(const addrinfo* addresses, const std::string& endpoint, De
     set_no_delay(fd.get());
     return fd;
   }
-  throw system_error("connect to store at " + endpoint, last_errno);
+  const Error failure = system_error("connect to store at " + endpoint, last_errno);
+  // Refused: nobody listens there (yet, or any more); the caller decides which.
+  if (last_errno == ECONNREFUSED) throw Error(ErrorCode::RemoteError, failure.message());
+  throw failure;
 }
 
 bool connected_to_itself(int fd) {

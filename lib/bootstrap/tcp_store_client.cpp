@@ -167,6 +167,10 @@ void TcpStore::Impl::connect_with_retry() {
       // evicts the oldest when too many wait): connect again, as when nobody listened.
       // (No descriptor and nothing broken: the lookup or connect_once() failed.)
       if (fd || (!broken.empty() && !hung_up)) throw;
+      // Refused, where a server is known to have listened: it is gone.
+      if (!options.retry_refused && broken.empty() && e.code() == ErrorCode::RemoteError)
+        throw Error(ErrorCode::RemoteError,
+                    "nobody listens for the store at " + endpoint + " (" + e.message() + ")");
       broken.clear();
       if (Clock::now() + delay >= deadline)
         throw Error(ErrorCode::Timeout,

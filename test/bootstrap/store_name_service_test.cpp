@@ -1,8 +1,8 @@
 // A store client against a name service that is slow, failing or absent. The test runs in a
-// mount namespace of its own whose /etc/resolv.conf names a DNS server inside this test (a UDP
-// socket on a loopback address), and whose /etc/nsswitch.conf sends host names to files, then
-// DNS: glibc's real resolver meets a name server that never answers, answers SERVFAIL, NXDOMAIN,
-// or the address. Needs root (CAP_SYS_ADMIN for the namespace); exits 77 without.
+// mount and network namespace of its own whose /etc/resolv.conf names a DNS server inside this test
+// (a UDP socket on a loopback address), and whose /etc/nsswitch.conf sends host names to files,
+// then DNS: glibc's real resolver meets a name server that never answers, answers SERVFAIL,
+// NXDOMAIN, or the address. Needs root (CAP_SYS_ADMIN for the namespace); exits 77 without.
 
 #include <catch2/catch.hpp>
 
@@ -14,11 +14,13 @@
 #include "support/temp_dir.hpp"
 
 #include <arpa/inet.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sched.h>
 #include <strings.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,6 +31,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -44,11 +47,15 @@ namespace {
 
 // Where the test's name server listens: a loopback address nothing else uses, on port 53.
 constexpr const char* kNameServerAddress = "127.53.53.53";
-// Names only the test's name server knows (nothing in /etc/hosts has them). Each test case asks
-// for a name of its own: a lookup an earlier case gave up on may still be asking for its own.
-constexpr const char* kSilentName = "silent.cohort-name-service-test";
-constexpr const char* kKindsName = "kinds.cohort-name-service-test";
-constexpr const char* kRetryName = "retry.cohort-name-service-test";
+// Names only the test's name server knows (nothing in /etc/hosts has them), fully qualified
+// (the trailing dot) so that glibc asks for them as they are and never with the host's search
+// domain appended. Each test case asks for a name of its own: a lookup an earlier case gave up
+// on may still be asking for its own.
+constexpr const char* kSilentName = "silent.cohort-name-service-test.";
+constexpr const char* kKindsName = "kinds.cohort-name-service-test.";
+constexpr const char* kRetryName = "retry.cohort-name-service-test.";
+constexpr const char* kSlowName = "slow.cohort-name-service-test.";
+constexpr const char* kMissingName = "missing.cohort-name-service-test.";
 // glibc's own wait for a name server that does not answer: resolv.conf's timeout (s) × attempts.
 constexpr int kResolverTimeoutSeconds = 5;
 constexpr int kResolverAttempts = 2;
@@ -56,6 +63,7 @@ constexpr int kResolverAttempts = 2;
 /// How the test's name server answers a query.
 enum class Answer {
   Silent,    ///< never: glibc waits timeout × attempts, then fails with EAI_AGAIN
+  Hold,      ///< not yet: kept until release() answers them
   ServFail,  ///< SERVFAIL (a failure that may pass: EAI_AGAIN)
   NxDomain,  ///< the name does not exist (EAI_NONAME)
   Address,   ///< A: 127.0.0.1; AAAA: no such record (NOERROR, no answer)
@@ -67,7 +75,9 @@ enum class Answer {
 class FakeNameServer {
  public:
   FakeNameServer(std::string name, Answer answer, int servfails_first = 0)
-      : name_(std::move(name)), answer_(answer), servfails_left_(servfails_first) {
+      : name_(name.substr(0, name.find_last_not_of('.') + 1)),
+        answer_(answer),
+        servfails_left_(servfails_first) {
     socket_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     if (socket_ < 0)
       throw std::runtime_error("name server socket: " + std::string(strerror(errno)));
@@ -91,6 +101,17 @@ class FakeNameServer {
   FakeNameServer& operator=(const FakeNameServer&) = delete;
 
   void answer(Answer answer) { answer_ = answer; }
+  /// Answers every query held so far, and the ones to come, with `answer`.
+  void release(Answer answer) {
+    std::lock_guard lock(held_mutex_);
+    answer_ = answer;
+    for (const Held& held : held_) {
+      const auto reply = reply_to(held.query.data(), held.query.size(), answer);
+      ::sendto(socket_, reply.data(), reply.size(), 0,
+               reinterpret_cast<const sockaddr*>(&held.from), sizeof held.from);
+    }
+    held_.clear();
+  }
   /// Queries for `name`.
   int queries() const { return queries_; }
   /// Queries for any name.
@@ -118,6 +139,14 @@ class FakeNameServer {
         answer = Answer::ServFail;
       }
       if (answer == Answer::Silent) continue;
+      if (answer == Answer::Hold) {
+        std::lock_guard lock(held_mutex_);
+        if (answer_ == Answer::Hold) {  // release() may have come meanwhile
+          held_.push_back({std::vector<std::uint8_t>(query, query + got), from});
+          continue;
+        }
+        answer = answer_;
+      }
       const std::vector<std::uint8_t> reply =
           reply_to(query, static_cast<std::size_t>(got), answer);
       if (reply.empty()) continue;
@@ -166,8 +195,14 @@ class FakeNameServer {
     return reply;
   }
 
-  std::string name_;
+  struct Held {
+    std::vector<std::uint8_t> query;
+    sockaddr_in from;
+  };
+  std::string name_;  // without the trailing dot: names on the wire have none
   int socket_ = -1;
+  std::mutex held_mutex_;
+  std::vector<Held> held_;
   int stop_ = -1;
   std::atomic<Answer> answer_;
   std::atomic<int> servfails_left_;
@@ -274,14 +309,50 @@ TEST_CASE("a store client retries a lookup that failed in a way that may pass",
   CHECK(TcpStore(direct).get_string("k", 1s) == "v");
   CHECK(name_server.servfails_sent() == kServFails);
   CHECK(name_server.queries() > kServFails);
+}
 
-  // A name that does not exist fails at once, without waiting out connect_timeout.
-  name_server.answer(Answer::NxDomain);
+TEST_CASE("a store client fails at once for a name that does not exist",
+          "[tcp_store][name_service]") {
+  FakeNameServer name_server(kMissingName, Answer::NxDomain);
+  TcpStoreServer server(TcpStoreOptions{});
+  TcpStoreOptions options;
+  options.host = kMissingName;
+  options.port = server.port();
+  options.connect_timeout = 20s;
   const auto start = Clock::now();
-  const auto error = error_of([&] { TcpStore again(options); });
+  const auto error = error_of([&] { TcpStore client(options); });
   REQUIRE(error);
   CHECK(error->code() == ErrorCode::InvalidArgument);
-  CHECK(seconds_since(start) < 10.0);
+  CHECK_THAT(error->message(), Catch::Contains(kMissingName));
+  CHECK(seconds_since(start) < 10.0);  // not connect_timeout's 20 s
+  CHECK(name_server.queries() >= 1);
+}
+
+TEST_CASE("a lookup slower than the caller's deadline is joined, not asked again",
+          "[tcp_store][name_service]") {
+  // A caller retrying with short deadlines (the file rendezvous tries a published store for at
+  // most 5 s at a time) must be able to use a name service slower than one attempt.
+  FakeNameServer name_server(kSlowName, Answer::Hold);
+  const auto error_by = [](std::chrono::milliseconds wait) {
+    return error_of([&] { bootstrap::lookup_stream_addresses(kSlowName, 1, Clock::now() + wait); });
+  };
+  const auto first = error_by(200ms);
+  REQUIRE(first);
+  CHECK(first->code() == ErrorCode::Timeout);
+  const int asked = name_server.queries();
+  CHECK(asked >= 1);
+  const auto second = error_by(200ms);
+  REQUIRE(second);
+  CHECK(second->code() == ErrorCode::Timeout);
+  CHECK(name_server.queries() == asked);  // no second lookup: the first is still running
+  name_server.release(Answer::Address);
+  const auto addresses = bootstrap::lookup_stream_addresses(kSlowName, 1, Clock::now() + 10s);
+  CHECK(first_address(addresses) == "127.0.0.1");
+  // The answer serves the next caller too, without asking again.
+  const int answered = name_server.queries();
+  CHECK(first_address(bootstrap::lookup_stream_addresses(kSlowName, 1, Clock::now() + 10s)) ==
+        "127.0.0.1");
+  CHECK(name_server.queries() == answered);
 }
 
 namespace {
@@ -290,7 +361,17 @@ namespace {
 // the test's name server. Returns why it could not (empty when it did).
 std::string isolate_name_service(const std::filesystem::path& dir) {
   if (::geteuid() != 0) return "needs root";
-  if (::unshare(CLONE_NEWNS) != 0) return std::string("unshare(CLONE_NEWNS): ") + strerror(errno);
+  // A network namespace too: the test's name server takes port 53 on loopback, which the
+  // host's own resolver may hold.
+  if (::unshare(CLONE_NEWNS | CLONE_NEWNET) != 0)
+    return std::string("unshare(CLONE_NEWNS | CLONE_NEWNET): ") + strerror(errno);
+  const int any = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  ifreq loopback{};
+  std::strncpy(loopback.ifr_name, "lo", IFNAMSIZ - 1);
+  const bool up = any >= 0 && ::ioctl(any, SIOCGIFFLAGS, &loopback) == 0 &&
+                  (loopback.ifr_flags |= IFF_UP, ::ioctl(any, SIOCSIFFLAGS, &loopback) == 0);
+  if (any >= 0) ::close(any);
+  if (!up) return std::string("bringing loopback up: ") + strerror(errno);
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0)
     return std::string("making / private: ") + strerror(errno);
   const auto resolv = dir / "resolv.conf";

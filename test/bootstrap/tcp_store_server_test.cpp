@@ -344,6 +344,41 @@ TEST_CASE("connect gives up with Timeout naming host:port", "[tcp_store][unit]")
   CHECK(code_of([&] { TcpStore client(options); }) == ErrorCode::InvalidArgument);
 }
 
+TEST_CASE("without retry_refused, a port nobody listens on fails connect at once",
+          "[tcp_store][unit]") {
+  std::uint16_t port;
+  {
+    TcpStoreServer gone(TcpStoreOptions{});
+    port = gone.port();
+  }
+  TcpStoreOptions options;
+  options.host = "127.0.0.1";
+  options.port = port;
+  options.connect_timeout = 20s;
+  options.retry_refused = false;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string message = message_of([&] { TcpStore client(options); });
+  CHECK(code_of([&] { TcpStore client(options); }) == ErrorCode::RemoteError);
+  CHECK_THAT(message,
+             Catch::Contains("nobody listens for the store at 127.0.0.1:" + std::to_string(port)));
+  // Not connect_timeout's 20 s: the refusal is final.
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+}
+
+TEST_CASE("a host name is looked up (through the helper thread) and connected",
+          "[tcp_store][unit]") {
+  // "localhost" is a name, not a literal: it takes the lookup thread's path (/etc/hosts), which
+  // the sanitizer builds then see. It may resolve to ::1 first, where nobody listens: the next
+  // address is tried.
+  TcpStoreServer server(TcpStoreOptions{.token = "named"});
+  TcpStoreOptions options = options_for(server, "named");
+  options.host = "localhost";
+  TcpStore first(options);
+  first.set_string("via", "localhost");
+  TcpStore second(options);  // the first lookup's answer, or a fresh one
+  CHECK(second.get_string("via", 1s) == "localhost");
+}
+
 TEST_CASE("a listener that never answers the handshake fails connect at connect_timeout",
           "[tcp_store][unit]") {
   // The kernel completes connections into the listen backlog, so the client connects; nothing
