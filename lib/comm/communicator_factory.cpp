@@ -55,10 +55,10 @@ std::unique_ptr<Communicator::Impl> new_impl(std::shared_ptr<Store> store,
 /// The parts every communicator has once its transport exists: the arena (not set up yet) and
 /// the executor (its thread starts on first async use).
 void finish_impl(Communicator::Impl& impl, const CommunicatorSetup& setup, std::uint32_t tag_id,
-                 std::optional<std::pair<gpu::NcclHandle, int>> nccl = std::nullopt) {
+                 std::optional<gpu::NcclChild> nccl = std::nullopt) {
   const std::string prefix = fmt::format("cohort/comm/{}", impl.id);
   impl.gpu = nccl ? std::make_unique<gpu::DeviceBackend>(impl.store, prefix, impl.rank, impl.size,
-                                                         nccl->first, nccl->second)
+                                                         std::move(*nccl))
                   : std::make_unique<gpu::DeviceBackend>(impl.store, prefix, impl.rank, impl.size);
   impl.arenas = std::make_unique<transport::LazyArena>(impl.host_ranks,
                                                        setup.arena_eligible && impl.size > 1);
@@ -94,14 +94,16 @@ std::unique_ptr<Communicator::Impl> wire_world(std::shared_ptr<Store> store,
   return impl;
 }
 
-std::unique_ptr<Communicator::Impl> derive_communicator(
-    const Communicator::Impl& parent, const CommunicatorSetup& setup, std::span<const int> members,
-    transport::TagIdClaim tag, std::optional<std::pair<gpu::NcclHandle, int>> nccl) {
+std::unique_ptr<Communicator::Impl> derive_communicator(const Communicator::Impl& parent,
+                                                        const CommunicatorSetup& setup,
+                                                        std::span<const int> members,
+                                                        transport::TagIdClaim tag,
+                                                        std::optional<gpu::NcclChild> nccl) {
   auto impl = new_impl(parent.store, setup);
   impl->ids = parent.ids;
   const std::uint32_t tag_id = tag.id();
   impl->transport = parent.transport->derive(members, setup.rank, std::move(tag));
-  finish_impl(*impl, setup, tag_id, nccl);
+  finish_impl(*impl, setup, tag_id, std::move(nccl));
   return impl;
 }
 

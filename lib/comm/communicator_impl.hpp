@@ -230,9 +230,11 @@ std::unique_ptr<Communicator::Impl> wire_world(std::shared_ptr<Store> store,
                                                const CommunicatorSetup& setup);
 /// A communicator over a subset of `parent`'s ranks (`members`, in new rank order) sharing the
 /// parent's connections under tag id `tag`. Local: nothing is communicated.
-std::unique_ptr<Communicator::Impl> derive_communicator(
-    const Communicator::Impl& parent, const CommunicatorSetup& setup, std::span<const int> members,
-    transport::TagIdClaim tag, std::optional<std::pair<gpu::NcclHandle, int>> nccl);
+std::unique_ptr<Communicator::Impl> derive_communicator(const Communicator::Impl& parent,
+                                                        const CommunicatorSetup& setup,
+                                                        std::span<const int> members,
+                                                        transport::TagIdClaim tag,
+                                                        std::optional<gpu::NcclChild> nccl);
 
 /// A fresh job-wide communicator id (1, 2, ...; the first world is 0) from the store's counter.
 std::uint32_t allocate_communicator_id(Store& store);

@@ -206,13 +206,14 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
       continue;
     }
     // Every parent rank takes part in NCCL's split too, when the parent has an NCCL
-    // communicator, so the new communicator's GPU ops need no set-up of their own.
-    std::optional<std::pair<gpu::NcclHandle, int>> nccl;
-    // Its own deadline: the retries above may have used up most of theirs on one rank and not
-    // on another (the table said go on), and NCCL's split is collective.
-    if (impl.gpu)
-      nccl =
-          impl.gpu->split_nccl(color, key, std::chrono::steady_clock::now() + impl.default_timeout);
+    // communicator, so the new communicator's GPU ops need no set-up of their own. The child is
+    // aborted if the split fails from here on, before the new communicator owns it. Its own
+    // deadline: the retries above may have used up most of theirs on one rank and not on
+    // another (the table said go on), and NCCL's split is collective.
+    std::optional<gpu::NcclChild> nccl =
+        impl.gpu ? impl.gpu->split_nccl(color, key,
+                                        std::chrono::steady_clock::now() + impl.default_timeout)
+                 : std::nullopt;
     if (color == kNoColor) return nullptr;  // the guard ends the offer
     const Group& group = plan.groups.at(color);
     const auto me = std::find(group.members.begin(), group.members.end(), impl.rank);
@@ -242,13 +243,13 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     setup.job_id = impl.job_id;
     if (new_size == 1 || !pool) {
       guard.finish(std::nullopt);
-      return comm::make_communicator(
-          comm::derive_communicator(impl, setup, group.members, transport::TagIdClaim(), nccl));
+      return comm::make_communicator(comm::derive_communicator(
+          impl, setup, group.members, transport::TagIdClaim(), std::move(nccl)));
     }
     guard.finish(group.tag_id);
     transport::TagIdClaim claim(pool, *group.tag_id);  // released if anything below throws
     return comm::make_communicator(
-        comm::derive_communicator(impl, setup, group.members, std::move(claim), nccl));
+        comm::derive_communicator(impl, setup, group.members, std::move(claim), std::move(nccl)));
   }
 }
 

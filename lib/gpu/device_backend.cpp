@@ -87,10 +87,11 @@ DeviceBackend::DeviceBackend(std::shared_ptr<Store> store, std::string key_prefi
 }
 
 DeviceBackend::DeviceBackend(std::shared_ptr<Store> store, std::string key_prefix, int rank,
-                             int size, NcclHandle comm, int device)
+                             int size, NcclChild child)
     : DeviceBackend(std::move(store), std::move(key_prefix), rank, size) {
   DeviceRuntime& rt = require_runtime("split");
-  core_->comm = comm;
+  const int device = child.device();
+  core_->comm = child.release();  // ours now: the destructor finalizes it
   core_->has_comm = true;
   core_->set_up = DeviceCore::SetUp::Ready;
   device_ = device;
@@ -426,8 +427,19 @@ void DeviceBackend::await_stop_cause_locked(std::unique_lock<std::mutex>& lock) 
                                  [this] { return core_->failure.has_value(); });
 }
 
-std::optional<std::pair<NcclHandle, int>> DeviceBackend::split_nccl(int color, int key,
-                                                                    Clock::time_point deadline) {
+NcclChild::~NcclChild() {
+  if (comm_.bits == 0) return;
+  try {
+    const DeviceGuard on_device(*runtime_, device_);
+    runtime_->nccl_abort(comm_);
+  } catch (const std::exception& e) {
+    COHORT_LOG_WARN("aborting an unused NCCL communicator split off on cuda:{}: {}", device_,
+                    e.what());
+    runtime_->nccl_abort(comm_);
+  }
+}
+
+std::optional<NcclChild> DeviceBackend::split_nccl(int color, int key, Clock::time_point deadline) {
   if (!core_) return std::nullopt;
   const ErrorContext context{.op = "split"};
   std::unique_lock lock(core_->mutex);
@@ -457,7 +469,7 @@ std::optional<std::pair<NcclHandle, int>> DeviceBackend::split_nccl(int color, i
     if (child.bits != 0) rt.nccl_abort(child);
     throw;
   }
-  return std::pair{child, *device_};
+  return NcclChild(rt, child, *device_);
 }
 
 void DeviceBackend::abort(const Error& cause) noexcept {

@@ -85,6 +85,30 @@ void enqueue(const Launch& l, const algorithms::BarrierArgs& a);
 void enqueue(const Launch& l, const DeviceSendRecv& a);
 void enqueue(const Launch& l, const DeviceExchange& a);
 
+/// A child NCCL communicator made by DeviceBackend::split_nccl(), owned until the child
+/// communicator's DeviceBackend takes it. Dropped before that (the split failed after NCCL's
+/// part: no tag id left for the new communicator, its transport failing), it is aborted, which
+/// never waits for peers: each member drops its own. A rank outside every group holds none.
+class NcclChild {
+ public:
+  NcclChild(DeviceRuntime& runtime, NcclHandle comm, int device) noexcept
+      : runtime_(&runtime), comm_(comm), device_(device) {}
+  NcclChild(NcclChild&& other) noexcept
+      : runtime_(other.runtime_), comm_(std::exchange(other.comm_, {})), device_(other.device_) {}
+  NcclChild& operator=(NcclChild&&) = delete;
+  ~NcclChild();
+
+  NcclHandle comm() const noexcept { return comm_; }
+  int device() const noexcept { return device_; }
+  /// Hands the communicator over: it is the caller's to finalize or abort from now on.
+  NcclHandle release() noexcept { return std::exchange(comm_, {}); }
+
+ private:
+  DeviceRuntime* runtime_;
+  NcclHandle comm_;
+  int device_;
+};
+
 class DeviceBackend {
  public:
   /// Resolved on the caller's thread, before the op is numbered.
@@ -94,10 +118,10 @@ class DeviceBackend {
 
   /// `key_prefix` is "cohort/comm/<id>"; `context` names the communicator in errors.
   DeviceBackend(std::shared_ptr<Store> store, std::string key_prefix, int rank, int size);
-  /// A communicator split from one whose NCCL communicator existed: `comm` came from
-  /// split_nccl() on the parent and is already usable on `device`.
+  /// A communicator split from one whose NCCL communicator existed: `child` came from
+  /// split_nccl() on the parent and is already usable on its device; this backend owns it.
   DeviceBackend(std::shared_ptr<Store> store, std::string key_prefix, int rank, int size,
-                NcclHandle comm, int device);
+                NcclChild child);
   ~DeviceBackend();
   DeviceBackend(const DeviceBackend&) = delete;
   DeviceBackend& operator=(const DeviceBackend&) = delete;
@@ -131,8 +155,8 @@ class DeviceBackend {
   /// `deadline`, for a set-up another thread's op is running (Timeout after it, which fails the
   /// GPU path). Holds the backend's mutex while NCCL splits (NCCL calls on the parent are
   /// serialised), but abort() stops it within a poll: the split then fails with abort()'s cause.
-  std::optional<std::pair<NcclHandle, int>> split_nccl(
-      int color, int key, std::chrono::steady_clock::time_point deadline);
+  std::optional<NcclChild> split_nccl(int color, int key,
+                                      std::chrono::steady_clock::time_point deadline);
 
   /// Communicator::abort(): aborts the NCCL communicator and fails every outstanding op with
   /// `cause`; a set-up or split waiting on its peers stops. Any thread; never throws.

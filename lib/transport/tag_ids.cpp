@@ -12,12 +12,16 @@ bool is_set(const TagMask& mask, std::uint32_t id) noexcept {
 }
 
 std::atomic<bool> offers_busy{false};
+std::atomic<bool> offers_full{false};
 
 }  // namespace
 
 namespace testing {
 void offer_busy(bool busy) noexcept {
   offers_busy.store(busy, std::memory_order_relaxed);
+}
+void offer_full(bool full) noexcept {
+  offers_full.store(full, std::memory_order_relaxed);
 }
 }  // namespace testing
 
@@ -36,6 +40,11 @@ TagOffer TagIdPool::offer() {
     return full;
   }
   allocating_ = true;
+  if (offers_full.load(std::memory_order_relaxed)) {
+    TagOffer full{used_, last_, false};
+    full.used.fill(~std::uint64_t{0});
+    return full;
+  }
   return TagOffer{used_, last_, false};
 }
 

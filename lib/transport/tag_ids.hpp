@@ -71,6 +71,9 @@ namespace testing {
 /// While set, every TagIdPool::offer() of this process answers busy (a full mask), as while
 /// another thread of it allocates: splits then retry until a member's deadline.
 void offer_busy(bool busy) noexcept;
+/// While set, every TagIdPool::offer() of this process offers a full mask without being busy,
+/// as when every id is held by live communicators: a split then fails for want of a tag id.
+void offer_full(bool full) noexcept;
 }  // namespace testing
 
 /// A tag id held by a communicator; released when this goes.

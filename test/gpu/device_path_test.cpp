@@ -6,6 +6,7 @@
 #include "../comm/rank_checks.hpp"
 #include "fake_device_runtime.hpp"
 #include "support/blocked_thread.hpp"
+#include "transport/tag_ids.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -613,6 +614,44 @@ void split_uses_nccl_split(const Environment& env) {
 
 TEST_CASE("split() of a communicator with an NCCL communicator splits it", "[gpu]") {
   REQUIRE_NOTHROW(run_ranks(5, split_uses_nccl_split));
+}
+
+void failed_split_drops_its_nccl_child(const Environment& env) {
+  auto fake = install_fake(env);
+  auto comm = world(env);
+  const int rank = comm->rank();
+  Buffer d = device_buffer(*fake, 2, DType::Float64);
+  comm->allreduce(d, ReduceOp::Sum);  // the parent's NCCL communicator exists from here
+  RANK_CHECK(fake->live_communicators() == 1, "expected the parent's NCCL communicator only");
+  // Every tag id looks taken, so the split fails after NCCL's split made the child: the error
+  // comes from the new communicator's host side, which has no id to run on.
+  transport::testing::offer_full(true);
+  std::optional<Error> error;
+  try {
+    comm->split(0, rank);
+  } catch (const Error& e) {
+    error = e;
+  }
+  transport::testing::offer_full(false);
+  RANK_CHECK(error.has_value(), "the split succeeded without a tag id");
+  RANK_CHECK(error->code() == ErrorCode::InvalidUsage &&
+                 std::string(error->what()).find("tag ids is in use") != std::string::npos,
+             "the split failed with " << error->what());
+  RANK_CHECK(count_calls(*fake, "split") == 1, "ncclCommSplit was never reached");
+  RANK_CHECK(fake->live_communicators() == 1, "the split's NCCL communicator was left behind ("
+                                                  << fake->live_communicators() << " live)");
+  // The parent goes on: its GPU and host paths both.
+  for (std::size_t i = 0; i < 2; ++i) set(d, i, rank + 1);
+  comm->allreduce(d, ReduceOp::Sum);
+  const double want = comm->size() * (comm->size() + 1) / 2.0;
+  expect_values(
+      d, 0, 2, [&](std::size_t) { return want; }, "parent allreduce after the failed split");
+  comm->barrier();
+}
+
+TEST_CASE("a split that fails after NCCL's part aborts the NCCL communicator it made", "[gpu]") {
+  for (const int ranks : {2, 3})
+    REQUIRE_NOTHROW(run_ranks(ranks, failed_split_drops_its_nccl_child));
 }
 
 void abort_stops_split(const Environment& env) {
