@@ -22,10 +22,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long a lookup's answer serves later callers for the same host and port. A rank retrying
-// with short attempts (the file rendezvous tries for a second at a time) must be able to use an
-// answer that came between two of them, or a name service slower than one attempt could never
-// be used; and a name may move, so the answer is not kept for good.
+// How long a lookup's answer serves later callers for the same host and port, and how long a
+// running lookup is joined. A rank retrying with short attempts (the file rendezvous tries for
+// at most 5 s at a time) must be able to use an answer that came between two of them, or a name
+// service slower than one attempt could never be used; a name may move (forget_stream_addresses
+// drops an answer that did not connect), and an NSS module may hang for good, so neither lasts.
 constexpr std::chrono::seconds kAnswerKeptFor{30};
 
 addrinfo stream_hints(int extra_flags) {
@@ -58,6 +59,7 @@ struct PendingLookup {
   int rc = 0;
   int saved_errno = 0;
   std::shared_ptr<const addrinfo> result;  // freed with the last holder
+  Clock::time_point started_at = Clock::now();
   Clock::time_point done_at;
 };
 
@@ -68,8 +70,24 @@ struct Lookups {
   std::map<std::string, std::shared_ptr<PendingLookup>> by_endpoint;
 };
 Lookups& lookups() {
-  static Lookups* const all = new Lookups;
+  static Lookups* const all = [] {
+    auto* table = new Lookups;
+    // A child forked while a lookup runs has no thread finishing it: it forgets the lookups
+    // still running (the mutex is held across the fork, so the child's copy is consistent).
+    pthread_atfork([] { lookups().mutex.lock(); }, [] { lookups().mutex.unlock(); },
+                   [] {
+                     Lookups& mine = lookups();
+                     std::erase_if(mine.by_endpoint,
+                                   [](const auto& entry) { return !entry.second->done; });
+                     mine.mutex.unlock();
+                   });
+    return table;
+  }();
   return *all;
+}
+
+std::string endpoint_key(const std::string& host, const std::string& service) {
+  return host + '\0' + service;
 }
 
 // getaddrinfo on a detached thread, with every signal blocked there: a signal meant for the
@@ -78,6 +96,8 @@ void start_lookup(const std::shared_ptr<PendingLookup>& lookup, const std::strin
                   const std::string& service) {
   sigset_t all, previous;
   sigfillset(&all);
+  // Faults stay deliverable: a crash inside the lookup must still be reported as one.
+  for (const int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigdelset(&all, fault);
   pthread_sigmask(SIG_BLOCK, &all, &previous);  // inherited by the new thread
   try {
     std::thread([lookup, host, service] {
@@ -115,14 +135,16 @@ AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
 
   Lookups& all = lookups();
   std::unique_lock lock(all.mutex);
-  std::shared_ptr<PendingLookup>& slot = all.by_endpoint[host + '\0' + service];
-  // Joined while it runs, and its answer used while fresh; a failure is for the callers that
-  // waited for it (whoever comes next asks again).
-  const bool usable =
-      slot && (!slot->done || (slot->rc == 0 && Clock::now() - slot->done_at < kAnswerKeptFor));
+  std::shared_ptr<PendingLookup>& slot = all.by_endpoint[endpoint_key(host, service)];
+  // Joined while it runs, and its answer used while fresh (both for a while only); a failure is
+  // for the callers that waited for it (whoever comes next asks again).
+  const auto now = Clock::now();
+  const bool usable = slot && (slot->done ? slot->rc == 0 && now - slot->done_at < kAnswerKeptFor
+                                          : now - slot->started_at < kAnswerKeptFor);
   if (!usable) {
-    slot = std::make_shared<PendingLookup>();
-    start_lookup(slot, host, service);
+    auto fresh = std::make_shared<PendingLookup>();
+    start_lookup(fresh, host, service);  // a thread that cannot start leaves the slot as it was
+    slot = std::move(fresh);
   }
   const std::shared_ptr<PendingLookup> lookup = slot;
   if (!lookup->finished.wait_until(lock, deadline, [&] { return lookup->done; }))
@@ -131,6 +153,13 @@ AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
                                         "is not answering)");
   if (lookup->rc != 0) throw_lookup_failure(host, lookup->rc, lookup->saved_errno);
   return lookup->result;
+}
+
+void forget_stream_addresses(const std::string& host, std::uint16_t port) {
+  Lookups& all = lookups();
+  std::lock_guard lock(all.mutex);
+  const auto found = all.by_endpoint.find(endpoint_key(host, std::to_string(port)));
+  if (found != all.by_endpoint.end() && found->second->done) all.by_endpoint.erase(found);
 }
 
 }  // namespace cohort::bootstrap

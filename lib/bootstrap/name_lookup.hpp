@@ -20,9 +20,10 @@ using AddressList = std::shared_ptr<const addrinfo>;
 ///    name service: it can neither block nor fail for want of DNS.
 ///  * A name is looked up on a helper thread that the caller waits for until `deadline`. A lookup
 ///    still running then is left to finish on its own. A later call for the same host and port
-///    joins it rather than starting another, and uses its answer for 30 s after it came: a
-///    caller retrying with deadlines shorter than the name service takes still gets an answer,
-///    and a slow name service is asked once, not once per attempt.
+///    joins it rather than starting another (for 30 s after it started), and uses its answer
+///    for 30 s after it came (until forget_stream_addresses): a caller retrying with deadlines
+///    shorter than the name service takes still gets an answer, and a slow name service is
+///    asked once, not once per attempt.
 /// Throws:
 ///  * Error(Timeout) when `deadline` passes before the name service answers;
 ///  * Error(SystemError) for a failure that may pass (EAI_AGAIN: no answer from the name server
@@ -34,5 +35,9 @@ using AddressList = std::shared_ptr<const addrinfo>;
 /// again.
 AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
                                     std::chrono::steady_clock::time_point deadline);
+
+/// Drops the answer kept for host:port, if any (a lookup still running is left alone): the
+/// addresses it gave did not connect, and the name may have moved since.
+void forget_stream_addresses(const std::string& host, std::uint16_t port);
 
 }  // namespace cohort::bootstrap

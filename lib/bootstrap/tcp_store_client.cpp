@@ -150,7 +150,7 @@ void TcpStore::Impl::connect_with_retry() {
   const auto deadline = Clock::now() + options.connect_timeout;
   auto delay = kFirstRetryDelay;
   int attempts = 0;
-  bootstrap::AddressList addresses;  // looked up once; again only after a lookup failed
+  bootstrap::AddressList addresses;  // looked up again after an attempt that failed
   Reply reply;
   for (;;) {
     ++attempts;
@@ -172,6 +172,11 @@ void TcpStore::Impl::connect_with_retry() {
         throw Error(ErrorCode::RemoteError,
                     "nobody listens for the store at " + endpoint + " (" + e.message() + ")");
       broken.clear();
+      if (addresses) {
+        // They did not connect: the name may have moved (a restarted server's new address).
+        addresses.reset();
+        bootstrap::forget_stream_addresses(options.host, options.port);
+      }
       if (Clock::now() + delay >= deadline)
         throw Error(ErrorCode::Timeout,
                     "could not connect to the store at " + endpoint + " within " +

@@ -56,6 +56,7 @@ constexpr const char* kKindsName = "kinds.cohort-name-service-test.";
 constexpr const char* kRetryName = "retry.cohort-name-service-test.";
 constexpr const char* kSlowName = "slow.cohort-name-service-test.";
 constexpr const char* kMissingName = "missing.cohort-name-service-test.";
+constexpr const char* kMovedName = "moved.cohort-name-service-test.";
 // glibc's own wait for a name server that does not answer: resolv.conf's timeout (s) × attempts.
 constexpr int kResolverTimeoutSeconds = 5;
 constexpr int kResolverAttempts = 2;
@@ -66,7 +67,7 @@ enum class Answer {
   Hold,      ///< not yet: kept until release() answers them
   ServFail,  ///< SERVFAIL (a failure that may pass: EAI_AGAIN)
   NxDomain,  ///< the name does not exist (EAI_NONAME)
-  Address,   ///< A: 127.0.0.1; AAAA: no such record (NOERROR, no answer)
+  Address,   ///< A: the address given (127.0.0.1 unless told); AAAA: none (NOERROR, no answer)
 };
 
 /// A DNS server on kNameServerAddress:53 answering the queries for `name` as told (the first
@@ -101,12 +102,14 @@ class FakeNameServer {
   FakeNameServer& operator=(const FakeNameServer&) = delete;
 
   void answer(Answer answer) { answer_ = answer; }
+  /// The IPv4 address the A records give from now on (its last byte; 127.0.0.x).
+  void answer_address(std::uint8_t last_byte) { last_byte_ = last_byte; }
   /// Answers every query held so far, and the ones to come, with `answer`.
   void release(Answer answer) {
     std::lock_guard lock(held_mutex_);
     answer_ = answer;
     for (const Held& held : held_) {
-      const auto reply = reply_to(held.query.data(), held.query.size(), answer);
+      const auto reply = reply_to(held.query.data(), held.query.size(), answer, last_byte_);
       ::sendto(socket_, reply.data(), reply.size(), 0,
                reinterpret_cast<const sockaddr*>(&held.from), sizeof held.from);
     }
@@ -148,7 +151,7 @@ class FakeNameServer {
         answer = answer_;
       }
       const std::vector<std::uint8_t> reply =
-          reply_to(query, static_cast<std::size_t>(got), answer);
+          reply_to(query, static_cast<std::size_t>(got), answer, last_byte_);
       if (reply.empty()) continue;
       if (answer == Answer::ServFail) ++servfails_sent_;
       ::sendto(socket_, reply.data(), reply.size(), 0, reinterpret_cast<sockaddr*>(&from),
@@ -168,9 +171,10 @@ class FakeNameServer {
   }
 
   // The reply to one query: its header with the response bits set, its question, and for an A
-  // query under Answer::Address one record for 127.0.0.1. Empty when the query is malformed.
+  // query under Answer::Address one record for 127.0.0.<last_byte>. Empty when the query is
+  // malformed.
   static std::vector<std::uint8_t> reply_to(const std::uint8_t* query, std::size_t length,
-                                            Answer answer) {
+                                            Answer answer, std::uint8_t last_byte) {
     std::size_t end = 12;  // past the question's name: labels up to the empty one
     while (end < length && query[end] != 0) end += 1u + query[end];
     if (end + 5 > length) return {};
@@ -189,7 +193,7 @@ class FakeNameServer {
       const std::uint8_t record[] = {0xc0, 0x0c,              // the question's name
                                      0x00, 0x01, 0x00, 0x01,  // A, IN
                                      0x00, 0x00, 0x00, 0x3c,  // TTL 60 s
-                                     0x00, 0x04, 127,  0,    0, 1};
+                                     0x00, 0x04, 127,  0,    0, last_byte};
       reply.insert(reply.end(), std::begin(record), std::end(record));
     }
     return reply;
@@ -208,6 +212,7 @@ class FakeNameServer {
   std::atomic<int> servfails_left_;
   std::atomic<int> queries_{0};
   std::atomic<int> all_queries_{0};
+  std::atomic<std::uint8_t> last_byte_{1};
   std::atomic<int> servfails_sent_{0};
   std::thread thread_;
 };
@@ -353,6 +358,23 @@ TEST_CASE("a lookup slower than the caller's deadline is joined, not asked again
   CHECK(first_address(bootstrap::lookup_stream_addresses(kSlowName, 1, Clock::now() + 10s)) ==
         "127.0.0.1");
   CHECK(name_server.queries() == answered);
+}
+
+TEST_CASE("an answer that did not connect is looked up again", "[tcp_store][name_service]") {
+  // The name pointed at 127.0.0.3, where nobody listens (a server since restarted elsewhere);
+  // it now points at the server. The kept answer must not outlive a failed connect.
+  FakeNameServer name_server(kMovedName, Answer::Address);
+  TcpStoreServer server(TcpStoreOptions{});
+  name_server.answer_address(3);
+  CHECK(first_address(bootstrap::lookup_stream_addresses(kMovedName, server.port(),
+                                                         Clock::now() + 10s)) == "127.0.0.3");
+  name_server.answer_address(1);
+  TcpStoreOptions options;
+  options.host = kMovedName;
+  options.port = server.port();
+  options.connect_timeout = 10s;
+  TcpStore client(options);  // a Timeout at 10 s if it kept trying 127.0.0.3
+  client.set_string("moved", "yes");
 }
 
 namespace {
