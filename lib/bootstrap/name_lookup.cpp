@@ -97,7 +97,8 @@ void start_lookup(const std::shared_ptr<PendingLookup>& lookup, const std::strin
   sigset_t all, previous;
   sigfillset(&all);
   // Faults stay deliverable: a crash inside the lookup must still be reported as one.
-  for (const int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigdelset(&all, fault);
+  for (const int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS, SIGTRAP})
+    sigdelset(&all, fault);
   pthread_sigmask(SIG_BLOCK, &all, &previous);  // inherited by the new thread
   try {
     std::thread([lookup, host, service] {
@@ -125,28 +126,42 @@ void start_lookup(const std::shared_ptr<PendingLookup>& lookup, const std::strin
 
 }  // namespace
 
+namespace {
+// host:port parsed as a literal, without the name service; null when it is not one.
+AddressList parse_numeric(const std::string& host, const std::string& service) {
+  addrinfo* parsed = nullptr;
+  const addrinfo numeric = stream_hints(AI_NUMERICHOST);
+  if (getaddrinfo(host.c_str(), service.c_str(), &numeric, &parsed) != 0) return nullptr;
+  return AddressList(parsed, freeaddrinfo);
+}
+}  // namespace
+
+bool is_numeric_address(const std::string& host) {
+  return parse_numeric(host, "0") != nullptr;
+}
+
 AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
                                     std::chrono::steady_clock::time_point deadline) {
   const std::string service = std::to_string(port);
-  addrinfo* parsed = nullptr;
-  const addrinfo numeric = stream_hints(AI_NUMERICHOST);
-  if (getaddrinfo(host.c_str(), service.c_str(), &numeric, &parsed) == 0)
-    return AddressList(parsed, freeaddrinfo);
+  if (AddressList parsed = parse_numeric(host, service)) return parsed;
 
   Lookups& all = lookups();
   std::unique_lock lock(all.mutex);
-  std::shared_ptr<PendingLookup>& slot = all.by_endpoint[endpoint_key(host, service)];
+  const std::string key = endpoint_key(host, service);
+  auto found = all.by_endpoint.find(key);
   // Joined while it runs, and its answer used while fresh (both for a while only); a failure is
   // for the callers that waited for it (whoever comes next asks again).
   const auto now = Clock::now();
-  const bool usable = slot && (slot->done ? slot->rc == 0 && now - slot->done_at < kAnswerKeptFor
-                                          : now - slot->started_at < kAnswerKeptFor);
+  const bool usable =
+      found != all.by_endpoint.end() &&
+      (found->second->done ? found->second->rc == 0 && now - found->second->done_at < kAnswerKeptFor
+                           : now - found->second->started_at < kAnswerKeptFor);
   if (!usable) {
     auto fresh = std::make_shared<PendingLookup>();
-    start_lookup(fresh, host, service);  // a thread that cannot start leaves the slot as it was
-    slot = std::move(fresh);
+    start_lookup(fresh, host, service);  // only a lookup whose thread started enters the table
+    found = all.by_endpoint.insert_or_assign(key, std::move(fresh)).first;
   }
-  const std::shared_ptr<PendingLookup> lookup = slot;
+  const std::shared_ptr<PendingLookup> lookup = found->second;
   if (!lookup->finished.wait_until(lock, deadline, [&] { return lookup->done; }))
     throw Error(ErrorCode::Timeout, "looking up store host '" + host +
                                         "' did not finish by the deadline (the name service "
@@ -155,11 +170,13 @@ AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
   return lookup->result;
 }
 
-void forget_stream_addresses(const std::string& host, std::uint16_t port) {
+void forget_stream_addresses(const std::string& host, std::uint16_t port,
+                             const AddressList& failed) {
   Lookups& all = lookups();
   std::lock_guard lock(all.mutex);
   const auto found = all.by_endpoint.find(endpoint_key(host, std::to_string(port)));
-  if (found != all.by_endpoint.end() && found->second->done) all.by_endpoint.erase(found);
+  if (found != all.by_endpoint.end() && found->second->done && found->second->result == failed)
+    all.by_endpoint.erase(found);
 }
 
 }  // namespace cohort::bootstrap

@@ -15,6 +15,9 @@ namespace cohort::bootstrap {
 /// A getaddrinfo result (freed with its last holder; one answer may serve several callers).
 using AddressList = std::shared_ptr<const addrinfo>;
 
+/// Whether `host` is an IPv4 or IPv6 literal (parsed without the name service).
+bool is_numeric_address(const std::string& host);
+
 /// The TCP addresses of host:port to connect to, known by `deadline`.
 ///  * A numeric address (an IPv4 or IPv6 literal) is parsed on the calling thread, without the
 ///    name service: it can neither block nor fail for want of DNS.
@@ -36,8 +39,10 @@ using AddressList = std::shared_ptr<const addrinfo>;
 AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
                                     std::chrono::steady_clock::time_point deadline);
 
-/// Drops the answer kept for host:port, if any (a lookup still running is left alone): the
-/// addresses it gave did not connect, and the name may have moved since.
-void forget_stream_addresses(const std::string& host, std::uint16_t port);
+/// Drops the answer kept for host:port if it is still `failed` (a lookup still running, or a
+/// newer answer another caller got meanwhile, is left alone): the addresses it gave did not
+/// connect, and the name may have moved since.
+void forget_stream_addresses(const std::string& host, std::uint16_t port,
+                             const AddressList& failed);
 
 }  // namespace cohort::bootstrap

@@ -1,7 +1,9 @@
 #include "bootstrap/socket.hpp"
 
 #include <cohort/error.hpp>
+#include <cohort/store.hpp>
 
+#include "bootstrap/name_lookup.hpp"
 #include "core/log.hpp"
 #include "core/system_error.hpp"
 
@@ -21,16 +23,14 @@ namespace cohort::bootstrap {
 
 namespace {
 
-struct AddrInfoDeleter {
-  void operator()(addrinfo* info) const noexcept { freeaddrinfo(info); }
-};
-using AddrInfoList = std::unique_ptr<addrinfo, AddrInfoDeleter>;
-
-AddrInfoList resolve(const std::string& host, std::uint16_t port, bool passive) {
+// The addresses to bind for host:port (the wildcard of every family when `host` is empty). A
+// server binds a literal or a name of this host, which the name service answers from
+// /etc/hosts: no deadline here (connecting goes through lookup_stream_addresses).
+AddressList resolve_to_bind(const std::string& host, std::uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  hints.ai_flags = AI_NUMERICSERV | AI_PASSIVE;
   addrinfo* result = nullptr;
   const std::string service = std::to_string(port);
   const int rc =
@@ -40,7 +40,7 @@ AddrInfoList resolve(const std::string& host, std::uint16_t port, bool passive) 
     throw Error(ErrorCode::InvalidArgument,
                 "cannot resolve store host '" + host + "': " + gai_strerror(rc));
   }
-  return AddrInfoList(result);
+  return AddressList(result, freeaddrinfo);
 }
 
 UniqueFd make_socket(int family) {
@@ -83,15 +83,6 @@ bool is_loopback(const sockaddr* address) {
 
 namespace {
 
-bool is_numeric_host(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_flags = AI_NUMERICHOST;
-  addrinfo* result = nullptr;
-  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return false;
-  freeaddrinfo(result);
-  return true;
-}
-
 const char* wildcard_for(int family) {
   return family == AF_INET6 ? "::" : "0.0.0.0";
 }
@@ -119,18 +110,27 @@ std::string store_bind_address(const std::string& advertised, int num_nodes) {
     if (::gethostname(name, sizeof name - 1) != 0) return "0.0.0.0";
     host = name;
   }
-  AddrInfoList list;
+  AddressList list;
   try {
-    list = resolve(host, 0, false);
-  } catch (const Error&) {
-    if (!advertised.empty()) throw;
-    return "0.0.0.0";  // our own name does not resolve: the other nodes cannot use it either
+    // Bounded like any wait of the store: a name service that does not answer must not hold
+    // rank 0 (or cohort-run's node 0) for good.
+    list = lookup_stream_addresses(host, 0, Clock::now() + default_store_timeout());
+  } catch (const Error& e) {
+    // A name that does not exist was mistyped; our own name not resolving means the other nodes
+    // cannot use it either. Any other failure (a name service that is slow or failing for now)
+    // leaves the wildcard, which serves whichever address the clients were told.
+    if (!advertised.empty() && e.code() == ErrorCode::InvalidArgument) throw;
+    if (!advertised.empty())
+      COHORT_LOG_WARN("store: cannot look '{}' up here ({}); binding every interface", host,
+                      e.message());
+    return "0.0.0.0";
   }
   const addrinfo* first = list.get();
   bool all_loopback = true;
   for (const addrinfo* ai = first; ai; ai = ai->ai_next) all_loopback &= is_loopback(ai->ai_addr);
   if (all_loopback) {
-    if (!advertised.empty() && (num_nodes <= 1 || is_numeric_host(advertised))) return advertised;
+    if (!advertised.empty() && (num_nodes <= 1 || is_numeric_address(advertised)))
+      return advertised;
     COHORT_LOG_INFO(
         "store: '{}' resolves to loopback on this host but the job spans {} nodes; binding every "
         "interface (the token keeps strangers out)",
@@ -166,7 +166,7 @@ void set_no_delay(int fd) {
 }
 
 UniqueFd listen_on(const std::string& host, std::uint16_t port) {
-  const AddrInfoList list = resolve(host, port, true);
+  const AddressList list = resolve_to_bind(host, port);
   int last_errno = 0;
   std::string last_address = format_endpoint(host, port);
   for (const addrinfo* ai = list.get(); ai; ai = ai->ai_next) {

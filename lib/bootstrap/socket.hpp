@@ -36,7 +36,10 @@ bool is_loopback(const sockaddr* address);
 ///    the other nodes resolve it to a real interface): the wildcard of its family.
 ///  * Otherwise the first address it resolves to that is this host's; when none is (NAT, a
 ///    forwarded port, a virtual address), the wildcard of its family, with a warning.
-/// Throws Error(InvalidArgument) when `advertised` does not resolve.
+/// `advertised` (or this host's name) is looked up within the store timeout
+/// (default_store_timeout()). Throws Error(InvalidArgument) when `advertised` does not exist;
+/// when the name service fails otherwise (slow, or a failure that may pass), the wildcard, with
+/// a warning.
 std::string store_bind_address(const std::string& advertised, int num_nodes);
 
 /// True for "0.0.0.0" and "::".

@@ -174,8 +174,8 @@ void TcpStore::Impl::connect_with_retry() {
       broken.clear();
       if (addresses) {
         // They did not connect: the name may have moved (a restarted server's new address).
+        bootstrap::forget_stream_addresses(options.host, options.port, addresses);
         addresses.reset();
-        bootstrap::forget_stream_addresses(options.host, options.port);
       }
       if (Clock::now() + delay >= deadline)
         throw Error(ErrorCode::Timeout,

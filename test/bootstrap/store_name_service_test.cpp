@@ -10,7 +10,10 @@
 #include <cohort/store.hpp>
 
 #include "bootstrap/name_lookup.hpp"
+#include "bootstrap/socket.hpp"
 #include "catch_session.hpp"
+#include "core/tunables.hpp"
+#include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
 
 #include <arpa/inet.h>
@@ -57,6 +60,10 @@ constexpr const char* kRetryName = "retry.cohort-name-service-test.";
 constexpr const char* kSlowName = "slow.cohort-name-service-test.";
 constexpr const char* kMissingName = "missing.cohort-name-service-test.";
 constexpr const char* kMovedName = "moved.cohort-name-service-test.";
+// One per answer: a lookup that timed out is still running, and a call for its name joins it.
+constexpr const char* kBindSilentName = "bind-silent.cohort-name-service-test.";
+constexpr const char* kBindFailingName = "bind-failing.cohort-name-service-test.";
+constexpr const char* kBindMissingName = "bind-missing.cohort-name-service-test.";
 // glibc's own wait for a name server that does not answer: resolv.conf's timeout (s) × attempts.
 constexpr int kResolverTimeoutSeconds = 5;
 constexpr int kResolverAttempts = 2;
@@ -375,6 +382,34 @@ TEST_CASE("an answer that did not connect is looked up again", "[tcp_store][name
   options.connect_timeout = 10s;
   TcpStore client(options);  // a Timeout at 10 s if it kept trying 127.0.0.3
   client.set_string("moved", "yes");
+}
+
+TEST_CASE("where a store binds is decided within the store timeout, whatever the name service does",
+          "[tcp_store][name_service]") {
+  // Rank 0 (and cohort-run's node 0) looks the advertised address up to choose what to bind.
+  std::optional<test::ScopedEnv> store_timeout;
+  store_timeout.emplace("COHORT_STORE_TIMEOUT", "0.5");
+  reload_tunables();
+  {
+    FakeNameServer name_server(kBindSilentName, Answer::Silent);
+    const auto start = Clock::now();
+    CHECK(bootstrap::store_bind_address(kBindSilentName, 2) == "0.0.0.0");  // with a warning
+    CHECK(seconds_since(start) < 0.5 + 2.5);                                // glibc alone: 5 s x 2
+    CHECK(name_server.queries() >= 1);
+  }
+  {
+    FakeNameServer name_server(kBindFailingName, Answer::ServFail);
+    CHECK(bootstrap::store_bind_address(kBindFailingName, 2) == "0.0.0.0");
+    CHECK(name_server.servfails_sent() >= 1);
+  }
+  {
+    FakeNameServer name_server(kBindMissingName, Answer::NxDomain);
+    const auto missing = error_of([&] { bootstrap::store_bind_address(kBindMissingName, 2); });
+    REQUIRE(missing);
+    CHECK(missing->code() == ErrorCode::InvalidArgument);
+  }
+  store_timeout.reset();
+  reload_tunables();
 }
 
 namespace {
