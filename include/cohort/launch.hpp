@@ -38,8 +38,9 @@ struct JoinedJob {
 
 struct LaunchOptions {
   /// After the first failure, how long other ranks get between SIGTERM and SIGKILL. A rank
-  /// still not reapable 10 s after SIGKILL (asleep in the kernel) is left behind, with a
-  /// warning naming its pid, and counts as killed by SIGKILL.
+  /// still not reapable 10 s after SIGKILL (asleep in the kernel, or held by a tracer) is left
+  /// behind, with a warning naming its pid, and counts as killed by SIGKILL; a helper thread
+  /// reaps it when it finally dies, so it does not stay a zombie of the calling process.
   std::chrono::milliseconds grace{std::chrono::seconds(10)};
   /// Fails the whole launch (killing every rank) after this long; zero means no limit.
   std::chrono::milliseconds timeout{0};

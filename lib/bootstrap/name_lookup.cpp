@@ -2,10 +2,10 @@
 
 #include <cohort/error.hpp>
 
+#include "core/quiet_thread.hpp"
 #include "core/system_error.hpp"
 
 #include <pthread.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <cerrno>
 #include <condition_variable>
@@ -90,18 +90,11 @@ std::string endpoint_key(const std::string& host, const std::string& service) {
   return host + '\0' + service;
 }
 
-// getaddrinfo on a detached thread, with every signal blocked there: a signal meant for the
-// application must go to one of its threads.
+// getaddrinfo on a helper thread that signals meant for the application never reach.
 void start_lookup(const std::shared_ptr<PendingLookup>& lookup, const std::string& host,
                   const std::string& service) {
-  sigset_t all, previous;
-  sigfillset(&all);
-  // Faults stay deliverable: a crash inside the lookup must still be reported as one.
-  for (const int fault : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGSYS, SIGTRAP})
-    sigdelset(&all, fault);
-  pthread_sigmask(SIG_BLOCK, &all, &previous);  // inherited by the new thread
   try {
-    std::thread([lookup, host, service] {
+    start_quiet_detached([lookup, host, service] {
       const addrinfo hints = stream_hints(0);
       addrinfo* found = nullptr;
       const int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
@@ -115,13 +108,11 @@ void start_lookup(const std::shared_ptr<PendingLookup>& lookup, const std::strin
         lookup->done_at = Clock::now();
       }
       lookup->finished.notify_all();
-    }).detach();
+    });
   } catch (const std::system_error& e) {
-    pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     throw Error(ErrorCode::SystemError,
                 "cannot start looking up store host '" + host + "': " + e.what());
   }
-  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 }  // namespace

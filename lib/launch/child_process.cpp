@@ -1,6 +1,7 @@
 #include "launch/child_process.hpp"
 
 #include "core/log.hpp"
+#include "core/quiet_thread.hpp"
 #include "core/system_error.hpp"
 
 #include <fmt/format.h>
@@ -68,6 +69,18 @@ void ChildProcess::abandon() noexcept {
   killed.exited = false;
   killed.signal = SIGKILL;
   status_ = killed;
+  const pid_t pid = pid_;
+  try {
+    // Blocks until the kernel call returns or the tracer lets go; then the zombie is gone. A
+    // waitpid(-1) of the launcher's (a subreaper's) may take it first: this one then ends too.
+    start_quiet_detached([pid] {
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    });
+  } catch (const std::exception& e) {
+    COHORT_LOG_WARN("child {} will stay a zombie once it dies: no thread to reap it ({})", pid,
+                    e.what());
+  }
 }
 
 void ChildProcess::kill_and_reap() noexcept {

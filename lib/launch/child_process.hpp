@@ -45,8 +45,9 @@ class ChildProcess {
   void set_reaped(ExitStatus status) noexcept { status_ = status; }
   /// Gives up on a child that was sent SIGKILL yet cannot be reaped (asleep uninterruptibly in
   /// the kernel, e.g. in a device driver, or held by a tracer): from now on the handle counts it
-  /// as killed by SIGKILL and never waits for it. It stays the launcher's child until it dies
-  /// (a zombie then, until the launcher exits and init reaps it).
+  /// as killed by SIGKILL and the launcher never waits for it. A helper thread reaps it when it
+  /// finally dies, so it does not stay a zombie for as long as the launcher (an application
+  /// calling cohort::launch()) runs.
   void abandon() noexcept;
 
   /// How long a child may take to become reapable after SIGKILL before it is given up on.

@@ -5,11 +5,15 @@
 #include <cohort/launch.hpp>
 #include <cohort/store.hpp>
 
+#include "support/sync_pipe.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +24,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/ptrace.h>
 #include <unistd.h>
 
 namespace {
@@ -213,6 +218,65 @@ TEST_CASE("launch times out, naming the ranks still running", "[launch]") {
     CHECK(e.code() == cohort::ErrorCode::Timeout);
     CHECK(e.message().find("ranks still running: 1, 3") != std::string::npos);
   }
+}
+
+TEST_CASE("a rank left behind after SIGKILL is reaped once it finally dies", "[launch]") {
+  // Rank 0 is traced by a process of its own (outside its group, so the stop spares it) that
+  // never waits for it: killed, rank 0 is a zombie only the tracer can hand over, so launch()
+  // gives up on it 10 s after SIGKILL and returns. Once the tracer lets go, rank 0 must not stay
+  // a zombie of this process.
+  TempDir dir(kDirPrefix);
+  const fs::path pids = dir.path() / "pids";
+  cohort::test::SyncPipe attached;  // the tracer to rank 1: 1 when it holds rank 0, 2 if refused
+  cohort::test::SyncPipe release;   // this process to the tracer: let go
+  cohort::LaunchOptions options = bounded();
+  options.grace = 100ms;
+  std::string message;
+  try {
+    cohort::launch(
+        2,
+        [&](const cohort::Environment& env) {
+          if (env.rank == 1) {
+            const std::uint64_t note = attached.take(30s);
+            if (note != 1) throw std::runtime_error("ptrace refused here");
+            throw std::runtime_error("rank 1 fails once rank 0 is traced");
+          }
+          const pid_t tracer = ::fork();
+          if (tracer == 0) {
+            ::setsid();
+            const bool held = ::ptrace(PTRACE_SEIZE, ::getppid(), nullptr, nullptr) == 0;
+            attached.post(held ? 1 : 2);
+            try {
+              release.take(120s);
+            } catch (...) {
+            }
+            ::_exit(0);  // the tracer's exit hands the zombie to its parent
+          }
+          std::ofstream(pids) << ::getpid() << "\n";
+          for (;;) ::pause();
+        },
+        options);
+    FAIL("launch returned although rank 1 threw");
+  } catch (const cohort::Error& e) {
+    message = e.message();
+  }
+  if (message.find("ptrace refused here") != std::string::npos) {
+    WARN("cannot trace a process here: skipping");
+    return;
+  }
+  CAPTURE(message);
+  CHECK(message.find("rank 1 fails once rank 0 is traced") != std::string::npos);
+  pid_t rank0 = 0;
+  std::ifstream(pids) >> rank0;
+  REQUIRE(rank0 > 0);
+  // Still there: a zombie the tracer holds.
+  REQUIRE(::kill(rank0, 0) == 0);
+  release.post();
+  // Bounded wait for the reap (nothing announces it to this process): gone means reaped.
+  const auto until = std::chrono::steady_clock::now() + 20s;
+  while (::kill(rank0, 0) == 0 && std::chrono::steady_clock::now() < until) ::usleep(10'000);
+  CHECK(::kill(rank0, 0) == -1);
+  CHECK(errno == ESRCH);
 }
 
 TEST_CASE("launch rejects bad arguments before forking", "[launch]") {
