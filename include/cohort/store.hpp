@@ -89,8 +89,9 @@ struct TcpStoreOptions {
   std::size_t max_value_bytes = 64u << 20;
   /// Client: the one deadline for connecting, from the constructor's start: looking the host
   /// up (a name service that does not answer is not waited for beyond it), connecting (retried
-  /// with backoff while refused, and while the lookup fails in a way that may pass, such as
-  /// EAI_AGAIN), and the token handshake. A host name that does not exist fails at once.
+  /// with backoff while refused, while the lookup fails in a way that may pass, such as
+  /// EAI_AGAIN, and while the name does not exist, with a warning: a job's first node may enter
+  /// DNS only once it runs, as a Kubernetes pod does), and the token handshake.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
   /// Client: whether a refused connection (nobody listens at the address) is retried until
   /// connect_timeout, as when the server is not up yet. False for an address known to have had
@@ -145,8 +146,8 @@ class TcpStoreServer {
 class TcpStore final : public Store {
  public:
   /// Connects (retrying with backoff until options.connect_timeout) and authenticates. Throws
-  /// Error(Timeout) when connect_timeout passes first, Error(InvalidArgument) for a host that
-  /// does not exist, a port of 0 or a refused token.
+  /// Error(Timeout) when connect_timeout passes first (naming the last failure, such as a host
+  /// that does not exist), Error(InvalidArgument) for a port of 0 or a refused token.
   explicit TcpStore(TcpStoreOptions options);
   ~TcpStore() override;
 

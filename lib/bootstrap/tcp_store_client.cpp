@@ -91,6 +91,9 @@ struct TcpStore::Impl {
   bool hung_up = false;  // the last failed exchange failed because the server closed or reset
 
   void connect_with_retry();
+  /// The server's addresses, by `deadline`. A name that does not exist is an error that may pass
+  /// here (SystemError, so the caller retries), with a warning the first time.
+  bootstrap::AddressList look_up(Deadline deadline, bool& warned_no_such_name);
   /// The deadline of a call that waits for no key.
   Deadline io_deadline() const {
     return Clock::now() + options.io_timeout.value_or(default_store_timeout());
@@ -150,19 +153,19 @@ void TcpStore::Impl::connect_with_retry() {
   const auto deadline = Clock::now() + options.connect_timeout;
   auto delay = kFirstRetryDelay;
   int attempts = 0;
+  bool warned_no_such_name = false;
   bootstrap::AddressList addresses;  // looked up again after an attempt that failed
   Reply reply;
   for (;;) {
     ++attempts;
     try {
-      if (!addresses)
-        addresses = bootstrap::lookup_stream_addresses(options.host, options.port, deadline);
+      if (!addresses) addresses = look_up(deadline, warned_no_such_name);
       fd = bootstrap::connect_once(addresses.get(), endpoint, deadline);
       reply = exchange(FrameBuilder(MessageType::Hello).field(options.token).finish(), deadline,
                        "handshake");
       break;
     } catch (const Error& e) {
-      if (e.code() == ErrorCode::InvalidArgument) throw;  // no such host, or the token refused
+      if (e.code() == ErrorCode::InvalidArgument) throw;  // the token refused
       // A server short of room hangs up on connections that have not shown a token yet (it
       // evicts the oldest when too many wait): connect again, as when nobody listened.
       // (No descriptor and nothing broken: the lookup or connect_once() failed.)
@@ -188,6 +191,22 @@ void TcpStore::Impl::connect_with_retry() {
   }
   if (reply.type != MessageType::Ok) unexpected(reply, "handshake");
   COHORT_LOG_DEBUG("connected to the store at {}", endpoint);
+}
+
+bootstrap::AddressList TcpStore::Impl::look_up(Deadline deadline, bool& warned_no_such_name) {
+  try {
+    return bootstrap::lookup_stream_addresses(options.host, options.port, deadline);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::InvalidArgument) throw;
+    // No such name, yet: a job's first node may enter DNS only once it runs (a Kubernetes pod's
+    // name), so it is retried until the deadline, as torch.distributed's store does. Said once,
+    // at once, so that a mistyped name shows before the deadline.
+    if (!warned_no_such_name)
+      COHORT_LOG_WARN("store host '{}' does not resolve ({}); retrying for up to {} ms",
+                      options.host, e.message(), options.connect_timeout.count());
+    warned_no_such_name = true;
+    throw Error(ErrorCode::SystemError, e.message());
+  }
 }
 
 void TcpStore::Impl::check_size(std::string_view what, std::size_t size) const {
