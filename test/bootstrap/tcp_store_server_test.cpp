@@ -327,16 +327,21 @@ TEST_CASE("IPv6 loopback works end to end", "[tcp_store][unit]") {
   CHECK(client.add("n", 4) == 4);
 }
 
-TEST_CASE("connect gives up with Timeout naming host:port", "[tcp_store][unit]") {
-  std::uint16_t port;
+// A client's options for 127.0.0.1 at a port whose server is gone (nobody listens there).
+TcpStoreOptions options_for_a_gone_server(std::chrono::milliseconds connect_timeout) {
+  TcpStoreOptions options;
   {
     TcpStoreServer gone(TcpStoreOptions{});
-    port = gone.port();
+    options.port = gone.port();
   }
-  TcpStoreOptions options;
   options.host = "127.0.0.1";
-  options.port = port;
-  options.connect_timeout = 150ms;
+  options.connect_timeout = connect_timeout;
+  return options;
+}
+
+TEST_CASE("connect gives up with Timeout naming host:port", "[tcp_store][unit]") {
+  TcpStoreOptions options = options_for_a_gone_server(150ms);
+  const std::uint16_t port = options.port;
   CHECK(code_of([&] { TcpStore client(options); }) == ErrorCode::Timeout);
   CHECK_THAT(message_of([&] { TcpStore client(options); }),
              Catch::Contains(std::string("127.0.0.1:").append(std::to_string(port))));
@@ -346,15 +351,8 @@ TEST_CASE("connect gives up with Timeout naming host:port", "[tcp_store][unit]")
 
 TEST_CASE("without retry_refused, a port nobody listens on fails connect at once",
           "[tcp_store][unit]") {
-  std::uint16_t port;
-  {
-    TcpStoreServer gone(TcpStoreOptions{});
-    port = gone.port();
-  }
-  TcpStoreOptions options;
-  options.host = "127.0.0.1";
-  options.port = port;
-  options.connect_timeout = 20s;
+  TcpStoreOptions options = options_for_a_gone_server(20s);
+  const std::uint16_t port = options.port;
   options.retry_refused = false;
   const auto start = std::chrono::steady_clock::now();
   const std::string message = message_of([&] { TcpStore client(options); });
