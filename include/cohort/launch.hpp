@@ -68,7 +68,9 @@ struct LaunchOptions {
 /// env.rank == rank_offset + i, and exits 0 when fn returns, 1 when setup or fn throws (the
 /// exception's message on stderr, prefixed with the rank). Returns when all exited 0. When one
 /// fails, the others are stopped and Error(RemoteError) names the failing rank, its exit code or
-/// signal and its last stderr lines. Call it from a single-threaded process (fork).
+/// signal and its last stderr lines. Call it from a single-threaded process (fork); the helper
+/// threads cohort starts itself (a reaper of ranks left behind, blocked in waitpid; a name
+/// lookup) hold no locks a forked child could need, and do not count.
 ///
 /// Without options.join the parent hosts the job's store on loopback and the children are the
 /// whole job (ranks 0 .. num_ranks-1). With it, no store is hosted here, the children use the

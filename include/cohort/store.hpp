@@ -93,10 +93,11 @@ struct TcpStoreOptions {
   /// EAI_AGAIN, and while the name does not exist, with a warning: a job's first node may enter
   /// DNS only once it runs, as a Kubernetes pod does), and the token handshake.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
-  /// Client: whether a refused connection (nobody listens at the address) is retried until
-  /// connect_timeout, as when the server is not up yet. False for an address known to have had
-  /// a server listening (one published by a server that had started): a refusal then means it
-  /// is gone, and the constructor throws Error(RemoteError) at once.
+  /// Client: whether a refused connection (nobody listens at the address), or a host name that
+  /// does not exist, is retried until connect_timeout, as when the server is not up yet. False
+  /// for an address known to have had a server listening (one published by a server that had
+  /// started): either then means it is gone, and the constructor throws Error(RemoteError) at
+  /// once.
   bool retry_refused = true;
   /// Client: how long a call that waits for no key (set, add, check, compare_set, erase,
   /// num_keys) may take, from entering the call to the server's answer, before it throws
@@ -147,7 +148,8 @@ class TcpStore final : public Store {
  public:
   /// Connects (retrying with backoff until options.connect_timeout) and authenticates. Throws
   /// Error(Timeout) when connect_timeout passes first (naming the last failure, such as a host
-  /// that does not exist), Error(InvalidArgument) for a port of 0 or a refused token.
+  /// that does not exist), Error(InvalidArgument) for a port of 0, an io_timeout that is not
+  /// positive or a refused token.
   explicit TcpStore(TcpStoreOptions options);
   ~TcpStore() override;
 

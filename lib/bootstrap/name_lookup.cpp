@@ -28,6 +28,9 @@ using Clock = std::chrono::steady_clock;
 // service slower than one attempt could never be used; a name may move (forget_stream_addresses
 // drops an answer that did not connect), and an NSS module may hang for good, so neither lasts.
 constexpr std::chrono::seconds kAnswerKeptFor{30};
+// How old an answer must be before a failed connect drops it: a server not up yet refuses too, and
+// asking the name service again at every retry (every 10-500 ms) would load it for nothing.
+constexpr std::chrono::seconds kAnswerKeptAtLeast{2};
 
 addrinfo stream_hints(int extra_flags) {
   addrinfo hints{};
@@ -166,7 +169,8 @@ void forget_stream_addresses(const std::string& host, std::uint16_t port,
   Lookups& all = lookups();
   std::lock_guard lock(all.mutex);
   const auto found = all.by_endpoint.find(endpoint_key(host, std::to_string(port)));
-  if (found != all.by_endpoint.end() && found->second->done && found->second->result == failed)
+  if (found != all.by_endpoint.end() && found->second->done && found->second->result == failed &&
+      Clock::now() - found->second->done_at >= kAnswerKeptAtLeast)
     all.by_endpoint.erase(found);
 }
 

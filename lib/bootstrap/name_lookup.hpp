@@ -33,15 +33,17 @@ bool is_numeric_address(const std::string& host);
 ///    within its own timeout, or SERVFAIL; EAI_MEMORY; EAI_SYSTEM), which a caller that retries
 ///    until its own deadline should retry;
 ///  * Error(InvalidArgument) when the name does not exist or has no TCP address (EAI_NONAME and
-///    the rest), which no retry mends.
+///    the rest). Whether to wait for it to appear is the caller's choice: TcpStore does (a
+///    job's first node may enter DNS only once it runs), store_bind_address does not.
 /// Thread-safe. A failed lookup is reported to the callers waiting for it; the next call asks
 /// again.
 AddressList lookup_stream_addresses(const std::string& host, std::uint16_t port,
                                     std::chrono::steady_clock::time_point deadline);
 
-/// Drops the answer kept for host:port if it is still `failed` (a lookup still running, or a
-/// newer answer another caller got meanwhile, is left alone): the addresses it gave did not
-/// connect, and the name may have moved since.
+/// Drops the answer kept for host:port if it is still `failed` and at least 2 s old (a lookup
+/// still running, a newer answer another caller got meanwhile, or a fresh one is left alone):
+/// the addresses it gave did not connect, and the name may have moved since. The age keeps a
+/// client retrying a server that is not up yet from asking the name service at every retry.
 void forget_stream_addresses(const std::string& host, std::uint16_t port,
                              const AddressList& failed);
 

@@ -170,7 +170,7 @@ void TcpStore::Impl::connect_with_retry() {
       // evicts the oldest when too many wait): connect again, as when nobody listened.
       // (No descriptor and nothing broken: the lookup or connect_once() failed.)
       if (fd || (!broken.empty() && !hung_up)) throw;
-      // Refused, where a server is known to have listened: it is gone.
+      // Refused (or its name gone), where a server is known to have listened: it is gone.
       if (!options.retry_refused && broken.empty() && e.code() == ErrorCode::RemoteError)
         throw Error(ErrorCode::RemoteError,
                     "nobody listens for the store at " + endpoint + " (" + e.message() + ")");
@@ -198,6 +198,10 @@ bootstrap::AddressList TcpStore::Impl::look_up(Deadline deadline, bool& warned_n
     return bootstrap::lookup_stream_addresses(options.host, options.port, deadline);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::InvalidArgument) throw;
+    // An address known to have had a server (retry_refused off) had a name that resolved: gone
+    // now, like a refusal, the server is gone.
+    if (!options.retry_refused)
+      throw Error(ErrorCode::RemoteError, "the store at " + endpoint + " is gone: " + e.message());
     // No such name, yet: a job's first node may enter DNS only once it runs (a Kubernetes pod's
     // name), so it is retried until the deadline, as torch.distributed's store does. Said once,
     // at once, so that a mistyped name shows before the deadline.

@@ -2,6 +2,7 @@
 
 #include "comm/flight_recorder.hpp"
 #include "core/log.hpp"
+#include "core/quiet_thread.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -66,10 +67,6 @@ void dump_all_live() {
 }
 
 void read_wake_ups(int read_fd) {
-  // Signals are for the application's threads; this one only reads the pipe.
-  sigset_t all;
-  sigfillset(&all);
-  pthread_sigmask(SIG_BLOCK, &all, nullptr);
   char bytes[64];
   for (;;) {
     const ssize_t n = ::read(read_fd, bytes, sizeof bytes);
@@ -145,10 +142,12 @@ void start_thread(SignalDumps& d) {
   // Only the handler's end is non-blocking; the thread blocks in read().
   ::fcntl(fds[1], F_SETFL, ::fcntl(fds[1], F_GETFL) | O_NONBLOCK);
   try {
-    std::thread([read_fd = fds[0]] {
+    // Signals are for the application's threads (SIGUSR1 for its handler); this one only reads
+    // the pipe.
+    start_quiet_detached([read_fd = fds[0]] {
       read_wake_ups(read_fd);
       ::close(read_fd);
-    }).detach();
+    });
   } catch (const std::exception& e) {
     COHORT_LOG_WARN("flight recorder: cannot start the SIGUSR1 thread ({}); no dumps on SIGUSR1",
                     e.what());

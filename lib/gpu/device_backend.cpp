@@ -449,14 +449,15 @@ std::optional<NcclChild> DeviceBackend::split_nccl(int color, int key, Clock::ti
   if (!core_->has_comm || core_->failure) return std::nullopt;
   DeviceRuntime& rt = core_->runtime;
   const DeviceGuard on_device(rt, *device_);
-  const NcclHandle child = rt.nccl_split(core_->comm, color < 0 ? -1 : color, key);
+  // Aborted on any way out but the return (a timeout, a failure, abort()).
+  NcclChild child(rt, rt.nccl_split(core_->comm, color < 0 ? -1 : color, key), *device_);
   try {
     // A rank outside every group gets no communicator; the parent's state then says when its
     // part of the split is over.
-    await_nccl(rt, child.bits != 0 ? child : core_->comm, deadline, "ncclCommSplit",
+    await_nccl(rt, child.comm().bits != 0 ? child.comm() : core_->comm, deadline, "ncclCommSplit",
                &core_->stopping);
   } catch (const Error& e) {
-    if (child.bits != 0) rt.nccl_abort(child);
+    if (child.comm().bits != 0) rt.nccl_abort(child.release());
     // Stopped by abort() (or a failure): the split fails with its cause, not "stopped".
     await_stop_cause_locked(lock);
     throw_if_failed_locked(context);
@@ -465,11 +466,8 @@ std::optional<NcclChild> DeviceBackend::split_nccl(int color, int key, Clock::ti
     const Error failure = e.with_context(context);
     core_->fail_locked(failure);
     throw failure;
-  } catch (...) {
-    if (child.bits != 0) rt.nccl_abort(child);
-    throw;
   }
-  return NcclChild(rt, child, *device_);
+  return child;
 }
 
 void DeviceBackend::abort(const Error& cause) noexcept {

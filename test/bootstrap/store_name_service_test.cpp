@@ -358,6 +358,16 @@ TEST_CASE("a store client waits for a name that does not exist yet, and names it
              Catch::Contains("cannot resolve store host '" + std::string(kMissingName) + "'"));
   CHECK(seconds_since(start) < 0.5 + 2.5);
   CHECK(name_server.nxdomains_sent() >= 2);  // asked again, not given up at the first
+  // Where a server is known to have been (retry_refused off: a published address), a name gone
+  // is final, like a refusal.
+  options.retry_refused = false;
+  options.connect_timeout = 20s;
+  const auto gone_start = Clock::now();
+  const auto gone = error_of([&] { TcpStore client(options); });
+  REQUIRE(gone);
+  CHECK(gone->code() == ErrorCode::RemoteError);
+  CHECK_THAT(gone->message(), Catch::Contains(kMissingName));
+  CHECK(seconds_since(gone_start) < 10.0);  // not connect_timeout's 20 s
 }
 
 TEST_CASE("a lookup slower than the caller's deadline is joined, not asked again",

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <unistd.h>
 
@@ -241,6 +242,10 @@ TEST_CASE("a rank left behind after SIGKILL is reaped once it finally dies", "[l
             if (note != 1) throw std::runtime_error("ptrace refused here");
             throw std::runtime_error("rank 1 fails once rank 0 is traced");
           }
+          // Before the tracer exists: a stop signal may reach this rank from then on.
+          std::ofstream(pids) << ::getpid() << "\n";
+          // Yama's ptrace_scope 1 lets only ancestors trace, unless the tracee allows it.
+          ::prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
           const pid_t tracer = ::fork();
           if (tracer == 0) {
             ::setsid();
@@ -252,7 +257,6 @@ TEST_CASE("a rank left behind after SIGKILL is reaped once it finally dies", "[l
             }
             ::_exit(0);  // the tracer's exit hands the zombie to its parent
           }
-          std::ofstream(pids) << ::getpid() << "\n";
           for (;;) ::pause();
         },
         options);
