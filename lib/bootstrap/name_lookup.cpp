@@ -118,9 +118,6 @@ void start_lookup(const std::shared_ptr<PendingLookup>& lookup, const std::strin
   }
 }
 
-}  // namespace
-
-namespace {
 // host:port parsed as a literal, without the name service; null when it is not one.
 AddressList parse_numeric(const std::string& host, const std::string& service) {
   addrinfo* parsed = nullptr;
@@ -128,6 +125,7 @@ AddressList parse_numeric(const std::string& host, const std::string& service) {
   if (getaddrinfo(host.c_str(), service.c_str(), &numeric, &parsed) != 0) return nullptr;
   return AddressList(parsed, freeaddrinfo);
 }
+
 }  // namespace
 
 bool is_numeric_address(const std::string& host) {

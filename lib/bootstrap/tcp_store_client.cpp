@@ -92,7 +92,8 @@ struct TcpStore::Impl {
 
   void connect_with_retry();
   /// The server's addresses, by `deadline`. A name that does not exist is an error that may pass
-  /// here (SystemError, so the caller retries), with a warning the first time.
+  /// here (SystemError, so the caller retries), with a warning the first time; with
+  /// retry_refused off it is final (RemoteError: the server is gone).
   bootstrap::AddressList look_up(Deadline deadline, bool& warned_no_such_name);
   /// The deadline of a call that waits for no key.
   Deadline io_deadline() const {
