@@ -279,8 +279,10 @@ TEST_CASE("a rank left behind after SIGKILL is reaped once it finally dies", "[l
   // Bounded wait for the reap (nothing announces it to this process): gone means reaped.
   const auto until = std::chrono::steady_clock::now() + 20s;
   while (::kill(rank0, 0) == 0 && std::chrono::steady_clock::now() < until) ::usleep(10'000);
-  CHECK(::kill(rank0, 0) == -1);
-  CHECK(errno == ESRCH);
+  const int gone = ::kill(rank0, 0);
+  const int why = errno;  // read before any assertion's own calls can change it
+  CHECK(gone == -1);
+  CHECK(why == ESRCH);
 }
 
 TEST_CASE("launch rejects bad arguments before forking", "[launch]") {
