@@ -1,6 +1,7 @@
 #include "launch/child_process.hpp"
 
 #include "core/log.hpp"
+#include "core/pidfd.hpp"
 #include "core/quiet_thread.hpp"
 #include "core/system_error.hpp"
 
@@ -70,10 +71,21 @@ void ChildProcess::abandon() noexcept {
   killed.signal = SIGKILL;
   status_ = killed;
   const pid_t pid = pid_;
+  // Opened now, while the child is unreaped and its pid cannot have been reused: a waitpid(-1) of
+  // the launcher's (a subreaper's) may reap it before the thread waits, and the pid may then go to
+  // a new child of this process, which waitpid(pid) would reap in its place. The pidfd names only
+  // this child (waitid then fails with ECHILD, and the thread ends).
   try {
-    // Blocks until the kernel call returns or the tracer lets go; then the zombie is gone. A
-    // waitpid(-1) of the launcher's (a subreaper's) may take it first: this one then ends too.
-    start_quiet_detached([pid] {
+    // Blocks until the kernel call returns or the tracer lets go; then the zombie is gone.
+    start_quiet_detached([pid, pidfd = open_pidfd(pid)] {
+      siginfo_t info{};
+      if (pidfd.valid()) {
+        while (::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED) < 0 &&
+               errno == EINTR) {
+        }
+        return;
+      }
+      // No pidfd (a kernel before 5.3): the pid it is, with the window described above.
       while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
       }
     });

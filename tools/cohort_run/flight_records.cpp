@@ -5,6 +5,7 @@
 #include "cohort_trace/flight_dump.hpp"
 #include "cohort_trace/trace_verdict.hpp"
 #include "core/log.hpp"
+#include "core/pidfd.hpp"
 #include "core/system_error.hpp"
 #include "core/unique_fd.hpp"
 
@@ -48,15 +49,6 @@ int rank_of_record(std::string_view name) {
     rank = rank * 10 + (c - '0');
   }
   return rank;
-}
-
-int pidfd_of(pid_t pid) {
-#ifdef SYS_pidfd_open
-  return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-#else
-  (void)pid;
-  return -1;
-#endif
 }
 
 }  // namespace
@@ -116,7 +108,7 @@ void JobFlightRecords::request_dumps(const std::vector<RankPid>& ranks,
     for (const RankPid& r : ranks) {
       // A process without a handler would die of SIGUSR1: only ask those that catch it.
       if (!catches_signal(r.pid, SIGUSR1)) continue;
-      UniqueFd exited(pidfd_of(r.pid));
+      UniqueFd exited = open_pidfd(r.pid);
       if (::kill(r.pid, SIGUSR1) != 0) continue;
       waiting.push_back({r.rank, std::move(exited)});
     }
