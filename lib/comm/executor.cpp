@@ -671,6 +671,9 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
       return;
     }
     execute(op.info, op.seq, BodyRef(op.body), op.queued_at);
+    // The buffers' owners go before the waiters wake, as a send's or receive's do: a finished
+    // Work no longer holds its buffers (Python's exporters, say, may resize them at once).
+    op.body = nullptr;
     op.work->complete(nullptr);
   } catch (...) {
     op.work->complete(std::current_exception());

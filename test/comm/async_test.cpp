@@ -8,7 +8,9 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <fstream>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -194,6 +196,62 @@ TEST_CASE("Work::wait with a timeout gives up without cancelling the op", "[comm
     }
     expect_values(
         b, 0, 16, [](std::size_t) { return 2.0; }, "allreduce after the wait timeout");
+  }));
+}
+
+TEST_CASE("a finished *_async collective no longer holds its buffers' owners",
+          "[comm][multiproc]") {
+  // Rank 0's buffer is kept alive only by the queued allreduce; its owner's deleter records
+  // whether the Work already reported the op finished. The others join only once rank 0 has
+  // stored the Work where the deleter sees it, so the op cannot finish before.
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto c = world(env);
+    const std::shared_ptr<Store> store = connect_store(env);
+    constexpr std::size_t kCount = 100;
+    if (env.rank == 0) {
+      struct Probe {
+        std::mutex mutex;
+        Work work;
+        bool released = false;
+        bool finished_before_release = false;
+      };
+      auto probe = std::make_shared<Probe>();
+      std::shared_ptr<std::int32_t[]> memory(new std::int32_t[kCount]);
+      for (std::size_t i = 0; i < kCount; ++i) memory[i] = static_cast<std::int32_t>(i);
+      std::int32_t* const data = memory.get();
+      Work w;
+      {
+        std::shared_ptr<void> owner(data, [probe, memory](void*) {
+          std::lock_guard lock(probe->mutex);
+          probe->released = true;
+          probe->finished_before_release = probe->work.valid() && probe->work.test();
+        });
+        const Buffer b = Buffer::view(data, {static_cast<std::int64_t>(kCount)}, DType::Int32,
+                                      Device::cpu(), {}, 0, owner);
+        w = c->allreduce_async(b, b, ReduceOp::Sum);
+        std::lock_guard lock(probe->mutex);
+        probe->work = w;
+      }
+      memory.reset();
+      store->set_string("async_test/owner/submitted", "1");
+      w.wait();
+      std::lock_guard lock(probe->mutex);
+      RANK_CHECK(probe->released, "wait() returned while the op still held its buffer's owner");
+      RANK_CHECK(!probe->finished_before_release,
+                 "the Work reported the op finished before it let go of its buffer's owner");
+      // The deleter ran, so `data` is gone: the values were checked by the others (same sum).
+      probe->work = Work();
+    } else {
+      store->get_string("async_test/owner/submitted", 60s);
+      Buffer b = Buffer::allocate(kCount, DType::Int32);
+      for (std::size_t i = 0; i < kCount; ++i) set(b, i, static_cast<double>(i));
+      c->allreduce(b, ReduceOp::Sum);
+      expect_values(
+          b, 0, kCount, [&](std::size_t i) { return static_cast<double>(i) * c->size(); },
+          "allreduce of i on every rank");
+    }
   }));
 }
 
