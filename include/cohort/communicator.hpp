@@ -17,6 +17,12 @@
 ///
 /// A timeout or a dead peer fails the op with an Error naming the op, its sequence number and the
 /// peers not heard from; the communicator is then poisoned and later ops fail fast with that cause.
+/// What a failed op left in flight may go on after it failed: a send whose receiver comes late is
+/// still read, a receive the transport had begun filling is still written, until that transfer
+/// ends or the connections close (the last communicator sharing them is destroyed). cohort keeps
+/// the owners of the op's buffers (Buffer::owner(): imported tensors, Buffer::allocate) that
+/// long, whatever the caller does with its Buffers and Works; memory under a plain view (no
+/// owner) the caller must keep as long.
 ///
 /// Devices. Where an op's buffers live decides its path:
 /// - cpu and cuda_host (pinned) buffers are host memory: UCX and the shared arena carry them.

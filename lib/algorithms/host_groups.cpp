@@ -149,6 +149,12 @@ void HostGroups::interrupt(const std::string& reason) noexcept {
   if (local_arenas_) local_arenas_->interrupt(reason);
 }
 
+void HostGroups::cancel_all() noexcept {
+  std::lock_guard lock(mutex_);
+  if (local_) local_->cancel_all();
+  if (leaders_) leaders_->cancel_all();
+}
+
 void HostGroups::set_side_work(transport::SideWork* side_work) noexcept {
   std::lock_guard lock(mutex_);
   side_work_ = side_work;

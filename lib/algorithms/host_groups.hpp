@@ -68,6 +68,10 @@ class HostGroups {
 
   /// Communicator::abort(): waits in the groups' views and arena (now or later) throw.
   void interrupt(const std::string& reason) noexcept;
+  /// The communicator failed: cancels the requests left in the groups' views (a hierarchical
+  /// op's receives post into its output), as Transport::cancel_all. By the thread that drives
+  /// the communicator's ops.
+  void cancel_all() noexcept;
   /// Who serves between the rounds of the groups' waits (transport/side_work.hpp), on the views
   /// and arena made later too. Set before the first op; cleared before `side_work` goes.
   void set_side_work(transport::SideWork* side_work) noexcept;

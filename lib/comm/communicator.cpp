@@ -118,7 +118,7 @@ std::string Communicator::dump_trace(const std::string& path) const {
 void Communicator::allreduce(const Buffer& in, const Buffer& out, ReduceOp op,
                              const CollectiveOptions& o) {
   impl_->run(o, comm::allreduce_args(impl_->group(), in, out, op),
-             where(*impl_, Collective::Allreduce, in, out, -1));
+             where(*impl_, Collective::Allreduce, in, out, -1), in, out);
 }
 
 Work Communicator::allreduce_async(const Buffer& in, const Buffer& out, ReduceOp op,
@@ -130,7 +130,7 @@ Work Communicator::allreduce_async(const Buffer& in, const Buffer& out, ReduceOp
 void Communicator::broadcast(const Buffer& in, const Buffer& out, int root,
                              const CollectiveOptions& o) {
   impl_->run(o, comm::broadcast_args(impl_->group(), in, out, root),
-             where(*impl_, Collective::Broadcast, in, out, root));
+             where(*impl_, Collective::Broadcast, in, out, root), in, out);
 }
 
 Work Communicator::broadcast_async(const Buffer& in, const Buffer& out, int root,
@@ -142,7 +142,7 @@ Work Communicator::broadcast_async(const Buffer& in, const Buffer& out, int root
 void Communicator::reduce(const Buffer& in, const Buffer& out, ReduceOp op, int root,
                           const CollectiveOptions& o) {
   impl_->run(o, comm::reduce_args(impl_->group(), in, out, op, root),
-             where(*impl_, Collective::Reduce, in, out, root));
+             where(*impl_, Collective::Reduce, in, out, root), in, out);
 }
 
 Work Communicator::reduce_async(const Buffer& in, const Buffer& out, ReduceOp op, int root,
@@ -155,7 +155,7 @@ Work Communicator::reduce_async(const Buffer& in, const Buffer& out, ReduceOp op
 
 void Communicator::allgather(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
   impl_->run(o, comm::allgather_args(impl_->group(), in, out, nullptr),
-             where(*impl_, Collective::Allgather, in, out, -1));
+             where(*impl_, Collective::Allgather, in, out, -1), in, out);
 }
 
 Work Communicator::allgather_async(const Buffer& in, const Buffer& out,
@@ -167,7 +167,7 @@ Work Communicator::allgather_async(const Buffer& in, const Buffer& out,
 void Communicator::allgatherv(const Buffer& in, const Buffer& out,
                               std::span<const std::size_t> counts, const CollectiveOptions& o) {
   impl_->run(o, comm::allgather_args(impl_->group(), in, out, &counts),
-             where(*impl_, Collective::Allgather, in, out, -1));
+             where(*impl_, Collective::Allgather, in, out, -1), in, out);
 }
 
 Work Communicator::allgatherv_async(const Buffer& in, const Buffer& out,
@@ -180,7 +180,7 @@ Work Communicator::allgatherv_async(const Buffer& in, const Buffer& out,
 void Communicator::gather(const Buffer& in, const Buffer& out, int root,
                           const CollectiveOptions& o) {
   impl_->run(o, comm::gather_args(impl_->group(), in, out, nullptr, root),
-             where(*impl_, Collective::Gather, in, out, root));
+             where(*impl_, Collective::Gather, in, out, root), in, out);
 }
 
 Work Communicator::gather_async(const Buffer& in, const Buffer& out, int root,
@@ -192,7 +192,7 @@ Work Communicator::gather_async(const Buffer& in, const Buffer& out, int root,
 void Communicator::gatherv(const Buffer& in, const Buffer& out, std::span<const std::size_t> counts,
                            int root, const CollectiveOptions& o) {
   impl_->run(o, comm::gather_args(impl_->group(), in, out, &counts, root),
-             where(*impl_, Collective::Gather, in, out, root));
+             where(*impl_, Collective::Gather, in, out, root), in, out);
 }
 
 Work Communicator::gatherv_async(const Buffer& in, const Buffer& out,
@@ -205,7 +205,7 @@ Work Communicator::gatherv_async(const Buffer& in, const Buffer& out,
 void Communicator::scatter(const Buffer& in, const Buffer& out, int root,
                            const CollectiveOptions& o) {
   impl_->run(o, comm::scatter_args(impl_->group(), in, out, nullptr, root),
-             where(*impl_, Collective::Scatter, in, out, root));
+             where(*impl_, Collective::Scatter, in, out, root), in, out);
 }
 
 Work Communicator::scatter_async(const Buffer& in, const Buffer& out, int root,
@@ -218,7 +218,7 @@ void Communicator::scatterv(const Buffer& in, const Buffer& out,
                             std::span<const std::size_t> counts, int root,
                             const CollectiveOptions& o) {
   impl_->run(o, comm::scatter_args(impl_->group(), in, out, &counts, root),
-             where(*impl_, Collective::Scatter, in, out, root));
+             where(*impl_, Collective::Scatter, in, out, root), in, out);
 }
 
 Work Communicator::scatterv_async(const Buffer& in, const Buffer& out,
@@ -233,7 +233,7 @@ Work Communicator::scatterv_async(const Buffer& in, const Buffer& out,
 void Communicator::reduce_scatter(const Buffer& in, const Buffer& out, ReduceOp op,
                                   const CollectiveOptions& o) {
   impl_->run(o, comm::reduce_scatter_args(impl_->group(), in, out, op),
-             where(*impl_, Collective::ReduceScatter, in, out, -1));
+             where(*impl_, Collective::ReduceScatter, in, out, -1), in, out);
 }
 
 Work Communicator::reduce_scatter_async(const Buffer& in, const Buffer& out, ReduceOp op,
@@ -244,7 +244,7 @@ Work Communicator::reduce_scatter_async(const Buffer& in, const Buffer& out, Red
 
 void Communicator::alltoall(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
   impl_->run(o, comm::alltoall_args(impl_->group(), in, out, nullptr, nullptr),
-             where(*impl_, Collective::Alltoall, in, out, -1));
+             where(*impl_, Collective::Alltoall, in, out, -1), in, out);
 }
 
 Work Communicator::alltoall_async(const Buffer& in, const Buffer& out, const CollectiveOptions& o) {
@@ -256,7 +256,7 @@ void Communicator::alltoallv(const Buffer& in, std::span<const std::size_t> send
                              const Buffer& out, std::span<const std::size_t> recv_counts,
                              const CollectiveOptions& o) {
   impl_->run(o, comm::alltoall_args(impl_->group(), in, out, &send_counts, &recv_counts),
-             where(*impl_, Collective::Alltoall, in, out, -1));
+             where(*impl_, Collective::Alltoall, in, out, -1), in, out);
 }
 
 Work Communicator::alltoallv_async(const Buffer& in, std::span<const std::size_t> send_counts,
@@ -285,7 +285,12 @@ void Communicator::send(const Buffer& in, int peer, int tag, const CollectiveOpt
     return;
   }
   const comm::PointToPoint p2p = plan_p2p(*impl_, true, in, peer, tag);  // checked first
-  impl_->executor->run_p2p(p2p_timeout(*impl_, true, o), p2p);
+  try {
+    impl_->executor->run_p2p(p2p_timeout(*impl_, true, o), p2p);
+  } catch (const Error&) {
+    impl_->executor->retain_until_quiet(in.owner());  // see Impl::run
+    throw;
+  }
 }
 
 void Communicator::recv(const Buffer& out, int peer, int tag, const CollectiveOptions& o) {
@@ -294,7 +299,12 @@ void Communicator::recv(const Buffer& out, int peer, int tag, const CollectiveOp
     return;
   }
   const comm::PointToPoint p2p = plan_p2p(*impl_, false, out, peer, tag);  // checked first
-  impl_->executor->run_p2p(p2p_timeout(*impl_, false, o), p2p);
+  try {
+    impl_->executor->run_p2p(p2p_timeout(*impl_, false, o), p2p);
+  } catch (const Error&) {
+    impl_->executor->retain_until_quiet(out.owner());  // see Impl::run
+    throw;
+  }
 }
 
 void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int source, int tag,
@@ -334,7 +344,12 @@ void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int s
   }
   recv.owner = out.owner();
   send.owner = in.owner();
-  impl_->executor->run_sendrecv(timeout, std::move(recv), std::move(send));
+  try {
+    impl_->executor->run_sendrecv(timeout, std::move(recv), std::move(send));
+  } catch (const Error&) {
+    impl_->executor->retain_until_quiet(in.owner(), out.owner());  // see Impl::run
+    throw;
+  }
 }
 
 Work Communicator::send_async(const Buffer& in, int peer, int tag, const CollectiveOptions& o) {

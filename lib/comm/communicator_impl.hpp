@@ -147,6 +147,20 @@ struct Communicator::Impl {
     }
   }
 
+  /// As above, for a collective on `in` and `out`: when it fails, what it left in flight at the
+  /// transport may still touch them, so their owners stay with the transport until it ended
+  /// (Transport::retain_until_quiet), whatever the caller does with its Buffers.
+  template <class Args>
+  void run(const CollectiveOptions& options, const Args& args, comm::Placement where,
+           const Buffer& in, const Buffer& out) {
+    try {
+      run(options, args, where);
+    } catch (const Error&) {
+      if (!where.on_device()) executor->retain_until_quiet(in.owner(), out.owner());
+      throw;
+    }
+  }
+
   /// Queues a validated collective on the path its placement says.
   template <class Args>
   Work submit(const CollectiveOptions& options, Args args, comm::Held held, comm::Placement where) {

@@ -676,8 +676,20 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
     op.body = nullptr;
     op.work->complete(nullptr);
   } catch (...) {
+    // What the failure left in flight at the transport may still touch the buffers: their
+    // owners, in the body, stay with it until that ended (Transport::retain_until_quiet).
+    try {
+      retain_until_quiet(std::make_shared<OpBody>(std::move(op.body)));
+    } catch (const std::bad_alloc&) {
+      COHORT_LOG_ERROR("out of memory keeping a failed op's buffers for the transport");
+    }
     op.work->complete(std::current_exception());
   }
+}
+
+void Executor::retain_until_quiet(std::shared_ptr<void> keep, std::shared_ptr<void> also) noexcept {
+  if (keep) transport_.retain_until_quiet(std::move(keep));
+  if (also) transport_.retain_until_quiet(std::move(also));
 }
 
 InFlightTransfers::Posted Executor::post_transfer(
@@ -834,6 +846,9 @@ void Executor::poison(const Error& cause) noexcept {
   // a failed one with the first cause, which is its own error when it failed inside another
   // op's wait (fail_from_wait; that op's failure only followed from it).
   in_flight_.cancel_all(*first, [this](const ErrorContext& op) { return poisoned_error(op); });
+  // The hierarchical algorithms' requests are the host groups' views' own (the leaders'
+  // exchange posts into the op's output): cancelled too, before the op's Work fails.
+  if (host_groups_ != nullptr) host_groups_->cancel_all();
   try {
     for (auto& op : doomed)
       op.work->complete(std::make_exception_ptr(poisoned_error(op.work->context())));

@@ -178,6 +178,10 @@ class Executor {
   void run(OpInfo info, F&& body);
   /// Queues `body` as the next op; the Work completes when it ran.
   Work submit(OpInfo info, OpBody body);
+  /// After a failed op: the transport keeps `keep` and `also` (the owners of the op's buffers)
+  /// until what the failure left in flight there can no longer touch them
+  /// (Transport::retain_until_quiet). Null ones are skipped. Never throws.
+  void retain_until_quiet(std::shared_ptr<void> keep, std::shared_ptr<void> also = {}) noexcept;
   /// A send or receive (`p2p.is_send`) on host memory, already validated, with its deadline
   /// `timeout` from posting: run to completion (rethrowing its error), or queued behind what is
   /// ahead and reported through the Work. They take no OpInfo: building and copying one was a

@@ -112,7 +112,9 @@ void InFlightTransfers::cancel_all(
   released.swap(transfers_);
   try {
     for (Transfer& t : released) {
-      t.owner.reset();
+      // A transfer UCX could not take back may still touch the buffer: the transport keeps
+      // its owner until that ended.
+      transport_.retain_until_quiet(std::move(t.owner));
       t.work->complete(std::make_exception_ptr(t.failed ? cause : unusable(t.work->context())));
     }
   } catch (const std::exception& e) {

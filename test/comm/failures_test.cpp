@@ -483,6 +483,70 @@ TEST_CASE("abort() fails a receive whose Work another thread is waiting on", "[c
   }));
 }
 
+/// Set by the owner's deleter of the buffer a failing send used (one test at a time per process).
+std::atomic<bool> g_send_buffer_released{false};
+
+/// Rank 0 sends 8 MiB over UCX (shared memory off: a UCX rendezvous, which the receiver reads
+/// from the sender's memory) to rank 1, which posts its receive only after rank 0's send timed
+/// out and rank 0 let go of its Buffer. UCX goes on with the send: the buffer's owner must stay
+/// alive (it was dropped at the cancel, and the receiver then read freed memory), rank 1 must
+/// receive the data intact, and the owner must go once the send ended.
+void failed_send_keeps_its_buffer(const Environment& env, bool async) {
+  ScopedEnv no_fastboxes("COHORT_SHARED_MEMORY", "off");
+  auto c = world(env);
+  auto spare = c->dup();  // the same connections, still healthy on rank 0 after c fails
+  const std::shared_ptr<Store> store = connect_store(env);
+  const std::string prefix = std::string("failures_test/kept/") + (async ? "async/" : "blocking/");
+  constexpr std::size_t kCount = 2 << 20;  // float32: 8 MiB, well past UCX's rendezvous threshold
+  const auto pattern = [](std::size_t i) { return static_cast<double>(i % 1000); };
+  if (env.rank == 0) {
+    g_send_buffer_released = false;
+    {
+      std::shared_ptr<float[]> memory(new float[kCount]);
+      for (std::size_t i = 0; i < kCount; ++i) memory[i] = static_cast<float>(pattern(i));
+      std::shared_ptr<void> owner(memory.get(), [memory](void*) { g_send_buffer_released = true; });
+      const Buffer b = Buffer::view(memory.get(), {static_cast<std::int64_t>(kCount)},
+                                    DType::Float32, Device::cpu(), {}, 0, owner);
+      CollectiveOptions quick;
+      quick.timeout = 300ms;
+      caught_error(
+          [&] {
+            if (async)
+              c->send_async(b, 1, 5, quick).wait();
+            else
+              c->send(b, 1, 5, quick);
+          },
+          ErrorCode::Timeout, {"send"}, "the send nobody receives yet");
+    }
+    RANK_CHECK(!g_send_buffer_released,
+               "the failed send's buffer was let go while UCX could still read it");
+    store->set_string(prefix + "failed", "1");
+  } else {
+    store->get_string(prefix + "failed", 60s);
+    Buffer r = Buffer::allocate(kCount, DType::Float32);
+    c->recv(r, 0, 5);
+    expect_values(r, 0, kCount, pattern, "the message whose send timed out on rank 0");
+  }
+  // Rank 0 learns that the send ended through progress on the shared connections: both run
+  // allreduces of "released yet?" until it says yes (the same count on both), at most 2000.
+  Buffer released = Buffer::allocate(1, DType::Int32);
+  for (int round = 0; round < 2000; ++round) {
+    set(released, 0, env.rank == 0 && g_send_buffer_released ? 1.0 : 0.0);
+    spare->allreduce(released, ReduceOp::Max);
+    if (get(released, 0) != 0) break;
+  }
+  RANK_CHECK(get(released, 0) != 0, "the failed send's buffer was kept after the send ended");
+}
+
+TEST_CASE("a send that failed while UCX still had it keeps its buffer until it ended",
+          "[comm][multiproc]") {
+  for (const bool async : {false, true}) {
+    CAPTURE(async);
+    REQUIRE_NOTHROW(run_ranks(
+        2, [async](const Environment& env) { failed_send_keeps_its_buffer(env, async); }));
+  }
+}
+
 /// Forwards to a store, but each get() first sleeps 90% of its timeout (at most 3 s): a store,
 /// or peers, answering every stage of connecting only just in time.
 class JustInTimeStore final : public bootstrap::ForwardingStore {

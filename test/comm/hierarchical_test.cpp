@@ -674,7 +674,65 @@ void receive_behind_hierarchical_allreduce(const Environment& env, std::vector<i
       x, 0, x.count(), [&](std::size_t) { return double(n * (n - 1) / 2); }, "the allreduce");
 }
 
+/// Hosts {0, 0, 1, 1}. Host 0's ranks run a hierarchical broadcast from rank 2 that host 1 joins
+/// only after they failed: rank 0, host 0's leader, met its deadline among the leaders, waiting
+/// on a receive from rank 2 posted into its output. Rank 0 then writes a sentinel there; host 1
+/// runs the broadcast late (rank 2 sends to rank 0) and rank 2 then sends a token to rank 0 on a
+/// healthy dup() of the world, over the same connection, after the data. The failure must have
+/// cancelled the leaders' receive: once the token came, the sentinel is intact (the data landed
+/// in the output, freed memory in an application, when only the communicator's own view was
+/// cancelled).
+void failed_hierarchical_cancels_its_receives(const Environment& env) {
+  const std::vector<int> layout{0, 0, 1, 1};
+  const int host = layout[static_cast<std::size_t>(env.rank)];
+  cohort::test::become_simulated_host(host);
+  auto comm = world(env);
+  auto spare = comm->dup();
+  const std::shared_ptr<Store> store = connect_store(env);
+  CollectiveOptions o;
+  o.algorithm = Algorithm::Hierarchical;
+  o.timeout = std::chrono::seconds(20);
+  constexpr std::size_t kCount = 100;  // 400 bytes: one eager message between the leaders
+  Buffer x = Buffer::allocate(kCount, DType::Float32);
+  comm->broadcast(x, x, 2, o);  // sets the groups up
+  for (std::size_t i = 0; i < kCount; ++i) set(x, i, double(env.rank + 1));
+  const std::string prefix = "test/hierarchical_cancel/";
+  if (host == 0) {
+    o.timeout = std::chrono::milliseconds(500);
+    bool failed = false;
+    try {
+      comm->broadcast(x, x, 2, o);
+    } catch (const Error&) {
+      failed = true;
+    }
+    RANK_CHECK(failed, "host 0's broadcast finished without host 1");
+    for (std::size_t i = 0; i < kCount; ++i) set(x, i, -7.0);
+    store->set_string(prefix + std::to_string(env.rank), "failed");
+  } else {
+    store->wait({prefix + "0", prefix + "1"}, std::chrono::seconds(60));
+    o.timeout = std::chrono::seconds(2);
+    try {
+      comm->broadcast(x, x, 2, o);  // may end either way: rank 0 is gone from it
+    } catch (const Error&) {
+    }
+  }
+  Buffer token = Buffer::allocate(1, DType::Int32);
+  if (env.rank == 2) spare->send(token, 0, 9);
+  if (env.rank == 0) {
+    spare->recv(token, 2, 9);
+    expect_values(
+        x, 0, kCount, [](std::size_t) { return -7.0; },
+        "the output of the failed broadcast, after rank 2's late data");
+  }
+  spare->barrier();
+}
+
 }  // namespace
+
+TEST_CASE("a failed hierarchical broadcast cancels the receives of its host groups",
+          "[hierarchical]") {
+  REQUIRE_NOTHROW(run_ranks(4, failed_hierarchical_cancels_its_receives, std::chrono::seconds(60)));
+}
 
 TEST_CASE("a receive behind a hierarchical allreduce_async is posted from inside its waits",
           "[hierarchical]") {

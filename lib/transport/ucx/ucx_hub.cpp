@@ -133,6 +133,9 @@ UcxHub::UcxHub(Store& store, const std::string& key_prefix, int rank, int size,
 
 UcxHub::~UcxHub() {
   // Every view cancelled its own requests when it went; what is left is the handshake's, if any.
+  // The owners kept for abandoned requests go last, after the lock (their deleters are the
+  // application's), once the endpoints are closed and UCX has let go of their memory.
+  std::vector<std::shared_ptr<void>> retained;
   std::lock_guard lock(mutex_);
   // Senders waiting for this rank's answer to an announcement get it: the ones in the rings or
   // taken from them and never received, and acks still waiting for room (for a bounded time,
@@ -178,6 +181,9 @@ UcxHub::~UcxHub() {
                            std::chrono::steady_clock::now() + kCloseTimeout / 2);
   UcxEndpoint::close_all(worker_, endpoints, std::span<const bool>(force.get(), peers_.size()),
                          close_deadline);
+  // Closed (by force where a send was abandoned), the endpoints took their requests with them.
+  abandoned_.clear();
+  retained.swap(retained_);
 }
 
 void UcxHub::handshake(Deadline deadline) {
@@ -392,7 +398,10 @@ bool UcxHub::poll_request(const Request& request, Pending& pending, const std::s
 void UcxHub::wait(std::span<const Request> requests, Deadline deadline, const std::string& what,
                   const Interruption* interruption) {
   {
+    std::vector<std::shared_ptr<void>> reaped;  // dropped after the lock
     std::lock_guard lock(mutex_);
+    if (abandoned_hint_.load(std::memory_order_relaxed)) [[unlikely]]
+      reaped = reap_abandoned();
     for (const Request& request : requests)
       if (!request.is_completed() && !requests_.find(request))
         throw Error(ErrorCode::InvalidUsage,
@@ -673,14 +682,51 @@ void UcxHub::cancel_owned(const void* owner) noexcept {
     });
     if (!any_pending || std::chrono::steady_clock::now() >= deadline) break;
   }
-  std::size_t released = 0;
+  std::size_t released = 0, kept = 0;
   requests_.for_each([&](const Request& request, Pending& pending) {
     if (pending.origin.owner != owner) return;
     note_abandoned_send(pending);
+    if (pending.request.poll() == UCS_INPROGRESS) {
+      // UCX goes on with it whether or not it is freed: keep it, so that the memory's owners
+      // (retain_until_quiet) are let go only once it ended.
+      try {
+        abandoned_.push_back(std::move(pending.request));
+        ++kept;
+      } catch (const std::bad_alloc&) {
+        COHORT_LOG_ERROR(
+            "out of memory keeping a cancelled request UCX still has; its buffer "
+            "may be touched after the op's owners let go of it");
+      }
+    }
     requests_.release(request);
     ++released;
   });
-  if (released > 0) COHORT_LOG_DEBUG("cancel: released {} requests", released);
+  abandoned_hint_.store(!abandoned_.empty(), std::memory_order_relaxed);
+  if (released > 0)
+    COHORT_LOG_DEBUG("cancel: released {} requests, {} of them still in flight at UCX", released,
+                     kept);
+}
+
+void UcxHub::retain_until_quiet(std::shared_ptr<void> keep) noexcept {
+  if (!keep) return;
+  std::vector<std::shared_ptr<void>> dropped;  // declared first: dropped after the lock
+  std::lock_guard lock(mutex_);
+  dropped = reap_abandoned();
+  if (abandoned_.empty()) return;  // `keep` goes with the caller's argument
+  try {
+    retained_.push_back(std::move(keep));
+  } catch (const std::bad_alloc&) {
+    COHORT_LOG_ERROR(
+        "out of memory keeping the buffers of a failed op; UCX may touch them after "
+        "they are freed");
+  }
+}
+
+std::vector<std::shared_ptr<void>> UcxHub::reap_abandoned() noexcept {
+  std::erase_if(abandoned_, [](UcxRequest& request) { return request.poll() != UCS_INPROGRESS; });
+  abandoned_hint_.store(!abandoned_.empty(), std::memory_order_relaxed);
+  if (!abandoned_.empty()) return {};
+  return std::exchange(retained_, {});
 }
 
 void UcxHub::forget_tag_id(std::uint32_t id) noexcept {

@@ -148,8 +148,13 @@ class UcxHub {
   /// Wakes every thread sleeping in wait() so it looks at its interruption again. Never throws.
   void wake_sleepers() noexcept;
   bool test(const Request& request);
-  /// Cancels and releases every pending request posted by `owner`. Never throws.
+  /// Cancels and releases every pending request posted by `owner`. A request UCX still has (a
+  /// send in flight, a receive already being filled) is kept, not freed, until it ends or the
+  /// endpoints close (abandoned_). Never throws.
   void cancel_owned(const void* owner) noexcept;
+  /// Transport::retain_until_quiet: `keep` lives until no request cancel_owned() abandoned is
+  /// left (dropped at once when there is none). Never throws.
+  void retain_until_quiet(std::shared_ptr<void> keep) noexcept;
   /// The communicator with tag id `id` is gone on this rank: forgets its per-tag counts of
   /// messages too large for the rings, and its messages taken from a ring that no receive will
   /// claim now. Call after cancel_owned for its requests. Never throws.
@@ -310,6 +315,10 @@ class UcxHub {
   [[noreturn]] void refuse_peer(int peer, const char* what) const;
   // The members below are called with mutex_ held.
   void check_liveness() noexcept;
+  /// Frees the abandoned requests UCX has finished; once none is left, hands back the owners
+  /// retain_until_quiet() kept, for the caller to drop after it lets go of the lock (their
+  /// deleters are the application's code).
+  std::vector<std::shared_ptr<void>> reap_abandoned() noexcept;
   /// Progresses the worker and the rings; wakes sleeping threads when something happened.
   void progress_locked() noexcept;
   /// After a progress step that `moved` something: counts it (progress_epoch_) and wakes the
@@ -581,6 +590,14 @@ class UcxHub {
   UcxWorker worker_;
   std::vector<std::unique_ptr<Peer>> peers_;
   RequestTable<Pending> requests_;
+  /// Requests cancel_owned() gave up on while UCX still had them: a send UCX may still read
+  /// (a rendezvous whose receiver comes late), a receive it may still be filling. Freeing one
+  /// would not stop UCX; the memory must stay valid until it ends or the endpoints close.
+  std::vector<UcxRequest> abandoned_;
+  /// The owners of that memory, as far as the communicators had them (retain_until_quiet).
+  std::vector<std::shared_ptr<void>> retained_;
+  /// !abandoned_.empty(), readable without the lock (test() and wait() reap when set).
+  std::atomic<bool> abandoned_hint_{false};
   /// A fastbox receive whose rendezvous copy is Ready, and the message it copies. Kept here, not
   /// in Pending: every small receive would carry (and build) it.
   struct ReadyCopy {

@@ -2,7 +2,9 @@
 
 // One UCX send or receive, owning the tri-state a ucp_*_nbx call returns: completed inline,
 // failed inline, or pending (a UCX request that must be polled, then freed). A pending receive
-// is cancelled before it is freed, so UCX never writes into a buffer after we let go of it.
+// is cancelled before it is freed; that takes it back only while no message has matched it. A
+// matched receive, and any send, go on after they are freed until UCX ends them: whoever gives
+// up on one keeps its memory valid until then (UcxHub keeps such requests, abandoned_).
 
 #include <ucp/api/ucp.h>
 

@@ -5,6 +5,8 @@
 #include "core/check.hpp"
 #include "transport/self_transport.hpp"
 
+#include <utility>
+
 namespace cohort::transport::ucx {
 
 UcxTransport::UcxTransport(std::shared_ptr<UcxHub> hub, std::vector<int> world_ranks, int rank,
@@ -56,6 +58,10 @@ bool UcxTransport::test(const Request& request) {
 
 void UcxTransport::cancel_all() noexcept {
   hub_->cancel_owned(this);
+}
+
+void UcxTransport::retain_until_quiet(std::shared_ptr<void> keep) noexcept {
+  hub_->retain_until_quiet(std::move(keep));
 }
 
 std::string UcxTransport::description() const {
