@@ -163,6 +163,7 @@ GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
   bucket_of_.assign(grads_.size(), 0);
   offset_of_.assign(grads_.size(), 0);
   ready_.assign(grads_.size(), false);
+  marked_in_window_.assign(grads_.size(), false);
   for (std::size_t b = 0; b < layout_.size(); ++b) {
     // Slots follow ascending registration order on every rank, whether the bucket is staged or
     // a view of the gradients' memory: the allreduce adds element k of every rank together, so
@@ -280,7 +281,10 @@ bool GradientSynchronizer::begin_micro_step(bool end_of_data) {
                             kGradientSynchronizer));
   }
   const int steps = options_.accumulation_steps;
-  if (optimizer_steps_) window_length_ = 0;  // the previous micro-step closed a window
+  if (optimizer_steps_) {  // the previous micro-step closed a window
+    window_length_ = 0;
+    marked_in_window_.assign(grads_.size(), false);
+  }
   if (no_sync_) {
     optimizer_steps_ = false;
     communicating_ = false;
@@ -342,6 +346,7 @@ void GradientSynchronizer::mark_ready(std::size_t index) {
                             kGradientSynchronizer, index));
   }
   ready_[index] = true;
+  marked_in_window_[index] = true;
   --unready_count_;
   if (!communicating_ || in_place_) return;
   pack_locked(index);
@@ -375,10 +380,15 @@ void GradientSynchronizer::launch_ready_buckets_locked() {
 void GradientSynchronizer::launch_bucket_locked(std::size_t b, bool forced) {
   Bucket& bucket = *buckets_[b];
   if (forced && bucket.unready > 0) {
-    // Unready gradients contribute zeros (a staging slot still holds an earlier micro-step's
-    // values; a view bucket's memory is the gradient, whose value this step never finished).
+    // An unready gradient marked earlier in the window holds what those micro-steps added: it
+    // goes as it is. One never marked contributes zeros (a staging slot still holds an earlier
+    // window's values; a view bucket's memory is the gradient, never finished in this window).
     for (std::size_t i : bucket.grads) {
       if (ready_[i]) continue;
+      if (marked_in_window_[i]) {
+        pack_locked(i);
+        continue;
+      }
       void* target = bucket.view ? grads_[i].data() : bucket.slot(offset_of_[i]);
       if (grads_[i].count() > 0)
         zero_on(bucket.device, target, grads_[i].count() * dtype_size(bucket.dtype));
@@ -461,13 +471,14 @@ void GradientSynchronizer::unpack_locked(const Bucket& bucket) {
 }
 
 void GradientSynchronizer::finish_in_place_locked() {
-  // A world of one: the "average" of a gradient is the gradient itself (zero if unready).
+  // A world of one: the "average" of a gradient is the gradient itself (zero if unready and
+  // never marked in the window).
   if (unready_count_ > 0 && !options_.allow_unready) throw_unready_locked({comm_->rank()});
   const int place = place_of(grads_);
   for (std::size_t i = 0; i < grads_.size(); ++i) {
     const Buffer& grad = grads_[i];
     if (grad.count() == 0) continue;
-    if (!ready_[i]) {
+    if (!ready_[i] && !marked_in_window_[i]) {
       zero_on(place, grad.data(), grad.nbytes());
     } else if (pack_factor_ != 1.0f) {
       convert_on(place, grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(),

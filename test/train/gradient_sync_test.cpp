@@ -287,6 +287,64 @@ TEST_CASE("allow_unready: a gradient left unready contributes zeros",
   }));
 }
 
+TEST_CASE("allow_unready with accumulation: what earlier micro-steps added still counts",
+          "[train][gradients][multiproc]") {
+  // Windows of 2 micro-steps; the engine clears its gradients at a window's start and adds each
+  // micro-step's into them. Gradient 0 is used in both micro-steps, gradient 1 only in the
+  // first (a conditional layer): at the sync it holds what the first added, which DDP averages
+  // as it is (only a gradient never produced counts as zero). Gradient 2 is used in neither and
+  // holds 99: zero. In the second window gradient 1 is not cleared and never marked: its stale
+  // average must not be sent again. Staged buckets (separate gradients) and views of
+  // contiguous_gradients() memory, one gradient per bucket and all in one.
+  const int size = GENERATE(1, 2, 3);
+  const bool contiguous = GENERATE(false, true);
+  const std::size_t cap = GENERATE(std::size_t{16}, std::size_t{1} << 20);
+  CAPTURE(size, contiguous, cap);
+  REQUIRE_NOTHROW(run_ranks(size, [&](const Environment& env) {
+    auto comm = world(env);
+    const double r = comm->rank();
+    const double w = env.world_size;
+    const std::vector<std::size_t> counts{4, 4, 4};
+    std::vector<Buffer> grads;
+    if (contiguous) {
+      grads = train::contiguous_gradients(counts, DType::Float32);
+    } else {
+      for (std::size_t count : counts) grads.push_back(f32_filled(count, 0));
+    }
+    GradientSyncOptions options = with_timeout();
+    options.first_bucket_cap_bytes = options.bucket_cap_bytes = cap;
+    options.allow_unready = true;
+    options.accumulation_steps = 2;
+    GradientSynchronizer sync(comm, grads, options);
+    const auto add = [](const Buffer& g, double v) {
+      for (std::size_t j = 0; j < g.count(); ++j) g.data_as<float>()[j] += static_cast<float>(v);
+    };
+    for (int window = 0; window < 2; ++window) {
+      fill(grads[0], 0);
+      if (window == 0) fill(grads[1], 0);
+      fill(grads[2], 99);
+      RANK_CHECK(!sync.begin_micro_step(), "the first micro-step of a window synced");
+      add(grads[0], r + 1);
+      sync.mark_ready(0);
+      if (window == 0) {
+        add(grads[1], 10 * (r + 1));
+        sync.mark_ready(1);
+      }
+      RANK_CHECK(sync.begin_micro_step(), "the second micro-step of a window did not sync");
+      add(grads[0], r + 1);
+      sync.mark_ready(0);
+      sync.finish();
+      const std::string when = "window " + std::to_string(window) + ", gradient ";
+      // Means over ranks: of 2 (r + 1) is w + 1; of 10 (r + 1) is 5 (w + 1).
+      expect_all(grads[0], w + 1, when + "0 (used in both micro-steps)");
+      expect_all(grads[1], window == 0 ? 5 * (w + 1) : 0.0,
+                 when + (window == 0 ? "1 (used in the first micro-step only)"
+                                     : "1 (stale, never marked in this window)"));
+      expect_all(grads[2], 0.0, when + "2 (never used)");
+    }
+  }));
+}
+
 TEST_CASE("bad arguments and call order fail with clear errors", "[train][gradients][multiproc]") {
   REQUIRE_NOTHROW(run_ranks(1, [](const Environment& env) {
     auto comm = world(env);

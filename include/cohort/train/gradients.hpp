@@ -46,8 +46,10 @@ struct GradientSyncOptions {
   /// Average the gradients on every micro-step, not only the last of a window (Accelerate's
   /// sync_each_batch: less memory pressure in some engines, more communication).
   bool sync_each_batch = false;
-  /// A gradient never marked ready contributes zeros instead of failing finish() (DDP's
-  /// find_unused_parameters).
+  /// A gradient not marked ready in the communicating micro-step does not fail finish(): it
+  /// contributes what its memory holds if it was marked in an earlier micro-step of the window
+  /// (what those added, as DDP uses a gradient that is defined), and zeros if it was marked in
+  /// none (DDP's find_unused_parameters).
   bool allow_unready = false;
   /// When a window is shorter than accumulation_steps (the end of the data came first), rescale
   /// the gradients at the sync by accumulation_steps / micro-steps so the result is the exact mean
@@ -146,7 +148,8 @@ class GradientSynchronizer {
   void mark_ready(std::size_t index);
 
   /// On a communicating micro-step: starts any bucket not yet started (unready gradients
-  /// contribute zeros), waits for every bucket, and copies the averages back into the gradients.
+  /// contribute as allow_unready says), waits for every bucket, and copies the averages back
+  /// into the gradients.
   /// If any rank left a gradient unready (and allow_unready is false), every rank throws
   /// InvalidUsage after the collectives complete (the gradients then hold unspecified partial
   /// results: abandon the step); the rank
@@ -195,6 +198,7 @@ class GradientSynchronizer {
   std::vector<std::size_t> bucket_of_;            // gradient index -> bucket
   std::vector<std::size_t> offset_of_;            // gradient index -> element offset in bucket
   std::vector<bool> ready_;                       // marked in this micro-step
+  std::vector<bool> marked_in_window_;            // marked in any micro-step of this window
   Buffer unready_flags_;  // f32 [world]: 1 at a rank that started the last bucket with unready
   Work flags_work_;       // their allreduce(Sum), started right after the last bucket's
   std::size_t unready_count_ = 0;  // gradients not marked in this micro-step
