@@ -36,8 +36,11 @@ void check_parameter(std::size_t index, const Buffer& param) {
   require_contiguous(kBroadcastParameters, what, param, /*written=*/true);
 }
 
+/// The parameter's bytes as plain host memory (buffer_checks.hpp's host_flat says why: a managed
+/// parameter on one rank would take the device path alone), keeping its owner.
 Buffer bytes_of(const Buffer& param) {
-  return Buffer::view(param.data(), param.nbytes(), DType::UInt8, param.device());
+  return Buffer::view(param.data(), {static_cast<std::int64_t>(param.nbytes())}, DType::UInt8,
+                      Device::cpu(), {}, 0, param.owner());
 }
 
 }  // namespace

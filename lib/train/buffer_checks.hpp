@@ -31,9 +31,11 @@ inline void require_host(std::string_view op, std::string_view what, const Buffe
 /// A host-accessible, contiguous `buffer` seen as plain host memory, flattened: what a helper
 /// without a device path hands the communicator. The core runs an op on managed memory on its
 /// device, which the other ranks, whose copies of the helper hold host memory, would not match.
-/// Only for blocking calls (the view does not keep the memory alive).
+/// It shares `buffer`'s owner (a failed op's owners are kept while the transport may still touch
+/// the memory).
 inline Buffer host_flat(const Buffer& buffer) {
-  return Buffer::view(buffer.data(), buffer.count(), buffer.dtype(), Device::cpu());
+  return Buffer::view(buffer.data(), {static_cast<std::int64_t>(buffer.count())}, buffer.dtype(),
+                      Device::cpu(), {}, 0, buffer.owner());
 }
 
 /// Unsupported unless the training layer's kernels can process `buffer`: host memory always,

@@ -247,8 +247,14 @@ void GradientSynchronizer::check_same_registration(bool arguments_rejected) {
   // micro-step with another's fourth, alike in size and op, so nothing else would notice).
   Digest digest;
   digest.mix(grads_.size());
-  for (const Buffer& grad : grads_)
+  for (std::size_t i = 0; i < grads_.size(); ++i) {
+    const Buffer& grad = grads_[i];
     digest.mix(grad.count()).mix(static_cast<unsigned>(grad.dtype()));
+    // The kind of memory decides the path (host or NCCL) and, with where the device changes,
+    // the buckets; the device's index may differ between ranks (one GPU each).
+    digest.mix(static_cast<unsigned>(grad.device().type))
+        .mix(static_cast<unsigned>(i > 0 && grad.device() == grads_[i - 1].device()));
+  }
   digest.mix(options_.bucket_cap_bytes).mix(options_.first_bucket_cap_bytes);
   digest.mix(options_.communication_dtype
                  ? 1 + static_cast<std::uint64_t>(*options_.communication_dtype)
@@ -261,7 +267,8 @@ void GradientSynchronizer::check_same_registration(bool arguments_rejected) {
       agree_arguments(*comm_, digest, arguments_rejected, usable_timeout(options_.timeout));
   if (arguments_rejected) return;  // this rank throws its own error
   throw_if_disagreed(agreement, kGradientSynchronizer,
-                     "registered gradients (counts, dtypes, order) or options (bucket caps, "
+                     "registered gradients (counts, dtypes, kinds of memory, order) or options "
+                     "(bucket caps, "
                      "communication dtype, accumulation_steps, sync_each_batch, "
                      "exact_final_window, allow_unready)");
 }

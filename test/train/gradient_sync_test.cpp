@@ -497,6 +497,33 @@ TEST_CASE("broadcast_parameters: mixed dtypes and sizes around chunk_bytes",
   }));
 }
 
+TEST_CASE("broadcast_parameters: a managed parameter on the root goes with the others' host ones",
+          "[train][gradients][multiproc]") {
+  // Rank 0 loaded its checkpoint into managed memory (a view of host memory labelled so: no
+  // device runtime needed); the others hold ordinary memory. A large parameter (a broadcast of
+  // its own) must take the host path on every rank: the core sends an op on managed memory down
+  // the device path, which no other rank would meet.
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    CommunicatorOptions options;
+    options.timeout = std::chrono::seconds(10);  // a rank left alone fails, not hangs
+    auto comm = world(env, options);
+    constexpr std::size_t kBytes = 4096;
+    Buffer memory = Buffer::allocate(kBytes, DType::UInt8);
+    for (std::size_t k = 0; k < kBytes; ++k)
+      memory.data_as<std::uint8_t>()[k] = comm->rank() == 0 ? pattern(0, k) : 0;
+    Buffer param = memory;
+    if (comm->rank() == 0)
+      param = Buffer::view(memory.data(), {static_cast<std::int64_t>(kBytes)}, DType::UInt8,
+                           Device{DeviceType::CUDAManaged, 0}, {}, 0, memory.owner());
+    std::vector<Buffer> params{param};
+    train::broadcast_parameters(*comm, params, 0, 1024);
+    for (std::size_t k = 0; k < kBytes; ++k)
+      RANK_CHECK(memory.data_as<std::uint8_t>()[k] == pattern(0, k), "byte " << k);
+  }));
+}
+
 TEST_CASE(
     "ranks whose buckets are staged and ranks whose buckets are in place pair the same "
     "gradients",
@@ -610,6 +637,19 @@ TEST_CASE("a rank that registers other gradients or rejects its own is named on 
       expect_error([&] { GradientSynchronizer sync(comm, grads, options); },
                    ErrorCode::InvalidArgument, {"ranks " + std::to_string(last), "accumulation"},
                    "differing accumulation_steps");
+    }
+    // Rank `last` registers its middle gradient as pinned host memory (a view of host memory
+    // here; no device runtime needed) where the others have ordinary memory: alike in counts
+    // and dtypes, but a change of memory kind closes a bucket there (three buckets against one)
+    // and the kinds could take different paths.
+    {
+      std::vector<Buffer> grads{f32_filled(5, 0), f32_filled(5, 0), f32_filled(5, 0)};
+      if (r == last)
+        grads[1] = Buffer::view(grads[1].data(), {5}, DType::Float32,
+                                Device{DeviceType::CUDAHost, 0}, {}, 0, grads[1].owner());
+      expect_error([&] { GradientSynchronizer sync(comm, grads, with_timeout()); },
+                   ErrorCode::InvalidArgument, {"ranks " + std::to_string(last), "memory"},
+                   "differing kinds of memory");
     }
     // Rank `last` passes an int32 gradient: it names its gradient, the others name the rank.
     {

@@ -110,7 +110,8 @@ class GradientSynchronizer {
   /// device, and
   /// InvalidArgument for a null communicator, a communication dtype other than f16/bf16,
   /// accumulation_steps < 1, or a timeout that is not positive or exceeds kMaxTimeout.
-  /// Collective: one allgather of a digest of the registration (counts, dtypes, order, bucket
+  /// Collective: one allgather of a digest of the registration (counts, dtypes, kinds of memory
+  /// and where the device changes, order, bucket
   /// caps, communication dtype, accumulation_steps, sync_each_batch, exact_final_window,
   /// allow_unready), so a rank that registered differently, or whose arguments were rejected,
   /// is an InvalidArgument on every rank naming it.
