@@ -434,7 +434,8 @@ COHORT_API cohort_status_t cohort_buffer_kept_mappable_bytes(size_t* bytes);
 COHORT_API cohort_status_t cohort_buffer_release_kept_mappable(size_t* released_bytes);
 
 /// A borrowed descriptor of the buffer's memory, valid until cohort_buffer_destroy(buffer), to
-/// pass to the collectives. byte_offset is 0 (folded into data); strides are always set. A
+/// pass to the collectives. byte_offset is 0 (folded into data); strides are set unless ndim is
+/// 0 (NULL then, as DLPack allows). A
 /// read-only buffer's tensor, passed as this pointer, is refused as an output
 /// (COHORT_ERROR_INVALID_ARGUMENT, before anything moves); a caller's copy of the struct is
 /// not recognised as read-only and must not be passed as one.
@@ -443,7 +444,9 @@ COHORT_API cohort_status_t cohort_buffer_tensor(cohort_buffer_t buffer, const DL
 COHORT_API cohort_status_t cohort_buffer_is_read_only(cohort_buffer_t buffer, int* read_only);
 
 /// A new managed tensor viewing the buffer's memory (no copy). The caller owns it and must call
-/// its deleter once; the memory stays alive until then, even after cohort_buffer_destroy.
+/// its deleter once; the memory stays alive until then, even after cohort_buffer_destroy. A
+/// read-only buffer is COHORT_ERROR_INVALID_ARGUMENT (a legacy tensor cannot carry the flag):
+/// export it versioned.
 COHORT_API cohort_status_t cohort_buffer_to_dlpack(cohort_buffer_t buffer,
                                                    DLManagedTensor** tensor);
 /// As above, a DLPack 1.1 versioned tensor (read-only flag set from the buffer).

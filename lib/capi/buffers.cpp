@@ -103,6 +103,13 @@ cohort_status_t cohort_buffer_to_dlpack(cohort_buffer_t buffer, DLManagedTensor*
   return guarded(fn, [&] {
     const cohort_buffer& b = buffer_of(buffer, fn);
     require_out(tensor, fn, "tensor");
+    // A legacy tensor cannot say that its memory must not be written (the Python module
+    // refuses the same export).
+    if (b.buffer.read_only())
+      throw cohort::Error(cohort::ErrorCode::InvalidArgument,
+                          std::string(fn) +
+                              ": the buffer is read-only, which a legacy DLManagedTensor cannot "
+                              "signal; use cohort_buffer_to_dlpack_versioned");
     *tensor = cohort::to_dlpack(b.buffer);
   });
 }

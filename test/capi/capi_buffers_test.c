@@ -126,6 +126,12 @@ static void check_versioned_read_only(void) {
   OK(cohort_buffer_to_dlpack_versioned(buffer, &exported));
   CHECK((exported->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0, "the read-only flag was lost");
   exported->deleter(exported);
+  /* A legacy tensor would let its consumer write the producer's read-only memory. */
+  DLManagedTensor* legacy = (DLManagedTensor*)&p; /* overwritten with NULL on failure */
+  EXPECT_STATUS(cohort_buffer_to_dlpack(buffer, &legacy), COHORT_ERROR_INVALID_ARGUMENT);
+  CHECK(legacy == NULL, "a refused export left *tensor set");
+  CHECK(strstr(cohort_last_error_message(), "read-only") != NULL, "error: %s",
+        cohort_last_error_message());
   CHECK(p.deletions == 0, "deleted while the buffer is alive");
   OK(cohort_buffer_destroy(buffer));
   CHECK(p.deletions == 1, "%d deletions", p.deletions);
