@@ -157,6 +157,13 @@ void GradScaler::unscale(std::span<const Buffer> grads, int group) {
   }
   if (local_error) {
     agree_max(*comm_, 2.0f + static_cast<float>(comm_->rank()), options_.timeout);
+    // The others unscaled theirs and count the step as found-inf: so does this rank, or an
+    // update() everywhere would back off there only (and throw here, nothing recorded). Alone, a
+    // refused call records nothing (torch's unscale_ raises before it records).
+    if (comm_->size() > 1) {
+      g.stage = GroupStage::Rejected;
+      g.found_inf = true;
+    }
     std::rethrow_exception(local_error);
   }
 
@@ -198,7 +205,8 @@ bool GradScaler::step(std::span<const Buffer> grads, int group) {
         fmt::format("GradScaler::step: step() was already called for group {} since "
                     "the last update()",
                     group));
-  if (!recorded || recorded->stage == GroupStage::Ready) unscale(grads, group);
+  if (!recorded || recorded->stage == GroupStage::Ready || recorded->stage == GroupStage::Rejected)
+    unscale(grads, group);
   Group& g = group_state(group);
   g.stage = GroupStage::Stepped;
   return !g.found_inf;

@@ -506,5 +506,15 @@ TEST_CASE("one rank's rejected gradients are an error on every rank, not a wait"
     float one = 1.0f;
     comm->allreduce(Buffer::view(&one, 1, DType::Float32), ReduceOp::Sum);
     RANK_CHECK(one == static_cast<float>(env.world_size), "allreduce after the error: " << one);
+    // The engine skips the step and ends it everywhere: every rank backs off alike (2 * 0.5).
+    RANK_CHECK(scaler.found_inf(), "the refused step does not count as found-inf");
+    scaler.update();
+    RANK_CHECK(scaler.scale() == 1.0f, "scale after the refused step: " << scaler.scale());
+    RANK_CHECK(scaler.step_was_skipped(), "the refused step was not reported skipped");
+    // And the next step runs on every rank (its agreement pairs up).
+    Buffer next = f32({4.0f, 6.0f});
+    RANK_CHECK(scaler.step(std::vector<Buffer>{next}), "the next step was skipped");
+    expect_exact(next, std::vector<float>{4.0f, 6.0f}, "the next step's gradients (scale 1)");
+    scaler.update();
   }));
 }

@@ -122,6 +122,11 @@ class GradScaler {
   /// flag per device that is read back before the agreement (the only wait on the device). Throws
   /// InvalidUsage when `group` was already unscaled or stepped since the last update(). Disabled:
   /// does nothing.
+  /// A rank whose gradients are refused throws its InvalidArgument, after telling the others,
+  /// which throw InvalidArgument naming it (their gradients are unscaled by then). On every rank
+  /// the step then counts as one that found an inf: skip it and call update(), which backs off
+  /// alike everywhere. In a world of one a refused call records nothing (as torch's), and may be
+  /// retried with the gradients mended.
   void unscale(std::span<const Buffer> grads, int group = 0);
 
   /// Whether the optimizer of `group` should step: unscales first if unscale() was not called
@@ -154,7 +159,9 @@ class GradScaler {
   void load_state(const GradScalerState& state);
 
  private:
-  enum class GroupStage : std::uint8_t { Ready, Unscaled, Stepped };
+  /// Rejected: this rank refused its gradients (untouched) while other ranks unscaled theirs;
+  /// counts as found-inf, and may be unscaled again.
+  enum class GroupStage : std::uint8_t { Ready, Rejected, Unscaled, Stepped };
   struct Group {
     int id = 0;
     GroupStage stage = GroupStage::Ready;
