@@ -258,6 +258,42 @@ TEST_CASE("device-path refusals happen before anything is queued and leave it us
   for (int size : {1, 3}) REQUIRE_NOTHROW(run_ranks(size, refusals));
 }
 
+/// COHORT_DEBUG=detail on device buffers: the last rank passes 4 elements where the others pass
+/// 8, then rank 0 passes an empty device buffer without data (which takes the host path) where
+/// the others pass 8 on the device. Both are InvalidArgument on every rank naming the counts,
+/// with nothing queued on a device; then matching ops run.
+void debug_detail_on_device(const Environment& env) {
+  ::setenv("COHORT_DEBUG", "detail", 1);
+  auto fake = install_fake(env);
+  auto comm = world(env);
+  const int last = comm->size() - 1;
+  Buffer d = device_buffer(*fake, env.rank == last ? 4 : 8, DType::Float32);
+  fake->clear_calls();
+  expect_error([&] { comm->allreduce(d, ReduceOp::Sum); }, ErrorCode::InvalidArgument,
+               {"rank 0 has count=8", "rank " + std::to_string(last) + " has count=4"},
+               "count mismatch on device buffers");
+  RANK_CHECK(count_calls(*fake, "nccl") == 0,
+             "a disagreeing op reached NCCL: " << fake->calls().front());
+  Buffer eight = device_buffer(*fake, 8, DType::Float32);
+  const Buffer empty = Buffer::view(static_cast<void*>(nullptr), std::vector<std::int64_t>{0},
+                                    DType::Float32, Device::cuda(0));
+  expect_error([&] { comm->allreduce(env.rank == 0 ? empty : eight, ReduceOp::Sum); },
+               ErrorCode::InvalidArgument, {"rank 0 has count=0", "rank 1 has count=8"},
+               "an empty buffer on the host path against device buffers");
+  RANK_CHECK(!comm->is_poisoned(), "a mismatch poisoned the communicator");
+  for (std::size_t i = 0; i < 8; ++i) eight.data_as<float>()[i] = static_cast<float>(env.rank);
+  comm->allreduce(eight, ReduceOp::Sum);
+  const float want = static_cast<float>(comm->size() * (comm->size() - 1) / 2);
+  for (std::size_t i = 0; i < 8; ++i)
+    RANK_CHECK(eight.data_as<float>()[i] == want,
+               "element " << i << ": " << eight.data_as<float>()[i]);
+  ::unsetenv("COHORT_DEBUG");
+}
+
+TEST_CASE("COHORT_DEBUG=detail compares device ops' arguments across ranks", "[gpu]") {
+  for (int size : {2, 3}) REQUIRE_NOTHROW(run_ranks(size, debug_detail_on_device));
+}
+
 void streams_and_timeout(const Environment& env) {
   auto fake = install_fake(env);
   auto comm = world(env);
