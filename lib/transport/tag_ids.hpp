@@ -12,7 +12,9 @@
 //
 // Reuse is delayed on purpose: the group takes the first id after the highest id any member
 // allocated last (wrapping), so an id freed by a destroyed communicator is not handed out again
-// until the other 2046 were, and a stray message of the old communicator has long been drained.
+// until the other 2046 were. What its peers sent that nobody received (a failed op's messages)
+// is taken out when it goes (UcxHub::forget_tag_id, both the rings' and UCX's queues); the delay
+// covers a stray still in flight then.
 //
 // Concurrent splits on several threads of one process: only one of them (the "owner") offers
 // its mask at a time; the others offer a full mask, so their group finds no free id and the

@@ -199,3 +199,37 @@ TEST_CASE("a split that finds no common tag id by a member's deadline fails on e
         b, 0, 4, [](std::size_t) { return 3; }, "an allreduce on the new communicator");
   }));
 }
+
+TEST_CASE("a tag id handed out again does not deliver its old communicator's unreceived message",
+          "[comm][multiproc]") {
+  // Rank 1 sends a message on a dup() that rank 0 never receives; both destroy the dup. The
+  // tag id comes back after every other was handed out (tag_ids.hpp), which the loop below
+  // forces; on the dup that gets it, rank 0's receive must get the new communicator's message,
+  // not the old one that UCX kept all along. Shared memory off: UCX holds the message, not a
+  // fastbox.
+  REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
+    ::setenv("COHORT_SHARED_MEMORY", "off", 1);
+    auto w = world(env);
+    Buffer value = Buffer::allocate(4, DType::Int32);
+    {
+      auto stale = w->dup();
+      if (env.rank == 1) {
+        for (std::size_t i = 0; i < 4; ++i) set(value, i, 111.0);
+        stale->send(value, 0, 5);
+      }
+      w->barrier();  // after the send on the same connection: rank 0 has the message by now
+    }
+    // Every other id once (0 is the world's, the last the handshake's): the next is the old one.
+    for (std::uint32_t i = 0; i + 3 < transport::kTagIds; ++i) w->dup();
+    auto reused = w->dup();
+    if (env.rank == 1) {
+      for (std::size_t i = 0; i < 4; ++i) set(value, i, 222.0);
+      reused->send(value, 0, 5);
+    } else {
+      reused->recv(value, 1, 5);
+      expect_values(
+          value, 0, 4, [](std::size_t) { return 222.0; }, "the message on the reused tag id");
+    }
+    w->barrier();
+  }));
+}

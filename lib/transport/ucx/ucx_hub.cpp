@@ -740,6 +740,37 @@ void UcxHub::forget_tag_id(std::uint32_t id) noexcept {
     std::erase_if(peer->large_recvs, [&](const auto& count) { return of_id(count.first); });
     drop_unexpected(*peer, of_id);
   }
+  drain_unexpected_ucx(id);
+}
+
+void UcxHub::drain_unexpected_ucx(std::uint32_t id) noexcept {
+  // Messages a peer sent for a receive never posted (an op that failed, a send nobody
+  // received) wait in UCX's unexpected queue for as long as the worker lives, and would match
+  // the first receive of a communicator given this id later. Each is received into memory of
+  // its own, kept with the request (retained_) while a rendezvous still fills it.
+  const ucp_tag_t comm_mask = ((ucp_tag_t{1} << kCommBits) - 1) << 52;
+  const ucp_tag_t of_id = op_tag(id, 0, 0) & comm_mask;
+  progress_locked();  // what already arrived is matched against the queue first
+  for (;;) {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h message = ucp_tag_probe_nb(worker_.get(), of_id, comm_mask, 1, &info);
+    if (message == nullptr) return;
+    try {
+      auto sink =
+          std::shared_ptr<std::byte[]>(new std::byte[std::max<std::size_t>(info.length, 1)]);
+      UcxRequest request =
+          UcxRequest::recv_message(worker_.get(), sink.get(), info.length, message);
+      if (request.poll() != UCS_INPROGRESS) continue;
+      retained_.push_back(sink);  // first: if keeping the request fails, UCX still has memory
+      abandoned_.push_back(std::move(request));
+      abandoned_hint_.store(true, std::memory_order_relaxed);
+    } catch (const std::bad_alloc&) {
+      // Taken out of the queue, perhaps not received: its descriptor is lost (a leak, and a
+      // sender of a rendezvous then waits for its deadline), but no later receive matches it.
+      COHORT_LOG_ERROR("out of memory draining a {}-byte message of a destroyed communicator",
+                       info.length);
+    }
+  }
 }
 
 std::string UcxHub::description() const {

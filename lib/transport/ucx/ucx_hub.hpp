@@ -315,6 +315,8 @@ class UcxHub {
   [[noreturn]] void refuse_peer(int peer, const char* what) const;
   // The members below are called with mutex_ held.
   void check_liveness() noexcept;
+  /// Receives and discards every message with tag id `id` in UCX's unexpected queue.
+  void drain_unexpected_ucx(std::uint32_t id) noexcept;
   /// Frees the abandoned requests UCX has finished; once none is left, hands back the owners
   /// retain_until_quiet() kept, for the caller to drop after it lets go of the lock (their
   /// deleters are the application's code).

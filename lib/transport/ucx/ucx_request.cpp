@@ -48,6 +48,24 @@ UcxRequest UcxRequest::recv(ucp_worker_h worker, void* data, std::size_t bytes,
   return request;
 }
 
+UcxRequest UcxRequest::recv_message(ucp_worker_h worker, void* data, std::size_t bytes,
+                                    ucp_tag_message_h message) noexcept {
+  UcxRequest request(Kind::Recv, worker);
+  ucp_request_param_t param{};
+  const ucs_status_ptr_t result =
+      ucp_tag_msg_recv_nbx(worker, bytes ? data : &zero_byte_buffer, bytes, message, &param);
+  if (result == nullptr) {
+    request.status_ = UCS_OK;
+    request.received_ = bytes;
+  } else if (UCS_PTR_IS_ERR(result)) {
+    request.status_ = UCS_PTR_STATUS(result);
+  } else {
+    request.pending_ = result;
+    request.status_ = UCS_INPROGRESS;
+  }
+  return request;
+}
+
 UcxRequest UcxRequest::failed(Kind kind, ucs_status_t status) noexcept {
   UcxRequest request(kind, nullptr);
   request.status_ = status;

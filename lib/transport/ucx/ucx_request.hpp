@@ -22,6 +22,10 @@ class UcxRequest {
   /// Posts a tagged receive matching exactly `tag` (full mask). Never blocks.
   static UcxRequest recv(ucp_worker_h worker, void* data, std::size_t bytes,
                          ucp_tag_t tag) noexcept;
+  /// Receives a message taken from UCX's unexpected queue (ucp_tag_probe_nb with remove set)
+  /// into `data`, which holds its `bytes`. Never blocks.
+  static UcxRequest recv_message(ucp_worker_h worker, void* data, std::size_t bytes,
+                                 ucp_tag_message_h message) noexcept;
   /// A request that failed before reaching UCX.
   static UcxRequest failed(Kind kind, ucs_status_t status) noexcept;
   /// A request that completed without UCX (its message went through a fastbox): poll() says
