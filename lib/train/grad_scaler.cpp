@@ -140,6 +140,11 @@ void GradScaler::unscale(std::span<const Buffer> grads, int group) {
         fmt::format("GradScaler::unscale: group {} was already unscaled since the "
                     "last update()",
                     group));
+  if (g.stage == GroupStage::Rejected)
+    invalid_usage(
+        fmt::format("GradScaler::unscale: group {}'s gradients were refused in this step, which "
+                    "the other ranks skip; skip it too and call update()",
+                    group));
   if (g.stage == GroupStage::Stepped)
     invalid_usage(
         fmt::format("GradScaler::unscale: group {} was already stepped since the last "
@@ -205,8 +210,9 @@ bool GradScaler::step(std::span<const Buffer> grads, int group) {
         fmt::format("GradScaler::step: step() was already called for group {} since "
                     "the last update()",
                     group));
-  if (!recorded || recorded->stage == GroupStage::Ready || recorded->stage == GroupStage::Rejected)
-    unscale(grads, group);
+  // A refused group is not unscaled again: the other ranks, which did, skip the step without
+  // communicating, as this one does.
+  if (!recorded || recorded->stage == GroupStage::Ready) unscale(grads, group);
   Group& g = group_state(group);
   g.stage = GroupStage::Stepped;
   return !g.found_inf;

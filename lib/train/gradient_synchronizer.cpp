@@ -430,6 +430,9 @@ void GradientSynchronizer::finish() {
   while (next_launch_ < buckets_.size()) launch_bucket_locked(next_launch_++, /*forced=*/true);
   wait_and_unpack_locked();
   if (!buckets_.empty()) wait_for_device(buckets_.front()->device);  // every bucket's device
+  // Every gradient now holds the average, unready ones too: what a later micro-step of this
+  // window (sync_each_batch) sends for one left unready again.
+  marked_in_window_.assign(grads_.size(), true);
   const std::vector<int> ranks = ranks_with_unready_locked();
   if (!ranks.empty() && !options_.allow_unready) throw_unready_locked(ranks);
 }
@@ -493,6 +496,7 @@ void GradientSynchronizer::finish_in_place_locked() {
     }
   }
   wait_for_device(place);
+  marked_in_window_.assign(grads_.size(), true);  // as finish() says
 }
 
 void GradientSynchronizer::throw_unready_locked(const std::vector<int>& ranks) const {

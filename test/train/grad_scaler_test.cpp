@@ -506,8 +506,13 @@ TEST_CASE("one rank's rejected gradients are an error on every rank, not a wait"
     float one = 1.0f;
     comm->allreduce(Buffer::view(&one, 1, DType::Float32), ReduceOp::Sum);
     RANK_CHECK(one == static_cast<float>(env.world_size), "allreduce after the error: " << one);
-    // The engine skips the step and ends it everywhere: every rank backs off alike (2 * 0.5).
+    // The engine steps (a skip everywhere, no rank communicating) and ends the step: every rank
+    // backs off alike (2 * 0.5).
     RANK_CHECK(scaler.found_inf(), "the refused step does not count as found-inf");
+    if (r == 1)
+      expect_error([&] { scaler.unscale(std::vector<Buffer>{good}); }, ErrorCode::InvalidUsage,
+                   {"refused"}, "unscaling the refused group again");
+    RANK_CHECK(!scaler.step(std::vector<Buffer>{good}), "step() after the refusal did not skip");
     scaler.update();
     RANK_CHECK(scaler.scale() == 1.0f, "scale after the refused step: " << scaler.scale());
     RANK_CHECK(scaler.step_was_skipped(), "the refused step was not reported skipped");

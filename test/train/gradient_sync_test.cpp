@@ -345,6 +345,45 @@ TEST_CASE("allow_unready with accumulation: what earlier micro-steps added still
   }));
 }
 
+TEST_CASE("allow_unready with sync_each_batch: a gradient averaged earlier in the window counts",
+          "[train][gradients][multiproc]") {
+  // sync_each_batch reduces every micro-step. Rank 0 alone produces gradient 0 (4) in the first
+  // micro-step; the others leave it unready (holding 99): every rank then holds 4 / w. Nobody
+  // produces it in the second: every rank holds 4 / w and sends it, which averages to 4 / w
+  // (4 / w^2 when the ranks that had not marked it sent zeros).
+  const int size = GENERATE(2, 3);
+  const bool contiguous = GENERATE(false, true);
+  CAPTURE(size, contiguous);
+  REQUIRE_NOTHROW(run_ranks(size, [&](const Environment& env) {
+    auto comm = world(env);
+    const double w = env.world_size;
+    const std::vector<std::size_t> counts{4, 4};
+    std::vector<Buffer> grads;
+    if (contiguous) {
+      grads = train::contiguous_gradients(counts, DType::Float32);
+    } else {
+      for (std::size_t count : counts) grads.push_back(f32_filled(count, 0));
+    }
+    GradientSyncOptions options = with_timeout();
+    options.allow_unready = true;
+    options.accumulation_steps = 2;
+    options.sync_each_batch = true;
+    GradientSynchronizer sync(comm, grads, options);
+    fill(grads[0], comm->rank() == 0 ? 4.0f : 99.0f);
+    fill(grads[1], 1.0f);
+    sync.begin_micro_step();
+    if (comm->rank() == 0) sync.mark_ready(0);
+    sync.mark_ready(1);
+    sync.finish();
+    expect_all(grads[0], 4 / w, "gradient 0 after the first micro-step");
+    sync.begin_micro_step();
+    sync.mark_ready(1);
+    sync.finish();
+    expect_all(grads[0], 4 / w, "gradient 0 after the second micro-step, unready everywhere");
+    expect_all(grads[1], 1.0, "gradient 1");
+  }));
+}
+
 TEST_CASE("bad arguments and call order fail with clear errors", "[train][gradients][multiproc]") {
   REQUIRE_NOTHROW(run_ranks(1, [](const Environment& env) {
     auto comm = world(env);

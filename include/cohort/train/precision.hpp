@@ -125,8 +125,9 @@ class GradScaler {
   /// A rank whose gradients are refused throws its InvalidArgument, after telling the others,
   /// which throw InvalidArgument naming it (their gradients are unscaled by then). On every rank
   /// the step then counts as one that found an inf: skip it and call update(), which backs off
-  /// alike everywhere. In a world of one a refused call records nothing (as torch's), and may be
-  /// retried with the gradients mended.
+  /// alike everywhere (step() then returns false without unscaling; another unscale() of the
+  /// group is InvalidUsage). In a world of one a refused call records nothing (as torch's), and
+  /// may be retried with the gradients mended.
   void unscale(std::span<const Buffer> grads, int group = 0);
 
   /// Whether the optimizer of `group` should step: unscales first if unscale() was not called
@@ -160,7 +161,7 @@ class GradScaler {
 
  private:
   /// Rejected: this rank refused its gradients (untouched) while other ranks unscaled theirs;
-  /// counts as found-inf, and may be unscaled again.
+  /// counts as found-inf; step() skips, as on those ranks.
   enum class GroupStage : std::uint8_t { Ready, Rejected, Unscaled, Stepped };
   struct Group {
     int id = 0;
