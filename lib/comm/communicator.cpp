@@ -287,8 +287,8 @@ void Communicator::send(const Buffer& in, int peer, int tag, const CollectiveOpt
   const comm::PointToPoint p2p = plan_p2p(*impl_, true, in, peer, tag);  // checked first
   try {
     impl_->executor->run_p2p(p2p_timeout(*impl_, true, o), p2p);
-  } catch (const Error&) {
-    impl_->executor->retain_until_quiet(in.owner());  // see Impl::run
+  } catch (const Error& e) {
+    if (e.context().sequence) impl_->executor->retain_until_quiet(in.owner());  // see Impl::run
     throw;
   }
 }
@@ -301,8 +301,8 @@ void Communicator::recv(const Buffer& out, int peer, int tag, const CollectiveOp
   const comm::PointToPoint p2p = plan_p2p(*impl_, false, out, peer, tag);  // checked first
   try {
     impl_->executor->run_p2p(p2p_timeout(*impl_, false, o), p2p);
-  } catch (const Error&) {
-    impl_->executor->retain_until_quiet(out.owner());  // see Impl::run
+  } catch (const Error& e) {
+    if (e.context().sequence) impl_->executor->retain_until_quiet(out.owner());  // see Impl::run
     throw;
   }
 }
@@ -346,8 +346,9 @@ void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int s
   send.owner = in.owner();
   try {
     impl_->executor->run_sendrecv(timeout, std::move(recv), std::move(send));
-  } catch (const Error&) {
-    impl_->executor->retain_until_quiet(in.owner(), out.owner());  // see Impl::run
+  } catch (const Error& e) {
+    if (e.context().sequence)
+      impl_->executor->retain_until_quiet(in.owner(), out.owner());  // see Impl::run
     throw;
   }
 }

@@ -155,8 +155,11 @@ struct Communicator::Impl {
            const Buffer& in, const Buffer& out) {
     try {
       run(options, args, where);
-    } catch (const Error&) {
-      if (!where.on_device()) executor->retain_until_quiet(in.owner(), out.owner());
+    } catch (const Error& e) {
+      // Only an op that took a number can have posted anything (not a refusal, nor a poisoned
+      // communicator's fast failure).
+      if (e.context().sequence && !where.on_device())
+        executor->retain_until_quiet(in.owner(), out.owner());
       throw;
     }
   }

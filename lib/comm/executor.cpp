@@ -688,8 +688,8 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
 }
 
 void Executor::retain_until_quiet(std::shared_ptr<void> keep, std::shared_ptr<void> also) noexcept {
-  if (keep) transport_.retain_until_quiet(std::move(keep));
-  if (also) transport_.retain_until_quiet(std::move(also));
+  if (keep) transport_.retain_until_quiet(tag_id_, std::move(keep));
+  if (also) transport_.retain_until_quiet(tag_id_, std::move(also));
 }
 
 InFlightTransfers::Posted Executor::post_transfer(

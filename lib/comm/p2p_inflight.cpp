@@ -114,7 +114,7 @@ void InFlightTransfers::cancel_all(
     for (Transfer& t : released) {
       // A transfer UCX could not take back may still touch the buffer: the transport keeps
       // its owner until that ended.
-      transport_.retain_until_quiet(std::move(t.owner));
+      transport_.retain_until_quiet(tag_id_, std::move(t.owner));
       t.work->complete(std::make_exception_ptr(t.failed ? cause : unusable(t.work->context())));
     }
   } catch (const std::exception& e) {

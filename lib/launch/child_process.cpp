@@ -78,14 +78,18 @@ void ChildProcess::abandon() noexcept {
   try {
     // Blocks until the kernel call returns or the tracer lets go; then the zombie is gone.
     start_quiet_detached([pid, pidfd = open_pidfd(pid)] {
-      siginfo_t info{};
+      // P_PIDFD by its value: glibc names it only from 2.36 (Linux has it from 5.4).
+      constexpr auto kPidfd = static_cast<idtype_t>(3);
       if (pidfd.valid()) {
-        while (::waitid(P_PIDFD, static_cast<id_t>(pidfd.get()), &info, WEXITED) < 0 &&
-               errno == EINTR) {
-        }
-        return;
+        siginfo_t info{};
+        int rc;
+        do {
+          rc = ::waitid(kPidfd, static_cast<id_t>(pidfd.get()), &info, WEXITED);
+        } while (rc < 0 && errno == EINTR);
+        if (rc == 0 || errno != EINVAL) return;  // reaped, or reaped by the launcher (ECHILD)
       }
-      // No pidfd (a kernel before 5.3): the pid it is, with the window described above.
+      // No pidfd, or a kernel that cannot wait on one (5.3): the pid it is, with the window
+      // described above.
       while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
       }
     });

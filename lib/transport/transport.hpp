@@ -77,11 +77,15 @@ class Transport {
   /// read it; a receive already being filled) goes on, and its memory must stay valid until it
   /// ends or the connections close: see retain_until_quiet().
   virtual void cancel_all() noexcept = 0;
-  /// Keeps `keep` (the owners of a failed op's buffers) alive until no request cancel_all() gave
-  /// up on while it was still in flight, on these connections (every transport derived from
-  /// them), can touch memory any more: those requests ended, or the connections closed. Dropped
-  /// at once when there is none. Call after cancel_all(). Never throws.
-  virtual void retain_until_quiet(std::shared_ptr<void> keep) noexcept { keep.reset(); }
+  /// Keeps `keep` (the owners of a failed op's buffers) alive until no request of tag id
+  /// `tag_id` (the op's communicator) that cancel_all() gave up on while it was still in flight,
+  /// on these connections (every transport derived from them), can touch memory any more: those
+  /// requests ended, or the connections closed. Dropped at once when there is none. Call after
+  /// cancel_all(). Never throws.
+  virtual void retain_until_quiet(std::uint32_t tag_id, std::shared_ptr<void> keep) noexcept {
+    (void)tag_id;
+    keep.reset();
+  }
   /// Communicator::abort() or another op's failure: every wait() on this transport, the one
   /// running on another thread included, throws Error(InvalidUsage) with `message` ("aborted:
   /// <reason>") within about a millisecond, and so does every later one. Irreversible;

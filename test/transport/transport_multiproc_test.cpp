@@ -744,3 +744,61 @@ TEST_CASE("a thread the system gives no eventfd to still ends its wait on an abo
       },
       bounded()));
 }
+
+TEST_CASE("a cancelled send UCX still has keeps what its tag id's failed ops retain, no more",
+          "[transport][multiproc]") {
+  // Rank 0's 8 MiB send (tag id 6) times out before rank 1 receives it, and is cancelled: UCX
+  // goes on with it. What is retained for tag id 6 stays until the send ended; what is
+  // retained for tag id 7, which abandoned nothing, goes at once (a send that never ends must
+  // not pin every later failure's memory). Shared memory off: UCX carries the message.
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        ScopedEnv no_fastboxes("COHORT_SHARED_MEMORY", "off");
+        cohort::reload_tunables();
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr std::size_t kBytes = 8 << 20;
+        static std::atomic<bool> kept_released{false}, other_released{false};
+        if (env.rank == 0) {
+          auto data = std::make_shared<std::vector<std::uint8_t>>(kBytes);
+          for (std::size_t i = 0; i < kBytes; ++i) (*data)[i] = pattern(0, 1, i, 3);
+          const Request sent = t->post_send(1, data->data(), kBytes, op_tag(6, 1, 0));
+          try {
+            wait_one(*t, sent, 200ms, "the send nobody receives yet");
+            throw std::runtime_error("the send ended before its receive was posted");
+          } catch (const cohort::Error& e) {
+            expect(e.code() == cohort::ErrorCode::Timeout, e.what());
+          }
+          t->cancel_all();
+          t->retain_until_quiet(7, std::shared_ptr<void>(new int(0), [](void* p) {
+                                  delete static_cast<int*>(p);
+                                  other_released = true;
+                                }));
+          expect(other_released, "memory retained for a tag id that abandoned nothing was kept");
+          t->retain_until_quiet(
+              6, std::shared_ptr<void>(data.get(), [data](void*) { kept_released = true; }));
+          data.reset();
+          expect(!kept_released, "the cancelled send's memory was let go while UCX had it");
+          store->set_string("kept/failed", "1");
+        } else {
+          store->get("kept/failed", 30s);
+          std::vector<std::uint8_t> got(kBytes);
+          wait_one(*t, t->post_recv(0, got.data(), kBytes, op_tag(6, 1, 0)), 30s, "late receive");
+          for (std::size_t i = 0; i < kBytes; ++i)
+            if (got[i] != pattern(0, 1, i, 3)) expect(false, "byte " + std::to_string(i));
+        }
+        // Rank 0 learns that the send ended through progress: rounds of an exchange of "let go
+        // yet?" until it says yes, at most 1000.
+        std::uint8_t mine = 0, theirs = 0;
+        for (std::uint32_t round = 0; round < 1000; ++round) {
+          mine = env.rank == 0 && kept_released ? 1 : 0;
+          const Request exchange[] = {t->post_recv(1 - env.rank, &theirs, 1, op_tag(8, round, 0)),
+                                      t->post_send(1 - env.rank, &mine, 1, op_tag(8, round, 0))};
+          t->wait(exchange, after(30s), "released yet?");
+          if (mine != 0 || theirs != 0) break;
+        }
+        expect(mine != 0 || theirs != 0, "the send's memory was kept after it ended");
+      },
+      bounded()));
+}

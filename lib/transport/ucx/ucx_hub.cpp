@@ -135,7 +135,7 @@ UcxHub::~UcxHub() {
   // Every view cancelled its own requests when it went; what is left is the handshake's, if any.
   // The owners kept for abandoned requests go last, after the lock (their deleters are the
   // application's), once the endpoints are closed and UCX has let go of their memory.
-  std::vector<std::shared_ptr<void>> retained;
+  std::vector<Retained> retained;
   std::lock_guard lock(mutex_);
   // Senders waiting for this rank's answer to an announcement get it: the ones in the rings or
   // taken from them and never received, and acks still waiting for room (for a bounded time,
@@ -690,7 +690,9 @@ void UcxHub::cancel_owned(const void* owner) noexcept {
       // UCX goes on with it whether or not it is freed: keep it, so that the memory's owners
       // (retain_until_quiet) are let go only once it ended.
       try {
-        abandoned_.push_back(std::move(pending.request));
+        abandoned_.push_back(Abandoned{std::move(pending.request), tag_comm(pending.tag)});
+        // Closed by force at the end (after a flush), which is what ends it if nothing else does.
+        peers_[static_cast<std::size_t>(pending.peer)]->abandoned_send = true;
         ++kept;
       } catch (const std::bad_alloc&) {
         COHORT_LOG_ERROR(
@@ -707,14 +709,16 @@ void UcxHub::cancel_owned(const void* owner) noexcept {
                      kept);
 }
 
-void UcxHub::retain_until_quiet(std::shared_ptr<void> keep) noexcept {
+void UcxHub::retain_until_quiet(std::uint32_t tag_id, std::shared_ptr<void> keep) noexcept {
   if (!keep) return;
   std::vector<std::shared_ptr<void>> dropped;  // declared first: dropped after the lock
   std::lock_guard lock(mutex_);
   dropped = reap_abandoned();
-  if (abandoned_.empty()) return;  // `keep` goes with the caller's argument
+  const bool in_flight = std::any_of(abandoned_.begin(), abandoned_.end(),
+                                     [tag_id](const Abandoned& a) { return a.tag_id == tag_id; });
+  if (!in_flight) return;  // `keep` goes with the caller's argument
   try {
-    retained_.push_back(std::move(keep));
+    retained_.push_back(Retained{tag_id, std::move(keep)});
   } catch (const std::bad_alloc&) {
     COHORT_LOG_ERROR(
         "out of memory keeping the buffers of a failed op; UCX may touch them after "
@@ -723,10 +727,21 @@ void UcxHub::retain_until_quiet(std::shared_ptr<void> keep) noexcept {
 }
 
 std::vector<std::shared_ptr<void>> UcxHub::reap_abandoned() noexcept {
-  std::erase_if(abandoned_, [](UcxRequest& request) { return request.poll() != UCS_INPROGRESS; });
+  std::erase_if(abandoned_, [](Abandoned& a) { return a.request.poll() != UCS_INPROGRESS; });
   abandoned_hint_.store(!abandoned_.empty(), std::memory_order_relaxed);
-  if (!abandoned_.empty()) return {};
-  return std::exchange(retained_, {});
+  std::vector<std::shared_ptr<void>> released;
+  std::erase_if(retained_, [&](Retained& r) {
+    const bool waiting = std::any_of(abandoned_.begin(), abandoned_.end(),
+                                     [&r](const Abandoned& a) { return a.tag_id == r.tag_id; });
+    if (waiting) return false;
+    try {
+      released.push_back(std::move(r.keep));
+    } catch (const std::bad_alloc&) {
+      // Out of memory moving it out: dropped here, under the lock.
+    }
+    return true;
+  });
+  return released;
 }
 
 void UcxHub::forget_tag_id(std::uint32_t id) noexcept {
@@ -761,8 +776,9 @@ void UcxHub::drain_unexpected_ucx(std::uint32_t id) noexcept {
       UcxRequest request =
           UcxRequest::recv_message(worker_.get(), sink.get(), info.length, message);
       if (request.poll() != UCS_INPROGRESS) continue;
-      retained_.push_back(sink);  // first: if keeping the request fails, UCX still has memory
-      abandoned_.push_back(std::move(request));
+      retained_.push_back(Retained{id, sink});  // first: if keeping the request fails, the
+                                                // memory UCX fills is still kept
+      abandoned_.push_back(Abandoned{std::move(request), id});
       abandoned_hint_.store(true, std::memory_order_relaxed);
     } catch (const std::bad_alloc&) {
       // Taken out of the queue, perhaps not received: its descriptor is lost (a leak, and a

@@ -152,9 +152,9 @@ class UcxHub {
   /// send in flight, a receive already being filled) is kept, not freed, until it ends or the
   /// endpoints close (abandoned_). Never throws.
   void cancel_owned(const void* owner) noexcept;
-  /// Transport::retain_until_quiet: `keep` lives until no request cancel_owned() abandoned is
-  /// left (dropped at once when there is none). Never throws.
-  void retain_until_quiet(std::shared_ptr<void> keep) noexcept;
+  /// Transport::retain_until_quiet: `keep` lives until no request of tag id `tag_id` that
+  /// cancel_owned() abandoned is left (dropped at once when there is none). Never throws.
+  void retain_until_quiet(std::uint32_t tag_id, std::shared_ptr<void> keep) noexcept;
   /// The communicator with tag id `id` is gone on this rank: forgets its per-tag counts of
   /// messages too large for the rings, and its messages taken from a ring that no receive will
   /// claim now. Call after cancel_owned for its requests. Never throws.
@@ -207,7 +207,8 @@ class UcxHub {
     int rank = -1;
     bool same_host = false;
     bool failed = false;
-    /// A UCX send to this peer was released still in flight (cancelled, or its owner gone). UCX
+    /// A UCX send to this peer was released still in flight (cancelled, or its owner gone), or a
+    /// matched receive from it was kept in flight (abandoned_; a forced close ends it too). UCX
     /// cannot cancel a send, so a rendezvous the peer never received would stay in the endpoint:
     /// UCX 1.13 then aborts when the worker is destroyed (ucp_ep.c, "proto_reqs"). The endpoint
     /// is therefore flushed and then closed by force at teardown (where it handles peer failure,
@@ -317,8 +318,8 @@ class UcxHub {
   void check_liveness() noexcept;
   /// Receives and discards every message with tag id `id` in UCX's unexpected queue.
   void drain_unexpected_ucx(std::uint32_t id) noexcept;
-  /// Frees the abandoned requests UCX has finished; once none is left, hands back the owners
-  /// retain_until_quiet() kept, for the caller to drop after it lets go of the lock (their
+  /// Frees the abandoned requests UCX has finished, and hands back the owners retain_until_quiet()
+  /// kept for tag ids none is left of, for the caller to drop after it lets go of the lock (their
   /// deleters are the application's code).
   std::vector<std::shared_ptr<void>> reap_abandoned() noexcept;
   /// Progresses the worker and the rings; wakes sleeping threads when something happened.
@@ -595,10 +596,20 @@ class UcxHub {
   /// Requests cancel_owned() gave up on while UCX still had them: a send UCX may still read
   /// (a rendezvous whose receiver comes late), a receive it may still be filling. Freeing one
   /// would not stop UCX; the memory must stay valid until it ends or the endpoints close.
-  std::vector<UcxRequest> abandoned_;
+  /// Each with the tag id of its communicator, whose failed ops' memory waits for it alone: a
+  /// send that never ends (its receiver cancelled too) keeps only its own communicator's.
+  struct Abandoned {
+    UcxRequest request;
+    std::uint32_t tag_id;
+  };
+  std::vector<Abandoned> abandoned_;
   /// The owners of that memory, as far as the communicators had them (retain_until_quiet).
-  std::vector<std::shared_ptr<void>> retained_;
-  /// !abandoned_.empty(), readable without the lock (test() and wait() reap when set).
+  struct Retained {
+    std::uint32_t tag_id;
+    std::shared_ptr<void> keep;
+  };
+  std::vector<Retained> retained_;
+  /// !abandoned_.empty(), readable without the lock (wait() reaps when set).
   std::atomic<bool> abandoned_hint_{false};
   /// A fastbox receive whose rendezvous copy is Ready, and the message it copies. Kept here, not
   /// in Pending: every small receive would carry (and build) it.

@@ -60,8 +60,8 @@ void UcxTransport::cancel_all() noexcept {
   hub_->cancel_owned(this);
 }
 
-void UcxTransport::retain_until_quiet(std::shared_ptr<void> keep) noexcept {
-  hub_->retain_until_quiet(std::move(keep));
+void UcxTransport::retain_until_quiet(std::uint32_t tag_id, std::shared_ptr<void> keep) noexcept {
+  hub_->retain_until_quiet(tag_id, std::move(keep));
 }
 
 std::string UcxTransport::description() const {

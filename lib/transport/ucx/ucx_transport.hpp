@@ -33,7 +33,7 @@ class UcxTransport final : public Transport {
   void wait(std::span<const Request> requests, Deadline deadline, const std::string& what) override;
   bool test(const Request& request) override;
   void cancel_all() noexcept override;
-  void retain_until_quiet(std::shared_ptr<void> keep) noexcept override;
+  void retain_until_quiet(std::uint32_t tag_id, std::shared_ptr<void> keep) noexcept override;
   void interrupt(const std::string& reason) noexcept override;
   void set_side_work(SideWork* side_work) noexcept override {
     interruption_.set_side_work(side_work);
