@@ -149,6 +149,11 @@ void HostGroups::interrupt(const std::string& reason) noexcept {
   if (local_arenas_) local_arenas_->interrupt(reason);
 }
 
+void HostGroups::give_scratch(std::vector<ScratchPool>& pools) {
+  pools.push_back(std::move(staging_));
+  pools.push_back(std::move(buffers_));
+}
+
 void HostGroups::cancel_all() noexcept {
   std::lock_guard lock(mutex_);
   if (local_) local_->cancel_all();

@@ -77,6 +77,18 @@ Work p2p_on_device(Communicator::Impl& impl, const CollectiveOptions& o, bool is
 
 }  // namespace
 
+Communicator::Impl::ScratchRetirement::~ScratchRetirement() {
+  if (!impl->transport) return;
+  try {
+    auto pools = std::make_shared<std::vector<algorithms::ScratchPool>>();
+    pools->push_back(std::move(impl->staging));
+    if (impl->host_groups) impl->host_groups->give_scratch(*pools);
+    impl->transport->retain_until_quiet(impl->tag_id, std::move(pools));
+  } catch (const std::bad_alloc&) {
+    // Out of memory: freed with the communicator, as before there was anything to keep them.
+  }
+}
+
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Communicator::~Communicator() = default;
 

@@ -65,6 +65,7 @@ void finish_impl(Communicator::Impl& impl, const CommunicatorSetup& setup, std::
   // Hosts are told apart only when the arena cannot span the communicator; three ranks are the
   // fewest that can make two hosts with two ranks on one.
   impl.host_groups = std::make_unique<algorithms::HostGroups>(impl.host_ranks, impl.size >= 3);
+  impl.tag_id = tag_id;
   impl.executor =
       std::make_unique<Executor>(*impl.transport, impl.arenas.get(), impl.host_groups.get(),
                                  impl.rank, impl.size, impl.id, tag_id, impl.job_id);

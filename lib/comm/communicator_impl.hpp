@@ -83,6 +83,15 @@ struct Communicator::Impl {
   /// For inputs that must be copied aside (aliasing alltoall, in-place reduce); only the thread
   /// driving the transport touches it.
   algorithms::ScratchPool staging;
+  /// The communicator's field in message tags (transport/tag_ids.hpp).
+  std::uint32_t tag_id = 0;
+  /// Destroyed after the executor (whose thread has ended by then) and before the scratch above:
+  /// hands `staging` and the host groups' scratch to the transport (retain_until_quiet), which
+  /// keeps them while a failed op's receive UCX still fills may be writing into them.
+  struct ScratchRetirement {
+    Impl* impl;
+    ~ScratchRetirement();
+  } retirement{this};
   /// Declared after the transport so it is destroyed first: its thread finishes before the
   /// transport goes.
   std::unique_ptr<comm::Executor> executor;

@@ -87,6 +87,13 @@ Executor::~Executor() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // A failed op's receive UCX still fills may be writing into the scratch: the transport keeps
+  // it that long (dropped at once when nothing of this communicator is left in flight).
+  try {
+    transport_.retain_until_quiet(tag_id_,
+                                  std::make_shared<algorithms::ScratchPool>(std::move(scratch_)));
+  } catch (const std::bad_alloc&) {
+  }
   // Nothing drives any more: no wait runs on them.
   transport_.set_side_work(nullptr);
   if (arenas_ != nullptr) arenas_->set_side_work(nullptr);
