@@ -149,9 +149,17 @@ void HostGroups::interrupt(const std::string& reason) noexcept {
   if (local_arenas_) local_arenas_->interrupt(reason);
 }
 
-void HostGroups::give_scratch(std::vector<ScratchPool>& pools) {
-  pools.push_back(std::move(staging_));
-  pools.push_back(std::move(buffers_));
+std::shared_ptr<void> HostGroups::take_scratch() {
+  struct Kept {
+    ScratchPool staging, buffers;
+    MappableBlock mappable;
+  };
+  auto kept = std::make_shared<Kept>();
+  kept->staging = std::move(staging_);
+  kept->buffers = std::move(buffers_);
+  kept->mappable.base = std::exchange(mappable_.base, nullptr);
+  kept->mappable.bytes = std::exchange(mappable_.bytes, 0);
+  return kept;
 }
 
 void HostGroups::cancel_all() noexcept {

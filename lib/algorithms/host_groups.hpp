@@ -68,9 +68,9 @@ class HostGroups {
 
   /// Communicator::abort(): waits in the groups' views and arena (now or later) throw.
   void interrupt(const std::string& reason) noexcept;
-  /// Moves the groups' scratch into `pools` (the communicator is going: see
-  /// Communicator::Impl::ScratchRetirement). The groups run no op after this.
-  void give_scratch(std::vector<ScratchPool>& pools);
+  /// The groups' scratch, their mappable staging included, moved into one object (the
+  /// communicator is going: see Communicator::Impl::ScratchRetirement). No op runs after this.
+  std::shared_ptr<void> take_scratch();
   /// The communicator failed: cancels the requests left in the groups' views (a hierarchical
   /// op's receives post into its output), as Transport::cancel_all. By the thread that drives
   /// the communicator's ops.

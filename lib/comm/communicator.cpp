@@ -80,10 +80,10 @@ Work p2p_on_device(Communicator::Impl& impl, const CollectiveOptions& o, bool is
 Communicator::Impl::ScratchRetirement::~ScratchRetirement() {
   if (!impl->transport) return;
   try {
-    auto pools = std::make_shared<std::vector<algorithms::ScratchPool>>();
-    pools->push_back(std::move(impl->staging));
-    if (impl->host_groups) impl->host_groups->give_scratch(*pools);
-    impl->transport->retain_until_quiet(impl->tag_id, std::move(pools));
+    impl->transport->retain_until_quiet(
+        impl->tag_id, std::make_shared<algorithms::ScratchPool>(std::move(impl->staging)));
+    if (impl->host_groups)
+      impl->transport->retain_until_quiet(impl->tag_id, impl->host_groups->take_scratch());
   } catch (const std::bad_alloc&) {
     // Out of memory: freed with the communicator, as before there was anything to keep them.
   }

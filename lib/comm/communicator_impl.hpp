@@ -196,14 +196,41 @@ struct Communicator::Impl {
       comm::check_distinct_on_device(name, args);
     const gpu::DeviceBackend::Prepared prepared =
         gpu->prepare(name, where.cuda_device, dtype, reduce_op);
+    if (op.fingerprint && (!async || algorithms::moves_nothing(args))) {
+      // COHORT_DEBUG=detail, after this rank's own refusals: the ranks' arguments are compared
+      // over the host connections, as a host op's are, by a host op of its own number that
+      // moves nothing else. A rank whose arguments disagree (a count, a root, or a 0-element
+      // buffer without data that took the host path) meets this one there, and every rank
+      // throws InvalidArgument naming it before anything is queued on a device. Forced host
+      // algorithms do not apply here. Not for an *_async op, which must not wait for its peers,
+      // unless it moves nothing: then the comparison is all it does, on every path (see run()).
+      comm::OpInfo check = op;
+      auto fingerprint = std::make_shared<comm::Fingerprint>(*op.fingerprint);
+      fingerprint->algorithm = Algorithm::Auto;
+      check.fingerprint = std::move(fingerprint);
+      check.forced = Algorithm::Auto;
+      if (algorithms::moves_nothing(args)) {
+        if (async) return executor->submit(std::move(check), [](const algorithms::OpContext&) {});
+        executor->run(std::move(check), [](const algorithms::OpContext&) {});
+        return Work(detail::finished_work());
+      }
+      executor->run(std::move(check), [](const algorithms::OpContext&) {});
+    }
     return comm::run_device_op(
         *executor, *gpu, std::move(op), prepared, options.stream, async,
         [&args](const gpu::Launch& l) { gpu::enqueue(l, args); }, std::move(keepalive));
   }
 
-  /// Runs a validated collective to completion (inline when nothing is ahead of it).
+  /// Runs a validated collective to completion (inline when nothing is ahead of it). Under
+  /// COHORT_DEBUG=detail an op that moves nothing (skipped_as_empty() lets it through to be
+  /// compared) is the comparison alone: its algorithm could still exchange set-up messages with
+  /// peers whose empty buffer took the device path, which compare and do nothing else.
   template <class Args>
   void run(const CollectiveOptions& options, const Args& args) {
+    if (debug_detail && algorithms::moves_nothing(args)) {
+      executor->run(info(options, args), [](const algorithms::OpContext&) {});
+      return;
+    }
     executor->run(info(options, args), [this, &args, forced = options.algorithm](
                                            const algorithms::OpContext& ctx) {
       executor->note_algorithm(algorithms::run_collective(ctx, staging, args, forced));
@@ -216,6 +243,8 @@ struct Communicator::Impl {
   Work submit(const CollectiveOptions& options, Args args, comm::Held held) {
     comm::OpInfo op = info(options, args);
     op.footprint = comm::used_part(held.footprint, args);
+    if (debug_detail && algorithms::moves_nothing(args))  // as run() says
+      return executor->submit(std::move(op), [](const algorithms::OpContext&) {});
     // The executor by its address, not through `executor`: the queue may be drained by the
     // progress thread while that unique_ptr is being destroyed.
     comm::Executor* const runner = executor.get();

@@ -18,15 +18,7 @@ Work run_device_op(Executor& executor, gpu::DeviceBackend& gpu, OpInfo op,
                    const std::optional<DevicePeers>& peers) {
   // A forced host algorithm does not apply here (NCCL runs), so errors do not name it.
   op.forced = Algorithm::Auto;
-  if (op.fingerprint) {
-    // COHORT_DEBUG=detail: the ranks' arguments are compared over the host connections first,
-    // as a host op's are, by a host op of its own number that moves nothing else. A rank whose
-    // arguments disagree (a count, a root, or a 0-element buffer without data that took the host
-    // path) meets this one there, and every rank throws InvalidArgument naming it, before
-    // anything is queued on a device.
-    executor.run(op, [](const algorithms::OpContext&) {});
-    op.fingerprint.reset();
-  }
+  op.fingerprint.reset();  // compared already, if at all (Impl::run_on_device)
   const std::uint32_t seq = executor.begin_external(op);
   ErrorContext context = executor.context_of(op, seq);
   if (peers) {

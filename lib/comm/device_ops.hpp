@@ -31,9 +31,7 @@ struct DevicePeers {
 /// Numbers `op`, queues `body` through `gpu` and returns its Work (async) or waits for it
 /// (blocking; then the returned Work is empty). A failure while queueing (NCCL set-up timing
 /// out, a device error) fails the op and poisons the communicator, as one seen later does.
-/// `peers`: set for a send, receive or sendrecv, which its errors name. With `op.fingerprint`
-/// (COHORT_DEBUG=detail) the ranks' arguments are first compared by a host op of its own number
-/// (a mismatch is InvalidArgument, nothing queued, the communicator usable).
+/// `peers`: set for a send, receive or sendrecv, which its errors name.
 Work run_device_op(Executor& executor, gpu::DeviceBackend& gpu, OpInfo op,
                    const gpu::DeviceBackend::Prepared& prepared, std::optional<Stream> stream,
                    bool async, const std::function<void(const gpu::Launch&)>& body,

@@ -665,6 +665,7 @@ void Executor::execute_p2p_blocking(std::chrono::milliseconds timeout, std::uint
 }
 
 void Executor::execute_queued(QueuedOp& op) noexcept {
+  bool ran = false;  // whether the op may have posted anything
   try {
     {
       std::lock_guard lock(mutex_);
@@ -677,6 +678,7 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
         op.work->complete(nullptr);
       return;
     }
+    ran = true;
     execute(op.info, op.seq, BodyRef(op.body), op.queued_at);
     // The buffers' owners go before the waiters wake, as a send's or receive's do: a finished
     // Work no longer holds its buffers (Python's exporters, say, may resize them at once).
@@ -686,7 +688,7 @@ void Executor::execute_queued(QueuedOp& op) noexcept {
     // What the failure left in flight at the transport may still touch the buffers: their
     // owners, in the body, stay with it until that ended (Transport::retain_until_quiet).
     try {
-      retain_until_quiet(std::make_shared<OpBody>(std::move(op.body)));
+      if (ran) retain_until_quiet(std::make_shared<OpBody>(std::move(op.body)));
     } catch (const std::bad_alloc&) {
       COHORT_LOG_ERROR("out of memory keeping a failed op's buffers for the transport");
     }

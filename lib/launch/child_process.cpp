@@ -75,9 +75,12 @@ void ChildProcess::abandon() noexcept {
   // the launcher's (a subreaper's) may reap it before the thread waits, and the pid may then go to
   // a new child of this process, which waitpid(pid) would reap in its place. The pidfd names only
   // this child (waitid then fails with ECHILD, and the thread ends).
+  UniqueFd pidfd = open_pidfd(pid);
+  // ESRCH: already reaped (by the launcher's waitpid(-1)); waiting by pid could reap another.
+  if (!pidfd && errno == ESRCH) return;
   try {
     // Blocks until the kernel call returns or the tracer lets go; then the zombie is gone.
-    start_quiet_detached([pid, pidfd = open_pidfd(pid)] {
+    start_quiet_detached([pid, pidfd = std::move(pidfd)] {
       // P_PIDFD by its value: glibc names it only from 2.36 (Linux has it from 5.4).
       constexpr auto kPidfd = static_cast<idtype_t>(3);
       if (pidfd.valid()) {

@@ -250,9 +250,13 @@ void GradientSynchronizer::check_same_registration(bool arguments_rejected) {
   for (std::size_t i = 0; i < grads_.size(); ++i) {
     const Buffer& grad = grads_[i];
     digest.mix(grad.count()).mix(static_cast<unsigned>(grad.dtype()));
-    // The kind of memory decides the path (host or NCCL) and, with where the device changes,
-    // the buckets; the device's index may differ between ranks (one GPU each).
-    digest.mix(static_cast<unsigned>(grad.device().type))
+    // The kind of memory decides the path (host memory, pinned or not, or NCCL) and, with
+    // where the device changes, the buckets; the device's index may differ between ranks (one
+    // GPU each).
+    const DeviceType type = grad.device().type;
+    digest
+        .mix(type == DeviceType::CUDAHost ? static_cast<unsigned>(DeviceType::CPU)
+                                          : static_cast<unsigned>(type))
         .mix(static_cast<unsigned>(i > 0 && grad.device() == grads_[i - 1].device()));
   }
   digest.mix(options_.bucket_cap_bytes).mix(options_.first_bucket_cap_bytes);

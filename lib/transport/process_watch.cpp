@@ -1,6 +1,7 @@
 #include "transport/process_watch.hpp"
 
 #include "core/log.hpp"
+#include "core/pidfd.hpp"
 
 #include <poll.h>
 #include <signal.h>
@@ -12,12 +13,7 @@
 
 namespace cohort::transport {
 
-ProcessWatch::ProcessWatch(pid_t pid) noexcept : pid_(pid) {
-#ifdef SYS_pidfd_open
-  const long fd = syscall(SYS_pidfd_open, pid, 0);
-  if (fd >= 0) fd_ = static_cast<int>(fd);
-#endif
-}
+ProcessWatch::ProcessWatch(pid_t pid) noexcept : pid_(pid), fd_(open_pidfd(pid).release()) {}
 
 ProcessWatch::~ProcessWatch() {
   if (fd_ >= 0 && close(fd_) != 0) COHORT_LOG_WARN("closing a pidfd failed (errno {})", errno);

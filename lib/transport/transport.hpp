@@ -80,8 +80,8 @@ class Transport {
   /// Keeps `keep` (the owners of a failed op's buffers) alive until no request of tag id
   /// `tag_id` (the op's communicator) that cancel_all() gave up on while it was still in flight,
   /// on these connections (every transport derived from them), can touch memory any more: those
-  /// requests ended, or the connections closed. Dropped at once when there is none. Call after
-  /// cancel_all(). Never throws.
+  /// requests ended, or the connections closed. Dropped at once when there is none. Call once
+  /// the failed op's requests were cancelled (cancel_all()). Never throws.
   virtual void retain_until_quiet(std::uint32_t tag_id, std::shared_ptr<void> keep) noexcept {
     (void)tag_id;
     keep.reset();

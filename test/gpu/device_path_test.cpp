@@ -280,13 +280,32 @@ void debug_detail_on_device(const Environment& env) {
   expect_error([&] { comm->allreduce(env.rank == 0 ? empty : eight, ReduceOp::Sum); },
                ErrorCode::InvalidArgument, {"rank 0 has count=0", "rank 1 has count=8"},
                "an empty buffer on the host path against device buffers");
+  RANK_CHECK(count_calls(*fake, "nccl") == 0,
+             "a disagreeing op reached NCCL: " << fake->calls().front());
   RANK_CHECK(!comm->is_poisoned(), "a mismatch poisoned the communicator");
+  // Every rank passes 0 elements, rank 0 without data (the host path), the others on the device:
+  // they agree, and every rank's op takes one number, so the next op still pairs up.
+  const Buffer zero_on_device =
+      Buffer::view(eight.data(), std::vector<std::int64_t>{0}, DType::Float32, Device::cuda(0));
+  comm->allreduce(env.rank == 0 ? empty : zero_on_device, ReduceOp::Sum);
+  const auto check_sum = [&](const char* what) {
+    const float want = static_cast<float>(comm->size() * (comm->size() - 1) / 2);
+    for (std::size_t i = 0; i < 8; ++i)
+      RANK_CHECK(eight.data_as<float>()[i] == want,
+                 what << ": element " << i << " is " << eight.data_as<float>()[i]);
+  };
   for (std::size_t i = 0; i < 8; ++i) eight.data_as<float>()[i] = static_cast<float>(env.rank);
   comm->allreduce(eight, ReduceOp::Sum);
-  const float want = static_cast<float>(comm->size() * (comm->size() - 1) / 2);
-  for (std::size_t i = 0; i < 8; ++i)
-    RANK_CHECK(eight.data_as<float>()[i] == want,
-               "element " << i << ": " << eight.data_as<float>()[i]);
+  check_sum("allreduce after the mismatches and the empty op");
+  // *_async ones are not compared (they must not wait for their peers; the double's NCCL
+  // waits for them itself, so that is not tested here), and still pair up.
+  for (std::size_t i = 0; i < 8; ++i) eight.data_as<float>()[i] = static_cast<float>(env.rank);
+  comm->allreduce_async(eight, eight, ReduceOp::Sum).wait();
+  check_sum("allreduce_async");
+  comm->allreduce_async(env.rank == 0 ? empty : zero_on_device, empty, ReduceOp::Sum).wait();
+  for (std::size_t i = 0; i < 8; ++i) eight.data_as<float>()[i] = static_cast<float>(env.rank);
+  comm->allreduce(eight, ReduceOp::Sum);
+  check_sum("allreduce after an empty allreduce_async");
   ::unsetenv("COHORT_DEBUG");
 }
 

@@ -69,6 +69,15 @@ bool memfd_works() {
   }
 }
 
+/// f32 gradients of `counts` elements, zero: views of one contiguous_gradients() block (so their
+/// buckets are reduced in place), or separate allocations (staged buckets).
+std::vector<Buffer> zeroed_gradients(const std::vector<std::size_t>& counts, bool contiguous) {
+  if (contiguous) return train::contiguous_gradients(counts, DType::Float32);
+  std::vector<Buffer> grads;
+  for (std::size_t count : counts) grads.push_back(f32_filled(count, 0));
+  return grads;
+}
+
 GradientSyncOptions with_timeout(GradientSyncOptions options = {}) {
   options.timeout = kTimeout;
   return options;
@@ -304,13 +313,7 @@ TEST_CASE("allow_unready with accumulation: what earlier micro-steps added still
     auto comm = world(env);
     const double r = comm->rank();
     const double w = env.world_size;
-    const std::vector<std::size_t> counts{4, 4, 4};
-    std::vector<Buffer> grads;
-    if (contiguous) {
-      grads = train::contiguous_gradients(counts, DType::Float32);
-    } else {
-      for (std::size_t count : counts) grads.push_back(f32_filled(count, 0));
-    }
+    const std::vector<Buffer> grads = zeroed_gradients({4, 4, 4}, contiguous);
     GradientSyncOptions options = with_timeout();
     options.first_bucket_cap_bytes = options.bucket_cap_bytes = cap;
     options.allow_unready = true;
@@ -357,13 +360,7 @@ TEST_CASE("allow_unready with sync_each_batch: a gradient averaged earlier in th
   REQUIRE_NOTHROW(run_ranks(size, [&](const Environment& env) {
     auto comm = world(env);
     const double w = env.world_size;
-    const std::vector<std::size_t> counts{4, 4};
-    std::vector<Buffer> grads;
-    if (contiguous) {
-      grads = train::contiguous_gradients(counts, DType::Float32);
-    } else {
-      for (std::size_t count : counts) grads.push_back(f32_filled(count, 0));
-    }
+    const std::vector<Buffer> grads = zeroed_gradients({4, 4}, contiguous);
     GradientSyncOptions options = with_timeout();
     options.allow_unready = true;
     options.accumulation_steps = 2;
@@ -689,6 +686,21 @@ TEST_CASE("a rank that registers other gradients or rejects its own is named on 
       expect_error([&] { GradientSynchronizer sync(comm, grads, with_timeout()); },
                    ErrorCode::InvalidArgument, {"ranks " + std::to_string(last), "memory"},
                    "differing kinds of memory");
+    }
+    // All of rank `last`'s pinned, all of the others' pageable: the same path and buckets.
+    {
+      std::vector<Buffer> grads{f32_filled(5, static_cast<float>(r)),
+                                f32_filled(5, static_cast<float>(r))};
+      if (r == last)
+        for (Buffer& g : grads)
+          g = Buffer::view(g.data(), {5}, DType::Float32, Device{DeviceType::CUDAHost, 0}, {}, 0,
+                           g.owner());
+      GradientSynchronizer sync(comm, grads, with_timeout());
+      sync.begin_micro_step();
+      sync.mark_ready(0);
+      sync.mark_ready(1);
+      sync.finish();
+      expect_all(grads[0], (env.world_size - 1) / 2.0, "pinned on one rank, pageable elsewhere");
     }
     // Rank `last` passes an int32 gradient: it names its gradient, the others name the rank.
     {

@@ -122,7 +122,8 @@ class GradScaler {
   /// flag per device that is read back before the agreement (the only wait on the device). Throws
   /// InvalidUsage when `group` was already unscaled or stepped since the last update(). Disabled:
   /// does nothing.
-  /// A rank whose gradients are refused throws its InvalidArgument, after telling the others,
+  /// A rank whose gradients are refused throws its error (InvalidArgument, or Unsupported for
+  /// device memory it cannot reach), after telling the others,
   /// which throw InvalidArgument naming it (their gradients are unscaled by then). On every rank
   /// the step then counts as one that found an inf: skip it and call update(), which backs off
   /// alike everywhere (step() then returns false without unscaling; another unscale() of the

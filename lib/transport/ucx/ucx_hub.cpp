@@ -685,14 +685,15 @@ void UcxHub::cancel_owned(const void* owner) noexcept {
   std::size_t released = 0, kept = 0;
   requests_.for_each([&](const Request& request, Pending& pending) {
     if (pending.origin.owner != owner) return;
-    note_abandoned_send(pending);
     if (pending.request.poll() == UCS_INPROGRESS) {
       // UCX goes on with it whether or not it is freed: keep it, so that the memory's owners
-      // (retain_until_quiet) are let go only once it ended.
-      try {
-        abandoned_.push_back(Abandoned{std::move(pending.request), tag_comm(pending.tag)});
-        // Closed by force at the end (after a flush), which is what ends it if nothing else does.
+      // (retain_until_quiet) are let go only once it ended. Its peer's endpoint is closed by
+      // force at the end (after a flush), which is what ends it if nothing else does.
+      if (pending.peer >= 0 && pending.peer < size_)
         peers_[static_cast<std::size_t>(pending.peer)]->abandoned_send = true;
+      try {
+        abandoned_.reserve(abandoned_.size() + 1);  // then the push cannot throw
+        abandoned_.push_back(Abandoned{std::move(pending.request), tag_comm(pending.tag)});
         ++kept;
       } catch (const std::bad_alloc&) {
         COHORT_LOG_ERROR(
@@ -767,25 +768,32 @@ void UcxHub::drain_unexpected_ucx(std::uint32_t id) noexcept {
   const ucp_tag_t of_id = op_tag(id, 0, 0) & comm_mask;
   progress_locked();  // what already arrived is matched against the queue first
   for (;;) {
+    try {
+      // Room first, so that a receive in progress is always kept with its memory.
+      abandoned_.reserve(abandoned_.size() + 1);
+      retained_.reserve(retained_.size() + 1);
+    } catch (const std::bad_alloc&) {
+      COHORT_LOG_ERROR("out of memory draining the messages of a destroyed communicator");
+      return;
+    }
     ucp_tag_recv_info_t info{};
     ucp_tag_message_h message = ucp_tag_probe_nb(worker_.get(), of_id, comm_mask, 1, &info);
     if (message == nullptr) return;
+    std::shared_ptr<std::byte[]> sink;
     try {
-      auto sink =
-          std::shared_ptr<std::byte[]>(new std::byte[std::max<std::size_t>(info.length, 1)]);
-      UcxRequest request =
-          UcxRequest::recv_message(worker_.get(), sink.get(), info.length, message);
-      if (request.poll() != UCS_INPROGRESS) continue;
-      retained_.push_back(Retained{id, sink});  // first: if keeping the request fails, the
-                                                // memory UCX fills is still kept
-      abandoned_.push_back(Abandoned{std::move(request), id});
-      abandoned_hint_.store(true, std::memory_order_relaxed);
+      sink = std::shared_ptr<std::byte[]>(new std::byte[std::max<std::size_t>(info.length, 1)]);
     } catch (const std::bad_alloc&) {
-      // Taken out of the queue, perhaps not received: its descriptor is lost (a leak, and a
-      // sender of a rendezvous then waits for its deadline), but no later receive matches it.
+      // Taken out of the queue but not received: its descriptor is lost (a leak, and the sender
+      // of a rendezvous waits for its deadline), but no later receive matches it.
       COHORT_LOG_ERROR("out of memory draining a {}-byte message of a destroyed communicator",
                        info.length);
+      continue;
     }
+    UcxRequest request = UcxRequest::recv_message(worker_.get(), sink.get(), info.length, message);
+    if (request.poll() != UCS_INPROGRESS) continue;
+    retained_.push_back(Retained{id, std::move(sink)});  // reserved above: no throw
+    abandoned_.push_back(Abandoned{std::move(request), id});
+    abandoned_hint_.store(true, std::memory_order_relaxed);
   }
 }
 

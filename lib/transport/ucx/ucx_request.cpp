@@ -14,16 +14,7 @@ UcxRequest UcxRequest::send(ucp_worker_h worker, ucp_ep_h ep, const void* data, 
                             ucp_tag_t tag) noexcept {
   UcxRequest request(Kind::Send, worker);
   ucp_request_param_t param{};
-  const ucs_status_ptr_t result =
-      ucp_tag_send_nbx(ep, bytes ? data : &zero_byte_buffer, bytes, tag, &param);
-  if (result == nullptr) {
-    request.status_ = UCS_OK;
-  } else if (UCS_PTR_IS_ERR(result)) {
-    request.status_ = UCS_PTR_STATUS(result);
-  } else {
-    request.pending_ = result;
-    request.status_ = UCS_INPROGRESS;
-  }
+  request.take(ucp_tag_send_nbx(ep, bytes ? data : &zero_byte_buffer, bytes, tag, &param), UCS_OK);
   return request;
 }
 
@@ -35,16 +26,10 @@ UcxRequest UcxRequest::recv(ucp_worker_h worker, void* data, std::size_t bytes,
   // catches a sender that sent less than was posted.
   ucp_request_param_t param{};
   param.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  const ucs_status_ptr_t result =
-      ucp_tag_recv_nbx(worker, bytes ? data : &zero_byte_buffer, bytes, tag, ~ucp_tag_t{0}, &param);
-  if (result == nullptr) {
-    request.status_ = UCS_ERR_NO_PROGRESS;  // NO_IMM_CMPL not honoured: the length is unknown
-  } else if (UCS_PTR_IS_ERR(result)) {
-    request.status_ = UCS_PTR_STATUS(result);
-  } else {
-    request.pending_ = result;
-    request.status_ = UCS_INPROGRESS;
-  }
+  // Completed at once means NO_IMM_CMPL was not honoured: the length is unknown.
+  request.take(
+      ucp_tag_recv_nbx(worker, bytes ? data : &zero_byte_buffer, bytes, tag, ~ucp_tag_t{0}, &param),
+      UCS_ERR_NO_PROGRESS);
   return request;
 }
 
@@ -52,17 +37,10 @@ UcxRequest UcxRequest::recv_message(ucp_worker_h worker, void* data, std::size_t
                                     ucp_tag_message_h message) noexcept {
   UcxRequest request(Kind::Recv, worker);
   ucp_request_param_t param{};
-  const ucs_status_ptr_t result =
-      ucp_tag_msg_recv_nbx(worker, bytes ? data : &zero_byte_buffer, bytes, message, &param);
-  if (result == nullptr) {
-    request.status_ = UCS_OK;
-    request.received_ = bytes;
-  } else if (UCS_PTR_IS_ERR(result)) {
-    request.status_ = UCS_PTR_STATUS(result);
-  } else {
-    request.pending_ = result;
-    request.status_ = UCS_INPROGRESS;
-  }
+  request.take(
+      ucp_tag_msg_recv_nbx(worker, bytes ? data : &zero_byte_buffer, bytes, message, &param),
+      UCS_OK);
+  if (request.status_ == UCS_OK) request.received_ = bytes;
   return request;
 }
 
@@ -76,6 +54,17 @@ UcxRequest UcxRequest::completed(Kind kind, std::size_t received) noexcept {
   UcxRequest request(kind, nullptr);
   request.received_ = received;
   return request;
+}
+
+void UcxRequest::take(ucs_status_ptr_t result, ucs_status_t completed_at_once) noexcept {
+  if (result == nullptr) {
+    status_ = completed_at_once;
+  } else if (UCS_PTR_IS_ERR(result)) {
+    status_ = UCS_PTR_STATUS(result);
+  } else {
+    pending_ = result;
+    status_ = UCS_INPROGRESS;
+  }
 }
 
 UcxRequest::~UcxRequest() {

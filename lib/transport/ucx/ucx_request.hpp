@@ -52,6 +52,9 @@ class UcxRequest {
 
  private:
   UcxRequest(Kind kind, ucp_worker_h worker) noexcept : kind_(kind), worker_(worker) {}
+  /// Takes what a ucp_*_nbx call returned: a request to poll, an error, or (null) completion at
+  /// once, recorded as `completed_at_once`.
+  void take(ucs_status_ptr_t result, ucs_status_t completed_at_once) noexcept;
   void release() noexcept;
 
   Kind kind_;
