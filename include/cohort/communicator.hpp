@@ -10,9 +10,10 @@
 /// at once, after its arguments are checked, as MPI's and NCCL's zero-count calls do: it takes
 /// no sequence number, leaves no flight record, waits for no peer and is not ordered behind
 /// earlier *_async ops (its Work is complete when returned), on host or device buffers alike. On a
-/// poisoned communicator it fails like any op. Under COHORT_DEBUG=detail it runs as any other op,
-/// so that a rank passing 0 where another passes N is named; without it that rank returns and
-/// its next collective meets the others' N-element one, which may end in a wrong result rather
+/// poisoned communicator it fails like any op. Under COHORT_DEBUG=detail it takes a number and
+/// compares the ranks' arguments like any other op (and does nothing else, on host or device
+/// buffers), so that a rank passing 0 where another passes N is named; without it that rank returns
+/// and its next collective meets the others' N-element one, which may end in a wrong result rather
 /// than an error.
 ///
 /// A timeout or a dead peer fails the op with an Error naming the op, its sequence number and the
