@@ -45,10 +45,10 @@
 /// - A GPU op that times out or whose NCCL communicator reports an error aborts the NCCL
 ///   communicator (ncclCommAbort) and poisons this communicator, naming the op and its sequence
 ///   number, even when nobody waits on its Work (a watchdog polls outstanding GPU ops).
-/// - Under COHORT_DEBUG=detail a blocking collective on device buffers first compares the ranks'
-///   arguments over the host connections (a host op of its own number; a mismatch is
-///   InvalidArgument before anything is queued on the device). *_async ones are not compared:
-///   they must not wait for their peers.
+/// - Under COHORT_DEBUG=detail a collective on device buffers first compares the ranks' arguments
+///   over the host connections (a host op of its own number, in the flight record too; a
+///   mismatch is InvalidArgument before anything is queued on the device). *_async ones too: in
+///   that debugging mode they wait for every rank's call before they return.
 /// - Point-to-point on device buffers matches in call order per pair of ranks (NCCL has no
 ///   tags; the tag is still validated). barrier() runs on NCCL (a one-element allreduce) when
 ///   given a stream, on the host path otherwise. Forced host algorithms do not apply to device

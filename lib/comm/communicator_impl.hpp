@@ -181,12 +181,31 @@ struct Communicator::Impl {
     return submit(options, std::move(args), std::move(held));
   }
 
+  /// `op` as a COHORT_DEBUG=detail comparison alone (an op with an empty body): no algorithm runs,
+  /// so its fingerprint names none, as every rank's does whatever path its buffers take (a forced
+  /// or COHORT_ALGO one would differ from a device path's).
+  static comm::OpInfo compared_only(comm::OpInfo op) {
+    auto fingerprint = std::make_shared<comm::Fingerprint>(*op.fingerprint);
+    fingerprint->algorithm = Algorithm::Auto;
+    op.fingerprint = std::move(fingerprint);
+    op.forced = Algorithm::Auto;
+    return op;
+  }
+
   /// The GPU path of a collective (comm/device_ops.hpp): refusals on this thread, then queued on
   /// its stream; blocking unless `async`.
   template <class Args>
   Work run_on_device(const CollectiveOptions& options, const Args& args, comm::Placement where,
                      bool async, std::vector<std::shared_ptr<void>> keepalive) {
     comm::OpInfo op = info(options, args);
+    if (op.fingerprint && algorithms::moves_nothing(args)) {
+      // Under COHORT_DEBUG=detail an op that moves nothing is the comparison alone, on every
+      // path (see run()); before the device's own checks, which a host-path peer does not make.
+      if (async)
+        return executor->submit(compared_only(std::move(op)), [](const algorithms::OpContext&) {});
+      executor->run(compared_only(std::move(op)), [](const algorithms::OpContext&) {});
+      return Work(detail::finished_work());
+    }
     const std::string_view name = collective_name(op.kind);
     std::optional<DType> dtype;
     std::optional<ReduceOp> reduce_op;
@@ -196,25 +215,14 @@ struct Communicator::Impl {
       comm::check_distinct_on_device(name, args);
     const gpu::DeviceBackend::Prepared prepared =
         gpu->prepare(name, where.cuda_device, dtype, reduce_op);
-    if (op.fingerprint && (!async || algorithms::moves_nothing(args))) {
+    if (op.fingerprint) {
       // COHORT_DEBUG=detail, after this rank's own refusals: the ranks' arguments are compared
-      // over the host connections, as a host op's are, by a host op of its own number that
-      // moves nothing else. A rank whose arguments disagree (a count, a root, or a 0-element
-      // buffer without data that took the host path) meets this one there, and every rank
-      // throws InvalidArgument naming it before anything is queued on a device. Forced host
-      // algorithms do not apply here. Not for an *_async op, which must not wait for its peers,
-      // unless it moves nothing: then the comparison is all it does, on every path (see run()).
-      comm::OpInfo check = op;
-      auto fingerprint = std::make_shared<comm::Fingerprint>(*op.fingerprint);
-      fingerprint->algorithm = Algorithm::Auto;
-      check.fingerprint = std::move(fingerprint);
-      check.forced = Algorithm::Auto;
-      if (algorithms::moves_nothing(args)) {
-        if (async) return executor->submit(std::move(check), [](const algorithms::OpContext&) {});
-        executor->run(std::move(check), [](const algorithms::OpContext&) {});
-        return Work(detail::finished_work());
-      }
-      executor->run(std::move(check), [](const algorithms::OpContext&) {});
+      // over the host connections, as a host op's are, by a host op of its own number. A rank
+      // whose arguments disagree (a count, a root, or a 0-element buffer without data that took
+      // the host path) meets this one there, and every rank throws InvalidArgument naming it
+      // before anything is queued on a device. *_async ones too, so that every rank's device op
+      // takes two numbers whichever form it called: under detail they wait for their peers.
+      executor->run(compared_only(op), [](const algorithms::OpContext&) {});
     }
     return comm::run_device_op(
         *executor, *gpu, std::move(op), prepared, options.stream, async,
@@ -228,7 +236,7 @@ struct Communicator::Impl {
   template <class Args>
   void run(const CollectiveOptions& options, const Args& args) {
     if (debug_detail && algorithms::moves_nothing(args)) {
-      executor->run(info(options, args), [](const algorithms::OpContext&) {});
+      executor->run(compared_only(info(options, args)), [](const algorithms::OpContext&) {});
       return;
     }
     executor->run(info(options, args), [this, &args, forced = options.algorithm](
@@ -244,7 +252,7 @@ struct Communicator::Impl {
     comm::OpInfo op = info(options, args);
     op.footprint = comm::used_part(held.footprint, args);
     if (debug_detail && algorithms::moves_nothing(args))  // as run() says
-      return executor->submit(std::move(op), [](const algorithms::OpContext&) {});
+      return executor->submit(compared_only(std::move(op)), [](const algorithms::OpContext&) {});
     // The executor by its address, not through `executor`: the queue may be drained by the
     // progress thread while that unique_ptr is being destroyed.
     comm::Executor* const runner = executor.get();

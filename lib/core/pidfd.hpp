@@ -5,6 +5,8 @@
 
 #include "core/unique_fd.hpp"
 
+#include <cerrno>
+
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -20,6 +22,7 @@ inline UniqueFd open_pidfd(pid_t pid) noexcept {
   return UniqueFd(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
 #else
   (void)pid;
+  errno = ENOSYS;
   return UniqueFd();
 #endif
 }

@@ -288,6 +288,10 @@ void debug_detail_on_device(const Environment& env) {
   const Buffer zero_on_device =
       Buffer::view(eight.data(), std::vector<std::int64_t>{0}, DType::Float32, Device::cuda(0));
   comm->allreduce(env.rank == 0 ? empty : zero_on_device, ReduceOp::Sum);
+  // And with a host algorithm forced on every rank, which the device path does not run.
+  CollectiveOptions ring;
+  ring.algorithm = Algorithm::Ring;
+  comm->allreduce(env.rank == 0 ? empty : zero_on_device, ReduceOp::Sum, ring);
   const auto check_sum = [&](const char* what) {
     const float want = static_cast<float>(comm->size() * (comm->size() - 1) / 2);
     for (std::size_t i = 0; i < 8; ++i)
@@ -297,11 +301,18 @@ void debug_detail_on_device(const Environment& env) {
   for (std::size_t i = 0; i < 8; ++i) eight.data_as<float>()[i] = static_cast<float>(env.rank);
   comm->allreduce(eight, ReduceOp::Sum);
   check_sum("allreduce after the mismatches and the empty op");
-  // *_async ones are not compared (they must not wait for their peers; the double's NCCL
-  // waits for them itself, so that is not tested here), and still pair up.
+  // *_async ones are compared too (then they wait for their peers' calls), and a rank calling
+  // the blocking form pairs with one calling the async form.
   for (std::size_t i = 0; i < 8; ++i) eight.data_as<float>()[i] = static_cast<float>(env.rank);
-  comm->allreduce_async(eight, eight, ReduceOp::Sum).wait();
-  check_sum("allreduce_async");
+  if (env.rank == 0)
+    comm->allreduce(eight, ReduceOp::Sum);
+  else
+    comm->allreduce_async(eight, eight, ReduceOp::Sum).wait();
+  check_sum("allreduce on rank 0, allreduce_async elsewhere");
+  for (std::size_t i = 0; i < 8; ++i) eight.data_as<float>()[i] = static_cast<float>(env.rank);
+  Buffer short_one = device_buffer(*fake, env.rank == last ? 4 : 8, DType::Float32);
+  expect_error([&] { comm->allreduce_async(short_one, short_one, ReduceOp::Sum).wait(); },
+               ErrorCode::InvalidArgument, {"count=4"}, "count mismatch in allreduce_async");
   comm->allreduce_async(env.rank == 0 ? empty : zero_on_device, empty, ReduceOp::Sum).wait();
   for (std::size_t i = 0; i < 8; ++i) eight.data_as<float>()[i] = static_cast<float>(env.rank);
   comm->allreduce(eight, ReduceOp::Sum);

@@ -22,7 +22,14 @@
 #include <utility>
 
 namespace cohort::transport::ucx {
+
 namespace {
+
+/// Room for one more element, grown geometrically, so that a push_back after it cannot throw.
+template <class T>
+void reserve_one_more(std::vector<T>& v) {
+  if (v.size() == v.capacity()) v.reserve(std::max<std::size_t>(8, 2 * v.capacity()));
+}
 
 /// How long teardown may spend flushing endpoints to live peers.
 constexpr std::chrono::milliseconds kCloseTimeout{2000};
@@ -692,7 +699,7 @@ void UcxHub::cancel_owned(const void* owner) noexcept {
       if (pending.peer >= 0 && pending.peer < size_)
         peers_[static_cast<std::size_t>(pending.peer)]->abandoned_send = true;
       try {
-        abandoned_.reserve(abandoned_.size() + 1);  // then the push cannot throw
+        reserve_one_more(abandoned_);  // then the push cannot throw
         abandoned_.push_back(Abandoned{std::move(pending.request), tag_comm(pending.tag)});
         ++kept;
       } catch (const std::bad_alloc&) {
@@ -770,8 +777,8 @@ void UcxHub::drain_unexpected_ucx(std::uint32_t id) noexcept {
   for (;;) {
     try {
       // Room first, so that a receive in progress is always kept with its memory.
-      abandoned_.reserve(abandoned_.size() + 1);
-      retained_.reserve(retained_.size() + 1);
+      reserve_one_more(abandoned_);
+      reserve_one_more(retained_);
     } catch (const std::bad_alloc&) {
       COHORT_LOG_ERROR("out of memory draining the messages of a destroyed communicator");
       return;
