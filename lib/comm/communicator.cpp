@@ -300,7 +300,7 @@ void Communicator::send(const Buffer& in, int peer, int tag, const CollectiveOpt
   try {
     impl_->executor->run_p2p(p2p_timeout(*impl_, true, o), p2p);
   } catch (const Error& e) {
-    if (e.context().sequence) impl_->executor->retain_until_quiet(in.owner());  // see Impl::run
+    impl_->retain_after(e, in);
     throw;
   }
 }
@@ -314,7 +314,7 @@ void Communicator::recv(const Buffer& out, int peer, int tag, const CollectiveOp
   try {
     impl_->executor->run_p2p(p2p_timeout(*impl_, false, o), p2p);
   } catch (const Error& e) {
-    if (e.context().sequence) impl_->executor->retain_until_quiet(out.owner());  // see Impl::run
+    impl_->retain_after(e, out);
     throw;
   }
 }
@@ -359,8 +359,7 @@ void Communicator::sendrecv(const Buffer& in, int dest, const Buffer& out, int s
   try {
     impl_->executor->run_sendrecv(timeout, std::move(recv), std::move(send));
   } catch (const Error& e) {
-    if (e.context().sequence)
-      impl_->executor->retain_until_quiet(in.owner(), out.owner());  // see Impl::run
+    impl_->retain_after(e, in, out);
     throw;
   }
 }

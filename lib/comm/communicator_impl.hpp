@@ -165,12 +165,16 @@ struct Communicator::Impl {
     try {
       run(options, args, where);
     } catch (const Error& e) {
-      // Only an op that took a number can have posted anything (not a refusal, nor a poisoned
-      // communicator's fast failure).
-      if (e.context().sequence && !where.on_device())
-        executor->retain_until_quiet(in.owner(), out.owner());
+      if (!where.on_device()) retain_after(e, in, out);
       throw;
     }
+  }
+
+  /// After a blocking host op failed with `e`: the owners of its buffers go to the transport
+  /// (Executor::retain_until_quiet) if it took a number, the only ops that can have posted
+  /// anything (not a refusal, nor a poisoned communicator's fast failure).
+  void retain_after(const Error& e, const Buffer& in, const Buffer& out = Buffer()) noexcept {
+    if (e.context().sequence) executor->retain_until_quiet(in.owner(), out.owner());
   }
 
   /// Queues a validated collective on the path its placement says.

@@ -167,7 +167,7 @@ UcxHub::~UcxHub() {
   }
   requests_.for_each([this](const Request&, Pending& pending) {
     pending.request.cancel();
-    note_abandoned_send(pending);
+    note_abandoned(pending);
   });
   requests_.clear();
   // Flush endpoints to live peers (so eager data buffered in a TCP socket still leaves), release
@@ -647,10 +647,11 @@ bool UcxHub::test(const Request& request) {
   return poll_request(request, *pending, kWhat, std::span<const Request>(&request, 1));
 }
 
-void UcxHub::note_abandoned_send(Pending& pending) noexcept {
-  if (pending.request.kind() == UcxRequest::Kind::Send &&
-      pending.request.poll() == UCS_INPROGRESS && pending.peer >= 0 && pending.peer < size_)
+bool UcxHub::note_abandoned(Pending& pending) noexcept {
+  if (pending.request.poll() != UCS_INPROGRESS) return false;
+  if (pending.peer >= 0 && pending.peer < size_)
     peers_[static_cast<std::size_t>(pending.peer)]->abandoned_send = true;
+  return true;
 }
 
 void UcxHub::cancel_owned(const void* owner) noexcept {
@@ -692,12 +693,9 @@ void UcxHub::cancel_owned(const void* owner) noexcept {
   std::size_t released = 0, kept = 0;
   requests_.for_each([&](const Request& request, Pending& pending) {
     if (pending.origin.owner != owner) return;
-    if (pending.request.poll() == UCS_INPROGRESS) {
+    if (note_abandoned(pending)) {
       // UCX goes on with it whether or not it is freed: keep it, so that the memory's owners
-      // (retain_until_quiet) are let go only once it ended. Its peer's endpoint is closed by
-      // force at the end (after a flush), which is what ends it if nothing else does.
-      if (pending.peer >= 0 && pending.peer < size_)
-        peers_[static_cast<std::size_t>(pending.peer)]->abandoned_send = true;
+      // (retain_until_quiet) are let go only once it ended.
       try {
         reserve_one_more(abandoned_);  // then the push cannot throw
         abandoned_.push_back(Abandoned{std::move(pending.request), tag_comm(pending.tag)});

@@ -572,9 +572,10 @@ class UcxHub {
   static ucs_status_t on_ack_message(void* arg, const void* header, std::size_t header_length,
                                      void* data, std::size_t length,
                                      const ucp_am_recv_param_t* param) noexcept;
-  /// Before `pending` is released: marks its peer when it is a UCX send still in flight
-  /// (Peer::abandoned_send). With mutex_ held.
-  void note_abandoned_send(Pending& pending) noexcept;
+  /// Before `pending` is released: whether UCX still has it (a send in flight, a receive being
+  /// filled), and if so marks its peer, whose endpoint is then closed by force at teardown after
+  /// a flush, which ends it if nothing else does (Peer::abandoned_send). With mutex_ held.
+  bool note_abandoned(Pending& pending) noexcept;
   /// Takes `owner`'s requests out of the fastbox queues (cancellation).
   void forget_fastbox_requests(const void* owner) noexcept;
 
