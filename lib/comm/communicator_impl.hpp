@@ -187,10 +187,12 @@ struct Communicator::Impl {
 
   /// `op` as a COHORT_DEBUG=detail comparison alone (an op with an empty body): no algorithm runs,
   /// so its fingerprint names none, as every rank's does whatever path its buffers take (a forced
-  /// or COHORT_ALGO one would differ from a device path's).
-  static comm::OpInfo compared_only(comm::OpInfo op) {
+  /// or COHORT_ALGO one would differ from a device path's). `on_device`: the comparison before a
+  /// device op, which a host-path peer's fingerprint must not match.
+  static comm::OpInfo compared_only(comm::OpInfo op, bool on_device = false) {
     auto fingerprint = std::make_shared<comm::Fingerprint>(*op.fingerprint);
     fingerprint->algorithm = Algorithm::Auto;
+    fingerprint->on_device = on_device;
     op.fingerprint = std::move(fingerprint);
     op.forced = Algorithm::Auto;
     return op;
@@ -222,11 +224,12 @@ struct Communicator::Impl {
     if (op.fingerprint) {
       // COHORT_DEBUG=detail, after this rank's own refusals: the ranks' arguments are compared
       // over the host connections, as a host op's are, by a host op of its own number. A rank
-      // whose arguments disagree (a count, a root, or a 0-element buffer without data that took
-      // the host path) meets this one there, and every rank throws InvalidArgument naming it
-      // before anything is queued on a device. *_async ones too, so that every rank's device op
-      // takes two numbers whichever form it called: under detail they wait for their peers.
-      executor->run(compared_only(op), [](const algorithms::OpContext&) {});
+      // whose arguments disagree (a count, a root, or host buffers where this one's are on the
+      // device, so that it took the host path) meets this one there, and every rank throws
+      // InvalidArgument naming it before anything is queued on a device. *_async ones too, so
+      // that every rank's device op takes two numbers whichever form it called: under detail
+      // they wait for their peers.
+      executor->run(compared_only(op, true), [](const algorithms::OpContext&) {});
     }
     return comm::run_device_op(
         *executor, *gpu, std::move(op), prepared, options.stream, async,

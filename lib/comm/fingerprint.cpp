@@ -9,7 +9,9 @@
 namespace cohort::comm {
 namespace {
 
-constexpr std::size_t kHeaderBytes = 16;
+// Bytes 0-3: kind, dtype, reduce op, flags and algorithm; 4-7 root; 8-15 count; 16: the path;
+// 17-23 zero.
+constexpr std::size_t kHeaderBytes = 24;
 constexpr std::uint8_t kNone = 0xff;
 constexpr std::uint8_t kHasCounts = 1;
 constexpr std::uint8_t kHasRecvCounts = 2;
@@ -65,6 +67,7 @@ void encode_fingerprint(const Fingerprint& fp, int size, std::uint8_t* out) {
   const auto root = static_cast<std::uint32_t>(fp.root);
   for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<std::uint8_t>(root >> (8 * i));
   put_u64(out + 8, fp.count);
+  out[16] = fp.on_device ? 1 : 0;
   const auto n = static_cast<std::size_t>(size);
   for (std::size_t i = 0; i < fp.counts.size() && i < n; ++i)
     put_u64(out + kHeaderBytes + 8 * i, fp.counts[i]);
@@ -86,6 +89,7 @@ Fingerprint decode_fingerprint(const std::uint8_t* in, int size) {
   fp.root = static_cast<int>(root);
   fp.count = get_u64(in + 8);
   fp.algorithm = static_cast<Algorithm>(in[3] >> 2);
+  fp.on_device = in[16] != 0;
   const auto n = static_cast<std::size_t>(size);
   if (in[3] & kHasCounts) {
     fp.counts.resize(n);
@@ -98,6 +102,29 @@ Fingerprint decode_fingerprint(const std::uint8_t* in, int size) {
   }
   return fp;
 }
+
+namespace {
+
+/// Last of the checks: with equal arguments, ranks may still have taken different paths (one
+/// rank's buffers in host memory, the others' on a device); a count mismatch says more.
+std::optional<std::string> path_mismatch(const std::vector<Fingerprint>& table) {
+  const Fingerprint& ref = table[0];
+  const auto path = [](bool device) {
+    return std::string(device ? "device buffers (NCCL)" : "host buffers (host algorithms)");
+  };
+  for (std::size_t r = 1; r < table.size(); ++r) {
+    if (table[r].on_device != ref.on_device) {
+      return fmt::format(
+          "ranks disagree: rank 0 passed {}, rank {} passed {}; an op's buffers must be on a CUDA "
+          "device on every rank or in host memory on every rank (an empty CUDA tensor counts as "
+          "on the device)",
+          path(ref.on_device), r, path(table[r].on_device));
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::optional<std::string> find_fingerprint_mismatch(const std::vector<Fingerprint>& table) {
   if (table.empty()) return std::nullopt;
@@ -149,14 +176,14 @@ std::optional<std::string> find_fingerprint_mismatch(const std::vector<Fingerpri
         }
       }
     }
-    return std::nullopt;
+    return path_mismatch(table);
   }
   for (int r = 1; r < n; ++r) {
     if (table[r].counts != ref.counts) {
       return field_mismatch(r, "counts", counts_text(ref.counts), counts_text(table[r].counts));
     }
   }
-  return std::nullopt;
+  return path_mismatch(table);
 }
 
 void verify_fingerprint(const algorithms::OpContext& ctx, const Fingerprint& mine) {

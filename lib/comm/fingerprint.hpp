@@ -1,11 +1,12 @@
 #pragma once
 
 // COHORT_DEBUG=detail: before a collective moves data, every rank sends every other rank a
-// fingerprint of its call (op, dtype, reduce op, root, count, per-rank counts). Each rank then
+// fingerprint of its call (op, dtype, reduce op, root, count, per-rank counts, host or device
+// path). Each rank then
 // holds the same table and reaches the same verdict, so a mismatch fails the op on every rank
 // with one message naming the ranks and the differing field, instead of a hang or garbage.
 //
-// Cost: one message of 16 + 16 * size bytes to and from every peer per collective (debug only).
+// Cost: one message of 24 + 16 * size bytes to and from every peer per collective (debug only).
 
 #include <cohort/dtype.hpp>
 
@@ -37,6 +38,11 @@ struct Fingerprint {
   /// The algorithm this rank will try first (forced per op or by COHORT_ALGO; Auto: the table).
   /// Ranks forcing different ones would exchange messages no peer expects.
   Algorithm algorithm = Algorithm::Auto;
+  /// Whether this rank runs the op on NCCL (device buffers) rather than the host algorithms.
+  /// Each rank decides from its own buffers; ranks deciding differently would each wait for
+  /// messages the other path sends. Set by the device path; false for an op that moves nothing
+  /// (no path then).
+  bool on_device = false;
 };
 
 /// What every rank must agree on for one collective, read off its arguments: dtype, reduce op,

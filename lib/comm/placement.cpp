@@ -13,10 +13,12 @@ bool on_device(const Device& device) {
   return device.type == DeviceType::CUDA || device.type == DeviceType::CUDAManaged;
 }
 
-/// A default-constructed Buffer (no data, nothing to move) passed where a rank's buffer is not
-/// read says nothing about where the op runs.
+/// A default-constructed Buffer (host, no data, nothing to move) passed where a rank's buffer is
+/// not read says nothing about where the op runs. An empty CUDA tensor does: frameworks give it
+/// no data pointer (torch.empty(0, device="cuda")), and a rank with nothing to send or receive
+/// in a v-collective must still run it on NCCL with its peers.
 bool votes(const Buffer& buffer) {
-  return buffer.data() != nullptr || buffer.count() > 0;
+  return buffer.data() != nullptr || buffer.count() > 0 || on_device(buffer.device());
 }
 
 }  // namespace

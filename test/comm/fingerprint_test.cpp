@@ -32,6 +32,10 @@ TEST_CASE("fingerprint wire form round-trips every field", "[comm][unit]") {
   CHECK(back.count == 77);
   CHECK(back.counts == fp.counts);
   CHECK(back.recv_counts == fp.recv_counts);
+  CHECK_FALSE(back.on_device);
+  fp.on_device = true;
+  encode_fingerprint(fp, size, wire.data());
+  CHECK(decode_fingerprint(wire.data(), size).on_device);
 
   const Fingerprint barrier{Collective::Barrier, std::nullopt, std::nullopt, -1, 0, {}, {}};
   encode_fingerprint(barrier, size, wire.data());
@@ -53,6 +57,16 @@ TEST_CASE("fingerprint verdict names the ranks and the first differing field", "
   table[3].dtype = DType::Float64;  // dtype is reported before count
   CHECK(find_fingerprint_mismatch(table).value() ==
         "ranks disagree: rank 0 has dtype=float, rank 3 has dtype=double");
+
+  // The path is compared last: equal arguments, but rank 1's buffers are on a device.
+  std::vector<Fingerprint> paths(3, allreduce_fp(10));
+  paths[1].on_device = true;
+  CHECK_THAT(find_fingerprint_mismatch(paths).value(),
+             Catch::StartsWith("ranks disagree: rank 0 passed host buffers (host algorithms), "
+                               "rank 1 passed device buffers (NCCL)"));
+  paths[2].count = 11;  // a count mismatch says more
+  CHECK(find_fingerprint_mismatch(paths).value() ==
+        "ranks disagree: rank 0 has count=10, rank 2 has count=11");
 
   table[1].kind = Collective::Broadcast;  // the op itself comes first
   CHECK(find_fingerprint_mismatch(table).value() ==

@@ -259,8 +259,8 @@ TEST_CASE("device-path refusals happen before anything is queued and leave it us
 }
 
 /// COHORT_DEBUG=detail on device buffers: the last rank passes 4 elements where the others pass
-/// 8, then rank 0 passes an empty device buffer without data (which takes the host path) where
-/// the others pass 8 on the device. Both are InvalidArgument on every rank naming the counts,
+/// 8, then rank 0 passes an empty host buffer (which takes the host path) where the others
+/// pass 8 on the device. Both are InvalidArgument on every rank naming the counts,
 /// with nothing queued on a device; then matching ops run.
 void debug_detail_on_device(const Environment& env) {
   ::setenv("COHORT_DEBUG", "detail", 1);
@@ -276,14 +276,26 @@ void debug_detail_on_device(const Environment& env) {
              "a disagreeing op reached NCCL: " << fake->calls().front());
   Buffer eight = device_buffer(*fake, 8, DType::Float32);
   const Buffer empty = Buffer::view(static_cast<void*>(nullptr), std::vector<std::int64_t>{0},
-                                    DType::Float32, Device::cuda(0));
+                                    DType::Float32, Device::cpu());
   expect_error([&] { comm->allreduce(env.rank == 0 ? empty : eight, ReduceOp::Sum); },
                ErrorCode::InvalidArgument, {"rank 0 has count=0", "rank 1 has count=8"},
                "an empty buffer on the host path against device buffers");
   RANK_CHECK(count_calls(*fake, "nccl") == 0,
              "a disagreeing op reached NCCL: " << fake->calls().front());
   RANK_CHECK(!comm->is_poisoned(), "a mismatch poisoned the communicator");
-  // Every rank passes 0 elements, rank 0 without data (the host path), the others on the device:
+  // Equal counts, but rank 0's buffer is host memory: it would run the host algorithms while
+  // the others queue NCCL, each waiting for the other's messages. The path is compared too.
+  CollectiveOptions quick;
+  quick.timeout = std::chrono::seconds(10);
+  Buffer host_eight = Buffer::allocate(8, DType::Float32);
+  expect_error([&] { comm->allreduce(env.rank == 0 ? host_eight : eight, ReduceOp::Sum, quick); },
+               ErrorCode::InvalidArgument,
+               {"rank 0 passed host buffers", "rank 1 passed device buffers"},
+               "host buffers on rank 0, device buffers on the others");
+  RANK_CHECK(count_calls(*fake, "nccl") == 0,
+             "a disagreeing op reached NCCL: " << fake->calls().front());
+  RANK_CHECK(!comm->is_poisoned(), "a path mismatch poisoned the communicator");
+  // Every rank passes 0 elements, rank 0 on the host (the host path), the others on the device:
   // they agree, and every rank's op takes one number, so the next op still pairs up.
   const Buffer zero_on_device =
       Buffer::view(eight.data(), std::vector<std::int64_t>{0}, DType::Float32, Device::cuda(0));
@@ -322,6 +334,96 @@ void debug_detail_on_device(const Environment& env) {
 
 TEST_CASE("COHORT_DEBUG=detail compares device ops' arguments across ranks", "[gpu]") {
   for (int size : {2, 3}) REQUIRE_NOTHROW(run_ranks(size, debug_detail_on_device));
+}
+
+/// A rank with nothing to send or receive in a v-collective passes empty CUDA tensors, which
+/// have no data pointer (torch.empty(0, device="cuda").data_ptr() is 0). Such a rank must take
+/// the device path with its peers: on the host path it would wait for messages the peers send
+/// over NCCL (or none at all). Rank 1 holds nothing in each op; the others hold rank + 1
+/// elements of value 10 * rank + element index. A short deadline turns a hang into an error.
+void empty_cuda_tensors_without_data(const Environment& env) {
+  auto fake = install_fake(env);
+  auto comm = world(env);
+  const int rank = comm->rank();
+  const auto un = static_cast<std::size_t>(comm->size());
+  CollectiveOptions quick;
+  quick.timeout = std::chrono::seconds(10);
+  const Buffer no_data = Buffer::view(static_cast<void*>(nullptr), std::vector<std::int64_t>{0},
+                                      DType::Int32, Device::cuda(0));
+  std::vector<std::size_t> counts(un), displs(un);
+  std::size_t total = 0;
+  for (std::size_t r = 0; r < un; ++r) {
+    counts[r] = r == 1 ? 0 : r + 1;
+    displs[r] = total;
+    total += counts[r];
+  }
+  const auto want = [&](std::size_t i) {
+    std::size_t r = un - 1;
+    while (displs[r] > i || counts[r] == 0) --r;
+    return 10.0 * double(r) + double(i - displs[r]);
+  };
+  const auto mine = [&] {
+    if (rank == 1) return no_data;
+    Buffer b = device_buffer(*fake, counts[static_cast<std::size_t>(rank)], DType::Int32);
+    for (std::size_t i = 0; i < counts[static_cast<std::size_t>(rank)]; ++i)
+      set(b, i, 10.0 * rank + double(i));
+    return b;
+  };
+
+  // gatherv to rank 0 (rank 1, not the root, passes nothing but the empty tensor).
+  const Buffer gv_in = mine();
+  Buffer gv_out = rank == 0 ? device_buffer(*fake, total, DType::Int32) : Buffer();
+  comm->gatherv(gv_in, gv_out, counts, 0, quick);
+  if (rank == 0) expect_values(gv_out, 0, total, want, "gatherv with an empty rank");
+
+  // scatterv from rank 0: rank 1 receives into the empty tensor.
+  Buffer sv_in = rank == 0 ? device_buffer(*fake, total, DType::Int32) : Buffer();
+  if (rank == 0)
+    for (std::size_t i = 0; i < total; ++i) set(sv_in, i, want(i));
+  const Buffer sv_out =
+      rank == 1 ? no_data
+                : device_buffer(*fake, counts[static_cast<std::size_t>(rank)], DType::Int32);
+  comm->scatterv(sv_in, sv_out, counts, 0, quick);
+  if (rank != 1)
+    expect_values(
+        sv_out, 0, counts[static_cast<std::size_t>(rank)],
+        [&](std::size_t i) { return 10.0 * rank + double(i); }, "scatterv with an empty rank");
+
+  // alltoallv: every rank but 1 sends each other such rank one element, 100 * from + to;
+  // rank 1 sends and receives nothing, both of its tensors empty.
+  std::vector<std::size_t> pair_counts(un, 1);
+  pair_counts[1] = 0;
+  if (rank == 1) std::fill(pair_counts.begin(), pair_counts.end(), 0);
+  const std::size_t pairs = rank == 1 ? 0 : un - 1;
+  const Buffer a_in = rank == 1 ? no_data : device_buffer(*fake, pairs, DType::Int32);
+  const Buffer a_out = rank == 1 ? no_data : device_buffer(*fake, pairs, DType::Int32);
+  std::vector<int> peers;  // the ranks this one exchanges with, in rank order
+  for (int r = 0; r < comm->size(); ++r)
+    if (r != 1) peers.push_back(r);
+  if (rank != 1)
+    for (std::size_t k = 0; k < peers.size(); ++k) set(a_in, k, 100.0 * rank + peers[k]);
+  comm->alltoallv(a_in, pair_counts, a_out, pair_counts, quick);
+  if (rank != 1)
+    expect_values(
+        a_out, 0, pairs, [&](std::size_t k) { return 100.0 * peers[k] + rank; },
+        "alltoallv with an empty rank");
+
+  // The ops paired up: a host op and a device op after them agree on every rank.
+  Buffer host = Buffer::allocate(3, DType::Int64);
+  for (std::size_t i = 0; i < 3; ++i) set(host, i, rank);
+  comm->allreduce(host, ReduceOp::Sum, quick);
+  const double ranks_sum = double(un * (un - 1) / 2);
+  expect_values(
+      host, 0, 3, [&](std::size_t) { return ranks_sum; }, "host allreduce afterwards");
+  Buffer dev = device_buffer(*fake, 3, DType::Int32);
+  for (std::size_t i = 0; i < 3; ++i) set(dev, i, rank);
+  comm->allreduce(dev, ReduceOp::Sum, quick);
+  expect_values(
+      dev, 0, 3, [&](std::size_t) { return ranks_sum; }, "device allreduce afterwards");
+}
+
+TEST_CASE("a rank whose CUDA tensors are empty and without data takes the device path", "[gpu]") {
+  for (int size : {2, 3, 4}) REQUIRE_NOTHROW(run_ranks(size, empty_cuda_tensors_without_data));
 }
 
 void streams_and_timeout(const Environment& env) {
