@@ -3,6 +3,7 @@
 // algorithms' own tests sweep algorithms x sizes exhaustively; this checks the communicator's
 // layer: argument normalisation, own-block copies, staging, Avg, counts and displacements.
 
+#include "algorithms/selection.hpp"
 #include "rank_checks.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
@@ -489,6 +490,55 @@ TEST_CASE("Avg on f16, bf16 and fp8 does not overflow when the mean is represent
       fill(rs_in, k.bits);
       c->reduce_scatter(rs_in, rs_out, ReduceOp::Avg);
       check(rs_out, k, count, "reduce_scatter");
+    }
+  }));
+}
+
+TEST_CASE("every allreduce algorithm gives every rank the same bits (signed zeros and NaNs too)",
+          "[comm][multiproc]") {
+  // Replicas must stay bit for bit equal (parameter checksums in data-parallel training). The
+  // kernels are not symmetric in their operands: Min/Max keep the first of two equal ones (+0
+  // against -0) and a NaN's payload is the first operand's, so an algorithm in which each rank
+  // computes "mine op theirs" hands partners different bits. Rank r contributes +0 / -0 (even /
+  // odd r) in element 0, the opposite in element 1, and a quiet NaN with payload r + 1 in
+  // element 2; which zero or payload wins depends on the algorithm, but every rank must get
+  // the same one.
+  const int size = GENERATE(2, 3, 4, 5);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto c = world(env);
+    const auto un = static_cast<std::size_t>(c->size());
+    const auto bits_of = [](std::uint32_t bits) {
+      float f;
+      std::memcpy(&f, &bits, sizeof f);
+      return f;
+    };
+    const bool even = env.rank % 2 == 0;
+    for (const Algorithm algorithm : algorithms::algorithms_for(Collective::Allreduce)) {
+      for (const ReduceOp op : {ReduceOp::Min, ReduceOp::Max, ReduceOp::Sum}) {
+        Buffer in = Buffer::allocate(3, DType::Float32);
+        Buffer out = Buffer::allocate(3, DType::Float32);
+        in.data_as<float>()[0] = even ? 0.0f : -0.0f;
+        in.data_as<float>()[1] = even ? -0.0f : 0.0f;
+        in.data_as<float>()[2] = bits_of(0x7fc00000u | static_cast<std::uint32_t>(env.rank + 1));
+        CollectiveOptions forced;
+        forced.algorithm = algorithm;
+        c->allreduce(in, out, op, forced);
+        const std::string what =
+            std::string(algorithm_name(algorithm)) + " " + std::string(reduce_op_name(op));
+        RANK_CHECK(out.data_as<float>()[0] == 0.0f && out.data_as<float>()[1] == 0.0f,
+                   what << ": the zeros became " << out.data_as<float>()[0] << ", "
+                        << out.data_as<float>()[1]);
+        RANK_CHECK(std::isnan(out.data_as<float>()[2]), what << ": NaN lost");
+        // Every rank's bits, side by side.
+        const Buffer mine = Buffer::view(out.data(), 12, DType::UInt8);
+        Buffer all = Buffer::allocate(12 * un, DType::UInt8);
+        c->allgather(mine, all);
+        for (std::size_t r = 1; r < un; ++r)
+          RANK_CHECK(std::memcmp(all.data_as<std::uint8_t>(), all.data_as<std::uint8_t>() + 12 * r,
+                                 12) == 0,
+                     what << ": rank " << r << "'s result differs from rank 0's in its bits");
+      }
     }
   }));
 }

@@ -6,7 +6,8 @@
 // (patterns/power_of_two_fold.hpp): each extra rank sends its vector to its partner, which
 // reduces it in and takes part for both; at the end the partner sends the result back. The
 // first reduction writes `out = in op received` directly, so `in` is never copied.
-// Every rank combines the same operands in the same pairing, so all ranks get identical bits.
+// Every rank combines the same operands in the same pairing and order (the lower new rank's
+// first), so all ranks get identical bits.
 //
 // Cost, n ranks (p = largest power of two <= n), m bytes: log2(p) rounds (+2 when n != p), each
 // sending and receiving m bytes and reducing m bytes: latency-optimal, bandwidth log2(p) * m.
@@ -45,11 +46,17 @@ void run(const OpContext& ctx, const AllreduceArgs& args) {
 
   // Round k: swap the running reduction with the partner 2^k away (in new ranks), reduce.
   for (int round = 0; (1 << round) < fold.pof2; ++round) {
-    const int partner =
-        patterns::fold_active_rank(patterns::doubling_partner(fold.new_rank, round), ctx.size);
+    const int partner_new = patterns::doubling_partner(fold.new_rank, round);
+    const int partner = patterns::fold_active_rank(partner_new, ctx.size);
     exchange(ctx, partner, current, bytes, partner, incoming, bytes,
              kFoldFirstRoundStep + static_cast<std::uint32_t>(round));
-    reduce::reduce_to(args.op, args.dtype, out, current, incoming, args.count);
+    // Both partners put the lower new rank's vector first: the kernels are not symmetric in
+    // their operands (Min/Max keep the first of equal ones, +0 against -0; a NaN's payload is
+    // the first operand's), so "mine op theirs" would leave the two with different bits.
+    if (fold.new_rank < partner_new)
+      reduce::reduce_to(args.op, args.dtype, out, current, incoming, args.count);
+    else
+      reduce::reduce_to(args.op, args.dtype, out, incoming, current, args.count);
     current = out;
   }
   COHORT_CHECK(current == out);  // size >= 2 means at least one round ran
