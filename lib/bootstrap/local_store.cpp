@@ -79,7 +79,8 @@ class LocalStore final : public Store {
       throw Error(ErrorCode::InvalidArgument, std::string("store ") + op + " timeout " +
                                                   std::to_string(timeout.count()) +
                                                   " ms is negative");
-    const auto deadline = Clock::now() + timeout;
+    const auto deadline =
+        Clock::now() + std::min<std::chrono::milliseconds>(timeout, bootstrap::kMaxWaitTimeout);
     while (true) {
       const auto absent = table_.missing(keys);
       if (absent.empty()) return;

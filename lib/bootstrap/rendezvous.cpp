@@ -29,7 +29,10 @@
 #include "core/log.hpp"
 #include "core/system_error.hpp"
 #include "core/tunables.hpp"
+#include "core/unique_fd.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <algorithm>
 #include <cctype>
@@ -37,7 +40,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <sstream>
 #include <thread>
@@ -101,31 +103,76 @@ fs::path rendezvous_path(const Environment& env) {
     job = "ppid" + std::to_string(::getppid());
   }
   const std::optional<std::string>& dir = tunables().rendezvous_dir;
+  // The temp directory is each node's own: ranks on other nodes would wait out the store
+  // timeout for a file they can never see.
+  if (env.num_nodes > 1 && !dir)
+    throw Error(ErrorCode::InvalidArgument,
+                "a " + std::to_string(env.num_nodes) +
+                    "-node job with no store address meets through a file, which needs a "
+                    "directory every node sees: set COHORT_RENDEZVOUS_DIR to one on a shared file "
+                    "system, or set COHORT_STORE_ADDR and COHORT_STORE_PORT (or MASTER_ADDR and "
+                    "MASTER_PORT) to an address of the node of rank 0");
   const fs::path base = dir ? fs::path(*dir) : fs::temp_directory_path();
   return base / ("cohort-" + file_safe(job) + ".addr");
 }
 
 void publish(const fs::path& path, const Published& what) {
   const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) throw system_error("create rendezvous file " + tmp.string(), errno);
-    out << what.host << '\n' << what.port << '\n' << what.token << '\n';
-    out.flush();
-    if (!out) throw system_error("write rendezvous file " + tmp.string(), errno);
+  // The token inside is a secret: the file is created readable by the job's user only (a
+  // file created with the umask's mode and narrowed afterwards could be opened in between, and
+  // an open descriptor keeps reading after the narrowing). O_EXCL | O_NOFOLLOW: never write
+  // through a file or link someone else put there.
+  ::unlink(tmp.c_str());  // our own leftover, if any: the name holds our pid
+  const UniqueFd fd(
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, S_IRUSR | S_IWUSR));
+  if (!fd) throw system_error("create rendezvous file " + tmp.string(), errno);
+  const std::string text = what.host + '\n' + std::to_string(what.port) + '\n' + what.token + '\n';
+  for (std::size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd.get(), text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::unlink(tmp.c_str());
+      throw system_error("write rendezvous file " + tmp.string(), err);
+    }
+    done += static_cast<std::size_t>(n);
   }
-  // The token inside is a secret: only the job's user may read it.
-  fs::permissions(tmp, fs::perms::owner_read | fs::perms::owner_write);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
-    std::remove(tmp.c_str());
-    throw system_error("publish rendezvous file " + path.string(), err);
+    ::unlink(tmp.c_str());
+    throw system_error("publish rendezvous file " + path.string() +
+                           (err == EPERM || err == EACCES
+                                ? " (a file of that name belonging to another user is in the way: "
+                                  "remove it, or set COHORT_RENDEZVOUS_DIR)"
+                                : ""),
+                       err);
   }
 }
 
+/// The published address, or nothing while the file is absent or incomplete. A file this user
+/// does not own is refused: in a shared temp directory another user could have put it there
+/// first, naming a store of theirs.
 std::optional<Published> read_published(const fs::path& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
+  const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return std::nullopt;
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return std::nullopt;
+  if (st.st_uid != ::geteuid())
+    throw Error(ErrorCode::InvalidArgument,
+                "the rendezvous file " + path.string() + " belongs to uid " +
+                    std::to_string(st.st_uid) + ", not to this job's user (uid " +
+                    std::to_string(::geteuid()) +
+                    "): remove it, or set COHORT_RENDEZVOUS_DIR to a directory of your own");
+  std::string text(4096, '\0');
+  std::size_t size = 0;
+  while (size < text.size()) {
+    const ssize_t n = ::read(fd.get(), text.data() + size, text.size() - size);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    size += static_cast<std::size_t>(n);
+  }
+  text.resize(size);
+  std::istringstream in(text);
   Published p;
   std::string port;
   if (!std::getline(in, p.host) || !std::getline(in, port) || !std::getline(in, p.token))

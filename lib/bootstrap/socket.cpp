@@ -186,7 +186,17 @@ UniqueFd listen_on(const std::string& host, std::uint16_t port) {
 
 UniqueFd connect_once(const addrinfo* addresses, const std::string& endpoint, Deadline deadline) {
   int last_errno = ECONNREFUSED;
-  for (const addrinfo* ai = addresses; ai; ai = ai->ai_next) {
+  std::size_t untried = 0;
+  for (const addrinfo* ai = addresses; ai; ai = ai->ai_next) ++untried;
+  for (const addrinfo* ai = addresses; ai; ai = ai->ai_next, --untried) {
+    // Each address gets an equal share of the time left: one that silently drops packets (a
+    // filtered IPv6 address listed first) must not spend the whole deadline before the next,
+    // working one is tried.
+    const auto now = std::chrono::steady_clock::now();
+    const Deadline mine =
+        untried > 1 && deadline > now
+            ? now + (deadline - now) / static_cast<std::chrono::steady_clock::rep>(untried)
+            : deadline;
     UniqueFd fd = make_socket(ai->ai_family);
     if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
       if (errno != EINPROGRESS) {
@@ -194,7 +204,9 @@ UniqueFd connect_once(const addrinfo* addresses, const std::string& endpoint, De
         continue;
       }
       pollfd pfd{fd.get(), POLLOUT, 0};
-      const int ready = ::poll(&pfd, 1, poll_timeout_ms(deadline));
+      int ready;
+      while ((ready = ::poll(&pfd, 1, poll_timeout_ms(mine))) < 0 && errno == EINTR) {
+      }
       if (ready <= 0) {
         last_errno = ready == 0 ? ETIMEDOUT : errno;
         continue;

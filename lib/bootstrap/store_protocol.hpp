@@ -15,6 +15,7 @@
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -27,6 +28,10 @@ namespace cohort::bootstrap {
 inline constexpr std::uint32_t kFrameMagic = 0x54534843u;
 inline constexpr std::uint8_t kProtocolVersion = 1;
 inline constexpr std::size_t kFrameHeaderBytes = 16;
+
+/// The longest a get()/wait() waits. A longer timeout (milliseconds::max() for "as long as it
+/// takes") is cut to this on both ends, so no deadline computed as now + timeout overflows.
+inline constexpr std::chrono::hours kMaxWaitTimeout{24 * 365};
 
 enum class MessageType : std::uint8_t {
   // Requests.

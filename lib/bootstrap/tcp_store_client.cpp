@@ -289,6 +289,7 @@ Bytes TcpStore::get(std::string_view key, std::chrono::milliseconds timeout) {
   if (timeout.count() < 0)
     throw Error(ErrorCode::InvalidArgument,
                 "store get timeout " + std::to_string(timeout.count()) + " ms is negative");
+  timeout = std::min<std::chrono::milliseconds>(timeout, bootstrap::kMaxWaitTimeout);
   const Clock::time_point start = Clock::now();
   const auto lock = impl_->acquire(Impl::connection_deadline(start, timeout),
                                    "store get timed out after " + std::to_string(timeout.count()) +
@@ -336,6 +337,7 @@ void TcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseco
   if (timeout.count() < 0)
     throw Error(ErrorCode::InvalidArgument,
                 "store wait timeout " + std::to_string(timeout.count()) + " ms is negative");
+  timeout = std::min<std::chrono::milliseconds>(timeout, bootstrap::kMaxWaitTimeout);
   const Clock::time_point start = Clock::now();
   // The frame's leading integer is the time left once we hold the connection; its size is
   // checked with the longest it can be.

@@ -49,7 +49,6 @@ constexpr std::uint64_t kMaxHandshakeBytes = 64u << 10;
 constexpr const char* kHungUp = "client hung up";
 constexpr const char* kHandshakeRefused = "handshake refused";
 // Longest timeout a client may ask for; larger values are clamped (avoids overflow).
-constexpr std::chrono::hours kMaxWaitTimeout{24 * 365};
 // Connections accepted per loop iteration, so a flood of arrivals cannot starve the clients
 // already connected.
 constexpr std::size_t kAcceptBatch = 64;
@@ -426,7 +425,8 @@ void TcpStoreServer::Impl::handle(std::uint64_t id, Connection& c, MessageType t
     case MessageType::Wait: {
       const auto requested = std::chrono::milliseconds(fields.integer());
       if (requested.count() < 0) throw ProtocolViolation{"negative timeout"};
-      const auto timeout = std::min<std::chrono::milliseconds>(requested, kMaxWaitTimeout);
+      const auto timeout =
+          std::min<std::chrono::milliseconds>(requested, bootstrap::kMaxWaitTimeout);
       std::vector<std::string> keys = fields.remaining_texts();
       if (type == MessageType::Get && keys.size() != 1)
         throw ProtocolViolation{"get with " + std::to_string(keys.size()) + " keys"};
@@ -545,17 +545,18 @@ void TcpStoreServer::Impl::expire_waiters() {
       continue;
     }
     const std::uint64_t id = it->first;
-    const auto c = connections.find(id);
-    if (c != connections.end()) {
-      FrameBuilder missing(MessageType::Missing);
-      for (const auto& key : table.missing(it->second.keys)) missing.field(key);
+    FrameBuilder missing(MessageType::Missing);
+    for (const auto& key : table.missing(it->second.keys)) missing.field(key);
+    // Forgotten before the reply is sent: a send that fails drops the connection, which forgets
+    // its waiter too, and would leave `it` pointing at an erased entry.
+    ++it;
+    forget_waiter(id);
+    if (const auto c = connections.find(id); c != connections.end()) {
       c->second.parked = false;
       reply(c->second, missing.finish());
       flush(id, c->second);
       resumable.push_back(id);
     }
-    ++it;
-    forget_waiter(id);
   }
 }
 

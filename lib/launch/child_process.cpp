@@ -39,7 +39,9 @@ ChildProcess& ChildProcess::operator=(ChildProcess&& other) noexcept {
 }
 
 bool ChildProcess::signal_group(int signal) noexcept {
-  if (pid_ <= 0) return false;
+  // Once the child is reaped its pid, and so its group's id, may be another process's: the
+  // group's stragglers were killed in try_reap, while the zombie still held the number.
+  if (!running()) return false;
   // The child is its own group leader (pgid == pid); the group outlives the leader while any
   // member it started is alive, so this also reaches stragglers after the leader was reaped.
   if (::kill(-pid_, signal) == 0) return true;
@@ -53,6 +55,17 @@ bool ChildProcess::signal_group(int signal) noexcept {
 
 std::optional<ExitStatus> ChildProcess::try_reap() {
   if (!running()) return status_;
+  // Look without reaping: while the child is a zombie its pid cannot be reused, so whatever it
+  // left in its group (a backgrounded command) can be killed by the group's id safely. Once it
+  // is reaped, kill(-pid) could reach an unrelated group that took the number.
+  siginfo_t info{};
+  int peeked;
+  do {
+    peeked = ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT);
+  } while (peeked < 0 && errno == EINTR);
+  if (peeked < 0) throw system_error("waitid(" + std::to_string(pid_) + ")", errno);
+  if (info.si_pid == 0) return std::nullopt;  // still running
+  ::kill(-pid_, SIGKILL);
   int status = 0;
   pid_t got;
   do {

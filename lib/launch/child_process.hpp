@@ -1,7 +1,8 @@
 #pragma once
 
 // One child process of the launcher, owned by a move-only handle. Every child leads its own
-// process group (so stopping a rank also stops whatever it spawned), reads stdin from
+// process group (so stopping a rank also stops whatever it spawned, and what it leaves in the
+// group when it ends is killed as it is reaped), reads stdin from
 // /dev/null, writes stdout/stderr into pipes the launcher drains, and dies with the launcher
 // (PR_SET_PDEATHSIG). The handle's destructor kills and reaps a child still running, so no
 // zombie or orphan survives an exception in the launcher.
@@ -37,9 +38,11 @@ class ChildProcess {
   const std::optional<ExitStatus>& status() const noexcept { return status_; }
 
   /// Sends `signal` to the child's process group (the child and everything it started that
-  /// stayed in the group). Harmless after the child exited. Returns whether anything got it.
+  /// stayed in the group). Does nothing once the child was reaped (its pid, the group's id, may
+  /// name another group by then). Returns whether anything got it.
   bool signal_group(int signal) noexcept;
-  /// waitpid(WNOHANG): records and returns the status if the child has exited.
+  /// If the child has exited: SIGKILLs what it left in its group (while its zombie still holds
+  /// the group's id), reaps it, records and returns its status. Otherwise nothing.
   std::optional<ExitStatus> try_reap();
   /// Records the status of a child someone else reaped (a waitpid(-1) loop).
   void set_reaped(ExitStatus status) noexcept { status_ = status; }

@@ -251,8 +251,9 @@ void launch(int num_ranks, const std::function<void(const Environment&)>& fn,
   }
   const std::string port_line = std::to_string(job.store_port) + "\n";
   for (UniqueFd& writer : control_writers) {
-    // A child that already died has closed its end; the supervisor reports it.
-    launcher::write_all(writer.get(), port_line.data(), port_line.size());
+    // A child that already died has closed its end; the supervisor reports it. Quietly: this
+    // is the caller's process, whose SIGPIPE may still kill it.
+    launcher::write_all_quietly(writer.get(), port_line.data(), port_line.size());
     writer.reset();
   }
 

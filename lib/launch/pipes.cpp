@@ -7,7 +7,10 @@
 #include <cstring>
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
+#include <ctime>
 
 namespace cohort::launcher {
 
@@ -41,6 +44,29 @@ bool write_all(int fd, const char* data, std::size_t size) noexcept {
     size -= static_cast<std::size_t>(n);
   }
   return true;
+}
+
+bool write_all_quietly(int fd, const char* data, std::size_t size) noexcept {
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  sigset_t pending;
+  sigemptyset(&pending);
+  ::sigpending(&pending);
+  const bool pending_before = sigismember(&pending, SIGPIPE) == 1;
+  sigset_t previous;
+  ::pthread_sigmask(SIG_BLOCK, &pipe_only, &previous);
+  const bool written = write_all(fd, data, size);
+  const int error = errno;
+  if (!written && error == EPIPE && !pending_before) {
+    // A write's SIGPIPE goes to the writing thread, where it now waits, blocked: take it.
+    const timespec now{};
+    while (::sigtimedwait(&pipe_only, nullptr, &now) < 0 && errno == EINTR) {
+    }
+  }
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  errno = error;
+  return written;
 }
 
 }  // namespace cohort::launcher

@@ -28,4 +28,11 @@ UniqueFd open_dev_null();
 /// descriptor refuses (EPIPE, EBADF, ...): output sinks must never bring the launcher down.
 bool write_all(int fd, const char* data, std::size_t size) noexcept;
 
+/// write_all() that never raises SIGPIPE: a reader that is gone makes it return false (errno
+/// EPIPE) instead of killing the process under SIGPIPE's default action, which a library must
+/// neither rely on nor change. SIGPIPE is blocked in the calling thread for the write, and the
+/// one the write raised is taken back before the mask is restored (one pending from before is
+/// left alone).
+bool write_all_quietly(int fd, const char* data, std::size_t size) noexcept;
+
 }  // namespace cohort::launcher

@@ -39,8 +39,7 @@ class Supervision {
       if (stopping_ && !killed_ && now >= kill_at_) kill_survivors();
       if (killed_ && now >= killed_at_ + ChildProcess::kReapAfterKillWait) abandon_unreapable();
     }
-    // A rank may have left descendants in its group (a backgrounded command): they go too.
-    for (RankProcess& rank : ranks_) rank.process.signal_group(SIGKILL);
+    // What a rank left in its group (a backgrounded command) was killed as it was reaped.
     if (hooks_.reap_orphans) reap_orphans_until_gone();
     for (RankProcess& rank : ranks_) result_.statuses.push_back(*rank.process.status());
     // What the terminal has not taken yet, within a bound: a terminal nobody reads must not
@@ -139,20 +138,27 @@ class Supervision {
   // and route the ranks' statuses to them.
   void reap_any_children() {
     for (;;) {
-      int status = 0;
-      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
-      if (pid < 0 && errno == EINTR) continue;
-      if (pid <= 0) return;
+      // Which child ended, without reaping it: a rank is reaped by its handle, which first
+      // kills what it left in its group (see ChildProcess::try_reap).
+      siginfo_t info{};
+      if (::waitid(P_ALL, 0, &info, WEXITED | WNOHANG | WNOWAIT) < 0) {
+        if (errno == EINTR) continue;
+        return;  // ECHILD: no children
+      }
+      const pid_t pid = info.si_pid;
+      if (pid == 0) return;  // none has ended
       const auto rank = std::find_if(ranks_.begin(), ranks_.end(), [&](const RankProcess& r) {
         return r.process.running() && r.process.pid() == pid;
       });
-      if (rank == ranks_.end()) {
-        COHORT_LOG_DEBUG("reaped orphaned descendant {} of a rank", pid);
+      if (rank != ranks_.end()) {
+        if (const std::optional<ExitStatus> status = rank->process.try_reap())
+          on_exit(*rank, *status);
         continue;
       }
-      const ExitStatus decoded = ExitStatus::from_wait_status(status);
-      rank->process.set_reaped(decoded);
-      on_exit(*rank, decoded);
+      int status = 0;
+      while (::waitpid(pid, &status, WNOHANG) < 0 && errno == EINTR) {
+      }
+      COHORT_LOG_DEBUG("reaped orphaned descendant {} of a rank", pid);
     }
   }
 

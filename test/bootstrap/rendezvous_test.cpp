@@ -250,6 +250,42 @@ TEST_CASE("connect_store refuses what it cannot do, naming why", "[rendezvous][u
       CHECK_THAT(e.message(), Catch::Contains("COHORT_JOB_ID"));
     }
   }
+  SECTION("several nodes and no directory they all see") {
+    // The temp directory is each node's own: refused at once, not a wait for a file that never
+    // appears on this node.
+    const test::ScopedEnv no_dir("COHORT_RENDEZVOUS_DIR", std::nullopt);
+    const test::ScopedEnv store_timeout("COHORT_STORE_TIMEOUT", "2");
+    Environment env = rank_env(1, 4, unique_job("nodes"));
+    env.num_nodes = 2;
+    env.local_world_size = 2;
+    try {
+      connect_store(env);
+      FAIL("connect_store waited for a file in a node's own temp directory");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::InvalidArgument);
+      CHECK_THAT(e.message(), Catch::Contains("COHORT_RENDEZVOUS_DIR"));
+      CHECK_THAT(e.message(), Catch::Contains("2-node"));
+    }
+  }
+  SECTION("a file of another user's is refused, not followed") {
+    // Another user could put the file in a shared temp directory first, naming their store.
+    const std::string job = unique_job("foreign");
+    std::ofstream(dir.file_for(job)) << "127.0.0.1\n" << free_port() << "\ntheirs\n";
+    const uid_t other = ::geteuid() == 65534 ? 65533 : 65534;
+    if (::chown(dir.file_for(job).c_str(), other, static_cast<gid_t>(-1)) != 0) {
+      WARN("cannot give the file to another user (not root): section not run");
+      return;
+    }
+    const test::ScopedEnv store_timeout("COHORT_STORE_TIMEOUT", "2");
+    try {
+      connect_store(rank_env(1, 3, job));
+      FAIL("connect_store used a file another user owns");
+    } catch (const Error& e) {
+      CHECK(e.code() == ErrorCode::InvalidArgument);
+      CHECK_THAT(e.message(), Catch::Contains(dir.file_for(job).string()));
+      CHECK_THAT(e.message(), Catch::Contains("uid " + std::to_string(other)));
+    }
+  }
   SECTION("rank 0 never publishes: Timeout naming the file") {
     const test::ScopedEnv store_timeout("COHORT_STORE_TIMEOUT", "0.2");
     const std::string job = unique_job("lonely");

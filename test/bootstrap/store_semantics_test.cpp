@@ -159,6 +159,29 @@ TEST_CASE("Store contract holds for local, tcp and prefixed stores", "[store][un
     CHECK(s.get_string("late-counter", 1s) == "3");
   }
 
+  SECTION("the longest timeout means 'as long as it takes', not an overflowed deadline") {
+    // now + milliseconds::max() overflows; it used to make a TCP get time out at once.
+    constexpr auto forever = std::chrono::milliseconds::max();
+    auto other = f.another_client();
+    const pid_t getter = test::current_thread_id();
+    const test::BlockedIn blocked_in =
+        kind == "local" ? test::BlockedIn::ConditionVariable : test::BlockedIn::FileDescriptor;
+    std::thread setter([&] {
+      test::wait_until_blocked(getter, blocked_in, 10s);
+      other->set_string("eventually", "here");
+    });
+    std::string got;
+    try {
+      got = s.get_string("eventually", forever);
+    } catch (...) {
+      setter.join();
+      throw;
+    }
+    setter.join();
+    CHECK(got == "here");
+    s.wait({"eventually"}, forever);
+  }
+
   SECTION("negative timeouts are refused") {
     CHECK_THROWS_MATCHES(s.get("x", -1ms), Error, Catch::Predicate<Error>([](const Error& e) {
                            return e.code() == ErrorCode::InvalidArgument;

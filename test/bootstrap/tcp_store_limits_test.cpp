@@ -22,7 +22,10 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <cerrno>
 #include <filesystem>
@@ -414,4 +417,71 @@ TEST_CASE("the store binds where its clients are told to connect", "[tcp_store][
     TcpStore other(options);
     CHECK(other.get_string("k", 1s) == "v");
   }
+}
+
+namespace {
+
+/// A loopback port that swallows connection attempts: a listener whose accept queue (backlog 0)
+/// is full drops further SYNs, so a connect there stays in progress, as to a filtered address.
+struct BlackHole {
+  UniqueFd listener;
+  std::vector<UniqueFd> fillers;
+  std::uint16_t port = 0;
+
+  BlackHole() {
+    listener = UniqueFd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    REQUIRE(::bind(listener.get(), reinterpret_cast<sockaddr*>(&address), length) == 0);
+    REQUIRE(::listen(listener.get(), 0) == 0);
+    REQUIRE(::getsockname(listener.get(), reinterpret_cast<sockaddr*>(&address), &length) == 0);
+    port = ntohs(address.sin_port);
+    // Connect until an attempt is left hanging: the queue is then full.
+    for (int i = 0; i < 8; ++i) {
+      UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+      const bool at_once = ::connect(fd.get(), reinterpret_cast<sockaddr*>(&address), length) == 0;
+      REQUIRE((at_once || errno == EINPROGRESS));
+      pollfd pfd{fd.get(), POLLOUT, 0};
+      const bool connected = at_once || ::poll(&pfd, 1, 500) == 1;
+      fillers.push_back(std::move(fd));
+      if (!connected) return;
+    }
+    FAIL("a listener with a full backlog kept accepting connections");
+  }
+};
+
+}  // namespace
+
+TEST_CASE("an address that swallows connects leaves the next one its share of the deadline",
+          "[tcp_store][limits][unit]") {
+  // A host name can resolve to several addresses, the first of them filtered (an IPv6 address
+  // a firewall drops). connect_once used to give the first the whole deadline, so the working
+  // second one was only tried once it had passed.
+  BlackHole hole;
+  const UniqueFd live = bootstrap::listen_on("127.0.0.1", 0);
+  sockaddr_in live_address{}, hole_address{};
+  socklen_t length = sizeof live_address;
+  REQUIRE(::getsockname(live.get(), reinterpret_cast<sockaddr*>(&live_address), &length) == 0);
+  hole_address = live_address;
+  hole_address.sin_port = htons(hole.port);
+  addrinfo second{};
+  second.ai_family = AF_INET;
+  second.ai_socktype = SOCK_STREAM;
+  second.ai_addr = reinterpret_cast<sockaddr*>(&live_address);
+  second.ai_addrlen = sizeof live_address;
+  addrinfo first = second;
+  first.ai_addr = reinterpret_cast<sockaddr*>(&hole_address);
+  first.ai_next = &second;
+  const auto deadline_in = 6s;
+  const auto start = std::chrono::steady_clock::now();
+  const UniqueFd fd = bootstrap::connect_once(&first, "two addresses", start + deadline_in);
+  const auto took = std::chrono::steady_clock::now() - start;
+  sockaddr_in peer{};
+  socklen_t peer_length = sizeof peer;
+  REQUIRE(::getpeername(fd.get(), reinterpret_cast<sockaddr*>(&peer), &peer_length) == 0);
+  CHECK(peer.sin_port == live_address.sin_port);
+  // The first address had half of it; the second connected long before the deadline.
+  CHECK(took < deadline_in - 1s);
 }

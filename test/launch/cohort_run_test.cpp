@@ -296,6 +296,27 @@ TEST_CASE("cohort-run reports a rank killed by a signal as 128+signal", "[cohort
   check_nothing_left_behind();
 }
 
+TEST_CASE("what a rank leaves in its process group is killed when the rank ends", "[cohort-run]") {
+  // Killed as the rank is reaped, while its zombie still holds the group's id: once reaped,
+  // the id may name an unrelated group, which a sweep at the end of the job could kill. Rank 0
+  // backgrounds a sleep and exits; rank 1 ends only once that sleep is gone, so a launcher that
+  // kills stragglers only at the end runs into --timeout (exit 124).
+  const TempDir dir;
+  const std::string file = (dir.path() / "straggler").string();
+  const CommandResult r = run_command(cohort_run(
+      {"-n", "2", "--timeout", "60", "--", "sh", "-c",
+       "if [ $COHORT_RANK = 0 ]; then sleep infinity & echo $! > " + file + ".tmp && mv " + file +
+           ".tmp " + file +
+           "; exit 0; fi; "
+           "while [ ! -s " +
+           file + " ]; do sleep 0.02; done; p=$(cat " + file +
+           "); while kill -0 $p 2>/dev/null; do sleep 0.02; done; echo straggler gone"}));
+  CAPTURE(r.out, r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.out, "straggler gone"));
+  check_nothing_left_behind();
+}
+
 TEST_CASE("cohort-run kills a rank that ignores SIGTERM after the grace period", "[cohort-run]") {
   // A marker unique to this run, to look for survivors by command line.
   const std::string marker = "cohort_hung_rank_" + std::to_string(::getpid());

@@ -5,6 +5,7 @@
 #include <cohort/launch.hpp>
 #include <cohort/store.hpp>
 
+#include "launch/pipes.hpp"
 #include "support/sync_pipe.hpp"
 #include "support/temp_dir.hpp"
 
@@ -26,6 +27,7 @@
 #include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 namespace {
@@ -283,6 +285,29 @@ TEST_CASE("a rank left behind after SIGKILL is reaped once it finally dies", "[l
   const int why = errno;  // read before any assertion's own calls can change it
   CHECK(gone == -1);
   CHECK(why == ESRCH);
+}
+
+TEST_CASE("writing the port to a rank that already died does not kill the caller", "[launch]") {
+  // launch() tells each child its store port through a pipe. A child that died first has closed
+  // the pipe's far end, and a plain write() then raises SIGPIPE, whose default action would kill
+  // the application that called launch(). Checked in a child process with that default action.
+  const pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::signal(SIGPIPE, SIG_DFL);
+    int fds[2];
+    if (::pipe(fds) != 0) ::_exit(3);
+    ::close(fds[0]);  // the reader is gone
+    const bool written = cohort::launcher::write_all_quietly(fds[1], "1234\n", 5);
+    const int error = errno;
+    // Still alive: the SIGPIPE was blocked and taken back, or restoring the mask delivers it.
+    ::_exit(written ? 1 : error == EPIPE ? 0 : 2);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  INFO("status " << status);
+  REQUIRE_FALSE(WIFSIGNALED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 TEST_CASE("launch rejects bad arguments before forking", "[launch]") {
