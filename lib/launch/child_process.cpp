@@ -53,6 +53,10 @@ bool ChildProcess::signal_group(int signal) noexcept {
   return false;
 }
 
+bool ChildProcess::signal(int signal) noexcept {
+  return running() && ::kill(pid_, signal) == 0;  // unreaped: the pid is still this child's
+}
+
 std::optional<ExitStatus> ChildProcess::try_reap() {
   if (!running()) return status_;
   // Look without reaping: while the child is a zombie its pid cannot be reused, so whatever it

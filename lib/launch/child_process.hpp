@@ -41,6 +41,9 @@ class ChildProcess {
   /// stayed in the group). Does nothing once the child was reaped (its pid, the group's id, may
   /// name another group by then). Returns whether anything got it.
   bool signal_group(int signal) noexcept;
+  /// Sends `signal` to the child's process alone. Does nothing once it was reaped. Returns
+  /// whether it got it.
+  bool signal(int signal) noexcept;
   /// If the child has exited: SIGKILLs what it left in its group (while its zombie still holds
   /// the group's id), reaps it, records and returns its status. Otherwise nothing.
   std::optional<ExitStatus> try_reap();

@@ -109,6 +109,13 @@ class Supervision {
     const ssize_t n = ::read(hooks_.interrupt_fd, signals, sizeof signals);
     for (ssize_t i = 0; i < n; ++i) {
       const int signal = signals[i];
+      if (signal == SIGUSR1 || signal == SIGUSR2) {
+        // The application's own signals (Slurm's --signal=USR1@120 checkpoint warning, the
+        // flight recorder's dump): to each rank's process, not its group, whose other members
+        // may not expect them; the job goes on.
+        for (RankProcess& rank : ranks_) rank.process.signal(signal);
+        continue;
+      }
       if (!stopping_) {
         result_.outcome = JobOutcome::Interrupted;
         result_.interrupt_signal = signal;

@@ -47,6 +47,8 @@ enum class JobOutcome {
 
 struct SupervisorHooks {
   /// Readable when the launcher caught a signal; each byte read is a signal number to forward.
+  /// SIGUSR1 and SIGUSR2 are passed to every running rank's own process (a checkpoint warning,
+  /// a flight-record dump) and the job goes on; any other stops the job (see JobOutcome).
   int interrupt_fd = -1;
   /// When set, the job is stopped as TimedOut once this passes.
   std::optional<std::chrono::steady_clock::time_point> deadline;

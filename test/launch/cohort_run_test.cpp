@@ -383,6 +383,27 @@ TEST_CASE("cohort-run forwards SIGINT to every rank", "[cohort-run]") {
   check_nothing_left_behind();
 }
 
+TEST_CASE("cohort-run passes SIGUSR1 and SIGUSR2 to every rank and goes on", "[cohort-run]") {
+  // The application's signals (a checkpoint warning, a flight-record dump): each rank gets them,
+  // the launcher neither dies of their default action nor stops the job.
+  RunningCommand launcher(
+      cohort_run({"-n", "2", "--", "sh", "-c",
+                  "trap 'echo caught USR1' USR1; trap 'echo caught USR2; exit 0' USR2; echo ready; "
+                  "sleep infinity & while :; do wait $!; done"}));
+  REQUIRE(launcher.wait_for_output("[rank 0] ready", 30s));
+  REQUIRE(launcher.wait_for_output("[rank 1] ready", 30s));
+  ::kill(launcher.pid(), SIGUSR1);
+  REQUIRE(launcher.wait_for_output("[rank 0] caught USR1", 30s));
+  REQUIRE(launcher.wait_for_output("[rank 1] caught USR1", 30s));
+  ::kill(launcher.pid(), SIGUSR2);
+  const CommandResult r = launcher.wait(30s);
+  CAPTURE(r.out, r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.out, "[rank 0] caught USR2"));
+  CHECK(contains(r.out, "[rank 1] caught USR2"));
+  check_nothing_left_behind();
+}
+
 TEST_CASE("cohort-run --timeout stops the job with exit code 124", "[cohort-run]") {
   const CommandResult r =
       run_command(cohort_run({"--timeout", "0.5", "--grace", "1", "-n", "2", "sleep", "infinity"}));

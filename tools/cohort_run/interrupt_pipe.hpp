@@ -1,13 +1,15 @@
 #pragma once
 
-// Turns SIGINT/SIGTERM/SIGHUP to the launcher into bytes on a pipe (the classic self-pipe), so
-// the supervisor's poll() loop sees them and forwards them to every rank instead of the
-// launcher dying and leaving its ranks behind.
+// Turns SIGINT/SIGTERM/SIGHUP/SIGQUIT (stop the job) and SIGUSR1/SIGUSR2 (pass to the ranks) to
+// the launcher into bytes on a pipe (the classic self-pipe), so the supervisor's poll() loop
+// sees them and forwards them to every rank instead of the launcher dying of their default
+// action and leaving its ranks behind.
 
 #include "launch/pipes.hpp"
 
 #include <csignal>
 #include <initializer_list>
+#include <iterator>
 
 namespace cohort::run {
 
@@ -23,11 +25,11 @@ class InterruptPipe {
   /// Readable when a signal arrived; each byte is a signal number.
   int fd() const noexcept { return pipe_.read.get(); }
   /// The signals handled.
-  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
  private:
   launcher::Pipe pipe_;
-  struct sigaction previous_[3];
+  struct sigaction previous_[std::size(kSignals)];
 };
 
 /// Blocks the interrupt signals in the calling thread for its lifetime, so threads started
