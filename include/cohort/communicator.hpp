@@ -30,7 +30,9 @@
 /// - cuda and cuda_managed buffers run on NCCL, on that CUDA device. The communicator's NCCL
 ///   communicator is created on its first GPU op (collectively: every rank's first GPU op is the
 ///   same op; rank 0 publishes NCCL's unique id through the store) and bound to that op's
-///   device: one device per communicator and rank (split() or dup() for another).
+///   device: one device per communicator and rank. For another device, dup() before the first
+///   GPU op: a split() or dup() of a communicator already bound shares its device (its NCCL
+///   communicator comes from ncclCommSplit of the parent's).
 /// - An op mixing host and device buffers, or a device other than the bound one, is
 ///   InvalidArgument naming both; a dtype or reduce op NCCL lacks (int16, bool, bitwise ops,
 ///   integer avg, fp8 before NCCL 2.24) is Unsupported. Both are refused on the caller's thread
@@ -245,7 +247,10 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// send_async(x) sends the sum), and the sends and receives after it wait with it. Collectives
   /// run one at a time in call order; sends and receives keep their call order among
   /// themselves. On device buffers every op, point-to-point included, is queued on its stream
-  /// in call order (as NCCL does).
+  /// in call order (as NCCL does), each send and receive on its own: two ranks that each call
+  /// send_async() then recv() to the other queue a send ahead of their receive, and once the
+  /// message outgrows NCCL's buffers both sends wait for receives queued behind them. Exchange
+  /// with sendrecv() there (one NCCL group), or on different streams.
   void send(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});
   void recv(const Buffer& out, int peer, int tag = 0, const CollectiveOptions& = {});
   Work send_async(const Buffer& in, int peer, int tag = 0, const CollectiveOptions& = {});

@@ -68,7 +68,9 @@ bool dtype_is_integer(DType dtype) noexcept;
 /// - f16, bf16, fp8: each rank's contribution is divided by the number of ranks before the sum
 ///   (NCCL's pre-multiplied sum), so the result does not overflow whenever the mean and every
 ///   x/n are representable; it may differ from sum/n in the last place.
-/// - f32, f64: the sum, divided once at the end (exact for integer-valued data).
+/// - f32, f64: the sum, divided once at the end (exact for integer-valued data). On device
+///   buffers the op is NCCL's ncclAvg, which pre-multiplies these too: no overflow, but the
+///   last place may differ from the host path's (ten ranks averaging 1.0f can give 1.0000001).
 /// - integers: the sum (wrapping on overflow), then truncating division toward zero:
 ///   avg of {-3, 0} on two ranks is -1, of {3, 4} is 3.
 /// BAnd/BOr/BXor

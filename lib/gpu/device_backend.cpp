@@ -1,4 +1,5 @@
 #include "gpu/device_backend.hpp"
+#include "gpu/device_guard.hpp"
 
 #include "core/log.hpp"
 #include "gpu/device_support.hpp"
@@ -51,31 +52,6 @@ void await_nccl(DeviceRuntime& rt, NcclHandle comm, Clock::time_point deadline,
     if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
-
-/// Makes `device` current for a scope and restores the caller's device afterwards, so a GPU op
-/// never changes which device the application's next kernel or allocation goes to.
-class DeviceGuard {
- public:
-  DeviceGuard(DeviceRuntime& rt, int device) : rt_(rt), previous_(rt.current_device()) {
-    if (previous_ != device) rt_.set_device(device);
-    changed_ = previous_ != device;
-  }
-  ~DeviceGuard() {
-    if (!changed_) return;
-    try {
-      rt_.set_device(previous_);
-    } catch (const std::exception& e) {
-      COHORT_LOG_WARN("could not make cuda:{} current again: {}", previous_, e.what());
-    }
-  }
-  DeviceGuard(const DeviceGuard&) = delete;
-  DeviceGuard& operator=(const DeviceGuard&) = delete;
-
- private:
-  DeviceRuntime& rt_;
-  int previous_;
-  bool changed_ = false;
-};
 
 }  // namespace
 
@@ -155,7 +131,9 @@ Error wrong_device(std::string_view op, int device, int bound) {
   return Error(ErrorCode::InvalidArgument,
                fmt::format("{}: the buffers are on cuda:{}, but this communicator's GPU ops run "
                            "on cuda:{} (its first GPU op used it); a communicator drives one "
-                           "device per rank: split() or dup() it for another device",
+                           "device per rank: for another device use a communicator dup()ed from "
+                           "this one before its first GPU op (a split or dup made since shares "
+                           "its device, through ncclCommSplit)",
                            op, device, bound));
 }
 
@@ -391,24 +369,23 @@ std::shared_ptr<DeviceCompletion> DeviceBackend::launch(
       rt.stream_wait_event(own_stream_, default_stream_done_);
       on = own_stream_;
     }
+    // Made before anything is queued: failing to make it leaves nothing behind.
+    const EventHandle event = core_->take_event_locked();
     try {
       body(Launch{rt, core_->comm, on, rank_, size_, barrier_word_});
       // A nonblocking communicator may still be queueing the op when the call returns: the event
       // must be recorded after the kernels, and the next NCCL call may only come after it.
       await_nccl(rt, core_->comm, deadline, "queueing the op on NCCL", &core_->stopping);
+      rt.record_event(event, on);
     } catch (const Error& e) {
+      // Kernels may be queued that nothing tracks: failing the communicator aborts NCCL, which
+      // ends them before the buffers' owners go.
+      core_->spare_events.push_back(event);
       await_stop_cause_locked(lock);
       throw_if_failed_locked(context);  // stopped by abort(): its cause
       const Error failure = e.with_context(context);
       core_->fail_locked(failure);
       throw failure;
-    }
-    const EventHandle event = core_->take_event_locked();
-    try {
-      rt.record_event(event, on);
-    } catch (...) {
-      core_->spare_events.push_back(event);
-      throw;
     }
     completion =
         std::make_shared<DeviceCompletion>(core_, event, deadline, timeout, std::move(context),

@@ -5,6 +5,7 @@
 #include <cohort/buffer.hpp>
 #include <cohort/error.hpp>
 
+#include "gpu/device_guard.hpp"
 #include "gpu/device_runtime.hpp"
 
 #include <fmt/format.h>
@@ -81,6 +82,9 @@ Buffer Buffer::allocate(std::size_t count, DType dtype, Device device) {
   gpu::DeviceRuntime* owner_runtime = &runtime;
   std::shared_ptr<void> memory;
   if (device.type == DeviceType::CUDA) {
+    // The allocation, the fill and the wait on device.id's default stream, then the caller's
+    // device is current again.
+    const gpu::DeviceGuard on_device(runtime, device.id);
     void* data = runtime.allocate_device(bytes, device.id);
     // Own the memory before anything else can throw, so a failing fill does not leak it.
     memory = std::shared_ptr<void>(

@@ -12,8 +12,13 @@ std::optional<ncclDataType_t> nccl_dtype(DType dtype) noexcept {
     case DType::Float64: return ncclFloat64;
     case DType::Float16: return ncclFloat16;
     case DType::BFloat16: return ncclBfloat16;
+#if NCCL_VERSION_CODE >= 22400
     case DType::Float8E4M3: return ncclFloat8e4m3;
     case DType::Float8E5M2: return ncclFloat8e5m2;
+#else  // built against an NCCL without fp8: refused like int16
+    case DType::Float8E4M3:
+    case DType::Float8E5M2: return std::nullopt;
+#endif
     case DType::Int8: return ncclInt8;
     case DType::UInt8: return ncclUint8;
     case DType::Int32: return ncclInt32;

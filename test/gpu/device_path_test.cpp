@@ -426,6 +426,23 @@ TEST_CASE("a rank whose CUDA tensors are empty and without data takes the device
   for (int size : {2, 3, 4}) REQUIRE_NOTHROW(run_ranks(size, empty_cuda_tensors_without_data));
 }
 
+/// Buffer::allocate on another device than the current one leaves the current one as it was:
+/// the application's next kernel or allocation must not move to that device.
+void allocation_keeps_the_current_device(const Environment& env) {
+  auto fake = install_fake(env, 2);
+  fake->set_device(0);
+  const Buffer on_one = Buffer::allocate(16, DType::Float32, Device::cuda(1));
+  RANK_CHECK(fake->current_device() == 0,
+             "Buffer::allocate on cuda:1 left cuda:" << fake->current_device() << " current");
+  RANK_CHECK(on_one.device() == Device::cuda(1), "allocated on " << on_one.device().to_string());
+  for (std::size_t i = 0; i < 16; ++i)
+    RANK_CHECK(on_one.data_as<float>()[i] == 0.0f, "element " << i << " is not zeroed");
+}
+
+TEST_CASE("Buffer::allocate on a CUDA device keeps the caller's current device", "[gpu]") {
+  REQUIRE_NOTHROW(run_ranks(1, allocation_keeps_the_current_device));
+}
+
 void streams_and_timeout(const Environment& env) {
   auto fake = install_fake(env);
   auto comm = world(env);
@@ -499,6 +516,22 @@ void watchdog_and_errors(const Environment& env) {
                  {"remote process exited", "allreduce #"}, "async error");
     fake->set_async_failure("", false);
     fake->set_hang(false);
+  }
+  {
+    // The event recorded after an op's kernels cannot be made: the kernels are queued and
+    // untracked, so NCCL is aborted (ending them) and the communicator fails, as when queueing
+    // the op itself fails.
+    auto comm = world(env);
+    Buffer d = device_buffer(*fake, 4, DType::Float32);
+    comm->allreduce(d, ReduceOp::Sum);
+    const int aborts_before = fake->aborts();
+    fake->set_record_failure(true);
+    expect_error([&] { comm->allreduce(d, ReduceOp::Sum); }, ErrorCode::SystemError,
+                 {"cudaEventRecord failed", "allreduce #"}, "failed event record");
+    fake->set_record_failure(false);
+    RANK_CHECK(fake->aborts() == aborts_before + 1,
+               "NCCL was not aborted after its op went untracked");
+    RANK_CHECK(comm->is_poisoned(), "the communicator still takes ops");
   }
   {
     // abort() fails an outstanding GPU op with its reason.

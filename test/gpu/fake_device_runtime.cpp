@@ -205,6 +205,8 @@ void FakeDeviceRuntime::destroy_event(gpu::EventHandle event) noexcept {
 }
 
 void FakeDeviceRuntime::record_event(gpu::EventHandle event, gpu::StreamHandle stream) {
+  if (record_failure_ && stream.bits != 0)
+    throw Error(ErrorCode::SystemError, "fake: cudaEventRecord failed");
   std::lock_guard lock(mutex_);
   auto it = events_.find(event.bits);
   if (it == events_.end())

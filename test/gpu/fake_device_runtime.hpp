@@ -40,6 +40,9 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
   void set_nccl_version(int version) { nccl_version_ = version; }
   /// While set, NCCL ops are logged but never run: their stream stays stuck until an abort.
   void set_hang(bool hang) { hang_ = hang; }
+  /// While set, recording an event on any stream but the legacy default one fails (as
+  /// cudaEventRecord can): the record that follows an op's kernels.
+  void set_record_failure(bool fail) { record_failure_ = fail; }
   /// Called (outside the fake's lock) at every nccl_supports(), the last device check of an op's
   /// prepare(): a test holds one thread's op there to order it against another's.
   void set_dtype_check_hook(std::function<void()> hook);
@@ -144,6 +147,7 @@ class FakeDeviceRuntime final : public gpu::DeviceRuntime {
   std::atomic<int> devices_;
   std::atomic<int> nccl_version_{22809};
   std::atomic<bool> hang_{false};
+  std::atomic<bool> record_failure_{false};
   std::atomic<int> aborts_{0};
 
   mutable std::mutex mutex_;
