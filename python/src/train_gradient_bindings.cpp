@@ -15,6 +15,13 @@
 namespace cohort::python {
 namespace {
 
+/// torch's clip_grad_norm_ / clip_grad_value_ take one tensor or an iterable of them.
+std::vector<Buffer> import_gradients(py::handle grads, std::string_view what) {
+  if (py::isinstance<Buffer>(grads) || py::hasattr(grads, "__dlpack__"))
+    return {import_tensor(grads, std::string(what))};
+  return import_tensors(grads, what, NoneItems::AsEmpty);
+}
+
 using namespace pybind11::literals;
 using train::GradientSynchronizer;
 // Its destructor waits for allreduces still in flight: never with the GIL held.
@@ -137,27 +144,47 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
         options.norm_type = norm_type;
         options.error_if_nonfinite = error_if_nonfinite;
         if (shard_group != nullptr) options.shard_group = shard_group->comm;
-        options.timeout = parse_timeout(timeout, "clip_grad_norm");
-        const auto buffers = import_tensors(grads, "clip_grad_norm: grads", NoneItems::AsEmpty);
+        std::vector<Buffer> buffers;
+        try {
+          options.timeout = parse_timeout(timeout, "clip_grad_norm");
+          buffers = import_gradients(grads, "clip_grad_norm: grads");
+        } catch (...) {
+          // The shard group's other ranks are on their way into the norm's exchange: join it as
+          // a rank that rejected its arguments (clip_grad_norm refuses norm_type 0), so they
+          // throw too instead of waiting out their timeout; then raise this rank's own error.
+          if (options.shard_group && options.shard_group->size() > 1) {
+            train::ClipOptions refusing;
+            refusing.norm_type = 0.0;
+            refusing.shard_group = options.shard_group;
+            py::gil_scoped_release release;
+            try {
+              train::clip_grad_norm({}, max_norm, refusing);
+            } catch (const Error&) {  // its refusal, or the exchange's own failure
+            }
+          }
+          throw;
+        }
         py::gil_scoped_release release;
         return train::clip_grad_norm(buffers, max_norm, options);
       },
       "grads"_a, "max_norm"_a, "norm_type"_a = 2.0, py::kw_only(), "error_if_nonfinite"_a = false,
       "shard_group"_a = py::none(), "timeout"_a = py::none(),
       "torch.nn.utils.clip_grad_norm_: scales the gradients in place so their total norm is at "
-      "most max_norm; returns the total norm before clipping. norm_type may be float('inf'). "
+      "most max_norm; returns the total norm before clipping. grads: a tensor or a sequence of "
+      "them. norm_type may be float('inf'). "
       "Collective over shard_group when the gradients are shards of one model. None entries "
       "(parameters without a gradient this step) are skipped, as torch does.");
 
   train.def(
       "clip_grad_value",
       [](py::handle grads, double value) {
-        const auto buffers = import_tensors(grads, "clip_grad_value: grads", NoneItems::AsEmpty);
+        const auto buffers = import_gradients(grads, "clip_grad_value: grads");
         py::gil_scoped_release release;
         train::clip_grad_value(buffers, value);
       },
       "grads"_a, "value"_a,
-      "torch.nn.utils.clip_grad_value_: clamps to [-value, value]. None entries are skipped.");
+      "torch.nn.utils.clip_grad_value_: clamps to [-value, value] (a tensor or a sequence of "
+      "them). None entries are skipped.");
 }
 
 }  // namespace cohort::python

@@ -74,6 +74,19 @@ def clipping(comm):
     expected = math.sqrt(sum((k + 1) ** 2 for k in range(n)))
     check(abs(total - expected) < 1e-6, f"sharded norm {total}, expected {expected}")
 
+    # One tensor, as torch's clip_grad_norm_ takes: |[3, 4]| = 5, scaled to norm 1.
+    single = torch.tensor([3.0, 4.0])
+    total = train.clip_grad_norm(single, 1.0)
+    check(abs(total - 5.0) < 1e-6, f"a single tensor's norm {total}")
+    check(torch.allclose(single, torch.tensor([0.6, 0.8]), atol=1e-6), f"scaled to {single}")
+
+    # Rank 0's gradients cannot be read: every rank of the shard group raises at once, rather
+    # than the others waiting out their timeout in the norm's exchange.
+    bad = 7 if r == 0 else [torch.tensor([1.0])]
+    raises(cohort.InvalidArgumentError,
+           lambda: train.clip_grad_norm(bad, 1.0, shard_group=comm, timeout=60),
+           "expected a sequence of tensors" if r == 0 else "rejected its arguments")
+
     g = [torch.tensor([-3.0, 0.5, 7.0])]
     train.clip_grad_value(g, 1.0)
     equal(g[0], [-1.0, 0.5, 1.0], "clip_grad_value")

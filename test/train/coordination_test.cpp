@@ -388,27 +388,29 @@ TEST_CASE("Trigger: any one rank stops every rank, on worlds of 1-5",
   }));
 }
 
-TEST_CASE("print: once per node by default, once per job with Scope::Global",
+TEST_CASE("print: once per job by default, once per node with Scope::Local",
           "[train][coordination]") {
+  // TRAINING.md's trap: Accelerate's and Fabric's print go by local rank 0, once per node.
   Environment env;
   env.rank = 4;
   env.local_rank = 0;  // first process of node 1
   std::ostringstream out;
-  print(env, "loss 0.25", out);
-  CHECK(out.str() == "loss 0.25\n");
-  print(env, "job-wide", out, Scope::Global);  // world rank 4 is not rank 0
-  CHECK(out.str() == "loss 0.25\n");
+  print(env, "loss 0.25", out);  // world rank 4 is not rank 0
+  CHECK(out.str().empty());
+  print(env, "per node", out, Scope::Local);
+  CHECK(out.str() == "per node\n");
 
   env.rank = 5;
   env.local_rank = 1;
   std::ostringstream quiet;
   print(env, "loss 0.25", quiet);
+  print(env, "loss 0.25", quiet, Scope::Local);
   CHECK(quiet.str().empty());
 
   env.rank = 0;
   env.local_rank = 0;
   std::ostringstream job;
-  print(env, "two\nlines", job, Scope::Global);
+  print(env, "two\nlines", job);
   CHECK(job.str() == "two\nlines\n");
 }
 

@@ -103,12 +103,13 @@ void main_first(Communicator& comm, const Environment& env, const std::function<
 bool on_main(const Communicator& comm, const Environment& env, const std::function<void()>& fn,
              Scope scope = Scope::Global);
 
-/// Writes `text` and a newline to `out` on the node's first process only (scope Local: Accelerate's
-/// and Fabric's print, which print once per *node*, so a 4-node job shows each line 4 times), or
-/// on world rank 0 only (scope Global: once per job). The line is written and flushed in one
-/// piece, so lines of different processes sharing a terminal do not interleave mid-line.
+/// Writes `text` and a newline to `out` on world rank 0 only (scope Global, the default: once per
+/// job), or on each node's first process (scope Local: what Accelerate's and Fabric's print do by
+/// default, so that a 4-node job shows each line 4 times; a trap not copied here). The line is
+/// written and flushed in one piece, so lines of different processes sharing a terminal do not
+/// interleave mid-line.
 void print(const Environment& env, std::string_view text, std::ostream& out = std::cout,
-           Scope scope = Scope::Local);
+           Scope scope = Scope::Global);
 
 /// Writes `text` on every rank, each of its lines prefixed with "[rank <env.rank>] " and ended
 /// with a newline, flushed in one piece: "a\nb" on rank 3 is "[rank 3] a\n[rank 3] b\n".
