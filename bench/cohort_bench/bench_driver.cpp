@@ -22,14 +22,21 @@
 #include <cohort/environment.hpp>
 #include <cohort/error.hpp>
 #include <cohort/store.hpp>
+#include <cohort/tunables.hpp>
 #include <cohort/version.hpp>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <memory>
+#include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cohort::bench {
@@ -125,9 +132,44 @@ std::vector<BenchCase> make_blocks(const BenchOptions& o) {
   return blocks;
 }
 
+/// The arguments as given (before MPI_Init may take its own out), separated by spaces.
+std::string command_line_of(int argc, char** argv) {
+  std::string line;
+  for (int i = 0; i < argc; ++i) {
+    if (i) line += ' ';
+    line += argv[i];
+  }
+  return line;
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  ::gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+/// The tunables set in this process's environment (describe_tunables() names them all), sorted:
+/// what a result depends on besides the command line. Not the launcher's placement variables,
+/// and never the store's secret token.
+std::vector<std::pair<std::string, std::string>> cohort_variables() {
+  std::vector<std::pair<std::string, std::string>> found;
+  std::istringstream lines(describe_tunables());
+  for (std::string line; std::getline(lines, line);) {
+    const std::string name = line.substr(0, line.find(' '));
+    if (name.empty() || name == "COHORT_TOKEN") continue;
+    if (const char* value = std::getenv(name.c_str())) found.emplace_back(name, value);
+  }
+  std::sort(found.begin(), found.end());
+  return found;
+}
+
 }  // namespace
 
 int run_benchmark(const BenchOptions& o, int* argc, char*** argv) {
+  const std::string command_line = command_line_of(*argc, *argv);
 #if COHORT_BENCH_HAVE_MPI
   // MPI starts before cohort and ends after it (declared first, destroyed last).
   std::unique_ptr<MpiRuntime> mpi;
@@ -176,6 +218,9 @@ int run_benchmark(const BenchOptions& o, int* argc, char*** argv) {
   info.allocate_per_call = o.run.allocate_per_call;
   info.check = o.run.check;
   info.average = static_cast<int>(o.run.average);
+  info.command = command_line;
+  info.date = utc_now_iso8601();
+  info.tunables = cohort_variables();
   if (printer) print_run_header(stdout, info);
 
   const std::vector<std::uint64_t> sizes = make_sweep(o.sweep);

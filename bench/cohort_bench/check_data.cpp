@@ -53,6 +53,13 @@ double input_value(const CheckCase& c, int source_rank, std::size_t index) {
     return turn == 0 ? 2.0 : (turn == 1 ? 3.0 : 1.0);
   }
   const double per_rank = std::floor(limit / c.world_size);
+  if (per_rank < 1.0) {
+    // More ranks than the dtype counts exactly (int8 past 127): ones from half as many ranks
+    // as it counts to, in turn, and zeros from the rest, so the sum is exact and so is a sum
+    // off by one.
+    const auto ws = static_cast<std::size_t>(c.world_size);
+    return (index + r) % ws < static_cast<std::size_t>(limit / 2) ? 1.0 : 0.0;
+  }
   const auto modulus = static_cast<std::size_t>(std::clamp(per_rank, 1.0, kMaxReducedValue));
   return 1.0 + static_cast<double>((index * 3 + r) % modulus);
 }

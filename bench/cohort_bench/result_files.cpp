@@ -37,6 +37,8 @@ std::string csv_field(std::string_view text) {
 std::string results_json(const RunInfo& info, const std::vector<ResultRow>& rows) {
   // Ordered, so the file reads in the documented order; nlohmann writes NaN and Inf as null.
   nlohmann::ordered_json doc;
+  doc["command"] = info.command;
+  doc["date"] = info.date;
   doc["world_size"] = info.world_size;
   doc["op"] = info.op;
   doc["dtype"] = info.dtype;
@@ -47,10 +49,16 @@ std::string results_json(const RunInfo& info, const std::vector<ResultRow>& rows
   doc["peer"] = info.peer;
   doc["device"] = info.device;
   doc["warmup"] = info.warmup;
-  doc["iters"] = info.iters;
+  doc["iters"] = info.iters;  // asked for; with --min-time each row's "iters" says what ran
+  doc["min_time_s"] = info.min_time_s;
+  doc["average"] = info.average;
+  doc["check"] = info.check;
+  doc["sweep"] = info.sweep;
   doc["fresh_input"] = info.fresh_input;
   doc["mappable"] = info.mappable;
   doc["allocate_per_call"] = info.allocate_per_call;
+  doc["tunables"] = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : info.tunables) doc["tunables"][name] = value;
   doc["rows"] = nlohmann::ordered_json::array();
   for_each_record(rows, [&](const ResultRow& row, const Measurement& m, bool in_place) {
     doc["rows"].push_back({{"impl", row.impl},
@@ -65,7 +73,9 @@ std::string results_json(const RunInfo& info, const std::vector<ResultRow>& rows
                            {"time_us", m.time_us},
                            {"algbw_gbps", m.algbw_gbps},
                            {"busbw_gbps", m.busbw_gbps},
-                           {"wrong", m.wrong}});
+                           {"wrong", m.wrong},
+                           {"iters", m.iters}});
+    if (!m.declined_for.empty()) doc["rows"].back()["declined_for"] = m.declined_for;
   });
   // Invalid UTF-8 in a hostname is replaced rather than thrown over.
   return doc.dump(1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cohort::bench {
@@ -22,6 +23,10 @@ struct Measurement {
   double algbw_gbps = 0.0;  ///< size_bytes / time, GB = 1e9 bytes
   double busbw_gbps = 0.0;  ///< algbw * busbw_factor(op, world size)
   std::uint64_t wrong = 0;  ///< wrong elements summed over ranks (0 when not checked)
+  int iters = 0;            ///< timed calls (--min-time picks them per size, contender and form)
+  /// For a forced cohort algorithm: the one that ran, when it declined the arguments and the
+  /// selection table chose another (empty when the forced one ran, or nothing was forced).
+  std::string declined_for;
 };
 
 struct ResultRow {
@@ -60,6 +65,10 @@ struct RunInfo {
   bool allocate_per_call = false;  ///< buffers allocated, written and freed around each call
   bool check = true;
   int average = 1;
+  std::string command;  ///< the command line, arguments separated by spaces
+  std::string date;     ///< when the run started, UTC, ISO 8601
+  /// Every COHORT_* variable of rank 0's environment, sorted by name: the tunables the run used.
+  std::vector<std::pair<std::string, std::string>> tunables;
 };
 
 /// The "redop" column: the op's name, or "none" for ops that do not reduce.

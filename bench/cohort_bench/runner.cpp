@@ -4,10 +4,16 @@
 
 #include <cohort/buffer.hpp>
 
+#include <fmt/format.h>
+#include <unistd.h>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 
 namespace cohort::bench {
@@ -32,6 +38,28 @@ double seconds_since(Clock::time_point start) {
 std::string algorithm_label(const Contender& c) {
   if (c.impl->name() != "cohort") return "default";
   return std::string(algorithm_name(c.algorithm));
+}
+
+/// The algorithm the communicator's latest op ran, read from its flight record ("auto" when the
+/// record names none). A forced algorithm that declines the arguments (recursive doubling on a
+/// world that is no power of two) lets the selection table choose: the row must say so.
+std::string last_algorithm(const Communicator& comm) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                     fmt::format("cohort-bench-algorithm.{}.json", ::getpid());
+  comm.dump_trace(path.string());
+  nlohmann::json doc;
+  {
+    std::ifstream file(path);
+    doc = nlohmann::json::parse(file, nullptr, false);
+  }
+  std::filesystem::remove(path);
+  const nlohmann::json* latest = nullptr;
+  if (doc.is_object() && doc.contains("ops"))
+    for (const auto& op : doc["ops"])
+      if (latest == nullptr || op.value("seq", 0ull) > latest->value("seq", 0ull)) latest = &op;
+  if (latest == nullptr || !latest->contains("algorithm") || !(*latest)["algorithm"].is_string())
+    return "auto";
+  return (*latest)["algorithm"].get<std::string>();
 }
 
 }  // namespace
@@ -208,6 +236,12 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
       local_us = seconds_since(start) * 1e6 / std::max(iters, 1);
     }
   }
+  m.iters = last_iters_;
+  if (impl.name() == "cohort" && contender.algorithm != Algorithm::Auto && device_ == nullptr) {
+    // Nothing ran on the communicator since the last timed call.
+    const std::string ran = last_algorithm(comm_);
+    if (ran != algorithm_name(contender.algorithm)) m.declined_for = ran;
+  }
   m.time_us = combine_time(local_us);
   if (op_moves_data(bc.op) && m.time_us > 0.0) {
     m.algbw_gbps = static_cast<double>(shape.size_bytes) / (m.time_us * 1e-6) / 1e9;
@@ -248,6 +282,7 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
 int Runner::warm_up(const std::function<void(int)>& call) {
   const auto warmup_start = Clock::now();
   for (int i = 0; i < settings_.warmup; ++i) call(i);
+  last_iters_ = settings_.iters;
   if (settings_.min_time_s <= 0.0) return settings_.iters;
   // Without warmup calls, one untimed-so-far call measures the per-call cost.
   int calibration_calls = settings_.warmup;
@@ -255,7 +290,8 @@ int Runner::warm_up(const std::function<void(int)>& call) {
     call(0);
     calibration_calls = 1;
   }
-  return agreed_iters(seconds_since(warmup_start), calibration_calls);
+  last_iters_ = agreed_iters(seconds_since(warmup_start), calibration_calls);
+  return last_iters_;
 }
 
 double Runner::time_allocating_calls(const BenchCase& bc, const OpShape& shape,

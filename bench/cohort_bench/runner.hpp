@@ -98,6 +98,7 @@ class Runner {
   Communicator& comm_;
   RunSettings settings_;
   DeviceMemory* device_;
+  int last_iters_ = 0;  ///< what the last warm_up() returned: the calls then timed
 };
 
 }  // namespace cohort::bench

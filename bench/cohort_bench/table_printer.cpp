@@ -78,6 +78,17 @@ void print_row(std::FILE* out, const ResultRow& row, bool check) {
   line += format_group(row, row.in_place, check);
   line += "  " + impl_label(row);
   if (!row.skipped.empty()) line += " (skipped: " + row.skipped + ")";
+  // A forced algorithm that declined these arguments: the table's choice was timed instead.
+  const Measurement& outside = row.out_of_place;
+  const Measurement& inside = row.in_place;
+  if (outside.measured && inside.measured && outside.declined_for == inside.declined_for) {
+    if (!outside.declined_for.empty()) line += " (declined: " + outside.declined_for + " ran)";
+  } else {
+    for (const auto* m : {&outside, &inside})
+      if (m->measured && !m->declined_for.empty())
+        line += " (declined: " + m->declined_for + " ran" +
+                (m == &inside ? " in place)" : " out of place)");
+  }
   fmt::print(out, "{}\n", line);
   std::fflush(out);
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench/compare.py against two hand-written result files: the ratios it prints are worked out
-here (old time / new time), and --min-ratio fails exactly when a row got slower than allowed."""
+here (old time / new time); --min-ratio fails exactly when a row got slower than allowed, a row
+of OLD is missing from NEW, or nothing matched; runs of different world sizes are refused."""
 
 import json
 import os
@@ -37,12 +38,45 @@ with tempfile.TemporaryDirectory() as d:
     # Out of place: geometric mean of 2 and 0.5 is 1.
     assert any("allreduce out: 1.000 over 2 sizes" in l for l in lines), out.stdout
     assert any("only in" in l and ": 1;" in l for l in lines), out.stdout
+    # The row only OLD has is named, not just counted.
+    assert any("only in old" in l and " 4096 B " in l for l in lines), out.stdout
     gate = subprocess.run([sys.executable, compare] + paths + ["--min-ratio", "0.6"],
                           capture_output=True, text=True)
     assert gate.returncode == 1, "a 0.5 row passed a 0.6 gate"
+    # Every ratio is above 0.4, but OLD's 4096 B row is missing from NEW: still a failure.
     gate = subprocess.run([sys.executable, compare] + paths + ["--min-ratio", "0.4"],
                           capture_output=True, text=True)
+    assert gate.returncode == 1 and "missing from" in gate.stderr, gate.stderr
+    trimmed = os.path.join(d, "trimmed.json")
+    with open(trimmed, "w") as f:
+        json.dump(dict(old, rows=old["rows"][:3]), f)
+    gate = subprocess.run([sys.executable, compare, trimmed, paths[1], "--min-ratio", "0.4"],
+                          capture_output=True, text=True)
     assert gate.returncode == 0, gate.stderr
+    # Files that share no row (another dtype) pass no gate.
+    other_dtype = os.path.join(d, "double.json")
+    with open(other_dtype, "w") as f:
+        json.dump(dict(new, rows=[dict(r, dtype="double") for r in new["rows"]]), f)
+    gate = subprocess.run([sys.executable, compare, trimmed, other_dtype, "--min-ratio", "0.4"],
+                          capture_output=True, text=True)
+    assert gate.returncode == 1 and "no row" in gate.stderr, gate.stderr
+    # Different world sizes measure different things: refused unless asked for.
+    four = os.path.join(d, "four.json")
+    with open(four, "w") as f:
+        json.dump(dict(new, world_size=4), f)
+    refused = subprocess.run([sys.executable, compare, paths[0], four], capture_output=True,
+                             text=True)
+    assert refused.returncode == 2 and "world size: 2 against 4" in refused.stderr, refused.stderr
+    forced = subprocess.run([sys.executable, compare, paths[0], four, "--allow-mismatch"],
+                            capture_output=True, text=True)
+    assert forced.returncode == 0 and "compared anyway" in forced.stderr, forced.stderr
+    # Rows of another root are other rows.
+    rooted = os.path.join(d, "rooted.json")
+    with open(rooted, "w") as f:
+        json.dump(dict(new, rows=[dict(r, root=1) for r in new["rows"]]), f)
+    other_root = subprocess.run([sys.executable, compare, paths[1], rooted], capture_output=True,
+                                text=True)
+    assert "only in new" in other_root.stdout and "root 1" in other_root.stdout, other_root.stdout
     assert "fresh-input" not in out.stderr, out.stderr
     assert "allocate-per-call" not in out.stderr, out.stderr
     # A run made with one of these flags against a plain one: the same ratios, and a warning
@@ -59,4 +93,5 @@ with tempfile.TemporaryDirectory() as d:
                    for l in mixed.stdout.splitlines()), mixed.stdout
         if field == "fresh_input":
             assert "fresh input" in mixed.stdout, mixed.stdout
-print("compare.py: ratios, gate and the fresh-input and allocate-per-call warnings verified")
+print("compare.py: ratios, gate, mismatch refusal and the fresh-input and allocate-per-call "
+      "warnings verified")

@@ -59,6 +59,11 @@ RunInfo sample_info() {
   info.peer = "gloo";
   info.warmup = 5;
   info.iters = 20;
+  info.min_time_s = 0.05;
+  info.average = 3;
+  info.command = "cohort-bench -o allreduce --min-time 0.05";
+  info.date = "2026-12-01T06:00:00Z";
+  info.tunables = {{"COHORT_ALGO", "allreduce=ring"}, {"COHORT_SHARED_MEMORY", "off"}};
   return info;
 }
 
@@ -71,8 +76,14 @@ std::vector<ResultRow> sample_rows() {
     cohort_row.op = BenchOp::Allreduce;
     cohort_row.size_bytes = size;
     cohort_row.count = size / 4;
-    cohort_row.out_of_place = {true, 12.5, size / 12.5e3, size / 12.5e3 * 4.0 / 3.0, 0};
-    cohort_row.in_place = {true, 11.0, size / 11e3, size / 11e3 * 4.0 / 3.0, size == 8 ? 2u : 0u};
+    cohort_row.out_of_place = {true, 12.5, size / 12.5e3, size / 12.5e3 * 4.0 / 3.0, 0, 40, {}};
+    cohort_row.in_place = {true,
+                           11.0,
+                           size / 11e3,
+                           size / 11e3 * 4.0 / 3.0,
+                           size == 8 ? 2u : 0u,
+                           30,
+                           size == 8 ? "bruck" : ""};
     rows.push_back(cohort_row);
     ResultRow gloo_row = cohort_row;
     gloo_row.impl = "gloo";
@@ -126,13 +137,21 @@ assert d["hostname"] == 'node"7\\\n\t\x01<&>', repr(d["hostname"])
 assert d["op"] == "allreduce" and d["dtype"] == "float" and d["redop"] == "sum"
 assert d["cohort_version"] == "0.1.0"
 assert d["fresh_input"] is False and d["warmup"] == 5 and d["iters"] == 20
+assert d["command"] == "cohort-bench -o allreduce --min-time 0.05"
+assert d["date"] == "2026-12-01T06:00:00Z"
+assert d["min_time_s"] == 0.05 and d["average"] == 3 and d["check"] is True
+assert d["tunables"] == {"COHORT_ALGO": "allreduce=ring", "COHORT_SHARED_MEMORY": "off"}
 rows = d["rows"]
 # 3 sizes x (cohort out + in, gloo out); skipped forms and rows are left out.
 assert len(rows) == 9, len(rows)
 keys = {"impl", "algo", "op", "dtype", "redop", "root", "size_bytes", "count", "in_place",
-        "time_us", "algbw_gbps", "busbw_gbps", "wrong"}
+        "time_us", "algbw_gbps", "busbw_gbps", "wrong", "iters"}
 for r in rows:
-    assert set(r) == keys, set(r) ^ keys
+    # Only the form where the forced algorithm declined says which one ran instead.
+    declined = r["impl"] == "cohort" and r["size_bytes"] == 8 and r["in_place"]
+    assert set(r) == keys | ({"declined_for"} if declined else set()), set(r) ^ keys
+    assert r.get("declined_for") == ("bruck" if declined else None), r
+    assert r["iters"] == (30 if r["in_place"] else 40), r
     assert r["root"] == -1 and r["redop"] == "sum" and r["dtype"] == "float"
 assert sum(r["wrong"] for r in rows) == 2
 assert [r["impl"] for r in rows[:3]] == ["cohort", "cohort", "gloo"]
