@@ -100,6 +100,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   /// Collective over all ranks of `env`: wires the transport through `store`.
   static std::shared_ptr<Communicator> create(const Environment& env, std::shared_ptr<Store> store,
                                               const CommunicatorOptions& options = {});
+  /// In a process fork()ed after the communicator was made, the copy is unusable and its
+  /// destruction does nothing: the threads, connections and shared rings it names are the
+  /// parent's (the child's exit frees its memory).
   virtual ~Communicator();
 
   int rank() const noexcept;

@@ -90,7 +90,12 @@ Communicator::Impl::ScratchRetirement::~ScratchRetirement() {
 }
 
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Communicator::~Communicator() = default;
+Communicator::~Communicator() {
+  // A fork()ed child's copy: its threads are not in the child, and its connections and shared
+  // rings are still the parent's and its peers'. Tearing it down would join threads that do not
+  // exist and write into rings others use; the child's exit frees its memory.
+  if (impl_ && impl_->creator_pid != ::getpid()) (void)impl_.release();
+}
 
 int Communicator::rank() const noexcept {
   return impl_->rank;

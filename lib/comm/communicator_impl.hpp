@@ -21,6 +21,8 @@
 #include "transport/lazy_arena.hpp"
 #include "transport/transport.hpp"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -56,6 +58,8 @@ Footprint used_part(Footprint buffers, const Args& args) {
 }  // namespace comm
 
 struct Communicator::Impl {
+  /// The process that made it: a fork()ed child holds a copy it must not tear down.
+  pid_t creator_pid = ::getpid();
   int rank = 0;
   int size = 1;
   std::uint32_t id = 0;

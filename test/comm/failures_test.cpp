@@ -7,6 +7,7 @@
 #include "rank_checks.hpp"
 #include "support/blocked_thread.hpp"
 #include "support/cross_process_reads.hpp"
+#include "support/forked_child.hpp"
 #include "support/process_exit.hpp"
 #include "support/scoped_env.hpp"
 #include "support/temp_dir.hpp"
@@ -823,4 +824,43 @@ TEST_CASE("single copy: ranks running one broadcast by different arena algorithm
     expect_error([&] { c->broadcast(b, 0, forced); }, ErrorCode::InvalidArgument,
                  {"single copy", "broadcast of 65536 bytes"}, "mixed algorithms");
   }));
+}
+
+TEST_CASE("a forked child may drop its copy of a communicator; the parent's goes on",
+          "[comm][multiproc]") {
+  // The child's copy names threads the child does not have and rings the parent and its peers
+  // use: destroying it must neither hang the child nor touch what the others share.
+  for (int size : {2, 3}) {
+    REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+      std::shared_ptr<Communicator> c = world(env);
+      const int n = c->size();
+      const int next = (env.rank + 1) % n, prev = (env.rank + n - 1) % n;
+      const auto exchange = [&](int round) {
+        // Small messages (the shared-memory rings) and a collective.
+        Buffer out = Buffer::allocate(16, DType::Int32), in = Buffer::allocate(16, DType::Int32);
+        for (std::size_t i = 0; i < 16; ++i)
+          out.data_as<std::int32_t>()[i] = env.rank * 100 + round;
+        c->sendrecv(out, next, in, prev, round);
+        for (std::size_t i = 0; i < 16; ++i)
+          RANK_CHECK(
+              in.data_as<std::int32_t>()[i] == prev * 100 + round,
+              "round " << round << ": element " << i << " is " << in.data_as<std::int32_t>()[i]);
+        Buffer sum = Buffer::allocate(1000, DType::Int64);
+        for (std::size_t i = 0; i < 1000; ++i) sum.data_as<std::int64_t>()[i] = env.rank + 1;
+        c->allreduce(sum, ReduceOp::Sum);
+        RANK_CHECK(sum.data_as<std::int64_t>()[999] == n * (n + 1) / 2,
+                   "round " << round << ": sum " << sum.data_as<std::int64_t>()[999]);
+      };
+      exchange(1);
+      if (env.rank == 0) {
+        test::ForkedChild child([&c] {
+          c.reset();  // the last owner in the child: the destructor runs there
+          return 0;
+        });
+        const int status = child.join(std::chrono::seconds(30));
+        RANK_CHECK(status == 0, "the child ended with " << status);
+      }
+      for (int round = 2; round < 6; ++round) exchange(round);
+    }));
+  }
 }
