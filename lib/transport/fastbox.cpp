@@ -35,14 +35,19 @@ static_assert(sizeof(FastboxSlot) == Fastbox::kSlotBytes);
 
 namespace {
 
+/// What MEMBARRIER_CMD_QUERY said in this process: the commands the kernel offers, or -1 when
+/// the call failed (no membarrier at all, or this process's seccomp filter refused it, which
+/// says nothing about what a receiver's process could register).
+long barrier_commands() noexcept {
+  static const long supported = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  return supported;
+}
+
 /// Whether the kernel offers MEMBARRIER_CMD_GLOBAL_EXPEDITED (Linux 4.16 on, unless configured
-/// out or filtered by seccomp).
+/// out) to this process.
 bool barriers_offered() noexcept {
-  static const bool offered = [] {
-    const long supported = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
-    return supported >= 0 && (supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0;
-  }();
-  return offered;
+  const long supported = barrier_commands();
+  return supported >= 0 && (supported & MEMBARRIER_CMD_GLOBAL_EXPEDITED) != 0;
 }
 
 /// Whether this process is registered for it: a sender's membarrier() then runs a full barrier
@@ -56,10 +61,12 @@ bool registered_for_barriers() noexcept {
 }
 
 /// A full barrier on every core running a thread of a registered process. True without one
-/// where the kernel does not offer it (no process on it can have registered, so every receiver
-/// makes its own barrier); false when the kernel refuses it (a registered receiver could then
-/// miss a request: the sender must not sleep long).
+/// where the kernel answered that it does not offer it (no process on it can have registered,
+/// so every receiver makes its own barrier); false when the call is refused, or the query was
+/// (a receiver's process, under another seccomp filter, may have registered and then misses a
+/// request: the sender must not sleep long).
 bool barrier_on_all_receivers() noexcept {
+  if (barrier_commands() < 0) return false;
   return !barriers_offered() || syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0, 0) == 0;
 }
 

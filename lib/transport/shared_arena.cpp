@@ -303,11 +303,12 @@ std::unique_ptr<SharedArena> SharedArena::create(Transport& transport, Tag first
 
   const WaitPolicy policy =
       choose_wait_policy(local_world_size, transport.host_cpus(), tunables().spin);
-  const std::size_t bytes = mapping.bytes;
-  void* base = mapping.release();
-  return std::unique_ptr<SharedArena>(
-      new SharedArena(rank, size, base, bytes, rank_stride<Control>(), policy, std::move(watches),
-                      readable, readable && (abilities & kMeasures) != 0));
+  // The arena owns the mapping only once it exists: a failed allocation leaves it to `mapping`.
+  auto arena = std::unique_ptr<SharedArena>(
+      new SharedArena(rank, size, mapping.base, mapping.bytes, rank_stride<Control>(), policy,
+                      std::move(watches), readable, readable && (abilities & kMeasures) != 0));
+  mapping.release();
+  return arena;
 }
 
 SharedArena::SharedArena(int rank, int size, void* base, std::size_t bytes, std::size_t rank_stride,
@@ -331,10 +332,12 @@ std::byte* SharedArena::map_peer(int r, const MappableRef& ref, std::size_t byte
 
 void SharedArena::read_from(int r, void* into, const void* source, std::size_t bytes,
                             const std::string& what) const {
-  const int error =
-      read_process_memory(watches_[static_cast<std::size_t>(r)].pid(), into, source, bytes);
-  if (error == 0) return;
-  if (error == ESRCH)
+  const ProcessWatch& owner = watches_[static_cast<std::size_t>(r)];
+  const int error = read_process_memory(owner.pid(), into, source, bytes);
+  // A copy that succeeded may still have read another process: one that took the pid of an
+  // owner killed before it could mark its flags. The pidfd knows the owner, not its pid.
+  if (error == 0 && owner.alive()) return;
+  if (error == 0 || error == ESRCH)
     throw Error(ErrorCode::RemoteError,
                 "rank " + std::to_string(r) +
                     " failed (its process exited) while this rank copied from its memory",
