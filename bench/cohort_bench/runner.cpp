@@ -41,9 +41,10 @@ std::string algorithm_label(const Contender& c) {
 }
 
 /// The algorithm the communicator's latest op ran, read from its flight record ("auto" when the
-/// record names none). A forced algorithm that declines the arguments (recursive doubling on a
-/// world that is no power of two) lets the selection table choose: the row must say so.
-std::string last_algorithm(const Communicator& comm) {
+/// record names none; nothing when it holds no op: COHORT_TRACE_BUFFER=0). A forced algorithm
+/// that declines the arguments (recursive doubling on a world that is no power of two) lets the
+/// selection table choose: the row must say so.
+std::optional<std::string> last_algorithm(const Communicator& comm) {
   const std::filesystem::path path = std::filesystem::temp_directory_path() /
                                      fmt::format("cohort-bench-algorithm.{}.json", ::getpid());
   comm.dump_trace(path.string());
@@ -57,8 +58,8 @@ std::string last_algorithm(const Communicator& comm) {
   if (doc.is_object() && doc.contains("ops"))
     for (const auto& op : doc["ops"])
       if (latest == nullptr || op.value("seq", 0ull) > latest->value("seq", 0ull)) latest = &op;
-  if (latest == nullptr || !latest->contains("algorithm") || !(*latest)["algorithm"].is_string())
-    return "auto";
+  if (latest == nullptr) return std::nullopt;
+  if (!latest->contains("algorithm") || !(*latest)["algorithm"].is_string()) return "auto";
   return (*latest)["algorithm"].get<std::string>();
 }
 
@@ -239,8 +240,8 @@ Measurement Runner::measure(const BenchCase& bc, const OpShape& shape, Buffers& 
   m.iters = last_iters_;
   if (impl.name() == "cohort" && contender.algorithm != Algorithm::Auto && device_ == nullptr) {
     // Nothing ran on the communicator since the last timed call.
-    const std::string ran = last_algorithm(comm_);
-    if (ran != algorithm_name(contender.algorithm)) m.declined_for = ran;
+    const std::optional<std::string> ran = last_algorithm(comm_);
+    if (ran && *ran != algorithm_name(contender.algorithm)) m.declined_for = *ran;
   }
   m.time_us = combine_time(local_us);
   if (op_moves_data(bc.op) && m.time_us > 0.0) {

@@ -8,6 +8,7 @@
 #include "bootstrap/key_value_table.hpp"
 #include "bootstrap/store_protocol.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 

@@ -149,15 +149,22 @@ void publish(const fs::path& path, const Published& what) {
   }
 }
 
-/// The published address, or nothing while the file is absent or incomplete. A file this user
-/// does not own is refused: in a shared temp directory another user could have put it there
-/// first, naming a store of theirs.
-std::optional<Published> read_published(const fs::path& path) {
+/// Whether anyone may create files in `dir` (the temp directory): a file there of another user's
+/// may have been put there first, naming a store of theirs. A directory the job chose is trusted
+/// whoever owns the file (on NFS with root_squash the job's own file looks like nobody's).
+bool open_to_everyone(const fs::path& dir) {
+  struct stat st {};
+  return ::stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0;
+}
+
+/// The published address, or nothing while the file is absent or incomplete. With
+/// `check_owner`, a file of another user's in a directory open to everyone is refused.
+std::optional<Published> read_published(const fs::path& path, bool check_owner = true) {
   const UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (!fd) return std::nullopt;
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return std::nullopt;
-  if (st.st_uid != ::geteuid())
+  if (check_owner && st.st_uid != ::geteuid() && open_to_everyone(path.parent_path()))
     throw Error(ErrorCode::InvalidArgument,
                 "the rendezvous file " + path.string() + " belongs to uid " +
                     std::to_string(st.st_uid) + ", not to this job's user (uid " +
@@ -204,7 +211,7 @@ class HostedStore final : public bootstrap::ForwardingStore {
   ~HostedStore() override {
     release_inner();  // the client, while its server is still up
     if (file_.empty()) return;
-    const auto published = read_published(file_);
+    const auto published = read_published(file_, /*check_owner=*/false);
     if (published && published->token == token_ && std::remove(file_.c_str()) != 0)
       COHORT_LOG_WARN("cannot remove rendezvous file {}: {}", file_.string(), std::strerror(errno));
   }

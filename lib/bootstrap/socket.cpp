@@ -184,19 +184,27 @@ UniqueFd listen_on(const std::string& host, std::uint16_t port) {
   throw system_error("store server cannot bind " + last_address, last_errno);
 }
 
+namespace {
+/// The longest one address's connect may take before the next is tried: a TCP handshake over any
+/// working path ends well within it (SYN retransmits at 1 and 3 s).
+constexpr std::chrono::seconds kConnectAttempt{5};
+}  // namespace
+
 UniqueFd connect_once(const addrinfo* addresses, const std::string& endpoint, Deadline deadline) {
   int last_errno = ECONNREFUSED;
   std::size_t untried = 0;
   for (const addrinfo* ai = addresses; ai; ai = ai->ai_next) ++untried;
   for (const addrinfo* ai = addresses; ai; ai = ai->ai_next, --untried) {
-    // Each address gets an equal share of the time left: one that silently drops packets (a
-    // filtered IPv6 address listed first) must not spend the whole deadline before the next,
-    // working one is tried.
+    // Each address gets an equal share of the time left, and at most kConnectAttempt: one that
+    // silently drops packets (a filtered IPv6 address) must not spend the deadline before the
+    // others are tried, on this attempt or the caller's next ones (a server not up yet refuses
+    // the working address until it is).
     const auto now = std::chrono::steady_clock::now();
-    const Deadline mine =
-        untried > 1 && deadline > now
-            ? now + (deadline - now) / static_cast<std::chrono::steady_clock::rep>(untried)
-            : deadline;
+    Deadline mine = deadline;
+    if (deadline > now) {
+      const auto share = (deadline - now) / static_cast<std::chrono::steady_clock::rep>(untried);
+      mine = now + std::min<std::chrono::steady_clock::duration>(share, kConnectAttempt);
+    }
     UniqueFd fd = make_socket(ai->ai_family);
     if (::connect(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0) {
       if (errno != EINPROGRESS) {

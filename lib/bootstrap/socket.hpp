@@ -50,10 +50,10 @@ bool is_wildcard_address(const std::string& host);
 UniqueFd listen_on(const std::string& host, std::uint16_t port);
 
 /// One attempt to connect to each of `addresses` (lookup_stream_addresses), in order, each
-/// bounded by an equal share of the time left before `deadline` (the last by `deadline`). Returns a
-/// connected non-blocking socket with TCP_NODELAY, or throws the last error naming `endpoint`:
-/// Error(RemoteError) when it was a refusal (nobody listens). A socket that connected to itself
-/// counts as refused (see connected_to_itself).
+/// bounded by an equal share of the time left before `deadline` and by 5 s (the caller retries).
+/// Returns a connected non-blocking socket with TCP_NODELAY, or throws the last error naming
+/// `endpoint`: Error(RemoteError) when it was a refusal (nobody listens). A socket that connected
+/// to itself counts as refused (see connected_to_itself).
 UniqueFd connect_once(const addrinfo* addresses, const std::string& endpoint, Deadline deadline);
 
 /// Whether connected socket `fd`'s two ends are one address and port. Connecting to a local port

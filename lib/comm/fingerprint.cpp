@@ -152,6 +152,8 @@ std::optional<std::string> find_fingerprint_mismatch(const std::vector<Fingerpri
     }
   }
   for (int r = 1; r < n; ++r) {
+    // A device op names no algorithm: against a host op's forced one, the path is what differs.
+    if (table[r].on_device != ref.on_device) continue;
     if (table[r].algorithm != ref.algorithm) {
       return field_mismatch(r, "algorithm", std::string(algorithm_name(ref.algorithm)),
                             std::string(algorithm_name(table[r].algorithm)));

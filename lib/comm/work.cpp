@@ -155,6 +155,13 @@ void Work::wait(std::optional<std::chrono::milliseconds> timeout) const {
                     " ms is not between 0 and one year (" + std::to_string(kMaxTimeout.count()) +
                     " ms); wait without a timeout instead");
   }
+  if (state_->fork_generation != fork_generation() &&
+      !state_->finished.load(std::memory_order_acquire))
+    throw Error(ErrorCode::InvalidUsage,
+                "Work::wait: " + state_->what() +
+                    " was started by the process this one was forked from; nothing finishes it "
+                    "here",
+                state_->context());
   if (state_->device) {
     const auto start = std::chrono::steady_clock::now();
     wait_device(*state_, timeout ? std::optional(start + *timeout) : std::nullopt,

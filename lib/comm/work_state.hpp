@@ -5,6 +5,8 @@
 #include <cohort/algorithm.hpp>
 #include <cohort/error.hpp>
 
+#include "core/fork_generation.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -110,6 +112,9 @@ struct WorkState {
   std::weak_ptr<ProgressHook> hook;
   /// Set for an op on device buffers (then hook is empty): polled for completion.
   std::shared_ptr<DeviceSync> device;
+  /// The fork of the program that made it (fork_generation()): in a child forked since, nothing
+  /// will ever finish it.
+  const std::uint32_t fork_generation = cohort::fork_generation();
 
  private:
   /// Set before any Work holds it.

@@ -22,8 +22,8 @@ void check_device_dtype(DeviceRuntime& runtime, std::string_view op, DType dtype
     const int version = runtime.nccl_version();
     throw Error(
         ErrorCode::Unsupported,
-        fmt::format("{}: dtype {} on CUDA buffers needs NCCL 2.24 or later; this is NCCL "
-                    "{}.{}.{}",
+        fmt::format("{}: dtype {} on CUDA buffers needs NCCL 2.24 or later, both the library "
+                    "loaded (NCCL {}.{}.{}) and the nccl.h this cohort was built with",
                     op, dtype_name(dtype), version / 10000, version / 100 % 100, version % 100));
   }
   throw Error(ErrorCode::Unsupported,

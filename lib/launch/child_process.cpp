@@ -42,10 +42,10 @@ bool ChildProcess::signal_group(int signal) noexcept {
   // Once the child is reaped its pid, and so its group's id, may be another process's: the
   // group's stragglers were killed in try_reap, while the zombie still held the number.
   if (!running()) return false;
-  // The child is its own group leader (pgid == pid); the group outlives the leader while any
-  // member it started is alive, so this also reaches stragglers after the leader was reaped.
+  // The child is its own group leader (pgid == pid): this reaches whatever it started that
+  // stayed in the group.
   if (::kill(-pid_, signal) == 0) return true;
-  if (errno == ESRCH && running()) {
+  if (errno == ESRCH) {
     // The child may not have called setpgid yet (the parent calls it too, but a failed race
     // leaves the pid in our group): signal the process itself.
     return ::kill(pid_, signal) == 0;
@@ -190,7 +190,8 @@ void prepare_child(pid_t parent, int dev_null, int out, int err,
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD}) ::signal(sig, SIG_DFL);
+  for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCHLD})
+    ::signal(sig, SIG_DFL);
 
   if (::dup2(dev_null, STDIN_FILENO) < 0) die_in_child("dup2(stdin)");
   if (::dup2(out, STDOUT_FILENO) < 0) die_in_child("dup2(stdout)");

@@ -47,8 +47,6 @@ class ChildProcess {
   /// If the child has exited: SIGKILLs what it left in its group (while its zombie still holds
   /// the group's id), reaps it, records and returns its status. Otherwise nothing.
   std::optional<ExitStatus> try_reap();
-  /// Records the status of a child someone else reaped (a waitpid(-1) loop).
-  void set_reaped(ExitStatus status) noexcept { status_ = status; }
   /// Gives up on a child that was sent SIGKILL yet cannot be reaped (asleep uninterruptibly in
   /// the kernel, e.g. in a device driver, or held by a tracer): from now on the handle counts it
   /// as killed by SIGKILL and the launcher never waits for it. A helper thread reaps it when it

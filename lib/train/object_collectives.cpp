@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -214,10 +215,30 @@ void gather_fixed(Communicator& comm, std::span<const std::byte> mine, std::span
 
 void broadcast_bytes(Communicator& comm, Blob& blob, int root,
                      std::optional<std::chrono::milliseconds> timeout) {
+  broadcast_bytes_from(
+      comm, blob, [](Blob&) {}, root, timeout);
+}
+
+void broadcast_bytes_from(Communicator& comm, Blob& blob, const std::function<void(Blob&)>& produce,
+                          int root, std::optional<std::chrono::milliseconds> timeout) {
   const CollectiveOptions options = detail::checked_options("broadcast_bytes", comm, root, timeout);
-  if (comm.size() == 1) return;
-  std::uint64_t length = blob.size();
-  comm.broadcast(words_view({&length, 1}), root, options);
+  if (comm.size() == 1) {
+    produce(blob);
+    return;
+  }
+  // The length travels behind the root's status: a root that could not make its bytes fails
+  // every rank at once.
+  std::array<std::byte, sizeof(std::uint64_t)> raw{};
+  detail::compute_and_broadcast_bytes(
+      comm, raw,
+      [&](std::span<std::byte> out) {
+        produce(blob);
+        const std::uint64_t length = blob.size();
+        std::memcpy(out.data(), &length, sizeof length);
+      },
+      root, "broadcast_bytes: the root's data", options);
+  std::uint64_t length = 0;
+  std::memcpy(&length, raw.data(), sizeof length);
   if (comm.rank() != root) blob.resize(static_cast<std::size_t>(length));
   if (length > 0) comm.broadcast(bytes_view(std::span<std::byte>(blob)), root, options);
 }

@@ -337,7 +337,7 @@ void SharedArena::read_from(int r, void* into, const void* source, std::size_t b
   // A copy that succeeded may still have read another process: one that took the pid of an
   // owner killed before it could mark its flags. The pidfd knows the owner, not its pid.
   if (error == 0 && owner.alive()) return;
-  if (error == 0 || error == ESRCH)
+  if (error == 0 || error == ESRCH || !owner.alive())  // EFAULT from a stranger with its pid too
     throw Error(ErrorCode::RemoteError,
                 "rank " + std::to_string(r) +
                     " failed (its process exited) while this rank copied from its memory",

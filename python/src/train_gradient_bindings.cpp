@@ -10,6 +10,7 @@
 #include <cohort/error.hpp>
 #include <cohort/train/gradients.hpp>
 
+#include <cmath>
 #include <optional>
 
 namespace cohort::python {
@@ -150,16 +151,17 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
           buffers = import_gradients(grads, "clip_grad_norm: grads");
         } catch (...) {
           // The shard group's other ranks are on their way into the norm's exchange: join it as
-          // a rank that rejected its arguments (clip_grad_norm refuses norm_type 0), so they
-          // throw too instead of waiting out their timeout; then raise this rank's own error.
+          // a rank that rejected its arguments (clip_grad_norm refuses a norm_type <= 0; -inf
+          // reduces by Max as an infinity norm does, 0 by Sum as the others), so they throw too
+          // instead of waiting out their timeout; then raise this rank's own error.
           if (options.shard_group && options.shard_group->size() > 1) {
             train::ClipOptions refusing;
-            refusing.norm_type = 0.0;
+            refusing.norm_type = std::isinf(norm_type) ? -HUGE_VAL : 0.0;
             refusing.shard_group = options.shard_group;
             py::gil_scoped_release release;
             try {
               train::clip_grad_norm({}, max_norm, refusing);
-            } catch (const Error&) {  // its refusal, or the exchange's own failure
+            } catch (const std::exception&) {  // its refusal, or the exchange's own failure
             }
           }
           throw;

@@ -72,12 +72,19 @@ void bind_train_objects_random(py::module_& train) {
   train.def(
       "broadcast_bytes",
       [](CommunicatorHandle& comm, py::handle data, int root, py::handle timeout) {
-        const bool is_root = comm.comm->rank() == root;
-        Blob blob = is_root ? blob_of(data, "broadcast_bytes: data") : Blob{};
         const auto limit = parse_timeout(timeout, "broadcast_bytes");
+        Blob blob;
         {
+          // The root reads `data` inside the call: data it cannot read (a str, None) then fails
+          // every rank at once rather than leaving them waiting for its length.
           py::gil_scoped_release release;
-          train::broadcast_bytes(*comm.comm, blob, root, limit);
+          train::broadcast_bytes_from(
+              *comm.comm, blob,
+              [&data](Blob& out) {
+                py::gil_scoped_acquire acquire;
+                out = blob_of(data, "broadcast_bytes: data");
+              },
+              root, limit);
         }
         return bytes_of(blob);
       },

@@ -6,10 +6,36 @@
 #include "gil.hpp"
 #include "tensor_import.hpp"
 
+#include <cohort/buffer.hpp>
+#include <cohort/error.hpp>
 #include <cohort/train/precision.hpp>
+
+#include <string_view>
+#include <vector>
 
 namespace cohort::python {
 namespace {
+
+/// This rank's gradients, or, when they cannot be imported, a join of the scaler's found-inf
+/// exchange as a rank that refused its arguments (an int32 gradient, which every GradScaler
+/// method refuses inside that exchange), so the other ranks throw too instead of waiting out
+/// their timeout; then the import's own error.
+template <class Join>
+std::vector<Buffer> gradients_or_join(py::handle grads, std::string_view what, Join&& join) {
+  try {
+    return import_tensors(grads, what, NoneItems::AsEmpty);
+  } catch (...) {
+    {
+      const std::vector<Buffer> refused{Buffer::allocate(1, DType::Int32)};
+      py::gil_scoped_release release;
+      try {
+        join(refused);
+      } catch (const std::exception&) {  // the refusal, or the exchange's own failure
+      }
+    }
+    throw;
+  }
+}
 
 using namespace pybind11::literals;
 using train::GradScaler;
@@ -73,7 +99,8 @@ unscale/step are collective (the GIL is released); one thread at a time.)doc")
           "unscale",
           [](GradScaler& scaler, py::handle grads, int group) {
             const auto buffers =
-                import_tensors(grads, "GradScaler.unscale: grads", NoneItems::AsEmpty);
+                gradients_or_join(grads, "GradScaler.unscale: grads",
+                                  [&](const auto& refused) { scaler.unscale(refused, group); });
             py::gil_scoped_release release;
             scaler.unscale(buffers, group);
           },
@@ -84,7 +111,8 @@ unscale/step are collective (the GIL is released); one thread at a time.)doc")
           "step",
           [](GradScaler& scaler, py::handle grads, int group) {
             const auto buffers =
-                import_tensors(grads, "GradScaler.step: grads", NoneItems::AsEmpty);
+                gradients_or_join(grads, "GradScaler.step: grads",
+                                  [&](const auto& refused) { scaler.step(refused, group); });
             py::gil_scoped_release release;
             return scaler.step(buffers, group);
           },

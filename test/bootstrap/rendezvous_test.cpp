@@ -19,6 +19,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
@@ -267,9 +268,10 @@ TEST_CASE("connect_store refuses what it cannot do, naming why", "[rendezvous][u
       CHECK_THAT(e.message(), Catch::Contains("2-node"));
     }
   }
-  SECTION("a file of another user's is refused, not followed") {
+  SECTION("a file of another user's in a directory open to all is refused, not followed") {
     // Another user could put the file in a shared temp directory first, naming their store.
     const std::string job = unique_job("foreign");
+    REQUIRE(::chmod(dir.file_for(job).parent_path().c_str(), 01777) == 0);  // as /tmp is
     std::ofstream(dir.file_for(job)) << "127.0.0.1\n" << free_port() << "\ntheirs\n";
     const uid_t other = ::geteuid() == 65534 ? 65533 : 65534;
     if (::chown(dir.file_for(job).c_str(), other, static_cast<gid_t>(-1)) != 0) {

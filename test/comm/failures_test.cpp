@@ -852,13 +852,36 @@ TEST_CASE("a forked child may drop its copy of a communicator; the parent's goes
                    "round " << round << ": sum " << sum.data_as<std::int64_t>()[999]);
       };
       exchange(1);
+      // A receive in flight at the fork: rank 1 sends it only after the child is done.
+      Buffer late = Buffer::allocate(4, DType::Int32);
+      Work pending;
+      if (env.rank == 0) pending = c->recv_async(late, 1, 77);
       if (env.rank == 0) {
-        test::ForkedChild child([&c] {
+        test::ForkedChild child([&c, &pending] {
+          // Waiting on the parent's op would never end here: refused at once.
+          try {
+            pending.wait();
+            return 2;
+          } catch (const Error& e) {
+            if (e.code() != ErrorCode::InvalidUsage) return 3;
+          }
+          pending = Work();
+          if (c.use_count() != 1) return 4;
           c.reset();  // the last owner in the child: the destructor runs there
           return 0;
         });
         const int status = child.join(std::chrono::seconds(30));
         RANK_CHECK(status == 0, "the child ended with " << status);
+      }
+      c->barrier();
+      if (env.rank == 1) {
+        Buffer sent = Buffer::allocate(4, DType::Int32);
+        for (std::size_t i = 0; i < 4; ++i) sent.data_as<std::int32_t>()[i] = 4242;
+        c->send(sent, 0, 77);
+      }
+      if (env.rank == 0) {
+        pending.wait();
+        RANK_CHECK(late.data_as<std::int32_t>()[3] == 4242, "the receive in flight at the fork");
       }
       for (int round = 2; round < 6; ++round) exchange(round);
     }));

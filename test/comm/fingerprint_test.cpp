@@ -64,6 +64,10 @@ TEST_CASE("fingerprint verdict names the ranks and the first differing field", "
   CHECK_THAT(find_fingerprint_mismatch(paths).value(),
              Catch::StartsWith("ranks disagree: rank 0 passed host buffers (host algorithms), "
                                "rank 1 passed device buffers (NCCL)"));
+  // A forced host algorithm against a device op (which names none) is still the path's fault.
+  paths[0].algorithm = paths[2].algorithm = Algorithm::Ring;
+  CHECK_THAT(find_fingerprint_mismatch(paths).value(),
+             Catch::StartsWith("ranks disagree: rank 0 passed host buffers"));
   paths[2].count = 11;  // a count mismatch says more
   CHECK(find_fingerprint_mismatch(paths).value() ==
         "ranks disagree: rank 0 has count=10, rank 2 has count=11");

@@ -56,7 +56,8 @@ def argument_errors(comm):
     raises(cohort.InvalidArgumentError, lambda: cohort.Buffer.allocate(3, "float31"), "float31")
     raises(cohort.InvalidArgumentError, lambda: cohort.Buffer.from_dlpack(object()),
            "no __dlpack__")
-    raises(cohort.InvalidArgumentError, lambda: cohort.train.clip_grad_norm(x, 1.0),
+    # One tensor is fine (torch takes one too); a number is neither a tensor nor a sequence.
+    raises(cohort.InvalidArgumentError, lambda: cohort.train.clip_grad_norm(7, 1.0),
            "expected a sequence of tensors")
     # The root of a broadcast must pass its tensor (elsewhere None is fine: out receives).
     raises(cohort.InvalidArgumentError, lambda: comm.broadcast(None, out=x, root=comm.rank),

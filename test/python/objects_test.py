@@ -47,6 +47,18 @@ def main():
     # Byte collectives underneath.
     check(cohort.train.broadcast_bytes(comm, b"abc" if r == 0 else b"", 0) == b"abc",
           "broadcast_bytes")
+    # The root's data is no bytes (a str): the root raises its own error, every other rank
+    # RemoteError naming it, at once (they waited for a length that never came); then on.
+    if r == 0:
+        raises(cohort.InvalidArgumentError,
+               lambda: cohort.train.broadcast_bytes(comm, "text", 0, timeout=60),
+               "expected contiguous bytes-like data, not str")
+    else:
+        raises(cohort.RemoteError,
+               lambda: cohort.train.broadcast_bytes(comm, None, 0, timeout=60),
+               "threw on root 0", "not str")
+    check(cohort.train.broadcast_bytes(comm, b"after" if r == 0 else b"", 0) == b"after",
+          "broadcast_bytes after a root's failure")
     check(cohort.train.allgather_bytes(comm, bytes([r]) * r) ==
           [bytes([rank]) * rank for rank in range(n)], "allgather_bytes")
 

@@ -45,6 +45,16 @@ def grad_scaler(comm):
     scaler.update()
     check(scaler.scale == 2048.0, f"grew again to {scaler.scale}")
 
+    # Rank 0's gradients cannot be imported: every rank raises at once (the others waited in
+    # the found-inf agreement before), the step is skipped everywhere and update() backs off.
+    scale_before = scaler.scale
+    grads = 7 if r == 0 else [torch.tensor([1.0])]
+    raises(cohort.InvalidArgumentError, lambda: scaler.step(grads),
+           "expected a sequence of tensors" if r == 0 else "rank 0 rejected its gradients")
+    check(not scaler.step([torch.tensor([1.0])]), "the refused step is skipped on every rank")
+    scaler.update()
+    check(scaler.scale == scale_before / 2, f"backed off to {scaler.scale} after the refusal")
+
     state = scaler.state()
     other = train.GradScaler(comm, init_scale=8.0)
     other.load_state(state)

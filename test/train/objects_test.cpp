@@ -316,6 +316,40 @@ TEST_CASE("compute_and_broadcast: fn throwing on the root is RemoteError elsewhe
   }));
 }
 
+TEST_CASE("broadcast_bytes_from: a root that cannot make its bytes fails every rank at once",
+          "[train][objects][multiproc]") {
+  const int size = GENERATE(1, 2, 3, 5);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    CommunicatorOptions slow;
+    slow.timeout = 60s;
+    auto comm = world(env, slow);
+    const int r = comm->rank();
+    const int root = comm->size() - 1;
+    // Made on the root: every rank gets it, and a rank calling plain broadcast_bytes pairs with
+    // one calling broadcast_bytes_from.
+    Blob made;
+    const auto make = [](Blob& out) { out = blob("made on the root"); };
+    if (r == 0 && r != root)
+      broadcast_bytes(*comm, made, root);
+    else
+      broadcast_bytes_from(*comm, made, make, root);
+    RANK_CHECK(made == blob("made on the root"), "rank " << r << " got another blob");
+
+    Blob none;
+    const auto fail = [](Blob&) { throw std::runtime_error("config file missing"); };
+    if (r == root) {
+      expect_own_exception([&] { broadcast_bytes_from(*comm, none, fail, root); },
+                           "config file missing", "root");
+    } else {
+      expect_error([&] { broadcast_bytes_from(*comm, none, fail, root); }, ErrorCode::RemoteError,
+                   {"broadcast_bytes: the root's data threw on root " + std::to_string(root) +
+                    ": config file missing"},
+                   "receiver");
+    }
+    expect_in_step(*comm, "the root's bytes failed");
+  }));
+}
+
 TEST_CASE("gather_from_all: every rank's exact value on the root, nothing elsewhere",
           "[train][objects][multiproc]") {
   const int size = GENERATE(1, 2, 3, 4, 5);

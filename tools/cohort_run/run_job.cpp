@@ -19,11 +19,13 @@
 #include "launch/terminal_echo.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <fcntl.h>
@@ -283,8 +285,7 @@ class NodeJob {
     for (;;) {
       JobStoreWatch::Settled settled = watch_->settle(kStorePollInterval);
       if (!settled.pending) return settled;
-      pollfd pfd{interrupt_fd, POLLIN, 0};
-      const bool interrupted = ::poll(&pfd, 1, 0) > 0;
+      const bool interrupted = stop_signal(interrupt_fd, std::chrono::milliseconds(0)).has_value();
       if (interrupted || SteadyClock::now() >= until) {
         settled.store_error = interrupted ? "interrupted while telling the other nodes"
                                           : "the store did not answer in time";
@@ -328,17 +329,30 @@ class NodeJob {
       if (!abort_) {
         if ((abort_ = launchers_->published_abort())) until = linger_deadline();
       }
-      pollfd pfd{interrupt_fd, POLLIN, 0};
-      if (::poll(&pfd, 1, static_cast<int>(kStorePollInterval.count())) > 0) {
-        unsigned char signal = 0;
-        if (::read(interrupt_fd, &signal, 1) == 1 && !abort_) {
+      if (const std::optional<int> signal = stop_signal(interrupt_fd, kStorePollInterval)) {
+        pending_stop_.reset();  // acted on here
+        if (!abort_) {
           abort_ =
-              publish(JobAbort{std::nullopt, 128 + signal, 0,
-                               "cohort-run on node 0 received " + launcher::signal_name(signal)});
+              publish(JobAbort{std::nullopt, 128 + *signal, 0,
+                               "cohort-run on node 0 received " + launcher::signal_name(*signal)});
           until = linger_deadline();
         }
       }
     }
+  }
+
+  /// A signal to the launcher that stops the job, waiting up to `wait` for one. SIGUSR1 and
+  /// SIGUSR2 bytes are dropped: they go to running ranks, and ours have ended. One seen and not
+  /// yet acted on stays pending for the next call.
+  std::optional<int> stop_signal(int interrupt_fd, std::chrono::milliseconds wait) {
+    if (pending_stop_) return pending_stop_;
+    pollfd pfd{interrupt_fd, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(wait.count())) <= 0) return std::nullopt;
+    unsigned char signals[16];
+    const ssize_t n = ::read(interrupt_fd, signals, sizeof signals);
+    for (ssize_t i = 0; i < n && !pending_stop_; ++i)
+      if (signals[i] != SIGUSR1 && signals[i] != SIGUSR2) pending_stop_ = signals[i];
+    return pending_stop_;
   }
 
   void report(const launcher::RankSupervisorResult& result) {
@@ -389,6 +403,7 @@ class NodeJob {
   std::vector<launcher::RankProcess> ranks_;
   std::optional<JobAbort> abort_;
   bool lost_store_ = false;
+  std::optional<int> pending_stop_;  ///< a stop signal stop_signal() saw, not yet acted on
 };
 
 }  // namespace

@@ -44,10 +44,18 @@ namespace cohort::train {
 using Blob = std::vector<std::byte>;
 
 /// torch's broadcast of one object: the root's `blob` replaces `blob` on every other rank (resized
-/// to the root's length). Cost: a broadcast of the 8-byte length, then one of the bytes (skipped
-/// when empty).
+/// to the root's length). Cost: a broadcast of a status byte and the 8-byte length, then one of
+/// the bytes (skipped when empty).
 void broadcast_bytes(Communicator& comm, Blob& blob, int root = 0,
                      std::optional<std::chrono::milliseconds> timeout = {});
+
+/// broadcast_bytes whose root makes its bytes in the call: `produce(blob)` runs on the root only
+/// (a binding converting the root's object, say). If it throws, the root rethrows its exception
+/// and every other rank throws RemoteError "broadcast_bytes: the root's data threw on root <r>:
+/// <message>", instead of waiting out the timeout for a length that never comes. The same
+/// messages as broadcast_bytes, so the two pair up across ranks.
+void broadcast_bytes_from(Communicator& comm, Blob& blob, const std::function<void(Blob&)>& produce,
+                          int root = 0, std::optional<std::chrono::milliseconds> timeout = {});
 
 /// torch's broadcast_object_list: the root's `items` replace `items` on every other rank. torch
 /// requires the receivers' list to have the root's length already; cohort resizes it to the
