@@ -70,6 +70,14 @@ void expect_blobs(const std::vector<Blob>& got, const std::vector<Blob>& want,
   }
 }
 
+// A world whose ops wait 60 s, not the default 600: a rank a failure leaves hanging fails the test
+// with Timeout well within meson's limit.
+std::shared_ptr<Communicator> patient_world(const Environment& env) {
+  CommunicatorOptions slow;
+  slow.timeout = 60s;
+  return world(env, slow);
+}
+
 // A good call after an error: ranks left behind in an earlier exchange would mismatch or hang.
 void expect_in_step(Communicator& comm, const std::string& where) {
   const std::int64_t got = compute_and_broadcast(comm, [] { return std::int64_t{-42}; });
@@ -290,9 +298,7 @@ TEST_CASE("compute_and_broadcast: fn throwing on the root is RemoteError elsewhe
           "[train][objects][multiproc]") {
   const int size = GENERATE(1, 2, 3, 5);
   REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
-    CommunicatorOptions slow;
-    slow.timeout = 60s;
-    auto comm = world(env, slow);
+    auto comm = patient_world(env);
     const int r = comm->rank();
     const int root = comm->size() > 1 ? 1 : 0;
     const auto count_tokens = [&]() -> std::int64_t {
@@ -320,9 +326,7 @@ TEST_CASE("broadcast_bytes_from: a root that cannot make its bytes fails every r
           "[train][objects][multiproc]") {
   const int size = GENERATE(1, 2, 3, 5);
   REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
-    CommunicatorOptions slow;
-    slow.timeout = 60s;
-    auto comm = world(env, slow);
+    auto comm = patient_world(env);
     const int r = comm->rank();
     const int root = comm->size() - 1;
     // Made on the root: every rank gets it, and a rank calling plain broadcast_bytes pairs with
