@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <optional>
+#include <vector>
 
 namespace cohort::python {
 namespace {
@@ -119,7 +120,19 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
   train.def(
       "broadcast_parameters",
       [](CommunicatorHandle& comm, py::handle params, int root, std::size_t chunk_bytes) {
-        const auto buffers = import_tensors(params, "broadcast_parameters: params");
+        std::vector<Buffer> buffers;
+        try {
+          buffers = import_tensors(params, "broadcast_parameters: params");
+        } catch (...) {
+          // Join the layout agreement as a rank that rejected its arguments (chunk_bytes 0 is
+          // refused there), so the others throw too instead of waiting for it.
+          py::gil_scoped_release release;
+          try {
+            train::broadcast_parameters(*comm.comm, {}, root, 0);
+          } catch (const std::exception&) {  // the refusal, or the agreement's own failure
+          }
+          throw;
+        }
         py::gil_scoped_release release;
         train::broadcast_parameters(*comm.comm, buffers, root, chunk_bytes);
       },

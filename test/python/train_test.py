@@ -172,6 +172,11 @@ def gradients(comm):
     train.broadcast_parameters(comm, [p.detach() for p in layer.parameters()], root=0)
     equal(layer.weight.flatten(), [1.0] * 6, "broadcast_parameters weight")
     equal(layer.bias, [-1.0] * 2, "broadcast_parameters bias")
+    # The last rank's parameters cannot be read: every rank raises at once (the others waited
+    # in the layout agreement before).
+    bad = 7 if r == n - 1 else [p.detach() for p in layer.parameters()]
+    raises(cohort.InvalidArgumentError, lambda: train.broadcast_parameters(comm, bad, root=0),
+           "expected a sequence of tensors" if r == n - 1 else f"ranks {n - 1} rejected")
 
     # GradientSynchronizer over contiguous gradients viewed by torch, 2 micro-steps per step.
     sizes = [4, 7, 1]
