@@ -72,6 +72,37 @@ std::vector<std::uint64_t> allgather_words(Communicator& comm, std::uint64_t min
   return all;
 }
 
+// A rank's size word when it could not make its bytes: no real size reaches it.
+constexpr std::uint64_t kNoBytes = ~std::uint64_t{0};
+
+// Every rank's byte count, on every rank. `error`: this rank could not make its bytes; then it
+// rethrows that, and every other rank throws naming the ranks that failed.
+std::vector<std::size_t> agreed_lengths(Communicator& comm, std::size_t mine,
+                                        const std::exception_ptr& error, std::string_view op,
+                                        const CollectiveOptions& options) {
+  const std::vector<std::uint64_t> words =
+      allgather_words(comm, error ? kNoBytes : std::uint64_t{mine}, options);
+  if (error) std::rethrow_exception(error);
+  std::vector<int> failed;
+  for (std::size_t r = 0; r < words.size(); ++r)
+    if (words[r] == kNoBytes) failed.push_back(static_cast<int>(r));
+  if (!failed.empty())
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: ranks {} could not make their bytes (their errors say why)", op,
+                            fmt::join(failed, ", ")));
+  return to_counts(words);
+}
+
+// What `produce` made on this rank, or the exception it threw.
+std::exception_ptr made_by(const std::function<void(Blob&)>& produce, Blob& blob) {
+  try {
+    produce(blob);
+    return nullptr;
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
 // ---- broadcast_buffer's header: the root's verdict on its buffer, then its dtype and shape.
 
 enum class HeaderStatus : std::uint8_t { Ready = 0, Refused = 1 };
@@ -273,18 +304,40 @@ void broadcast_bytes_list(Communicator& comm, std::vector<Blob>& items, int root
   if (!is_root) items = split(data, lengths);
 }
 
-std::vector<Blob> allgather_bytes(Communicator& comm, std::span<const std::byte> mine,
-                                  std::optional<std::chrono::milliseconds> timeout) {
-  const CollectiveOptions options = collective_options("allgather_bytes", timeout);
-  if (comm.size() == 1) return {Blob(mine.begin(), mine.end())};
+namespace {
 
-  // 1. Every rank's size; 2. the bytes, laid out by those sizes.
-  const std::vector<std::size_t> lengths = to_counts(allgather_words(comm, mine.size(), options));
+std::vector<Blob> allgather_made(Communicator& comm, std::span<const std::byte> mine,
+                                 const std::exception_ptr& error,
+                                 std::optional<std::chrono::milliseconds> timeout) {
+  const CollectiveOptions options = collective_options("allgather_bytes", timeout);
+  if (comm.size() == 1) {
+    if (error) std::rethrow_exception(error);
+    return {Blob(mine.begin(), mine.end())};
+  }
+
+  // 1. Every rank's size (or its failure); 2. the bytes, laid out by those sizes.
+  const std::vector<std::size_t> lengths =
+      agreed_lengths(comm, mine.size(), error, "allgather_bytes", options);
   Blob all(sum(lengths));
   if (!all.empty()) {
     comm.allgatherv(bytes_view(mine), bytes_view(std::span<std::byte>(all)), lengths, options);
   }
   return split(all, lengths);
+}
+
+}  // namespace
+
+std::vector<Blob> allgather_bytes(Communicator& comm, std::span<const std::byte> mine,
+                                  std::optional<std::chrono::milliseconds> timeout) {
+  return allgather_made(comm, mine, nullptr, timeout);
+}
+
+std::vector<Blob> allgather_bytes_from(Communicator& comm,
+                                       const std::function<void(Blob&)>& produce,
+                                       std::optional<std::chrono::milliseconds> timeout) {
+  Blob mine;
+  const std::exception_ptr error = made_by(produce, mine);
+  return allgather_made(comm, mine, error, timeout);
 }
 
 std::vector<Blob> allgather_bytes_list(Communicator& comm, const std::vector<Blob>& mine,
@@ -322,14 +375,22 @@ std::vector<Blob> allgather_bytes_list(Communicator& comm, const std::vector<Blo
   return split(all, item_lengths);
 }
 
-std::vector<Blob> gather_bytes(Communicator& comm, std::span<const std::byte> mine, int root,
-                               std::optional<std::chrono::milliseconds> timeout) {
+namespace {
+
+std::vector<Blob> gather_made(Communicator& comm, std::span<const std::byte> mine,
+                              const std::exception_ptr& error, int root,
+                              std::optional<std::chrono::milliseconds> timeout) {
   const CollectiveOptions options = detail::checked_options("gather_bytes", comm, root, timeout);
-  if (comm.size() == 1) return {Blob(mine.begin(), mine.end())};
+  if (comm.size() == 1) {
+    if (error) std::rethrow_exception(error);
+    return {Blob(mine.begin(), mine.end())};
+  }
   const bool is_root = comm.rank() == root;
 
-  // 1. Every rank's size, on every rank: gatherv takes the whole layout everywhere.
-  const std::vector<std::size_t> lengths = to_counts(allgather_words(comm, mine.size(), options));
+  // 1. Every rank's size (or its failure), on every rank: gatherv takes the whole layout
+  // everywhere.
+  const std::vector<std::size_t> lengths =
+      agreed_lengths(comm, mine.size(), error, "gather_bytes", options);
   const std::size_t total = sum(lengths);
 
   // 2. The bytes, to the root only.
@@ -339,6 +400,20 @@ std::vector<Blob> gather_bytes(Communicator& comm, std::span<const std::byte> mi
                  lengths, root, options);
   }
   return is_root ? split(all, lengths) : std::vector<Blob>{};
+}
+
+}  // namespace
+
+std::vector<Blob> gather_bytes(Communicator& comm, std::span<const std::byte> mine, int root,
+                               std::optional<std::chrono::milliseconds> timeout) {
+  return gather_made(comm, mine, nullptr, root, timeout);
+}
+
+std::vector<Blob> gather_bytes_from(Communicator& comm, const std::function<void(Blob&)>& produce,
+                                    int root, std::optional<std::chrono::milliseconds> timeout) {
+  Blob mine;
+  const std::exception_ptr error = made_by(produce, mine);
+  return gather_made(comm, mine, error, root, timeout);
 }
 
 Buffer broadcast_buffer(Communicator& comm, const Buffer& in, int root,

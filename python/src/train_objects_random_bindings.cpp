@@ -93,12 +93,19 @@ void bind_train_objects_random(py::module_& train) {
   train.def(
       "allgather_bytes",
       [](CommunicatorHandle& comm, py::handle data, py::handle timeout) {
-        const Blob mine = blob_of(data, "allgather_bytes: data");
         const auto limit = parse_timeout(timeout, "allgather_bytes");
         std::vector<Blob> all;
         {
+          // Each rank reads its `data` inside the call: data one rank cannot read (a str, None)
+          // then fails every rank at once rather than leaving them waiting for its size.
           py::gil_scoped_release release;
-          all = train::allgather_bytes(*comm.comm, mine, limit);
+          all = train::allgather_bytes_from(
+              *comm.comm,
+              [&data](Blob& out) {
+                py::gil_scoped_acquire acquire;
+                out = blob_of(data, "allgather_bytes: data");
+              },
+              limit);
         }
         return bytes_list(all);
       },
@@ -107,12 +114,17 @@ void bind_train_objects_random(py::module_& train) {
   train.def(
       "gather_bytes",
       [](CommunicatorHandle& comm, py::handle data, int root, py::handle timeout) {
-        const Blob mine = blob_of(data, "gather_bytes: data");
         const auto limit = parse_timeout(timeout, "gather_bytes");
         std::vector<Blob> all;
         {
-          py::gil_scoped_release release;
-          all = train::gather_bytes(*comm.comm, mine, root, limit);
+          py::gil_scoped_release release;  // as allgather_bytes
+          all = train::gather_bytes_from(
+              *comm.comm,
+              [&data](Blob& out) {
+                py::gil_scoped_acquire acquire;
+                out = blob_of(data, "gather_bytes: data");
+              },
+              root, limit);
         }
         return bytes_list(all);
       },

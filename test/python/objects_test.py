@@ -59,6 +59,19 @@ def main():
                "threw on root 0", "not str")
     check(cohort.train.broadcast_bytes(comm, b"after" if r == 0 else b"", 0) == b"after",
           "broadcast_bytes after a root's failure")
+    # One rank's data is no bytes: it raises its own error, every other rank one naming it, at
+    # once (they waited for its size before).
+    bad = n - 1
+    for gather in (lambda d: cohort.train.allgather_bytes(comm, d, timeout=60),
+                   lambda d: cohort.train.gather_bytes(comm, d, 0, timeout=60)):
+        if r == bad:
+            raises(cohort.InvalidArgumentError, lambda: gather(None),
+                   "expected contiguous bytes-like data, not NoneType")
+        else:
+            raises(cohort.InvalidArgumentError, lambda: gather(b"fine"),
+                   f"ranks {bad} could not make their bytes")
+    check(cohort.train.allgather_bytes(comm, bytes([r])) == [bytes([k]) for k in range(n)],
+          "allgather_bytes after a rank's failure")
     check(cohort.train.allgather_bytes(comm, bytes([r]) * r) ==
           [bytes([rank]) * rank for rank in range(n)], "allgather_bytes")
 

@@ -354,6 +354,50 @@ TEST_CASE("broadcast_bytes_from: a root that cannot make its bytes fails every r
   }));
 }
 
+TEST_CASE(
+    "allgather_bytes_from and gather_bytes_from: a rank that cannot make its bytes fails "
+    "every rank at once",
+    "[train][objects][multiproc]") {
+  const int size = GENERATE(1, 2, 3, 5);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto comm = patient_world(env);
+    const int r = comm->rank(), n = comm->size();
+    // Made in the call: the same result, and a rank calling the plain form pairs with them.
+    const auto make = [r](Blob& out) { out = blob("rank " + std::to_string(r)); };
+    const auto all =
+        r == 0 ? allgather_bytes(*comm, blob("rank 0")) : allgather_bytes_from(*comm, make);
+    RANK_CHECK(all.size() == static_cast<std::size_t>(n), all.size() << " blobs");
+    for (int k = 0; k < n; ++k)
+      RANK_CHECK(all[static_cast<std::size_t>(k)] == blob("rank " + std::to_string(k)),
+                 "blob " << k);
+    const auto gathered = gather_bytes_from(*comm, make, n - 1);
+    RANK_CHECK(gathered.size() == (r == n - 1 ? static_cast<std::size_t>(n) : 0u),
+               gathered.size() << " blobs gathered");
+
+    // The last rank cannot make its bytes.
+    const int bad = n - 1;
+    const auto fail_on_bad = [&](Blob& out) {
+      if (r == bad) throw std::runtime_error("no metrics file");
+      make(out);
+    };
+    for (const bool all_ranks : {true, false}) {
+      const auto call = [&] {
+        if (all_ranks)
+          allgather_bytes_from(*comm, fail_on_bad);
+        else
+          gather_bytes_from(*comm, fail_on_bad, 0);
+      };
+      if (r == bad)
+        expect_own_exception(call, "no metrics file", "the failing rank");
+      else
+        expect_error(call, ErrorCode::InvalidArgument,
+                     {"ranks " + std::to_string(bad) + " could not make their bytes"},
+                     "the others");
+    }
+    expect_in_step(*comm, "a rank's bytes failed");
+  }));
+}
+
 TEST_CASE("gather_from_all: every rank's exact value on the root, nothing elsewhere",
           "[train][objects][multiproc]") {
   const int size = GENERATE(1, 2, 3, 4, 5);

@@ -69,6 +69,15 @@ void broadcast_bytes_list(Communicator& comm, std::vector<Blob>& items, int root
 std::vector<Blob> allgather_bytes(Communicator& comm, std::span<const std::byte> mine,
                                   std::optional<std::chrono::milliseconds> timeout = {});
 
+/// allgather_bytes whose ranks make their bytes in the call: `produce(blob)` runs on every rank
+/// (a binding converting each rank's object, say). If it throws on some ranks, they rethrow their
+/// exceptions and every other rank throws InvalidArgument naming them ("ranks 2 could not make
+/// their bytes"), instead of waiting out the timeout. The same messages as allgather_bytes (a
+/// size word no real size reaches marks a failure), so the two pair up across ranks.
+std::vector<Blob> allgather_bytes_from(Communicator& comm,
+                                       const std::function<void(Blob&)>& produce,
+                                       std::optional<std::chrono::milliseconds> timeout = {});
+
 /// Accelerate's gather_object, which despite its name is an all-gather and flattens one level:
 /// every rank's items concatenated in rank order, on every rank. r0 ["a","b"], r1 [], r2 ["c"]
 /// gives ["a","b","c"] on all three. Cost: an allgather of the counts, an allgatherv of the sizes
@@ -81,6 +90,12 @@ std::vector<Blob> allgather_bytes_list(Communicator& comm, const std::vector<Blo
 /// then a gatherv of the bytes.
 std::vector<Blob> gather_bytes(Communicator& comm, std::span<const std::byte> mine, int root = 0,
                                std::optional<std::chrono::milliseconds> timeout = {});
+
+/// gather_bytes whose ranks make their bytes in the call, failing every rank as
+/// allgather_bytes_from does.
+std::vector<Blob> gather_bytes_from(Communicator& comm, const std::function<void(Blob&)>& produce,
+                                    int root = 0,
+                                    std::optional<std::chrono::milliseconds> timeout = {});
 
 /// The root's buffer on every rank, receivers learning its dtype and shape from the root (torch
 /// needs a receiving tensor of the right shape already). On the root, returns `in` itself (the
