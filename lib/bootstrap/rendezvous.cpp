@@ -150,8 +150,9 @@ void publish(const fs::path& path, const Published& what) {
 }
 
 /// Whether anyone may create files in `dir` (the temp directory): a file there of another user's
-/// may have been put there first, naming a store of theirs. A directory the job chose is trusted
-/// whoever owns the file (on NFS with root_squash the job's own file looks like nobody's).
+/// may have been put there first, naming a store of theirs. Elsewhere (a directory only the job's
+/// users write to) the file is trusted whoever owns it: on NFS with root_squash the job's own file
+/// looks like nobody's.
 bool open_to_everyone(const fs::path& dir) {
   struct stat st {};
   return ::stat(dir.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0;

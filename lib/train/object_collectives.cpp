@@ -9,7 +9,9 @@
 // Where caller code runs on the root (compute_and_broadcast, reduce_and_broadcast's fn2), the
 // value travels in a frame of [status byte | value]: one broadcast whether fn succeeded or threw,
 // so a throwing root never leaves the other ranks waiting for a value that will not come. Only on
-// failure a second broadcast carries the message.
+// failure does the message follow (as a broadcast_bytes). broadcast_bytes itself sends its length
+// in such a frame, so a root that cannot make its bytes (broadcast_bytes_from) fails every rank;
+// the *_bytes_from gathers mark a rank that cannot with a size no real one reaches.
 
 #include <cohort/error.hpp>
 #include <cohort/train/objects.hpp>
@@ -18,6 +20,7 @@
 #include "train/failure_exchange.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>

@@ -171,6 +171,7 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
             train::ClipOptions refusing;
             refusing.norm_type = std::isinf(norm_type) ? -HUGE_VAL : 0.0;
             refusing.shard_group = options.shard_group;
+            refusing.timeout = options.timeout;  // unset when parsing it was what failed
             py::gil_scoped_release release;
             try {
               train::clip_grad_norm({}, max_norm, refusing);

@@ -275,6 +275,11 @@ class NodeJob {
     }
     if (!abort_ && result.outcome == launcher::JobOutcome::StopRequested)
       abort_ = JobAbort{std::nullopt, 1, config_.node_rank, result.stop_reason};
+    // Interrupted while telling the other nodes: the job did not end as it would have.
+    if (!abort_ && pending_stop_)
+      abort_ = JobAbort{std::nullopt, 128 + *pending_stop_, config_.node_rank,
+                        "cohort-run on node " + std::to_string(config_.node_rank) + " received " +
+                            launcher::signal_name(*pending_stop_)};
   }
 
   // The watch's thread finishes the poll in flight (a check and a read) and the publication,

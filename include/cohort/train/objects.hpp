@@ -102,8 +102,8 @@ std::vector<Blob> gather_bytes_from(Communicator& comm, const std::function<void
 /// same memory); elsewhere a new contiguous host allocation, `in` being ignored (pass Buffer{}).
 /// The root's buffer must be contiguous (else InvalidArgument) and in host-accessible memory
 /// (else Unsupported: receivers allocate on the host); that error is thrown on every rank, decided
-/// by the root. Cost: broadcasts of the header's length and of the header (dtype, shape), then one
-/// of the data.
+/// by the root. Cost: broadcasts of the header's length (with a status byte) and of the header
+/// (dtype, shape), then one of the data.
 Buffer broadcast_buffer(Communicator& comm, const Buffer& in, int root = 0,
                         std::optional<std::chrono::milliseconds> timeout = {});
 
@@ -177,7 +177,8 @@ T compute_and_broadcast_as(Communicator& comm, F& fn, int root, std::string_view
 /// copyable T) is returned on every rank. axolotl sends the value through a float32 tensor, so an
 /// int64 16777217 arrives as 16777216; cohort sends T's exact bytes. If fn throws on the root, the
 /// root rethrows it and every other rank throws RemoteError naming the root and the message.
-/// Cost: one broadcast of 1 + sizeof(T) bytes (a second, of the message, on failure).
+/// Cost: one broadcast of 1 + sizeof(T) bytes (on failure, the message follows as a
+/// broadcast_bytes: two more).
 template <class F>
 std::remove_cvref_t<std::invoke_result_t<F&>> compute_and_broadcast(
     Communicator& comm, F&& fn, int root = 0,
