@@ -94,7 +94,7 @@ Communicator::~Communicator() {
   // A fork()ed child's copy: its threads are not in the child, and its connections and shared
   // rings are still the parent's and its peers'. Tearing it down would join threads that do not
   // exist and write into rings others use; the child's exit frees its memory.
-  if (impl_ && impl_->creator_pid != ::getpid()) (void)impl_.release();
+  if (impl_ && impl_->fork_generation != fork_generation()) (void)impl_.release();
 }
 
 int Communicator::rank() const noexcept {

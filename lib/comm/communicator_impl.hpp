@@ -17,11 +17,10 @@
 #include "comm/validated_args.hpp"
 #include "comm/validation.hpp"
 #include "comm/work_state.hpp"
+#include "core/fork_generation.hpp"
 #include "gpu/device_backend.hpp"
 #include "transport/lazy_arena.hpp"
 #include "transport/transport.hpp"
-
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
@@ -58,8 +57,9 @@ Footprint used_part(Footprint buffers, const Args& args) {
 }  // namespace comm
 
 struct Communicator::Impl {
-  /// The process that made it: a fork()ed child holds a copy it must not tear down.
-  pid_t creator_pid = ::getpid();
+  /// The fork of the program that made it (fork_generation()): a child forked since holds a
+  /// copy it must not tear down.
+  std::uint32_t fork_generation = cohort::fork_generation();
   int rank = 0;
   int size = 1;
   std::uint32_t id = 0;
