@@ -109,7 +109,7 @@ class Supervision {
     const ssize_t n = ::read(hooks_.interrupt_fd, signals, sizeof signals);
     for (ssize_t i = 0; i < n; ++i) {
       const int signal = signals[i];
-      if (signal == SIGUSR1 || signal == SIGUSR2) {
+      if (passed_to_ranks(signal)) {
         // The application's own signals (Slurm's --signal=USR1@120 checkpoint warning, the
         // flight recorder's dump): to each rank's process, not its group, whose other members
         // may not expect them; the job goes on.

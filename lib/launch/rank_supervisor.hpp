@@ -11,6 +11,7 @@
 #include "launch/output_stream.hpp"
 
 #include <chrono>
+#include <csignal>
 #include <functional>
 #include <optional>
 #include <string>
@@ -44,6 +45,12 @@ enum class JobOutcome {
   StopRequested,  ///< SupervisorHooks::should_stop asked us to stop (e.g. another node failed)
   TimedOut,       ///< the job's deadline passed
 };
+
+/// SIGUSR1 and SIGUSR2 to the launcher are the application's (a checkpoint warning, a
+/// flight-record request): passed to the running ranks, they never stop the job.
+inline bool passed_to_ranks(int signal) noexcept {
+  return signal == SIGUSR1 || signal == SIGUSR2;
+}
 
 struct SupervisorHooks {
   /// Readable when the launcher caught a signal; each byte read is a signal number to forward.

@@ -5,6 +5,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "gil.hpp"
+#include "refusing_join.hpp"
 #include "tensor_import.hpp"
 
 #include <cohort/error.hpp>
@@ -120,19 +121,10 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
   train.def(
       "broadcast_parameters",
       [](CommunicatorHandle& comm, py::handle params, int root, std::size_t chunk_bytes) {
-        std::vector<Buffer> buffers;
-        try {
-          buffers = import_tensors(params, "broadcast_parameters: params");
-        } catch (...) {
-          // Join the layout agreement as a rank that rejected its arguments (chunk_bytes 0 is
-          // refused there), so the others throw too instead of waiting for it.
-          py::gil_scoped_release release;
-          try {
-            train::broadcast_parameters(*comm.comm, {}, root, 0);
-          } catch (const std::exception&) {  // the refusal, or the agreement's own failure
-          }
-          throw;
-        }
+        // Unreadable parameters join the layout agreement as a refusal (chunk_bytes 0).
+        const auto buffers = converted_or_joined(
+            [&] { return import_tensors(params, "broadcast_parameters: params"); },
+            [&] { train::broadcast_parameters(*comm.comm, {}, root, 0); });
         py::gil_scoped_release release;
         train::broadcast_parameters(*comm.comm, buffers, root, chunk_bytes);
       },
@@ -158,28 +150,21 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
         options.norm_type = norm_type;
         options.error_if_nonfinite = error_if_nonfinite;
         if (shard_group != nullptr) options.shard_group = shard_group->comm;
-        std::vector<Buffer> buffers;
-        try {
-          options.timeout = parse_timeout(timeout, "clip_grad_norm");
-          buffers = import_gradients(grads, "clip_grad_norm: grads");
-        } catch (...) {
-          // The shard group's other ranks are on their way into the norm's exchange: join it as
-          // a rank that rejected its arguments (clip_grad_norm refuses a norm_type <= 0; -inf
-          // reduces by Max as an infinity norm does, 0 by Sum as the others), so they throw too
-          // instead of waiting out their timeout; then raise this rank's own error.
-          if (options.shard_group && options.shard_group->size() > 1) {
-            train::ClipOptions refusing;
-            refusing.norm_type = std::isinf(norm_type) ? -HUGE_VAL : 0.0;
-            refusing.shard_group = options.shard_group;
-            refusing.timeout = options.timeout;  // unset when parsing it was what failed
-            py::gil_scoped_release release;
-            try {
+        // Unreadable arguments join the shard group's norm exchange as a refusal: a norm_type
+        // <= 0 is refused there (-inf reduces by Max as an infinity norm does, 0 by Sum).
+        const auto buffers = converted_or_joined(
+            [&] {
+              options.timeout = parse_timeout(timeout, "clip_grad_norm");
+              return import_gradients(grads, "clip_grad_norm: grads");
+            },
+            [&] {
+              if (!options.shard_group || options.shard_group->size() == 1) return;
+              train::ClipOptions refusing;
+              refusing.norm_type = std::isinf(norm_type) ? -HUGE_VAL : 0.0;
+              refusing.shard_group = options.shard_group;
+              refusing.timeout = options.timeout;  // unset when parsing it was what failed
               train::clip_grad_norm({}, max_norm, refusing);
-            } catch (const std::exception&) {  // its refusal, or the exchange's own failure
-            }
-          }
-          throw;
-        }
+            });
         py::gil_scoped_release release;
         return train::clip_grad_norm(buffers, max_norm, options);
       },

@@ -4,6 +4,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "gil.hpp"
+#include "refusing_join.hpp"
 #include "tensor_import.hpp"
 
 #include <cohort/buffer.hpp>
@@ -16,25 +17,12 @@
 namespace cohort::python {
 namespace {
 
-/// This rank's gradients, or, when they cannot be imported, a join of the scaler's found-inf
-/// exchange as a rank that refused its arguments (an int32 gradient, which every GradScaler
-/// method refuses inside that exchange), so the other ranks throw too instead of waiting out
-/// their timeout; then the import's own error.
+/// This rank's gradients; when they cannot be imported, `join` gets an int32 gradient, which every
+/// GradScaler method refuses inside its found-inf exchange (see refusing_join.hpp).
 template <class Join>
 std::vector<Buffer> gradients_or_join(py::handle grads, std::string_view what, Join&& join) {
-  try {
-    return import_tensors(grads, what, NoneItems::AsEmpty);
-  } catch (...) {
-    {
-      const std::vector<Buffer> refused{Buffer::allocate(1, DType::Int32)};
-      py::gil_scoped_release release;
-      try {
-        join(refused);
-      } catch (const std::exception&) {  // the refusal, or the exchange's own failure
-      }
-    }
-    throw;
-  }
+  return converted_or_joined([&] { return import_tensors(grads, what, NoneItems::AsEmpty); },
+                             [&] { join(std::vector<Buffer>{Buffer::allocate(1, DType::Int32)}); });
 }
 
 using namespace pybind11::literals;

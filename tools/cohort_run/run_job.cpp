@@ -356,7 +356,7 @@ class NodeJob {
     unsigned char signals[16];
     const ssize_t n = ::read(interrupt_fd, signals, sizeof signals);
     for (ssize_t i = 0; i < n && !pending_stop_; ++i)
-      if (signals[i] != SIGUSR1 && signals[i] != SIGUSR2) pending_stop_ = signals[i];
+      if (!launcher::passed_to_ranks(signals[i])) pending_stop_ = signals[i];
     return pending_stop_;
   }
 
