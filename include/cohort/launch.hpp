@@ -1,7 +1,8 @@
 #pragma once
 
 /// Running a function in several local processes, as cohort-run does for programs: each child
-/// gets a full Environment (and the COHORT_* / torchrun variables), the parent hosts the store.
+/// gets a full Environment (and the COHORT_* / torchrun variables, MASTER_PORT a port for
+/// torch.distributed's own store as cohort-run gives it), the parent hosts the store.
 ///
 /// The options follow ml-starter's launch_subprocesses (ml.utils.torch_distributed): child i is
 /// rank `i + rank_offset`, its local rank is `rank % local_world_size`, and a per-rank `setup`

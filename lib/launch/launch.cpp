@@ -12,6 +12,7 @@
 
 #include "core/log.hpp"
 #include "launch/failure_report.hpp"
+#include "launch/free_port.hpp"
 #include "launch/rank_supervisor.hpp"
 #include "launch/rank_variables.hpp"
 
@@ -49,6 +50,7 @@ struct JobLayout {
   std::string store_addr;        // where the children reach the store
   std::uint16_t store_port = 0;  // 0 until this launch's own server is up
   std::string token;
+  std::uint16_t master_port = 0;  // MASTER_PORT (rank_variables.hpp); 0: not exported
 };
 
 JobLayout layout_for(int num_ranks, const LaunchOptions& options) {
@@ -62,9 +64,12 @@ JobLayout layout_for(int num_ranks, const LaunchOptions& options) {
     job.store_addr = options.join->store_addr;
     job.store_port = options.join->store_port;
     job.token = options.join->token;
+    // Every launch of the job must name the same port, and only the store's is known to all.
+    if (job.store_port < 65535) job.master_port = static_cast<std::uint16_t>(job.store_port + 1);
   } else {
     job.store_addr = "127.0.0.1";
     job.token = launcher::random_token();
+    job.master_port = launcher::unused_tcp_port();
   }
   return job;
 }
@@ -122,6 +127,7 @@ int run_rank(const JobLayout& job, int rank, int control_fd,
   placement.store_addr = job.store_addr;
   placement.store_port = port;
   placement.token = job.token;
+  placement.master_port = job.master_port;
   // Exported too, so code in setup or fn calling cohort::init()/resolve_environment() sees this
   // rank.
   for (const auto& [key, value] : launcher::rank_variables(placement)) {

@@ -14,7 +14,7 @@ namespace cohort::launcher {
 
 EnvironmentVariables rank_variables(const RankPlacement& p) {
   const std::string port = std::to_string(p.store_port);
-  return {
+  EnvironmentVariables variables{
       {"COHORT_RANK", std::to_string(p.rank)},
       {"COHORT_WORLD_SIZE", std::to_string(p.world_size)},
       {"COHORT_LOCAL_RANK", std::to_string(p.local_rank)},
@@ -29,9 +29,12 @@ EnvironmentVariables rank_variables(const RankPlacement& p) {
       {"LOCAL_RANK", std::to_string(p.local_rank)},
       {"LOCAL_WORLD_SIZE", std::to_string(p.local_world_size)},
       {"GROUP_RANK", std::to_string(p.node_rank)},
-      {"MASTER_ADDR", p.store_addr},
-      {"MASTER_PORT", port},
   };
+  if (p.master_port != 0) {
+    variables.emplace_back("MASTER_ADDR", p.store_addr);
+    variables.emplace_back("MASTER_PORT", std::to_string(p.master_port));
+  }
+  return variables;
 }
 
 std::vector<std::string> merge_environment(const std::vector<std::string>& base,

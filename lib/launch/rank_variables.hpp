@@ -22,14 +22,18 @@ struct RankPlacement {
   std::string store_addr;
   std::uint16_t store_port = 0;
   std::string token;
+  /// MASTER_PORT: a port of its own for torch.distributed's store, whose rank 0 binds it on
+  /// MASTER_ADDR's node (never cohort's store port: it would find that taken). 0: neither
+  /// MASTER_ADDR nor MASTER_PORT is exported.
+  std::uint16_t master_port = 0;
 };
 
 using EnvironmentVariables = std::vector<std::pair<std::string, std::string>>;
 
 /// COHORT_RANK, COHORT_WORLD_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_WORLD_SIZE,
 /// COHORT_NODE_RANK, COHORT_NNODES, COHORT_STORE_ADDR, COHORT_STORE_PORT, COHORT_TOKEN, and
-/// torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, MASTER_ADDR,
-/// MASTER_PORT (MASTER_ADDR/PORT point at the cohort store).
+/// torchrun's RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK, and MASTER_ADDR (the
+/// store's address: node 0) with MASTER_PORT (placement.master_port) when that is set.
 EnvironmentVariables rank_variables(const RankPlacement& placement);
 
 /// `base` ("K=V" strings, e.g. environ) with `overrides` replacing or adding entries; the

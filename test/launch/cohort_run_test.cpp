@@ -119,6 +119,10 @@ TEST_CASE("cohort-run exports placement and store variables to every rank", "[co
   const std::string port = vars.at(0).at("COHORT_STORE_PORT");
   const std::string token = vars.at(0).at("COHORT_TOKEN");
   CHECK(std::stoi(port) > 0);
+  // A port of torch.distributed's own, not the one cohort's store holds (torch's rank 0 binds
+  // it: the store's made init_process_group fail).
+  CHECK(std::stoi(vars.at(0).at("MASTER_PORT")) > 0);
+  CHECK(vars.at(0).at("MASTER_PORT") != port);
   CHECK(std::regex_match(token, std::regex("[0-9a-f]{32}")));
   for (int rank = 0; rank < 4; ++rank) {
     CAPTURE(rank);
@@ -139,7 +143,7 @@ TEST_CASE("cohort-run exports placement and store variables to every rank", "[co
         {"LOCAL_WORLD_SIZE", "4"},
         {"GROUP_RANK", "0"},
         {"MASTER_ADDR", "127.0.0.1"},
-        {"MASTER_PORT", port},
+        {"MASTER_PORT", vars.at(0).at("MASTER_PORT")},
         {"EXTRA_VAR", "a=b"},
     };
     for (const auto& [key, value] : expected) {
@@ -455,7 +459,7 @@ TEST_CASE("two cohort-run launchers form one job of two nodes", "[cohort-run][no
   SECTION("ranks 0..3 are spread over the nodes, contiguous per node") {
     const std::string script =
         "echo placement $COHORT_RANK $COHORT_LOCAL_RANK $COHORT_NODE_RANK $COHORT_WORLD_SIZE "
-        "$COHORT_NNODES $COHORT_STORE_PORT $GROUP_RANK";
+        "$COHORT_NNODES $COHORT_STORE_PORT $GROUP_RANK $MASTER_PORT";
     RunningCommand node1(node(1, script), env);
     RunningCommand node0(node(0, script), env);
     const CommandResult r0 = node0.wait(60s);
@@ -463,10 +467,12 @@ TEST_CASE("two cohort-run launchers form one job of two nodes", "[cohort-run][no
     CAPTURE(r0.out, r0.err, r1.out, r1.err);
     CHECK(r0.exit_code == 0);
     CHECK(r1.exit_code == 0);
-    CHECK(contains(r0.out, "[rank 0] placement 0 0 0 4 2 " + port + " 0\n"));
-    CHECK(contains(r0.out, "[rank 1] placement 1 1 0 4 2 " + port + " 0\n"));
-    CHECK(contains(r1.out, "[rank 2] placement 2 0 1 4 2 " + port + " 1\n"));
-    CHECK(contains(r1.out, "[rank 3] placement 3 1 1 4 2 " + port + " 1\n"));
+    // MASTER_PORT is the store's plus one on every node: torch.distributed's rank 0 binds it.
+    const std::string next = std::to_string(std::stoi(port) + 1);
+    CHECK(contains(r0.out, "[rank 0] placement 0 0 0 4 2 " + port + " 0 " + next + "\n"));
+    CHECK(contains(r0.out, "[rank 1] placement 1 1 0 4 2 " + port + " 0 " + next + "\n"));
+    CHECK(contains(r1.out, "[rank 2] placement 2 0 1 4 2 " + port + " 1 " + next + "\n"));
+    CHECK(contains(r1.out, "[rank 3] placement 3 1 1 4 2 " + port + " 1 " + next + "\n"));
   }
 
   SECTION("a failure on node 1 stops node 0's ranks") {

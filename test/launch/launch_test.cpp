@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -115,6 +116,11 @@ TEST_CASE("launch runs every rank with its placement, variables and a working st
         expect(env_or_empty("COHORT_WORLD_SIZE") == std::to_string(world_size), "WORLD_SIZE");
         expect(env_or_empty("COHORT_STORE_PORT") == std::to_string(env.store_port), "PORT");
         expect(env_or_empty("COHORT_TOKEN") == env.token && env.token.size() == 32, "TOKEN");
+        // torch.distributed's rank 0 binds MASTER_PORT: never the port cohort's store holds.
+        expect(env_or_empty("MASTER_ADDR") == env.store_addr, "MASTER_ADDR");
+        expect(!env_or_empty("MASTER_PORT").empty() &&
+                   env_or_empty("MASTER_PORT") != std::to_string(env.store_port),
+               "MASTER_PORT");
 
         // What cohort::init() would resolve from the exported variables matches fn's env.
         const cohort::Environment resolved = cohort::resolve_environment();
@@ -140,21 +146,25 @@ TEST_CASE("launch runs every rank with its placement, variables and a working st
         expect(store.add("arrived", 0) == world_size, "arrival count");
 
         std::ofstream(dir.path() / ("rank" + std::to_string(env.rank)))
-            << env.rank << ' ' << env.world_size << ' ' << ::getpid();
+            << env.rank << ' ' << env.world_size << ' ' << ::getpid() << ' '
+            << env_or_empty("MASTER_PORT");
         std::printf("hello from rank %d\n", env.rank);
       },
       bounded());
 
+  std::set<int> master_ports;
   for (int r = 0; r < world_size; ++r) {
     const std::string text = read_file(dir.path() / ("rank" + std::to_string(r)));
     std::istringstream fields(text);
-    int rank = -1, size = -1;
+    int rank = -1, size = -1, master_port = -1;
     long pid = -1;
-    fields >> rank >> size >> pid;
+    fields >> rank >> size >> pid >> master_port;
     CHECK(rank == r);
     CHECK(size == world_size);
     CHECK(pid != ::getpid());
+    master_ports.insert(master_port);
   }
+  CHECK(master_ports.size() == 1);  // every rank names the same port
 }
 
 TEST_CASE("launch reports a rank that throws, with its message, and stops the others", "[launch]") {
@@ -411,6 +421,9 @@ TEST_CASE("launch with a rank_offset starts part of a job another launch shares"
               expect(env.local_rank == env.rank % 2 && env.node_rank == outer.rank, "placement");
               expect(env_or_empty("COHORT_RANK") == std::to_string(env.rank), "COHORT_RANK");
               expect(env.store_port == outer.store_port, "the joined store");
+              // Each launch of a joined job derives the same MASTER_PORT: the store's plus one.
+              expect(env_or_empty("MASTER_PORT") == std::to_string(outer.store_port + 1),
+                     "MASTER_PORT");
               meet_in_store(env);
               std::ofstream(dir.path() / ("rank" + std::to_string(env.rank)))
                   << env.rank << ' ' << env.local_rank << ' ' << env.node_rank;

@@ -3,13 +3,9 @@ averaged by cohort's GradientSynchronizer, by cohort's plain allreduce(op="avg")
 torch.nn.parallel.DistributedDataParallel over gloo. All start from the same weights and see the
 same per-rank batches; the weights must end equal within 1e-6. Run with 2 or more ranks.
 
-torch.distributed rendezvouses through a file store whose path rank 0 chooses and sends to the
-others with cohort's broadcast_object (cohort-run's own store holds MASTER_PORT).
+torch.distributed initialises from the variables cohort-run exports (env://: MASTER_ADDR and a
+MASTER_PORT of its own, RANK, WORLD_SIZE), as it would under torchrun.
 """
-
-import os
-import shutil
-import tempfile
 
 from harness import check, require, run, world
 
@@ -90,10 +86,9 @@ def max_difference(a, b):
 def main():
     comm = world()
     check(comm.size >= 2, "run this test with 2 or more ranks")
-    directory = comm.broadcast_object(tempfile.mkdtemp(prefix="cohort-ddp-") if comm.rank == 0
-                                      else None)
-    dist.init_process_group("gloo", init_method="file://" + os.path.join(directory, "store"),
-                            rank=comm.rank, world_size=comm.size)
+    dist.init_process_group("gloo")
+    check(dist.get_rank() == comm.rank and dist.get_world_size() == comm.size,
+          f"torch sees rank {dist.get_rank()} of {dist.get_world_size()}")
     try:
         reference = ddp_training(comm)
         for name, training in (("GradientSynchronizer", cohort_synchronizer_training),
@@ -113,9 +108,6 @@ def main():
     finally:
         comm.barrier()
         dist.destroy_process_group()
-        comm.barrier()
-        if comm.rank == 0:
-            shutil.rmtree(directory, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 #include "launch/echo_log_sink.hpp"
 #include "launch/exit_status.hpp"
 #include "launch/failure_report.hpp"
+#include "launch/free_port.hpp"
 #include "launch/rank_supervisor.hpp"
 #include "launch/rank_variables.hpp"
 #include "launch/terminal_echo.hpp"
@@ -167,12 +168,22 @@ class NodeJob {
       store_port_ = server_->port();
       COHORT_LOG_INFO("store listening on {}:{}", server_->host(), store_port_);
     }
+    master_port_ = port_for_torch();
     TcpStoreOptions options;
     options.host = store_addr_;
     options.port = store_port_;
     options.token = token_;
     options.io_timeout = config_.store_timeout;
     launchers_ = std::make_shared<LauncherStore>(std::make_shared<TcpStore>(options));
+  }
+
+  // MASTER_PORT for the ranks: torch.distributed's rank 0 binds a store of its own there, so it
+  // cannot be the port cohort's store holds. The next one when the port was given (every node
+  // derives the same, as cohort does under torchrun's agent store), else one free here now (one
+  // node: rank 0 runs here). 0 (MASTER_* not exported) past the last port.
+  std::uint16_t port_for_torch() const {
+    if (config_.master_port == 0) return launcher::unused_tcp_port();
+    return config_.master_port < 65535 ? static_cast<std::uint16_t>(config_.master_port + 1) : 0;
   }
 
   // Every rank dumps its flight records into one directory per job (flight_records.hpp): the
@@ -206,6 +217,7 @@ class NodeJob {
       placement.store_addr = store_addr_;
       placement.store_port = store_port_;
       placement.token = token_;
+      placement.master_port = master_port_;
       launcher::EnvironmentVariables variables = launcher::rank_variables(placement);
       variables.emplace_back("COHORT_TRACE_DIR", flight_records_->dir());
       const ExecImage image(
@@ -398,6 +410,7 @@ class NodeJob {
   std::string token_;
   std::string store_addr_;
   std::uint16_t store_port_ = 0;
+  std::uint16_t master_port_ = 0;
   std::unique_ptr<TcpStoreServer> server_;
   std::shared_ptr<LauncherStore> launchers_;  // shared with the watch's thread
   // The store calls made while the ranks run (see store_watch.hpp); gone before finish_node().
