@@ -19,7 +19,12 @@
 /// - Tensors are borrowed `const DLTensor*` (DLPack, <dlpack/dlpack.h>): cohort never takes
 ///   ownership of them. Their descriptors (shape, strides) are copied during the call; their
 ///   memory must stay valid until the op completes (blocking: until the call returns; async:
-///   until cohort_work_wait reported completion, or cohort_work_test said done). Tensors must be
+///   until cohort_work_wait reported completion, or cohort_work_test said done). An op that
+///   failed with a timeout or a dead peer may leave a transfer in flight that still reads or
+///   writes its tensors: a cohort_buffer's memory (passed through cohort_buffer_tensor's
+///   pointer) is then kept alive by cohort, whatever the caller destroys; any other tensor's
+///   memory must stay valid until the last communicator sharing comm's connections (the world
+///   and everything split or duplicated from it) is destroyed. Tensors must be
 ///   contiguous and use one of cohort's dtypes (f32, f64, f16, bf16, fp8 e4m3/e5m2,
 ///   i8/u8/i16/i32/i64/u32/u64, bool) with lanes 1. Host tensors (CPU, CUDA host) run on the host
 ///   path; CUDA device and managed tensors run on NCCL, ordered by options.stream (the device
@@ -37,7 +42,8 @@
 /// the library reads only the fields that fit in struct_size and gives the others their default.
 /// (A library older than the caller's header ignores the fields it does not know.)
 /// Initialise them with the COHORT_*_OPTIONS_INIT macro or the cohort_*_options_init()
-/// function, then set what you need. Passing NULL instead of an options pointer means defaults.
+/// function (inline: it passes the caller's sizeof to the library, which writes no more), then
+/// set what you need. Passing NULL instead of an options pointer means defaults.
 
 #include <cohort/dlpack_versioned.h> /* DLTensor, DLManagedTensor, DLManagedTensorVersioned */
 
@@ -147,8 +153,18 @@ typedef struct cohort_init_options {
 /// Defaults, as an initialiser: `cohort_init_options_t options = COHORT_INIT_OPTIONS_INIT;`
 #define COHORT_INIT_OPTIONS_INIT \
   { sizeof(cohort_init_options_t), 0 }
-/// Sets *options to the defaults (same as COHORT_INIT_OPTIONS_INIT).
-COHORT_API cohort_status_t cohort_init_options_init(cohort_init_options_t* options);
+/// Sets the first `struct_size` bytes of *options to the defaults, struct_size included (as
+/// much of the struct as this library knows; a longer caller's tail is zeroed and its
+/// struct_size says only the known part, so a newer library reading it later defaults the rest).
+/// INVALID_ARGUMENT when options is NULL or struct_size is below sizeof(size_t). Call it through
+/// cohort_init_options_init(), which passes the size the caller compiled against.
+COHORT_API cohort_status_t cohort_init_options_init_sized(cohort_init_options_t* options,
+                                                          size_t struct_size);
+/// Sets *options to the defaults (same as COHORT_INIT_OPTIONS_INIT). Inline, so the size is the
+/// caller's: a library with a longer struct never writes past the caller's.
+static inline cohort_status_t cohort_init_options_init(cohort_init_options_t* options) {
+  return cohort_init_options_init_sized(options, sizeof *options);
+}
 
 /// Per-op knobs of every collective and send/recv.
 typedef struct cohort_collective_options {
@@ -173,8 +189,14 @@ typedef struct cohort_collective_options {
 /// `cohort_collective_options_t options = COHORT_COLLECTIVE_OPTIONS_INIT;`
 #define COHORT_COLLECTIVE_OPTIONS_INIT \
   { sizeof(cohort_collective_options_t), 0, COHORT_ALGORITHM_AUTO, 0, 0 }
-/// Sets *options to the defaults (same as COHORT_COLLECTIVE_OPTIONS_INIT).
-COHORT_API cohort_status_t cohort_collective_options_init(cohort_collective_options_t* options);
+/// As cohort_init_options_init_sized, for cohort_collective_options_t.
+COHORT_API cohort_status_t
+cohort_collective_options_init_sized(cohort_collective_options_t* options, size_t struct_size);
+/// Sets *options to the defaults (same as COHORT_COLLECTIVE_OPTIONS_INIT); inline, as
+/// cohort_init_options_init.
+static inline cohort_status_t cohort_collective_options_init(cohort_collective_options_t* options) {
+  return cohort_collective_options_init_sized(options, sizeof *options);
+}
 
 /* ---- Communicators ------------------------------------------------------------------------ */
 
@@ -227,8 +249,8 @@ COHORT_API cohort_status_t cohort_allreduce_async(cohort_comm_t comm, const DLTe
                                                   const cohort_collective_options_t* options,
                                                   cohort_work_t* work);
 
-/// out (every rank) = in (root). in is read on the root only (other ranks may pass NULL). In
-/// place: in == out, or in NULL (the root's data is in out).
+/// out (every rank) = in (root). in is read on the root only: other ranks may pass NULL, or
+/// anything (it is not looked at). In place: in == out, or in NULL (the root's data is in out).
 COHORT_API cohort_status_t cohort_broadcast(cohort_comm_t comm, const DLTensor* in,
                                             const DLTensor* out, int root,
                                             const cohort_collective_options_t* options);
@@ -237,8 +259,9 @@ COHORT_API cohort_status_t cohort_broadcast_async(cohort_comm_t comm, const DLTe
                                                   const cohort_collective_options_t* options,
                                                   cohort_work_t* work);
 
-/// out (root only) = op over all ranks of in. out is ignored on other ranks (may be NULL). In
-/// place on the root: in == out, or in NULL.
+/// out (root only) = op over all ranks of in. out is not looked at on other ranks (may be NULL,
+/// or anything) unless in is NULL there: then this rank's data is in out. In place on the root:
+/// in == out, or in NULL.
 COHORT_API cohort_status_t cohort_reduce(cohort_comm_t comm, const DLTensor* in,
                                          const DLTensor* out, cohort_reduce_op_t op, int root,
                                          const cohort_collective_options_t* options);
@@ -269,9 +292,9 @@ COHORT_API cohort_status_t cohort_allgatherv_async(cohort_comm_t comm, const DLT
                                                    const cohort_collective_options_t* options,
                                                    cohort_work_t* work);
 
-/// out (root only; size x in's count elements) = concatenation of every rank's in. out is
-/// ignored on other ranks (may be NULL). In place on the root: in NULL, the root's block of out
-/// holds its contribution.
+/// out (root only; size x in's count elements) = concatenation of every rank's in. out is not
+/// looked at on other ranks (may be NULL, or anything). In place on the root: in NULL, the root's
+/// block of out holds its contribution.
 COHORT_API cohort_status_t cohort_gather(cohort_comm_t comm, const DLTensor* in,
                                          const DLTensor* out, int root,
                                          const cohort_collective_options_t* options);
@@ -291,8 +314,8 @@ COHORT_API cohort_status_t cohort_gatherv_async(cohort_comm_t comm, const DLTens
                                                 cohort_work_t* work);
 
 /// out (every rank) = block `rank` of the root's in (size x out's count elements). in is read on
-/// the root only (other ranks may pass NULL). In place on the root: out NULL, its block stays
-/// in in.
+/// the root only: other ranks may pass NULL, or anything (it is not looked at). In place on the
+/// root: out NULL, its block stays in in.
 COHORT_API cohort_status_t cohort_scatter(cohort_comm_t comm, const DLTensor* in,
                                           const DLTensor* out, int root,
                                           const cohort_collective_options_t* options);
@@ -384,7 +407,9 @@ COHORT_API cohort_status_t cohort_sendrecv(cohort_comm_t comm, const DLTensor* i
 /// message). timeout_ms: -1 waits without limit; 0 to one year (31536000000) returns
 /// COHORT_ERROR_TIMEOUT if the op has not finished by then (the op is not cancelled and keeps its
 /// own deadline; wait again later). Waiting again after completion returns the same outcome at
-/// once. Several threads may wait on one work.
+/// once. Several threads may wait on one work. COHORT_ERROR_TIMEOUT is thus either this wait's
+/// limit or the op's own timeout (which poisoned the communicator): cohort_work_test tells them
+/// apart (done = 1 only for the op's).
 COHORT_API cohort_status_t cohort_work_wait(cohort_work_t work, int64_t timeout_ms);
 /// *done = 1 once the op finished (successfully or not), else 0. Never blocks; the outcome comes
 /// from cohort_work_wait.

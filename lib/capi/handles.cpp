@@ -2,7 +2,7 @@
 
 #include "capi/handles.hpp"
 
-#include "capi/read_only_descriptors.hpp"
+#include "capi/buffer_descriptors.hpp"
 #include "capi/status.hpp"
 
 #include <cohort/dlpack_versioned.h>
@@ -12,9 +12,8 @@
 
 cohort_buffer::cohort_buffer(cohort::Buffer owned)
     : buffer(std::move(owned)), descriptor(cohort::to_dlpack(buffer)) {
-  if (!buffer.read_only()) return;
   try {
-    cohort::capi::note_read_only_descriptor(&descriptor->dl_tensor);
+    cohort::capi::note_buffer_descriptor(&descriptor->dl_tensor, buffer);
   } catch (...) {
     if (descriptor->deleter != nullptr) descriptor->deleter(descriptor);
     throw;
@@ -22,7 +21,7 @@ cohort_buffer::cohort_buffer(cohort::Buffer owned)
 }
 
 cohort_buffer::~cohort_buffer() {
-  if (buffer.read_only()) cohort::capi::forget_read_only_descriptor(&descriptor->dl_tensor);
+  cohort::capi::forget_buffer_descriptor(&descriptor->dl_tensor);
   // The export keeps its own reference to the memory; dropping it here (and `buffer` after this
   // body) releases the producer once nothing else shares it.
   if (descriptor->deleter != nullptr) descriptor->deleter(descriptor);

@@ -8,8 +8,10 @@
 #include <cohort/dtype.hpp>
 #include <cohort/work.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -127,20 +129,40 @@ ReduceOp reduce_op(int value, const char* function) {
 
 }  // namespace cohort::capi
 
-extern "C" {
+namespace {
 
-cohort_status_t cohort_init_options_init(cohort_init_options_t* options) {
-  return cohort::capi::guarded("cohort_init_options_init", [&] {
-    cohort::capi::require_out(options, "cohort_init_options_init", "options");
-    *options = cohort_init_options_t COHORT_INIT_OPTIONS_INIT;
+// The sized initialisers: the library's defaults, as much of them as the caller's struct holds.
+template <class Options>
+cohort_status_t initialise(const char* function, Options* options, std::size_t struct_size,
+                           const Options& defaults, const char* type) {
+  return cohort::capi::guarded(function, [&] {
+    cohort::capi::require_out(options, function, "options");
+    if (struct_size < sizeof(std::size_t) || struct_size > cohort::capi::kMaxStructSize) {
+      cohort::capi::invalid_argument(function, "struct_size " + std::to_string(struct_size) +
+                                                   " is not the size of a " + type +
+                                                   " (pass sizeof: cohort_*_options_init() does)");
+    }
+    std::memset(static_cast<void*>(options), 0, struct_size);
+    const std::size_t known = std::min(struct_size, sizeof(Options));
+    std::memcpy(static_cast<void*>(options), &defaults, known);
+    options->struct_size = known;
   });
 }
 
-cohort_status_t cohort_collective_options_init(cohort_collective_options_t* options) {
-  return cohort::capi::guarded("cohort_collective_options_init", [&] {
-    cohort::capi::require_out(options, "cohort_collective_options_init", "options");
-    *options = cohort_collective_options_t COHORT_COLLECTIVE_OPTIONS_INIT;
-  });
+}  // namespace
+
+extern "C" {
+
+cohort_status_t cohort_init_options_init_sized(cohort_init_options_t* options, size_t struct_size) {
+  return initialise("cohort_init_options_init", options, struct_size,
+                    cohort_init_options_t COHORT_INIT_OPTIONS_INIT, "cohort_init_options_t");
+}
+
+cohort_status_t cohort_collective_options_init_sized(cohort_collective_options_t* options,
+                                                     size_t struct_size) {
+  return initialise("cohort_collective_options_init", options, struct_size,
+                    cohort_collective_options_t COHORT_COLLECTIVE_OPTIONS_INIT,
+                    "cohort_collective_options_t");
 }
 
 }  // extern "C"

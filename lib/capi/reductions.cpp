@@ -28,10 +28,12 @@ cohort_status_t reduce(const char* fn, cohort_comm_t comm, const DLTensor* in, c
                        int op, int root, const cohort_collective_options_t* options, Form form) {
   return issue(
       fn, comm, options, form, [&](Communicator& c, const CollectiveOptions& o, cohort_work* work) {
-        // out matters on the root only; other ranks may pass NULL.
+        // out matters on the root only (elsewhere it is not read, unless a NULL in makes it the
+        // input): a placeholder there must not fail that rank while the root goes on.
         if (in == nullptr && out == nullptr)
           invalid_argument(fn, "in and out are both NULL (a NULL in means in place, in out)");
-        const Buffer output = borrow_or_empty(out, fn, "out");
+        const Buffer output =
+            c.rank() == root || in == nullptr ? borrow_or_empty(out, fn, "out") : Buffer();
         const Buffer input = in == nullptr ? output : borrow(in, fn, "in");
         const ReduceOp reduce = reduce_op(op, fn);
         if (work != nullptr) {

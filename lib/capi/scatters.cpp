@@ -1,7 +1,7 @@
 // C ABI: broadcast, scatter and scatterv (the root's data to every rank), blocking and async.
-// `in` is read on the root only, so other ranks may pass NULL. In-place forms: a NULL `in` in
-// broadcast means the root's data is already in `out`; a NULL `out` on the root of a scatter
-// leaves the root's block where it is, in `in`.
+// `in` is read on the root only, so other ranks may pass NULL (or anything: it is not read).
+// In-place forms: a NULL `in` in broadcast means the root's data is already in `out`; a NULL `out`
+// on the root of a scatter leaves the root's block where it is, in `in`.
 
 #include "capi/issue.hpp"
 #include "capi/tensors.hpp"
@@ -21,7 +21,11 @@ cohort_status_t broadcast(const char* fn, cohort_comm_t comm, const DLTensor* in
   return issue(fn, comm, options, form,
                [&](Communicator& c, const CollectiveOptions& o, cohort_work* work) {
                  const Buffer output = borrow(out, fn, "out");
-                 const Buffer input = in == nullptr ? output : borrow(in, fn, "in");
+                 // `in` is not read off the root: a placeholder there (an empty descriptor, a
+                 // stale pointer) must not fail this rank while the root goes on.
+                 const Buffer input = in == nullptr      ? output
+                                      : c.rank() == root ? borrow(in, fn, "in")
+                                                         : Buffer();
                  if (work != nullptr) {
                    work->work = c.broadcast_async(input, output, root, o);
                  } else {
@@ -37,7 +41,8 @@ cohort_status_t scatter(const char* fn, cohort_comm_t comm, const DLTensor* in, 
       fn, comm, options, form, [&](Communicator& c, const CollectiveOptions& o, cohort_work* work) {
         const Counts spans =
             variable ? Counts(counts_of(counts, counts_length, fn, "counts")) : std::nullopt;
-        const Buffer input = borrow_or_empty(in, fn, "in");
+        // `in` is read on the root only (see broadcast).
+        const Buffer input = c.rank() == root ? borrow_or_empty(in, fn, "in") : Buffer();
         Buffer output;
         const bool root_in_range = root >= 0 && root < c.size();
         if (out != nullptr) {

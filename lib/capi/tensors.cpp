@@ -4,11 +4,12 @@
 // borrowed tensor goes through it too: its descriptor is copied into a small managed tensor that
 // owns nothing but itself (its deleter frees only that copy, never the caller's data). The
 // resulting Buffer keeps that copy alive, which is harmless, and the caller's shape and strides
-// arrays are not read after the call.
+// arrays are not read after the call. A cohort_buffer's own descriptor gives that buffer instead
+// (buffer_descriptors.hpp).
 
 #include "capi/tensors.hpp"
 
-#include "capi/read_only_descriptors.hpp"
+#include "capi/buffer_descriptors.hpp"
 #include "capi/status.hpp"
 
 #include <cohort/dlpack_versioned.h>
@@ -16,6 +17,7 @@
 #include <cohort/error.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace cohort::capi {
@@ -33,15 +35,15 @@ std::string where(const char* function, const char* role) {
 
 Buffer borrow(const DLTensor* tensor, const char* function, const char* role) {
   if (tensor == nullptr) invalid_argument(function, std::string(role) + " tensor is NULL");
+  // A buffer handle's own descriptor: the buffer itself, owner and read-only flag included.
+  if (std::optional<Buffer> own = buffer_of_descriptor(tensor)) return *std::move(own);
   auto copy = std::make_unique<DLManagedTensor>();
   copy->dl_tensor = *tensor;
   copy->manager_ctx = nullptr;
   copy->deleter = delete_descriptor_copy;
   try {
     // from_dlpack owns the copy from here on, on success and failure alike.
-    Buffer borrowed = from_dlpack(copy.release());
-    if (is_read_only_descriptor(tensor)) return borrowed.as_read_only();
-    return borrowed;
+    return from_dlpack(copy.release());
   } catch (const Error& e) {
     throw Error(e.code(), where(function, role) + " tensor: " + e.message());
   }

@@ -206,6 +206,54 @@ static void check_scatter(cohort_comm_t comm) {
     CHECK(mine[j] == 7 + block_offset(g_rank) + j, "scatterv [%d] = %g", j, mine[j]);
 }
 
+/* The arguments read on the root only are not looked at elsewhere: a zeroed placeholder (no
+ * data, lanes 0, an invalid dtype) on the other ranks must neither fail them nor, with the root
+ * gone on into the op, leave it waiting. */
+static void check_root_only_placeholders(cohort_comm_t comm) {
+  const int root = g_size - 1;
+  const DLTensor placeholder = {0};
+  int32_t data[COUNT], source[COUNT], gathered[COUNT * MAX_RANKS];
+  Vec vi, vo;
+  for (int i = 0; i < COUNT; ++i) source[i] = 40 + i, data[i] = -1;
+  OK(cohort_broadcast(comm, g_rank == root ? vec(&vi, source, COUNT, I32) : &placeholder,
+                      vec(&vo, data, COUNT, I32), root, NULL));
+  for (int i = 0; i < COUNT; ++i) CHECK(data[i] == 40 + i, "broadcast past placeholders [%d]", i);
+
+  for (int i = 0; i < COUNT; ++i) source[i] = g_rank + i;
+  OK(cohort_reduce(comm, vec(&vi, source, COUNT, I32),
+                   g_rank == root ? vec(&vo, data, COUNT, I32) : &placeholder, COHORT_SUM, root,
+                   NULL));
+  if (g_rank == root)
+    for (int i = 0; i < COUNT; ++i)
+      CHECK(data[i] == g_size * (g_size - 1) / 2 + g_size * i, "reduce past placeholders [%d]", i);
+
+  OK(cohort_gather(comm, vec(&vi, source, COUNT, I32),
+                   g_rank == root ? vec(&vo, gathered, COUNT * g_size, I32) : &placeholder, root,
+                   NULL));
+  if (g_rank == root)
+    for (int k = 0; k < COUNT * g_size; ++k)
+      CHECK(gathered[k] == k / COUNT + k % COUNT, "gather past placeholders [%d]", k);
+
+  size_t counts[MAX_RANKS];
+  for (int r = 0; r < g_size; ++r) counts[r] = COUNT;
+  OK(cohort_gatherv(comm, vec(&vi, source, COUNT, I32),
+                    g_rank == root ? vec(&vo, gathered, COUNT * g_size, I32) : &placeholder, counts,
+                    (size_t)g_size, root, NULL));
+  if (g_rank == root)
+    for (int k = 0; k < COUNT * g_size; ++k)
+      CHECK(gathered[k] == k / COUNT + k % COUNT, "gatherv past placeholders [%d]", k);
+
+  for (int k = 0; k < COUNT * g_size; ++k) gathered[k] = 7 * k;
+  OK(cohort_scatter(comm, g_rank == root ? vec(&vi, gathered, COUNT * g_size, I32) : &placeholder,
+                    vec(&vo, data, COUNT, I32), root, NULL));
+  for (int i = 0; i < COUNT; ++i)
+    CHECK(data[i] == 7 * (COUNT * g_rank + i), "scatter past placeholders [%d]", i);
+  OK(cohort_scatterv(comm, g_rank == root ? vec(&vi, gathered, COUNT * g_size, I32) : &placeholder,
+                     vec(&vo, data, COUNT, I32), counts, (size_t)g_size, root, NULL));
+  for (int i = 0; i < COUNT; ++i)
+    CHECK(data[i] == 7 * (COUNT * g_rank + i), "scatterv past placeholders [%d]", i);
+}
+
 static void check_reduce_scatter(cohort_comm_t comm) {
   /* in[k] = r + k over 3n elements; rank r gets sum over s of (s + 3r + j) = n(n-1)/2 + n(3r+j). */
   float in[3 * MAX_RANKS], out[3];
@@ -272,6 +320,7 @@ void check_blocking_collectives(cohort_comm_t comm) {
   check_allgatherv(comm);
   check_gather(comm);
   check_scatter(comm);
+  check_root_only_placeholders(comm);
   check_reduce_scatter(comm);
   check_alltoall(comm);
   check_alltoallv(comm);

@@ -11,7 +11,9 @@
 #include <catch2/catch.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <string>
 
 namespace {
 
@@ -98,4 +100,60 @@ TEST_CASE("capi collective options: a newer, longer struct is accepted", "[capi]
   newer.known = all_fields_set(sizeof newer);
   newer.appended_later = 7;
   REQUIRE(collective_options(&newer.known, "test").stream == cohort::Stream{0xBEEF});
+}
+
+TEST_CASE("capi options init: a caller's older, shorter struct is written no further than its end",
+          "[capi]") {
+  // A caller built before has_stream and stream were appended: its struct ends after
+  // `algorithm` (rounded up to the alignment). The library's own sizeof is larger; it must write
+  // only what the caller's size covers, or it overruns the caller's stack.
+  const std::size_t old_sizeof =
+      (offsetof(cohort_collective_options_t, algorithm) + sizeof(cohort_algorithm_t) +
+       alignof(cohort_collective_options_t) - 1) /
+      alignof(cohort_collective_options_t) * alignof(cohort_collective_options_t);
+  REQUIRE(old_sizeof < sizeof(cohort_collective_options_t));
+  alignas(cohort_collective_options_t) unsigned char memory[64];
+  std::memset(memory, 0xA5, sizeof memory);
+  auto* options = reinterpret_cast<cohort_collective_options_t*>(memory);
+  REQUIRE(cohort_collective_options_init_sized(options, old_sizeof) == COHORT_OK);
+  for (std::size_t i = old_sizeof; i < sizeof memory; ++i) {
+    CAPTURE(i);
+    REQUIRE(memory[i] == 0xA5);
+  }
+  REQUIRE(options->struct_size == old_sizeof);
+  REQUIRE(options->timeout_ms == 0);
+  REQUIRE(options->algorithm == COHORT_ALGORITHM_AUTO);
+  const cohort::CollectiveOptions read = collective_options(options, "test");
+  REQUIRE_FALSE(read.timeout.has_value());
+  REQUIRE_FALSE(read.stream.has_value());
+}
+
+TEST_CASE("capi options init: a newer, longer struct gets the known defaults and a zero tail",
+          "[capi]") {
+  // A caller built against a later header than this library: its struct_size must then say only
+  // what the library wrote, so that the fields it does not know are read as absent (not as
+  // whatever its stack held) should it run against a newer library later.
+  struct {
+    cohort_init_options_t known;
+    std::uint64_t appended_later;
+  } newer;
+  std::memset(&newer, 0xA5, sizeof newer);
+  REQUIRE(cohort_init_options_init_sized(&newer.known, sizeof newer) == COHORT_OK);
+  REQUIRE(newer.known.struct_size == sizeof(cohort_init_options_t));
+  REQUIRE(newer.known.timeout_ms == 0);
+  REQUIRE(newer.appended_later == 0);
+}
+
+TEST_CASE("capi options init: the inline form passes the caller's sizeof; bad sizes are refused",
+          "[capi]") {
+  cohort_collective_options_t options;
+  std::memset(&options, 0xA5, sizeof options);
+  REQUIRE(cohort_collective_options_init(&options) == COHORT_OK);
+  REQUIRE(options.struct_size == sizeof options);
+  REQUIRE(options.has_stream == 0);
+  REQUIRE(options.stream == 0);
+  REQUIRE(cohort_collective_options_init_sized(&options, 3) == COHORT_ERROR_INVALID_ARGUMENT);
+  REQUIRE(std::string(cohort_last_error_message()).find("struct_size 3") != std::string::npos);
+  REQUIRE(cohort_init_options_init_sized(nullptr, sizeof(cohort_init_options_t)) ==
+          COHORT_ERROR_INVALID_ARGUMENT);
 }
