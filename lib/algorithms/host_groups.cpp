@@ -5,6 +5,7 @@
 #include "algorithms/dispatch.hpp"
 #include "core/mappable_memory.hpp"
 #include "transport/host_identity.hpp"
+#include "transport/kept_exchange.hpp"
 
 #include <fmt/format.h>
 
@@ -12,6 +13,7 @@
 #include <array>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -29,15 +31,22 @@ template <class T>
 void exchange_all(transport::Transport& t, const T& mine, std::vector<T>& all, transport::Tag tag,
                   transport::Deadline deadline, const std::string& what) {
   const int n = t.size();
-  all.assign(static_cast<std::size_t>(n), T{});
-  all[static_cast<std::size_t>(t.rank())] = mine;
-  std::vector<transport::Request> requests;
-  for (int r = 0; r < n; ++r) {
-    if (r == t.rank()) continue;
-    requests.push_back(t.post_recv(r, &all[static_cast<std::size_t>(r)], sizeof(T), tag));
-    requests.push_back(t.post_send(r, &mine, sizeof(T), tag));
-  }
-  t.wait(requests, deadline, what);
+  const auto me = static_cast<std::size_t>(t.rank());
+  // Kept by the transport should the exchange fail (transport/kept_exchange.hpp).
+  auto memory = std::make_shared<std::vector<T>>(static_cast<std::size_t>(n), T{});
+  (*memory)[me] = mine;
+  transport::exchange_keeping(
+      t, tag, memory,
+      [&](std::vector<transport::Request>& requests) {
+        for (int r = 0; r < n; ++r) {
+          if (r == t.rank()) continue;
+          requests.push_back(
+              t.post_recv(r, &(*memory)[static_cast<std::size_t>(r)], sizeof(T), tag));
+          requests.push_back(t.post_send(r, &(*memory)[me], sizeof(T), tag));
+        }
+      },
+      deadline, what);
+  all = *memory;
 }
 
 }  // namespace

@@ -598,23 +598,32 @@ void Executor::execute(const OpInfo& info, std::uint32_t seq, BodyRef body,
   const Clock::time_point start = coarse_now();
   recorder_.started(seq, info.kind, info.forced, info.shape, info.timeout, start, queued_at);
   ran_ = Algorithm::Auto;
+  // Sends and receives left in flight by earlier drives are this op's to poll from its waits
+  // (serve_in_wait keeps asking while any remain): otherwise nobody would, while this op holds
+  // the drive, and one whose deadline passed would not fail until this op ended.
+  if (in_flight_.count() > 0) side_work_.request();
   const algorithms::OpContext ctx{
       transport_,   rank_,    size_,
       tag_id_,      seq,      start + info.timeout + coarse_resolution(),
       scratch_,     what_,    arenas_,
       host_groups_, &choices_};
   if (info.fingerprint) {
+    std::optional<std::string> disagreement;
     try {
-      verify_fingerprint(ctx, *info.fingerprint);
+      disagreement = verify_fingerprint(ctx, *info.fingerprint);
     } catch (const Error& e) {
-      // A mismatch is found by every rank after a complete exchange: nothing is in flight, so
-      // the communicator stays usable. Transport failures poison as anywhere else.
-      if (e.code() == ErrorCode::InvalidArgument) {
-        const Error mismatch = e.with_context(context_of(info, seq));
-        recorder_.failed(seq, mismatch, Clock::now());
-        throw mismatch;
-      }
+      // Whatever its code (the transport's own InvalidArgument included): requests may be left.
       fail_collective(info, seq, e);
+    } catch (const std::exception& e) {
+      fail_collective(info, seq, Error(ErrorCode::Internal, e.what()));
+    }
+    if (disagreement) {
+      // A mismatch is found by every rank after a complete exchange: nothing is in flight, so
+      // the communicator stays usable.
+      const Error mismatch =
+          Error(ErrorCode::InvalidArgument, *disagreement).with_context(context_of(info, seq));
+      recorder_.failed(seq, mismatch, Clock::now());
+      throw mismatch;
     }
   }
   try {
@@ -843,11 +852,13 @@ void Executor::poison(const Error& cause) noexcept {
     log = !poison_logged_;
     poison_logged_ = true;
   }
+  // The first cause, not `cause`: an op interrupted by an earlier failure (fail_from_wait, an
+  // abort) comes here with that consequence, while the record names what poisoned it.
   if (log)
     COHORT_LOG_ERROR("communicator {} failed and will reject further ops: {}", comm_id_,
-                     cause.what());
+                     first->what());
   // Before any Work fails: a caller woken by the error may exit the process at once.
-  recorder_.record_failure(cause);
+  recorder_.record_failure(*first);
   // Before any Work fails too: a caller woken by it may free a mappable buffer that a peer is
   // still writing the piece it was at into; it must not be handed out again.
   retire_live_mappable();

@@ -2,9 +2,15 @@
 
 #include <cohort/error.hpp>
 
+#include "transport/kept_exchange.hpp"
+
 #include <fmt/format.h>
 
 #include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 namespace cohort::comm {
 namespace {
@@ -188,35 +194,39 @@ std::optional<std::string> find_fingerprint_mismatch(const std::vector<Fingerpri
   return path_mismatch(table);
 }
 
-void verify_fingerprint(const algorithms::OpContext& ctx, const Fingerprint& mine) {
-  if (ctx.size == 1) return;
+std::optional<std::string> verify_fingerprint(const algorithms::OpContext& ctx,
+                                              const Fingerprint& mine) {
+  if (ctx.size == 1) return std::nullopt;
   const std::size_t record = fingerprint_wire_bytes(ctx.size);
-  std::vector<std::uint8_t> table(record * static_cast<std::size_t>(ctx.size));
-  std::uint8_t* own = table.data() + record * static_cast<std::size_t>(ctx.rank);
+  // Kept by the transport should the exchange fail (transport/kept_exchange.hpp).
+  auto table =
+      std::make_shared<std::vector<std::uint8_t>>(record * static_cast<std::size_t>(ctx.size));
+  std::uint8_t* own = table->data() + record * static_cast<std::size_t>(ctx.rank);
   encode_fingerprint(mine, ctx.size, own);
 
   const transport::Tag tag = ctx.tag(kFingerprintStep);
-  std::vector<transport::Request> requests;
-  requests.reserve(2 * static_cast<std::size_t>(ctx.size));
-  for (int peer = 0; peer < ctx.size; ++peer) {
-    if (peer == ctx.rank) continue;
-    requests.push_back(ctx.transport.post_recv(
-        peer, table.data() + record * static_cast<std::size_t>(peer), record, tag));
-  }
-  for (int peer = 0; peer < ctx.size; ++peer) {
-    if (peer == ctx.rank) continue;
-    requests.push_back(ctx.transport.post_send(peer, own, record, tag));
-  }
-  ctx.transport.wait(requests, ctx.deadline, ctx.what + " (debug fingerprint exchange)");
+  transport::exchange_keeping(
+      ctx.transport, tag, table,
+      [&](std::vector<transport::Request>& requests) {
+        requests.reserve(2 * static_cast<std::size_t>(ctx.size));
+        for (int peer = 0; peer < ctx.size; ++peer) {
+          if (peer == ctx.rank) continue;
+          requests.push_back(ctx.transport.post_recv(
+              peer, table->data() + record * static_cast<std::size_t>(peer), record, tag));
+        }
+        for (int peer = 0; peer < ctx.size; ++peer) {
+          if (peer == ctx.rank) continue;
+          requests.push_back(ctx.transport.post_send(peer, own, record, tag));
+        }
+      },
+      ctx.deadline, ctx.what + " (debug fingerprint exchange)");
 
   std::vector<Fingerprint> decoded;
   decoded.reserve(static_cast<std::size_t>(ctx.size));
   for (int r = 0; r < ctx.size; ++r)
     decoded.push_back(
-        decode_fingerprint(table.data() + record * static_cast<std::size_t>(r), ctx.size));
-  // The executor names the op (its context's prefix).
-  if (auto mismatch = find_fingerprint_mismatch(decoded))
-    throw Error(ErrorCode::InvalidArgument, *mismatch);
+        decode_fingerprint(table->data() + record * static_cast<std::size_t>(r), ctx.size));
+  return find_fingerprint_mismatch(decoded);
 }
 
 }  // namespace cohort::comm

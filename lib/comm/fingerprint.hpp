@@ -82,10 +82,12 @@ Fingerprint fingerprint_of(const Args& args) {
 /// so an algorithm that happens to use this step number too still matches correctly.
 inline constexpr std::uint32_t kFingerprintStep = 4095;
 
-/// Exchanges fingerprints among all ranks of `ctx` (within ctx.deadline) and throws
-/// Error(InvalidArgument) on every rank when they disagree, e.g.
-/// "allreduce #3: rank 0 has count=10, rank 2 has count=12". Transport failures propagate.
-void verify_fingerprint(const algorithms::OpContext& ctx, const Fingerprint& mine);
+/// Exchanges fingerprints among all ranks of `ctx` (within ctx.deadline) and returns, on every
+/// rank alike, the mismatch message when they disagree (as find_fingerprint_mismatch), nullopt
+/// when they agree. Transport failures propagate as they are, whatever their code: the caller
+/// tells the two apart by the return, not by an error's code.
+std::optional<std::string> verify_fingerprint(const algorithms::OpContext& ctx,
+                                              const Fingerprint& mine);
 
 /// The mismatch message for a full table (index = rank), or nullopt when consistent. Pure, so
 /// the comparison is testable without a network. The message does not name the op ("ranks

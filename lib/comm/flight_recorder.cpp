@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <limits>
@@ -64,10 +65,14 @@ std::string host_name() {
 }
 
 // Writes `text` to `path` through a temporary file in the same directory and a rename, so a
-// reader (cohort-run collecting dumps) never sees a partial file.
+// reader (cohort-run collecting dumps) never sees a partial file. The temporary's name is this
+// dump's alone: two dumps of one recorder at once (a failure's on the failing thread, a SIGUSR1
+// request's on the signal thread) writing one file would interleave their bytes.
 void write_atomically(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp." + std::to_string(::getpid());
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  static std::atomic<std::uint64_t> dumps{0};
+  const std::string temporary = path + ".tmp." + std::to_string(::getpid()) + "." +
+                                std::to_string(dumps.fetch_add(1, std::memory_order_relaxed));
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw system_error("cannot create flight record " + temporary, errno);
   std::size_t written = 0;
   while (written < text.size()) {

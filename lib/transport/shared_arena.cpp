@@ -7,6 +7,7 @@
 #include "core/memory_fence.hpp"
 #include "core/tunables.hpp"
 #include "transport/host_identity.hpp"
+#include "transport/kept_exchange.hpp"
 #include "transport/process_memory.hpp"
 #include "transport/shared_segment.hpp"
 
@@ -20,10 +21,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -147,10 +150,12 @@ struct MapReport {
 };
 
 /// Waits for one set-up round; a failure says it happened while setting the arena up.
-void wait_setup_round(Transport& transport, std::span<const Request> requests, Deadline deadline,
-                      const std::string& what) {
+/// Runs a set-up round (kept_exchange.hpp), its failure named as the arena's set-up.
+template <class Post>
+void setup_round(Transport& transport, Tag tag, std::shared_ptr<void> keep, Post&& post,
+                 Deadline deadline, const std::string& what) {
   try {
-    transport.wait(requests, deadline, what);
+    exchange_keeping(transport, tag, std::move(keep), std::forward<Post>(post), deadline, what);
   } catch (const Error& e) {
     throw Error(e.code(), "setting up the shared arena: " + e.detail(), e.context());
   }
@@ -160,29 +165,43 @@ void wait_setup_round(Transport& transport, std::span<const Request> requests, D
 template <class T>
 void gather_to_first(Transport& transport, std::vector<T>& all, const T& mine, Tag tag,
                      Deadline deadline, const std::string& what) {
-  std::vector<Request> requests;
-  if (transport.rank() == 0) {
-    all.assign(static_cast<std::size_t>(transport.size()), T{});
-    all[0] = mine;
-    for (int r = 1; r < transport.size(); ++r)
-      requests.push_back(transport.post_recv(r, &all[static_cast<std::size_t>(r)], sizeof(T), tag));
-  } else {
-    requests.push_back(transport.post_send(0, &mine, sizeof(T), tag));
-  }
-  wait_setup_round(transport, requests, deadline, what);
+  const bool first = transport.rank() == 0;
+  auto memory =
+      std::make_shared<std::vector<T>>(first ? static_cast<std::size_t>(transport.size()) : 1);
+  (*memory)[0] = mine;
+  setup_round(
+      transport, tag, memory,
+      [&](std::vector<Request>& requests) {
+        if (!first) {
+          requests.push_back(transport.post_send(0, memory->data(), sizeof(T), tag));
+          return;
+        }
+        for (int r = 1; r < transport.size(); ++r)
+          requests.push_back(
+              transport.post_recv(r, &(*memory)[static_cast<std::size_t>(r)], sizeof(T), tag));
+      },
+      deadline, what);
+  if (first) all = *memory;
 }
 
 /// Rank 0 sends `bytes` at `data` to every other rank; the others receive them there.
 void send_from_first(Transport& transport, void* data, std::size_t bytes, Tag tag,
                      Deadline deadline, const std::string& what) {
-  std::vector<Request> requests;
-  if (transport.rank() == 0) {
-    for (int r = 1; r < transport.size(); ++r)
-      requests.push_back(transport.post_send(r, data, bytes, tag));
-  } else {
-    requests.push_back(transport.post_recv(0, data, bytes, tag));
-  }
-  wait_setup_round(transport, requests, deadline, what);
+  const bool first = transport.rank() == 0;
+  auto memory = std::make_shared<std::vector<std::byte>>(bytes);
+  if (first && bytes != 0) std::memcpy(memory->data(), data, bytes);
+  setup_round(
+      transport, tag, memory,
+      [&](std::vector<Request>& requests) {
+        if (first) {
+          for (int r = 1; r < transport.size(); ++r)
+            requests.push_back(transport.post_send(r, memory->data(), bytes, tag));
+        } else {
+          requests.push_back(transport.post_recv(0, memory->data(), bytes, tag));
+        }
+      },
+      deadline, what);
+  if (!first && bytes != 0) std::memcpy(data, memory->data(), bytes);
 }
 
 /// Whether this rank can copy straight out of every peer's memory (process_vm_readv, which the

@@ -15,6 +15,7 @@
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <sched.h>
 #include <csignal>
@@ -263,4 +264,43 @@ TEST_CASE("a receive that fails after agreed collectives: the verdict names the 
   CHECK(v.kind == trace::VerdictKind::Failed);
   CHECK(v.headline == "collectives agree; rank 0 failed in recv #0 from rank 1 (tag 4) (timeout)");
   CHECK(reason_of(dir, 0) == "failure");
+}
+
+TEST_CASE(
+    "a send that times out while a collective waits: the record names the send, not the "
+    "collective it interrupted",
+    "[comm][multiproc][trace]") {
+  const TempDir dir("cohort-flight-trace");
+  REQUIRE_NOTHROW(run_ranks(2, [&](const Environment& env) {
+    std::shared_ptr<Store> store = connect_store(env);
+    auto c = Communicator::create(env, store);
+    Buffer b = Buffer::allocate(4, DType::Int32);
+    c->allreduce(b, ReduceOp::Sum);  // the shared arena set up
+    if (env.rank == 0) {
+      // Large enough not to leave eagerly: it waits for a receive rank 1 never posts, and its
+      // deadline passes while the allreduce (which rank 1 never enters) waits.
+      CollectiveOptions quick;
+      quick.timeout = 300ms;
+      Buffer big = Buffer::allocate(std::size_t{1} << 21, DType::Float32);
+      Work sent = c->send_async(big, 1, 9, quick);
+      CollectiveOptions patient;
+      patient.timeout = 30s;
+      bool failed = false;
+      try {
+        c->allreduce(b, ReduceOp::Sum, patient);
+      } catch (const Error&) {
+        failed = true;
+      }
+      RANK_CHECK(failed, "the allreduce went on past the send's failure");
+      const std::string path = (dir.path() / "rank0.json").string();
+      c->dump_trace(path);
+      std::ifstream in(path);
+      const nlohmann::json failure = nlohmann::json::parse(in).at("failure");
+      RANK_CHECK(failure.at("op") == "send" && failure.at("code") == "timeout",
+                 "the record's failure is " << failure.dump());
+      store->set_string("checked", "1");
+    } else {
+      store->wait({"checked"}, 60s);
+    }
+  }));
 }
