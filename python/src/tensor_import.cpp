@@ -187,10 +187,12 @@ Buffer import_tensor(py::handle object, std::string_view what, std::optional<Str
 
   if (py::hasattr(object, "__dlpack__")) {
     const std::string producer = type_name(object);
-    // Only an op given a stream asks where the tensor lives: without one, passing no stream
-    // already means the legacy default stream, and host tensors skip the extra call.
+    // A CUDA producer is always told the stream: the op's, else the legacy default stream (1),
+    // which an op without a stream is ordered after. Passing none asks for no synchronisation at
+    // all (torch's reading of the protocol: pending writes on another stream would race the op).
     std::optional<std::uintptr_t> stream_code;
-    if (stream && on_cuda_device(object, what, producer)) stream_code = dlpack_stream_code(*stream);
+    if (on_cuda_device(object, what, producer))
+      stream_code = dlpack_stream_code(stream.value_or(Stream{0}));
     py::object capsule;
     try {
       capsule = export_capsule(object, stream_code);

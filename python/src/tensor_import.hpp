@@ -32,8 +32,10 @@ namespace py = pybind11;
 /// `stream` is the op's stream: for a producer on a CUDA device it is passed on as
 /// `__dlpack__(stream=...)` (the protocol's way to have the producer order its pending writes
 /// before the consumer's stream; CUDA's legacy default stream 0 is spelled 1 there). Without
-/// one, no stream is passed, which the protocol defines as the legacy default stream: the
-/// stream cohort orders an op without a stream after (see cohort/communicator.hpp).
+/// one, the legacy default stream (1) is passed, the stream cohort orders an op without a
+/// stream after (see cohort/communicator.hpp): passing no stream would ask the producer for no
+/// synchronisation at all (torch: "None or -1: no synchronization"). Costs one
+/// __dlpack_device__ call per tensor.
 /// The GIL must be held.
 Buffer import_tensor(py::handle object, std::string_view what,
                      std::optional<Stream> stream = std::nullopt);

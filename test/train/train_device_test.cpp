@@ -102,6 +102,13 @@ TEST_CASE("cast and cast_to on device buffers run the device convert", "[train][
     const Buffer first3 = Buffer::view(in.data(), 3, DType::Float64, Device::cuda(0));
     expect_error([&] { train::cast(shifted, first3); }, ErrorCode::InvalidArgument, {"overlaps"},
                  "overlapping device cast");
+    // Elements off their alignment (DLPack allows any byte offset) would fault on a device.
+    const Buffer misaligned =
+        Buffer::view(static_cast<std::byte*>(in.data()) + 2, {2}, DType::Float32, Device::cuda(0));
+    fake->clear_calls();
+    expect_error([&] { train::cast(misaligned, two); }, ErrorCode::InvalidArgument,
+                 {"the input", "cuda:0", "4-byte elements"}, "misaligned device cast");
+    RANK_CHECK(fake->calls().empty(), "a kernel ran on misaligned memory");
   });
 }
 
