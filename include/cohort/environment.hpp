@@ -59,7 +59,9 @@ struct EnvironmentConfig {
 /// Placement the source leaves out is derived assuming ranks fill nodes in blocks: without any
 /// node information the job is one node (local = world); local_world_size = world / num_nodes;
 /// local_rank = rank % local_world_size; node_rank = rank / local_world_size. Open MPI's
-/// OMPI_COMM_WORLD_NODE_RANK is not a node index and is not used.
+/// OMPI_COMM_WORLD_NODE_RANK is not a node index and is not used, so under `mpirun --map-by
+/// node` the derived node_rank is wrong; communicators never rely on it (they tell hosts apart
+/// by each rank's host identity), only code reading Environment::node_rank would.
 /// Store: store_addr from config, COHORT_STORE_ADDR, MASTER_ADDR; store_port from config,
 /// COHORT_STORE_PORT, MASTER_PORT (plus one under torchrun with TORCHELASTIC_USE_AGENT_STORE, whose
 /// agent holds MASTER_PORT); token from config, COHORT_TOKEN; job_id from config, COHORT_JOB_ID,

@@ -10,6 +10,7 @@
 
 #include "comm/communicator_impl.hpp"
 #include "core/check.hpp"
+#include "transport/host_identity.hpp"
 #include "transport/tag_ids.hpp"
 
 #include <fmt/format.h>
@@ -30,12 +31,31 @@ namespace {
 // One row per parent rank in the split's exchange (int64 words).
 constexpr std::size_t kColor = 0;
 constexpr std::size_t kKey = 1;
-constexpr std::size_t kNode = 2;
+constexpr std::size_t kNode = 2;       // host_key(): which host the rank is on
 constexpr std::size_t kIdBase = 3;     // the first reserved id (parent rank 0's row only)
 constexpr std::size_t kOutOfTime = 4;  // 1: this rank's deadline for retrying has passed
 constexpr std::size_t kOffer = 5;      // busy, last, then the tag-id mask
 constexpr std::size_t kOfferWords = 2 + transport::kTagMaskWords;
 constexpr std::size_t kRowWords = kOffer + kOfferWords;
+/// kIdBase on rank 0 when it could not reserve ids: this minus its error's code.
+constexpr std::int64_t kReserveFailed = -2;
+
+/// This process's host as kNode holds it: FNV-1a of its host identity (transport/
+/// host_identity.hpp), which the arena compares too. Not the launcher's node index: that is
+/// derived as rank / local size where the launcher gives none (Open MPI, PMI), which --map-by
+/// node breaks, and then a split's one-host group would be denied its arena. A collision only
+/// makes a group eligible for an arena, whose set-up compares identities itself.
+std::int64_t host_key() {
+  static const std::int64_t key = [] {
+    std::uint64_t hash = 14695981039346656037ull;
+    for (const unsigned char c : transport::local_host_identity()) {
+      hash ^= c;
+      hash *= 1099511628211ull;
+    }
+    return static_cast<std::int64_t>(hash);
+  }();
+  return key;
+}
 
 void encode_offer(const transport::TagOffer& offer, std::span<std::int64_t> out) {
   out[0] = offer.busy ? 1 : 0;
@@ -151,10 +171,19 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
   const std::shared_ptr<transport::TagIdPool> pool = impl.transport->tag_ids();
   // Ids for every group this split could make: the parent's first rank reserves them before the
   // exchange (usually from its block, without a store round trip) and puts the first in its row.
-  const std::int64_t id_base =
-      impl.rank == 0
-          ? std::int64_t{impl.ids->reserve(*impl.store, static_cast<std::uint32_t>(impl.size))}
-          : -1;
+  // Should rank 0 fail to (the store unreachable, the ids used up), it still joins the exchange
+  // with its error's code in place of an id, so every rank fails the split alike and the parent
+  // stays in step: throwing before it would leave the others in an allgather nobody joins.
+  std::int64_t id_base = -1;
+  std::exception_ptr reserve_failure;
+  if (impl.rank == 0) {
+    try {
+      id_base = impl.ids->reserve(*impl.store, static_cast<std::uint32_t>(impl.size));
+    } catch (const Error& e) {
+      reserve_failure = std::current_exception();
+      id_base = kReserveFailed - static_cast<std::int64_t>(e.code());
+    }
+  }
   const auto deadline = std::chrono::steady_clock::now() + impl.default_timeout;
   for (int attempt = 1;; ++attempt) {
     const transport::TagOffer offer = pool ? pool->offer() : transport::TagOffer{};
@@ -176,7 +205,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     std::array<std::int64_t, kRowWords> mine{};
     mine[kColor] = color;
     mine[kKey] = key;
-    mine[kNode] = impl.node_rank;
+    mine[kNode] = host_key();
     mine[kIdBase] = id_base;
     // Whether to give up is decided from the table, like everything else: a rank whose own
     // deadline passed stopping alone would leave the others in an allgather nobody joins.
@@ -185,6 +214,16 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     Buffer table = Buffer::allocate(kRowWords * static_cast<std::size_t>(impl.size), DType::Int64);
     allgather(Buffer::view(mine.data(), mine.size(), DType::Int64), table);
     const Table rows(table.data_as<const std::int64_t>(), impl.size);
+    if (const std::int64_t base = rows.at(0, kIdBase); base <= kReserveFailed) {
+      if (reserve_failure) std::rethrow_exception(reserve_failure);
+      const std::int64_t code = kReserveFailed - base;
+      throw Error(code <= static_cast<std::int64_t>(ErrorCode::Internal)
+                      ? static_cast<ErrorCode>(code)
+                      : ErrorCode::Internal,
+                  fmt::format("split of communicator {}: rank 0 could not reserve ids for the "
+                              "new communicators (its error says why)",
+                              impl.id));
+    }
 
     const Plan plan = plan_split(rows);
     if (plan.retry) {
@@ -228,7 +267,7 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
                               impl.id, transport::kTagIds));
     const int local_size =
         static_cast<int>(std::count_if(group.members.begin(), group.members.end(),
-                                       [&](int r) { return rows.at(r, kNode) == impl.node_rank; }));
+                                       [&](int r) { return rows.at(r, kNode) == host_key(); }));
 
     comm::CommunicatorSetup setup;
     setup.id = static_cast<std::uint32_t>(rows.at(0, kIdBase)) + group.index;

@@ -2,10 +2,14 @@
 // and collectives on sub-communicators running concurrently with the parent's.
 
 #include "rank_checks.hpp"
+#include "support/temp_dir.hpp"
 #include "transport/tag_ids.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -231,5 +235,34 @@ TEST_CASE("a tag id handed out again does not deliver its old communicator's unr
           value, 0, 4, [](std::size_t) { return 222.0; }, "the message on the reused tag id");
     }
     w->barrier();
+  }));
+}
+
+TEST_CASE("a split's one-host group gets its shared arena whatever node index the launcher gave",
+          "[comm][multiproc]") {
+  // As under `mpirun --map-by node`, where the node index is derived as rank / local size: the
+  // launcher's placement says two nodes of two ranks, ranks alternating, while every rank is on
+  // this host. The dup must still see one host and run the shared-memory allreduce, as its
+  // parent does (it was denied the arena before: its ranks' node indices differed).
+  REQUIRE_NOTHROW(run_ranks(4, [](const Environment& env) {
+    Environment placed = env;
+    placed.node_rank = env.rank % 2;
+    placed.num_nodes = 2;
+    placed.local_world_size = 2;
+    placed.local_rank = env.rank / 2;
+    auto w = Communicator::create(placed, connect_store(env));
+    auto d = w->dup();
+    const TempDir dir("cohort-split-arena");
+    for (auto* c : {w.get(), d.get()}) {
+      Buffer b = Buffer::allocate(64, DType::Float32);
+      c->allreduce(b, ReduceOp::Sum);
+      const std::string path = (dir.path() / "record.json").string();
+      c->dump_trace(path);
+      std::ifstream in(path);
+      const std::string ran =
+          nlohmann::json::parse(in).at("ops").back().at("algorithm").get<std::string>();
+      RANK_CHECK(ran == "shared_memory", (c == w.get() ? "the world" : "the dup")
+                                             << "'s allreduce ran " << ran);
+    }
   }));
 }
