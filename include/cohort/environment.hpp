@@ -53,16 +53,18 @@ struct EnvironmentConfig {
 /// exports a rank or world size, in the order COHORT_*, torchrun (RANK, WORLD_SIZE, LOCAL_RANK,
 /// LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE), Open MPI (OMPI_COMM_WORLD_RANK/SIZE/
 /// LOCAL_RANK/LOCAL_SIZE), MPICH/PMI (PMI_RANK, PMI_SIZE, MPI_LOCALRANKID, MPI_LOCALNRANKS),
-/// Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_NNODES,
-/// SLURM_[STEP_]TASKS_PER_NODE). Rank-related fields come from that source only; a config field
-/// set alone overrides the same field of the source.
-/// Placement the source leaves out is derived assuming ranks fill nodes in blocks: without any
-/// node information the job is one node (local = world); local_world_size = world / num_nodes;
-/// local_rank = rank % local_world_size; node_rank = rank / local_world_size. Open MPI's
-/// OMPI_COMM_WORLD_NODE_RANK is not a node index and is not used, so under `mpirun --map-by
-/// node` the derived node_rank is wrong; communicators never rely on it (they tell hosts apart
-/// by each rank's host identity), only code reading Environment::node_rank would.
-/// Store: store_addr from config, COHORT_STORE_ADDR, MASTER_ADDR; store_port from config,
+/// Slurm (SLURM_PROCID, SLURM_[STEP_NUM_]TASKS, SLURM_LOCALID, SLURM_NODEID,
+/// SLURM_NNODES or SLURM_STEP_NUM_NODES, SLURM_[STEP_]TASKS_PER_NODE; the step's counts first) for
+/// a task srun started (SLURM_STEP_ID set): a batch script or salloc shell, which has the task
+/// variables but no step, is a world of one (with a warning when SLURM_NTASKS is above 1).
+/// Rank-related fields come from that source only; a config field set alone overrides the same
+/// field of the source. Placement the source leaves out is derived assuming ranks fill nodes in
+/// blocks: without any node information the job is one node (local = world); local_world_size =
+/// world / num_nodes; local_rank = rank % local_world_size; node_rank = rank / local_world_size.
+/// Open MPI's OMPI_COMM_WORLD_NODE_RANK is not a node index and is not used, so under `mpirun
+/// --map-by node` the derived node_rank is wrong; communicators never rely on it (they tell hosts
+/// apart by each rank's host identity), only code reading Environment::node_rank would. Store:
+/// store_addr from config, COHORT_STORE_ADDR, MASTER_ADDR; store_port from config,
 /// COHORT_STORE_PORT, MASTER_PORT (plus one under torchrun with TORCHELASTIC_USE_AGENT_STORE, whose
 /// agent holds MASTER_PORT); token from config, COHORT_TOKEN; job_id from config, COHORT_JOB_ID,
 /// then the source's (TORCHELASTIC_RUN_ID, OMPI_MCA_ess_base_jobid, PMI_JOBID/PMI_KVSNAME,

@@ -5,6 +5,8 @@
 #include <cohort/environment.hpp>
 #include <cohort/error.hpp>
 
+#include "core/log.hpp"
+
 #include <charconv>
 #include <cstdlib>
 #include <string>
@@ -147,6 +149,17 @@ int divide_rounding_up(int a, int b) {
   return a / b + (a % b != 0 ? 1 : 0);
 }
 
+// A process with Slurm's task variables that srun did not start (see resolve_environment).
+void warn_not_an_srun_task() {
+  const char* tasks = variable("SLURM_NTASKS");
+  if (tasks == nullptr || std::string(tasks) == "1") return;
+  COHORT_LOG_WARN(
+      "SLURM_NTASKS={} but this process was not started by srun (no SLURM_STEP_ID: a batch script "
+      "or an salloc shell): running as a world of one. Start the ranks with srun, or with "
+      "cohort-run inside the allocation",
+      tasks);
+}
+
 void require(bool ok, const std::string& message) {
   if (!ok) throw Error(ErrorCode::InvalidArgument, message);
 }
@@ -187,15 +200,30 @@ Environment resolve_environment(const EnvironmentConfig& config) {
   // 1. The source: the config when it names both rank and world size, else the first launcher
   //    family exporting a rank or a world size.
   const LauncherVariables* family = nullptr;
+  LauncherVariables slurm_step;  // Slurm's entry with the step's own counts, when srun gives them
   if (config.rank && config.world_size) {
     env.source = LaunchSource::Config;
   } else {
     for (const auto& candidate : launcher_table()) {
-      if (variable(candidate.rank) || variable(candidate.world_size)) {
+      if (!variable(candidate.rank) && !variable(candidate.world_size)) continue;
+      if (candidate.source == LaunchSource::Slurm) {
+        // Only srun's tasks are ranks: a batch script (sbatch) or an salloc shell has
+        // SLURM_PROCID=0 and the allocation's SLURM_NTASKS too, and would wait for ranks that
+        // nobody starts. srun sets SLURM_STEP_ID (and, as --preserve-env may keep the job's
+        // SLURM_NTASKS, the step's own counts).
+        if (!variable("SLURM_STEP_ID") && !variable("SLURM_STEPID")) {
+          warn_not_an_srun_task();
+          continue;
+        }
+        slurm_step = candidate;
+        if (variable("SLURM_STEP_NUM_TASKS")) slurm_step.world_size = "SLURM_STEP_NUM_TASKS";
+        if (variable("SLURM_STEP_NUM_NODES")) slurm_step.num_nodes = "SLURM_STEP_NUM_NODES";
+        family = &slurm_step;
+      } else {
         family = &candidate;
-        env.source = candidate.source;
-        break;
       }
+      env.source = candidate.source;
+      break;
     }
     if (family == nullptr && (config.rank || config.world_size))
       throw Error(ErrorCode::InvalidArgument,

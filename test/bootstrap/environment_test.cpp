@@ -62,6 +62,8 @@ const char* const kLauncherVariables[] = {
     "SLURM_STEPID",
     "SLURM_TASKS_PER_NODE",
     "SLURM_STEP_TASKS_PER_NODE",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_STEP_NUM_NODES",
 };
 
 // Clears every variable the resolver reads, restoring the originals when destroyed.
@@ -244,11 +246,47 @@ TEST_CASE("Slurm variables", "[environment][unit]") {
   }
 }
 
+TEST_CASE(
+    "Slurm: a batch script or salloc shell (no step) is a world of one; the step's counts "
+    "come first",
+    "[environment][unit]") {
+  // What sbatch --ntasks=4 gives its batch script: task variables, the allocation's counts, no
+  // step. Taken for rank 0 of 4, it waited for three ranks nobody starts.
+  CleanEnvironment clean;
+  clean.set("SLURM_PROCID", "0");
+  clean.set("SLURM_NTASKS", "4");
+  clean.set("SLURM_LOCALID", "0");
+  clean.set("SLURM_NODEID", "0");
+  clean.set("SLURM_NNODES", "2");
+  clean.set("SLURM_JOB_ID", "77");
+  clean.set("SLURM_TASKS_PER_NODE", "2(x2)");
+  Environment env = resolve_environment();
+  CHECK(env.source == LaunchSource::Standalone);
+  CHECK(env.world_size == 1);
+  CHECK(env.rank == 0);
+  // srun inside it, as `srun -n 2 -N 1 --preserve-env` (the job's SLURM_NTASKS and SLURM_NNODES
+  // kept): the step's own counts win.
+  clean.set("SLURM_STEP_ID", "3");
+  clean.set("SLURM_STEP_NUM_TASKS", "2");
+  clean.set("SLURM_STEP_NUM_NODES", "1");
+  clean.set("SLURM_STEP_TASKS_PER_NODE", "2");
+  clean.set("SLURM_PROCID", "1");
+  clean.set("SLURM_LOCALID", "1");
+  env = resolve_environment();
+  CHECK(env.source == LaunchSource::Slurm);
+  CHECK(env.rank == 1);
+  CHECK(env.world_size == 2);
+  CHECK(env.num_nodes == 1);
+  CHECK(env.local_world_size == 2);
+  CHECK(env.job_id == "77.3");
+}
+
 TEST_CASE("precedence: config, then COHORT_*, then torchrun, Open MPI, PMI, Slurm",
           "[environment][unit]") {
   CleanEnvironment clean;
   clean.set("SLURM_PROCID", "0");
   clean.set("SLURM_NTASKS", "2");
+  clean.set("SLURM_STEP_ID", "0");
   CHECK(resolve_environment().source == LaunchSource::Slurm);
   clean.set("PMI_RANK", "1");
   clean.set("PMI_SIZE", "3");
@@ -371,6 +409,7 @@ TEST_CASE("bad and inconsistent values name the variable", "[environment][unit]"
   }
   SECTION("trailing garbage") {
     clean.set("SLURM_PROCID", "0");
+    clean.set("SLURM_STEP_ID", "0");
     clean.set("SLURM_NTASKS", "2x");
     expect_invalid("SLURM_NTASKS");
   }
@@ -420,6 +459,7 @@ TEST_CASE("bad and inconsistent values name the variable", "[environment][unit]"
   }
   SECTION("malformed Slurm tasks per node") {
     clean.set("SLURM_PROCID", "0");
+    clean.set("SLURM_STEP_ID", "0");
     clean.set("SLURM_NTASKS", "2");
     clean.set("SLURM_TASKS_PER_NODE", "2(x");
     expect_invalid("SLURM_TASKS_PER_NODE");

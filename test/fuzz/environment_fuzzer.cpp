@@ -74,6 +74,8 @@ constexpr const char* kVariables[] = {
     "TORCHELASTIC_USE_AGENT_STORE",
     "COHORT_TOKEN",
     "COHORT_HOST_STORE",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_STEP_NUM_NODES",
 };
 constexpr std::size_t kVariableCount = sizeof kVariables / sizeof kVariables[0];
 

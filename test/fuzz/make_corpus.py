@@ -214,7 +214,7 @@ ENV_VARIABLES = [  # environment_fuzzer.cpp's kVariables, in order
     "SLURM_NNODES", "SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE", "SLURM_JOB_ID",
     "SLURM_JOBID", "SLURM_STEP_ID", "SLURM_STEPID", "COHORT_STORE_ADDR", "MASTER_ADDR",
     "COHORT_STORE_PORT", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "COHORT_TOKEN",
-    "COHORT_HOST_STORE",
+    "COHORT_HOST_STORE", "SLURM_STEP_NUM_TASKS", "SLURM_STEP_NUM_NODES",
 ]
 
 
@@ -251,7 +251,8 @@ def environment_seeds():
             "SLURM_STEP_ID": "0"}),
         "slurm_uneven": environment({
             "SLURM_PROCID": "4", "SLURM_NTASKS": "5", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
-            "SLURM_STEP_TASKS_PER_NODE": "3,2"}),
+            "SLURM_STEP_TASKS_PER_NODE": "3,2", "SLURM_STEPID": "1",
+            "SLURM_STEP_NUM_TASKS": "5", "SLURM_STEP_NUM_NODES": "2"}),
         "config_rank_and_size": struct.pack("<BiiH", 0x01 | 0x02 | 0x40, 1, 2, 4000),
         "config_overrides_launcher": struct.pack("<Bi", 0x04, 0)
         + environment({"RANK": "1", "WORLD_SIZE": "2"}, config=b""),
