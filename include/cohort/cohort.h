@@ -161,10 +161,14 @@ typedef struct cohort_init_options {
 COHORT_API cohort_status_t cohort_init_options_init_sized(cohort_init_options_t* options,
                                                           size_t struct_size);
 /// Sets *options to the defaults (same as COHORT_INIT_OPTIONS_INIT). Inline, so the size is the
-/// caller's: a library with a longer struct never writes past the caller's.
+/// caller's: a library with a longer struct never writes past the caller's. (The library also
+/// exports this name, for programs built against a header where it was not inline and for FFI
+/// callers: that symbol writes the struct as first published.)
+#ifndef COHORT_BUILDING_LIBRARY
 static inline cohort_status_t cohort_init_options_init(cohort_init_options_t* options) {
   return cohort_init_options_init_sized(options, sizeof *options);
 }
+#endif
 
 /// Per-op knobs of every collective and send/recv.
 typedef struct cohort_collective_options {
@@ -173,8 +177,10 @@ typedef struct cohort_collective_options {
   /// Deadline of the whole op in milliseconds. 0: the communicator's default. Negative values
   /// and values above one year (31536000000) are invalid.
   int64_t timeout_ms;
+  /// A cohort_algorithm_t value (an int32_t, not the enum: C leaves an enum's size to the
+  /// compiler, and -fshort-enums or an FFI would move the fields after it).
   /// COHORT_ALGORITHM_AUTO lets the selection table choose. Ignored by send/recv.
-  cohort_algorithm_t algorithm;
+  int32_t algorithm;
   /// Nonzero: queue the op on `stream` (see "Stream order" in cohort/communicator.hpp). 0: no
   /// stream. Ops on host tensors ignore both fields; cohort_barrier given a stream runs on NCCL
   /// (a one-element allreduce on that stream's device).
@@ -193,10 +199,13 @@ typedef struct cohort_collective_options {
 COHORT_API cohort_status_t
 cohort_collective_options_init_sized(cohort_collective_options_t* options, size_t struct_size);
 /// Sets *options to the defaults (same as COHORT_COLLECTIVE_OPTIONS_INIT); inline, as
-/// cohort_init_options_init.
+/// cohort_init_options_init. Its exported symbol writes the first published layout, which ends
+/// after `algorithm` (a stream needs the macro or this inline form).
+#ifndef COHORT_BUILDING_LIBRARY
 static inline cohort_status_t cohort_collective_options_init(cohort_collective_options_t* options) {
   return cohort_collective_options_init_sized(options, sizeof *options);
 }
+#endif
 
 /* ---- Communicators ------------------------------------------------------------------------ */
 
@@ -232,6 +241,16 @@ COHORT_API cohort_status_t cohort_comm_status(cohort_comm_t comm);
 /// finished; work handles of those ops stay valid. Communicators split or duplicated from comm
 /// are independent and stay usable. NULL is a no-op.
 COHORT_API cohort_status_t cohort_comm_destroy(cohort_comm_t comm);
+
+/// Writes this rank's flight record of comm as JSON (cohort::Communicator::dump_trace: its last
+/// ops with their state, and the failure that poisoned it): to `path`, or when path is NULL to
+/// "<COHORT_TRACE_DIR, else the temp dir>/cohort-trace.<job id, else
+/// pid>.comm<id>.rank<rank>.json". When written_path is not NULL, the path written is copied there,
+/// NUL-terminated; a capacity too small for it is INVALID_ARGUMENT naming the bytes needed (the
+/// file is written all the same). Local, not collective; callable from any thread at any time,
+/// while an op hangs on another thread or after a failure. SYSTEM when the file cannot be written.
+COHORT_API cohort_status_t cohort_comm_dump_trace(cohort_comm_t comm, const char* path,
+                                                  char* written_path, size_t capacity);
 
 /* ---- Collectives -------------------------------------------------------------------------- */
 /// Each collective has a blocking form and an _async form. The blocking form returns when the op

@@ -4,7 +4,9 @@
 #include "capi/options.hpp"
 #include "capi/status.hpp"
 
+#include <cstring>
 #include <memory>
+#include <string>
 
 namespace {
 
@@ -91,6 +93,22 @@ cohort_status_t cohort_comm_status(cohort_comm_t comm) {
   constexpr const char* fn = "cohort_comm_status";
   return guarded(fn, [&] {
     if (const std::optional<cohort::Error> cause = communicator_of(comm, fn).error()) throw *cause;
+  });
+}
+
+cohort_status_t cohort_comm_dump_trace(cohort_comm_t comm, const char* path, char* written_path,
+                                       size_t capacity) {
+  constexpr const char* fn = "cohort_comm_dump_trace";
+  return guarded(fn, [&] {
+    const cohort::Communicator& c = communicator_of(comm, fn);
+    const std::string written = c.dump_trace(path != nullptr ? path : "");
+    if (written_path == nullptr) return;
+    if (written.size() >= capacity) {
+      cohort::capi::invalid_argument(fn, "written_path holds " + std::to_string(capacity) +
+                                             " bytes; the path written (" + written + ") needs " +
+                                             std::to_string(written.size() + 1));
+    }
+    std::memcpy(written_path, written.c_str(), written.size() + 1);
   });
 }
 

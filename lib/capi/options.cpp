@@ -1,5 +1,9 @@
 // Reading the C ABI's option structs and enums (see options.hpp for the struct_size rule).
 
+// The exported forms of the inline initialisers (cohort.h), for callers built before they were
+// inline and for FFI: this file sees the header without its inline definitions.
+#define COHORT_BUILDING_LIBRARY 1
+
 #include "capi/options.hpp"
 
 #include "capi/status.hpp"
@@ -100,7 +104,7 @@ CollectiveOptions collective_options(const cohort_collective_options_t* options,
   if (fields.has(offsetof(cohort_collective_options_t, timeout_ms) + sizeof(options->timeout_ms)))
     result.timeout = timeout_of(options->timeout_ms, function, "options.timeout_ms");
   if (fields.has(offsetof(cohort_collective_options_t, algorithm) + sizeof(options->algorithm)))
-    result.algorithm = algorithm_of(enum_bits(options->algorithm), function);
+    result.algorithm = algorithm_of(options->algorithm, function);
   // has_stream lies where the older struct had its tail padding (an int32 after the enum), so
   // only a struct large enough to hold `stream` is known to have set it: both are read or none.
   if (fields.has(offsetof(cohort_collective_options_t, stream) + sizeof(options->stream)) &&
@@ -163,6 +167,21 @@ cohort_status_t cohort_collective_options_init_sized(cohort_collective_options_t
   return initialise("cohort_collective_options_init", options, struct_size,
                     cohort_collective_options_t COHORT_COLLECTIVE_OPTIONS_INIT,
                     "cohort_collective_options_t");
+}
+
+// The layout cohort_collective_options_init first wrote (up to `algorithm`, rounded to the
+// struct's alignment): what a program calling the exported symbol has room for.
+constexpr std::size_t kFirstCollectiveOptionsSize =
+    (offsetof(cohort_collective_options_t, algorithm) + sizeof(std::int32_t) +
+     alignof(cohort_collective_options_t) - 1) /
+    alignof(cohort_collective_options_t) * alignof(cohort_collective_options_t);
+
+COHORT_API cohort_status_t cohort_init_options_init(cohort_init_options_t* options) {
+  return cohort_init_options_init_sized(options, sizeof(cohort_init_options_t));
+}
+
+COHORT_API cohort_status_t cohort_collective_options_init(cohort_collective_options_t* options) {
+  return cohort_collective_options_init_sized(options, kFirstCollectiveOptionsSize);
 }
 
 }  // extern "C"

@@ -72,7 +72,7 @@ void write_atomically(const std::string& path, const std::string& text) {
   static std::atomic<std::uint64_t> dumps{0};
   const std::string temporary = path + ".tmp." + std::to_string(::getpid()) + "." +
                                 std::to_string(dumps.fetch_add(1, std::memory_order_relaxed));
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw system_error("cannot create flight record " + temporary, errno);
   std::size_t written = 0;
   while (written < text.size()) {

@@ -182,6 +182,9 @@ std::shared_ptr<Communicator> Communicator::split(int color, int key) {
     } catch (const Error& e) {
       reserve_failure = std::current_exception();
       id_base = kReserveFailed - static_cast<std::int64_t>(e.code());
+    } catch (...) {
+      reserve_failure = std::current_exception();
+      id_base = kReserveFailed - static_cast<std::int64_t>(ErrorCode::Internal);
     }
   }
   const auto deadline = std::chrono::steady_clock::now() + impl.default_timeout;

@@ -36,7 +36,8 @@ inline bool buffer_usable(const Buffer& buffer) noexcept {
          !__builtin_mul_overflow(buffer.count(), buffer.element_size(), &bytes);
 }
 
-/// A buffer the op reads: host-accessible, contiguous, byte size representable.
+/// A buffer the op reads: contiguous, byte size representable (on any device: device buffers
+/// take this path to NCCL, so where the memory lives is the placement's to decide).
 inline void check_input(std::string_view op, std::string_view role, const Buffer& buffer) {
   if (!buffer_usable(buffer)) [[unlikely]]
     refuse_buffer(op, role, buffer);

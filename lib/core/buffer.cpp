@@ -184,7 +184,10 @@ Buffer Buffer::concat(std::span<const Buffer> parts) {
         !std::equal(part.shape().begin() + 1, part.shape().end(), shape.begin() + 1))
       invalid_argument(name + " has shape " + dims_to_string(part.shape()) +
                        ", whose trailing dimensions differ from part 0's " + dims_to_string(shape));
-    rows += part.shape()[0];
+    // Empty parts may have any extent (buffer.cpp's views allow it): the sum must still fit.
+    if (__builtin_add_overflow(rows, part.shape()[0], &rows))
+      invalid_argument("concat: the parts' first dimensions add up past the int64 range (at " +
+                       name + ")");
   }
   shape[0] = rows;
   Buffer result = allocate(std::move(shape), first.dtype());

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+
 #include "gpu/device_runtime.hpp"
 
 #include <string>
@@ -41,9 +43,24 @@ inline Buffer host_flat(const Buffer& buffer) {
 /// Unsupported unless the training layer's kernels can process `buffer`: host memory always,
 /// device memory where a device runtime exists (cohort built with CUDA, or a runtime installed)
 /// and sees the buffer's device.
+/// InvalidArgument when `buffer`'s first element is not aligned to its size: the device kernels
+/// read and write whole elements through typed pointers, and a misaligned one is
+/// cudaErrorMisalignedAddress, which poisons the process's CUDA context. (DLPack allows any byte
+/// offset; the host kernels take unaligned data.)
+inline void require_element_aligned(std::string_view op, std::string_view what,
+                                    const Buffer& buffer) {
+  const auto address = reinterpret_cast<std::uintptr_t>(buffer.data());
+  if (address % buffer.element_size() != 0)
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("{}: {} on {} starts at address {:#x}, not a multiple of its {}-byte "
+                            "elements; the device kernels need aligned elements",
+                            op, what, buffer.device().to_string(), address, buffer.element_size()));
+}
+
 inline void require_kernel_access(std::string_view op, std::string_view what,
                                   const Buffer& buffer) {
   if (buffer.device().host_accessible()) return;
+  require_element_aligned(op, what, buffer);
   gpu::DeviceRuntime* runtime = gpu::device_runtime();
   if (runtime == nullptr)
     throw Error(ErrorCode::Unsupported,

@@ -54,15 +54,7 @@ std::vector<int> devices_of(std::span<const Buffer> buffers) {
 gpu::DeviceRuntime& device_runtime_for(std::string_view op, std::string_view what,
                                        const Buffer& buffer) {
   require_kernel_access(op, what, buffer);
-  // The device kernels read and write whole elements through typed pointers: a misaligned one
-  // is cudaErrorMisalignedAddress, which poisons the process's CUDA context. (DLPack allows any
-  // byte offset; the host kernels take unaligned data.)
-  const auto address = reinterpret_cast<std::uintptr_t>(buffer.data());
-  if (address % buffer.element_size() != 0)
-    throw Error(ErrorCode::InvalidArgument,
-                fmt::format("{}: {} on {} starts at address {:#x}, not a multiple of its {}-byte "
-                            "elements; the device kernels need aligned elements",
-                            op, what, buffer.device().to_string(), address, buffer.element_size()));
+  require_element_aligned(op, what, buffer);  // managed memory passed the check above
   if (gpu::DeviceRuntime* runtime = gpu::device_runtime()) return *runtime;
   // Managed memory passes the check above as host memory; on_device() sent it here only with
   // a runtime, so this is reached only by a caller that skipped on_device().

@@ -65,8 +65,8 @@ py::object export_dlpack(const Buffer& buffer, py::handle stream, py::handle max
   }
   // Streams order work on a GPU; host memory has none (the protocol requires None there). On a
   // GPU the stream is not needed either: a collective's writes are complete when it returns or
-  // when its Work.wait() returns.
-  if (!stream.is_none() && device.host_accessible())
+  // when its Work.wait() returns. Managed memory is a GPU's too (consumers pass it a stream).
+  if (!stream.is_none() && device.host_accessible() && device.type != DeviceType::CUDAManaged)
     throw py::buffer_error("cohort.Buffer.__dlpack__: stream must be None for host memory, got " +
                            py::repr(stream).cast<std::string>());
 

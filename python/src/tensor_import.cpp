@@ -167,6 +167,12 @@ Buffer from_buffer_protocol(py::handle object, std::string_view what) {
   std::vector<std::int64_t> shape(held->shape, held->shape + held->ndim);
   std::vector<std::int64_t> strides;
   for (int d = 0; d < held->ndim; ++d) {
+    // A dimension of one element or none is never stepped along: its stride is meaningless
+    // (numpy leaves a packed record's field width there), as is_contiguous() ignores it.
+    if (held->shape[d] <= 1) {
+      strides.push_back(1);
+      continue;
+    }
     if (held->strides[d] % held->itemsize != 0)
       invalid(what, type_name(object) + " has a stride of " + std::to_string(held->strides[d]) +
                         " bytes, not a multiple of its element size " +
@@ -190,19 +196,31 @@ Buffer import_tensor(py::handle object, std::string_view what, std::optional<Str
     // A CUDA producer is always told the stream: the op's, else the legacy default stream (1),
     // which an op without a stream is ordered after. Passing none asks for no synchronisation at
     // all (torch's reading of the protocol: pending writes on another stream would race the op).
+    // Without stream= the tensor is exported first as it is, and only a CUDA one is exported
+    // again with the stream: host tensors, the common case, pay no __dlpack_device__ call.
     std::optional<std::uintptr_t> stream_code;
-    if (on_cuda_device(object, what, producer))
-      stream_code = dlpack_stream_code(stream.value_or(Stream{0}));
-    py::object capsule;
-    try {
-      capsule = export_capsule(object, stream_code);
-    } catch (py::error_already_set& error) {
-      // numpy 1.24 refuses read-only and bool arrays (BufferError) but has the buffer protocol.
-      if (error.matches(PyExc_BufferError) && PyObject_CheckBuffer(object.ptr()) != 0)
-        return from_buffer_protocol(object, what);
-      invalid(what, producer + " cannot be exported through DLPack: " + error.what());
+    if (stream && on_cuda_device(object, what, producer)) stream_code = dlpack_stream_code(*stream);
+    const auto exported = [&](std::optional<std::uintptr_t> code) -> std::optional<Buffer> {
+      py::object capsule;
+      try {
+        capsule = export_capsule(object, code);
+      } catch (py::error_already_set& error) {
+        // numpy 1.24 refuses read-only and bool arrays (BufferError) but has the buffer protocol.
+        if (error.matches(PyExc_BufferError) && PyObject_CheckBuffer(object.ptr()) != 0)
+          return std::nullopt;
+        invalid(what, producer + " cannot be exported through DLPack: " + error.what());
+      }
+      return from_capsule(capsule, what, producer);
+    };
+    std::optional<Buffer> buffer = exported(stream_code);
+    if (!buffer) return from_buffer_protocol(object, what);
+    const DeviceType type = buffer->device().type;
+    if (!stream && (type == DeviceType::CUDA || type == DeviceType::CUDAManaged)) {
+      buffer.reset();  // the unordered export goes back to its producer first
+      buffer = exported(dlpack_stream_code(Stream{0}));
+      if (!buffer) return from_buffer_protocol(object, what);
     }
-    return from_capsule(capsule, what, producer);
+    return *std::move(buffer);
   }
   if (PyObject_CheckBuffer(object.ptr()) != 0) return from_buffer_protocol(object, what);
   invalid(what, type_name(object) +

@@ -34,8 +34,9 @@ namespace py = pybind11;
 /// before the consumer's stream; CUDA's legacy default stream 0 is spelled 1 there). Without
 /// one, the legacy default stream (1) is passed, the stream cohort orders an op without a
 /// stream after (see cohort/communicator.hpp): passing no stream would ask the producer for no
-/// synchronisation at all (torch: "None or -1: no synchronization"). Costs one
-/// __dlpack_device__ call per tensor.
+/// synchronisation at all (torch: "None or -1: no synchronization"): such a tensor is exported
+/// once as it is, and when that export says CUDA, again with stream 1 (host tensors pay nothing
+/// more; with stream= the device is asked for first, through __dlpack_device__).
 /// The GIL must be held.
 Buffer import_tensor(py::handle object, std::string_view what,
                      std::optional<Stream> stream = std::nullopt);

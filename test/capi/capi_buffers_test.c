@@ -2,8 +2,11 @@
  * deleter counted, so "exactly once" is checked on success and on every error path; buffers
  * used by a collective in a world of one; and option structs of other sizes (struct_size). */
 
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+
 #include <cohort/cohort.h>
 
+#include <dlfcn.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -240,6 +243,27 @@ static void check_buffer_in_collective(cohort_comm_t world) {
 
 /* struct_size versions option structs: a caller built against an older, shorter struct has
  * its missing fields defaulted (never read), a newer, longer one is accepted. */
+/* The exported cohort_collective_options_init, as a program built when it was not inline calls
+ * it: it writes the first published layout (up to `algorithm`) and not a byte further. */
+static void check_exported_options_init(void) {
+  typedef cohort_status_t (*init_function)(cohort_collective_options_t*);
+  void* symbol = dlsym(RTLD_DEFAULT, "cohort_collective_options_init");
+  CHECK(symbol != NULL, "cohort_collective_options_init is not exported: %s", dlerror());
+  init_function init;
+  memcpy(&init, &symbol, sizeof init);
+  const size_t first_layout =
+      (offsetof(cohort_collective_options_t, algorithm) + sizeof(int32_t) + sizeof(size_t) - 1) /
+      sizeof(size_t) * sizeof(size_t);
+  unsigned char memory[64];
+  memset(memory, 0xA5, sizeof memory);
+  cohort_collective_options_t* options = (cohort_collective_options_t*)(void*)memory;
+  CHECK(init(options) == COHORT_OK, "exported init: %s", cohort_last_error_message());
+  CHECK(options->struct_size == first_layout, "exported init wrote struct_size %zu",
+        options->struct_size);
+  for (size_t i = first_layout; i < sizeof memory; ++i)
+    CHECK(memory[i] == 0xA5, "exported init wrote byte %zu, past the first layout", i);
+}
+
 static void check_option_sizes(cohort_comm_t world) {
   cohort_collective_options_t options;
   memset(&options, 0xff, sizeof options);
@@ -371,6 +395,7 @@ int main(void) {
   check_buffer_in_collective(world);
   check_read_only_in_collective(world);
   check_option_sizes(world);
+  check_exported_options_init();
   OK(cohort_comm_destroy(world));
   puts("capi_buffers_test: ok");
   return 0;

@@ -71,6 +71,28 @@ static void check_split(cohort_comm_t comm) {
   CHECK(total == g_size, "allreduce after aborting a dup = %lld", (long long)total);
 }
 
+/* The flight record through the C ABI: written where asked (or where it says), whole JSON. */
+static void check_dump_trace(cohort_comm_t comm) {
+  char written[4096];
+  OK(cohort_comm_dump_trace(comm, NULL, written, sizeof written));
+  FILE* file = fopen(written, "r");
+  CHECK(file != NULL, "no flight record at %s", written);
+  char head[256] = {0};
+  CHECK(fread(head, 1, sizeof head - 1, file) > 0, "empty flight record at %s", written);
+  fclose(file);
+  CHECK(strstr(head, "cohort-flight-record") != NULL, "not a flight record: %s", head);
+
+  char chosen[4200];
+  snprintf(chosen, sizeof chosen, "%s.chosen", written);
+  OK(cohort_comm_dump_trace(comm, chosen, NULL, 0));
+  CHECK(remove(chosen) == 0, "no flight record at the chosen path %s", chosen);
+  char tiny[4];
+  FAILS(cohort_comm_dump_trace(comm, NULL, tiny, sizeof tiny), COHORT_ERROR_INVALID_ARGUMENT,
+        "written_path holds 4 bytes");
+  CHECK(remove(written) == 0, "could not remove %s", written);
+  FAILS(cohort_comm_dump_trace(NULL, NULL, NULL, 0), COHORT_ERROR_INVALID_ARGUMENT, "NULL");
+}
+
 int main(void) {
   CHECK(strcmp(cohort_last_error_message(), "") == 0, "an error before any call: %s",
         cohort_last_error_message());
@@ -91,6 +113,7 @@ int main(void) {
   check_ring(world);
   check_wait_timeout(world);
   check_split(world);
+  check_dump_trace(world);
   check_errors(world);
 
   OK(cohort_barrier(world, NULL));

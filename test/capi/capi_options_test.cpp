@@ -70,7 +70,7 @@ TEST_CASE("capi collective options: older layouts default the stream", "[capi]")
   // struct's alignment, may already cover has_stream's offset (it lies in that tail padding),
   // which is why both fields are read only when `stream` fits.
   const std::size_t before_stream_fields =
-      offsetof(cohort_collective_options_t, algorithm) + sizeof(cohort_algorithm_t);
+      offsetof(cohort_collective_options_t, algorithm) + sizeof(std::int32_t);
   const std::size_t old_sizeof = (before_stream_fields + alignof(cohort_collective_options_t) - 1) /
                                  alignof(cohort_collective_options_t) *
                                  alignof(cohort_collective_options_t);
@@ -107,10 +107,10 @@ TEST_CASE("capi options init: a caller's older, shorter struct is written no fur
   // A caller built before has_stream and stream were appended: its struct ends after
   // `algorithm` (rounded up to the alignment). The library's own sizeof is larger; it must write
   // only what the caller's size covers, or it overruns the caller's stack.
-  const std::size_t old_sizeof =
-      (offsetof(cohort_collective_options_t, algorithm) + sizeof(cohort_algorithm_t) +
-       alignof(cohort_collective_options_t) - 1) /
-      alignof(cohort_collective_options_t) * alignof(cohort_collective_options_t);
+  const std::size_t old_sizeof = (offsetof(cohort_collective_options_t, algorithm) +
+                                  sizeof(std::int32_t) + alignof(cohort_collective_options_t) - 1) /
+                                 alignof(cohort_collective_options_t) *
+                                 alignof(cohort_collective_options_t);
   REQUIRE(old_sizeof < sizeof(cohort_collective_options_t));
   alignas(cohort_collective_options_t) unsigned char memory[64];
   std::memset(memory, 0xA5, sizeof memory);

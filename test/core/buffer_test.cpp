@@ -318,6 +318,11 @@ TEST_CASE("concat joins along dim 0 into a new allocation", "[buffer]") {
   std::vector<Buffer> gpu{
       a, Buffer::view(reinterpret_cast<void*>(0x1000), {1, 3}, DType::Float32, Device::cuda(0))};
   require_invalid([&] { Buffer::concat(gpu); }, "cuda:0");
+  // Empty parts may have any extent; three of 2^62 rows would wrap the int64 sum.
+  const Buffer huge =
+      Buffer::view(v.data(), {std::int64_t{1} << 62, 0}, DType::Float32, Device::cpu());
+  std::vector<Buffer> wide{huge, huge, huge};
+  require_invalid([&] { Buffer::concat(wide); }, "past the int64 range (at concat part 1)");
 }
 
 TEST_CASE("pad extends dim 0 at the end or the front", "[buffer]") {

@@ -241,6 +241,43 @@ TEST_CASE("only sequence numbers every ring still holds are compared", "[trace]"
   }
 }
 
+TEST_CASE(
+    "a rank's record is whole only over its last capacity numbers, not from its oldest "
+    "entry",
+    "[trace]") {
+  // Capacity 4. Both ranks still hold an old barrier #0 in the host ring; their device ring
+  // holds #10-#13 on rank 0 and #11-#14 on rank 1, which queued one device op more and so
+  // dropped #10. The disagreement is at #14; #10 is only out of rank 1's window.
+  const auto device_ops = [](std::uint32_t from, std::uint32_t to) {
+    std::vector<std::string> ops{op(0, "barrier", "done", kT0, kT0 + 1,
+                                    R"("dtype": null,)"
+                                    R"( "reduce_op": null,)"
+                                    R"( "count": 0, "root": null)")};
+    for (std::uint32_t s = from; s <= to; ++s)
+      ops.push_back(op(s, "allreduce", "done", kT0, kT0 + 1));
+    return ops;
+  };
+  const Verdict v = only_verdict({dump(0, 2, device_ops(10, 13), kT0, "null", 0, 4),
+                                  dump(1, 2, device_ops(11, 14), kT0, "null", 0, 4)});
+  CHECK(v.kind == VerdictKind::Behind);
+  CHECK(v.seq == 14u);
+  CHECK(v.headline == "rank 0 never entered allreduce #14; rank 1 finished it");
+}
+
+TEST_CASE("sequence numbers that wrapped past 2^32 keep their order", "[trace]") {
+  // #4294967294, #4294967295, #0, #1 on rank 0; rank 1 stopped after #0.
+  std::vector<std::string> ahead, stopped;
+  for (const std::uint32_t s : {4294967294u, 4294967295u, 0u, 1u})
+    ahead.push_back(op(s, "allreduce", "done", kT0, kT0 + 1));
+  stopped = ahead;
+  stopped.pop_back();
+  const Verdict v = only_verdict({dump(0, 2, ahead), dump(1, 2, stopped)});
+  CHECK(v.kind == VerdictKind::Behind);
+  CHECK(v.seq == 1u);
+  CHECK(v.headline == "rank 1 never entered allreduce #1; rank 0 finished it");
+  CHECK(only_verdict({dump(0, 2, ahead), dump(1, 2, ahead)}).seq == 1u);
+}
+
 TEST_CASE("a rank without a record is named, never assumed", "[trace]") {
   // Rank 2 died (no dump); ranks 0 and 1 failed allreduce #4 waiting for it.
   const std::string dead = R"({"code": "remote_error", "message": "allreduce #4: rank 2 died", )"

@@ -72,6 +72,16 @@ def read_only_and_bool(comm, n, r):
     comm.allreduce(source, out=out)
     equal(out, [n * (n + 1) / 2] * 5, "read-only float64 input")
 
+    # A packed record's field: one element whose stride (5 bytes) is no multiple of its size.
+    # numpy 1.24 exports no read-only array through DLPack; the buffer protocol path must not
+    # refuse a stride it never steps along.
+    field = np.zeros(1, [("a", "u1"), ("b", "<f4")])["b"]
+    field[0] = r + 1
+    field.flags.writeable = False
+    out = np.zeros(1, np.float32)
+    comm.allreduce(field, out=out)
+    equal(out, [n * (n + 1) / 2], "read-only one-element field of a packed record")
+
     flags = np.array([r == 0, True, False, r % 2 == 1])
     comm.allreduce(flags, op="bor")
     equal(flags, [True, True, False, n > 1], "bool or")

@@ -109,6 +109,11 @@ TEST_CASE("cast and cast_to on device buffers run the device convert", "[train][
     expect_error([&] { train::cast(misaligned, two); }, ErrorCode::InvalidArgument,
                  {"the input", "cuda:0", "4-byte elements"}, "misaligned device cast");
     RANK_CHECK(fake->calls().empty(), "a kernel ran on misaligned memory");
+    // The gradient helpers take the same check (clip_grad_norm scales in a kernel).
+    std::vector<Buffer> grads{misaligned};
+    expect_error([&] { train::clip_grad_norm(grads, 1.0); }, ErrorCode::InvalidArgument,
+                 {"gradient 0", "4-byte elements"}, "misaligned device gradient");
+    RANK_CHECK(fake->calls().empty(), "a kernel ran on a misaligned gradient");
   });
 }
 

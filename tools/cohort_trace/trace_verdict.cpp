@@ -92,15 +92,34 @@ std::string state_text(const RecordedOp& op, const RankDump& dump) {
   return name;
 }
 
+// Sequence numbers are 32 bits and wrap (after 2^32 ops on one communicator): they are ordered
+// by their distance from `base`, a number older than every one held (see GroupJudge), so that
+// #0 comes after #4294967295.
 struct RankView {
   const RankDump* dump = nullptr;
-  std::map<std::uint32_t, const RecordedOp*> by_seq;
+  std::uint32_t base = 0;
+  std::map<std::uint32_t, const RecordedOp*> by_seq;  ///< keyed by seq - base
 
   const RecordedOp* at(std::uint32_t seq) const {
-    const auto it = by_seq.find(seq);
+    const auto it = by_seq.find(seq - base);
     return it == by_seq.end() ? nullptr : it->second;
   }
 };
+
+// A number older than every one in `dumps`: 2^31 before the newest (numbers are compared by
+// their signed 32-bit distance from one of them; rings hold far fewer than 2^31).
+std::uint32_t oldest_base(const std::vector<const RankDump*>& dumps) {
+  std::optional<std::uint32_t> reference;
+  std::int64_t newest = 0;
+  for (const RankDump* d : dumps)
+    for (const RecordedOp& op : d->ops) {
+      if (!reference) reference = op.seq;
+      newest = std::max<std::int64_t>(newest, static_cast<std::int32_t>(op.seq - *reference));
+    }
+  if (!reference) return 0;
+  return static_cast<std::uint32_t>(*reference + static_cast<std::uint32_t>(newest)) -
+         (std::uint32_t{1} << 31) + 1;
+}
 
 class GroupJudge {
  public:
@@ -111,12 +130,14 @@ class GroupJudge {
       verdict_.size = std::max(verdict_.size, d->size);
     }
     std::set<int> present;
+    base_ = oldest_base(dumps);
     for (const RankDump* d : dumps) {
       // A rank that records nothing (COHORT_TRACE_BUFFER=0) says nothing about where it was.
       if (d->capacity == 0) continue;
       RankView& view = views_[d->rank];
       view.dump = d;
-      for (const RecordedOp& op : d->ops) view.by_seq[op.seq] = &op;
+      view.base = base_;
+      for (const RecordedOp& op : d->ops) view.by_seq[op.seq - base_] = &op;
       present.insert(d->rank);
     }
     for (int r = 0; r < verdict_.size; ++r)
@@ -127,16 +148,23 @@ class GroupJudge {
     std::optional<std::uint32_t> lo, hi;
     for (const auto& [rank, view] : views_) {
       if (view.by_seq.empty()) continue;
-      const std::uint32_t first = view.by_seq.begin()->first;
       const std::uint32_t last = view.by_seq.rbegin()->first;
+      // Where this rank's record is whole, not its oldest entry: a dump is two rings (the driver's
+      // and the side ring of ops run or queued elsewhere), each keeping its newest `capacity`, so
+      // an old host op can outlive newer device ops the other ring dropped. Every number of the
+      // last `capacity` is still held (a slot is reused only `capacity` numbers later).
+      std::uint32_t first = view.by_seq.begin()->first;
+      const std::uint64_t capacity = view.dump->capacity;
+      if (capacity > 0 && std::uint64_t{last} + 1 > capacity)
+        first = std::max(first, static_cast<std::uint32_t>(std::uint64_t{last} + 1 - capacity));
       lo = lo ? std::max(*lo, first) : first;
       hi = hi ? std::max(*hi, last) : last;
     }
     if (lo && hi) {
       for (std::uint64_t s = *lo; s <= *hi; ++s)
-        if (judge_seq(static_cast<std::uint32_t>(s))) return finish();
+        if (judge_seq(static_cast<std::uint32_t>(s) + base_)) return finish();
     }
-    consistent(hi);
+    consistent(hi ? std::optional<std::uint32_t>(*hi + base_) : std::nullopt);
     return finish();
   }
 
@@ -363,6 +391,7 @@ class GroupJudge {
   }
 
   std::map<int, RankView> views_;
+  std::uint32_t base_ = 0;  ///< see RankView
   Verdict verdict_;
 };
 
