@@ -48,7 +48,7 @@ cohort_status_t gather(const char* fn, cohort_comm_t comm, const DLTensor* in, c
       fn, comm, options, form, [&](Communicator& c, const CollectiveOptions& o, cohort_work* work) {
         const Counts spans =
             variable ? Counts(counts_of(counts, counts_length, fn, "counts")) : std::nullopt;
-        // out matters on the root only, and is not read elsewhere: a placeholder there (an empty
+        // out matters on the root only, and is not read elsewhere: a stand-in there (an empty
         // descriptor, a stale pointer) must not fail that rank while the root goes on.
         const Buffer output = c.rank() == root ? borrow_or_empty(out, fn, "out") : Buffer();
         Buffer input;

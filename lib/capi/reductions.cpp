@@ -29,7 +29,7 @@ cohort_status_t reduce(const char* fn, cohort_comm_t comm, const DLTensor* in, c
   return issue(
       fn, comm, options, form, [&](Communicator& c, const CollectiveOptions& o, cohort_work* work) {
         // out matters on the root only (elsewhere it is not read, unless a NULL in makes it the
-        // input): a placeholder there must not fail that rank while the root goes on.
+        // input): a stand-in there must not fail that rank while the root goes on.
         if (in == nullptr && out == nullptr)
           invalid_argument(fn, "in and out are both NULL (a NULL in means in place, in out)");
         const Buffer output =

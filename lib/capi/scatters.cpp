@@ -21,7 +21,7 @@ cohort_status_t broadcast(const char* fn, cohort_comm_t comm, const DLTensor* in
   return issue(fn, comm, options, form,
                [&](Communicator& c, const CollectiveOptions& o, cohort_work* work) {
                  const Buffer output = borrow(out, fn, "out");
-                 // `in` is not read off the root: a placeholder there (an empty descriptor, a
+                 // `in` is not read off the root: a stand-in there (an empty descriptor, a
                  // stale pointer) must not fail this rank while the root goes on.
                  const Buffer input = in == nullptr      ? output
                                       : c.rank() == root ? borrow(in, fn, "in")

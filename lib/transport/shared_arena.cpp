@@ -149,7 +149,6 @@ struct MapReport {
   std::uint64_t probe_at = 0;
 };
 
-/// Waits for one set-up round; a failure says it happened while setting the arena up.
 /// Runs a set-up round (kept_exchange.hpp), its failure named as the arena's set-up.
 template <class Post>
 void setup_round(Transport& transport, Tag tag, std::shared_ptr<void> keep, Post&& post,
