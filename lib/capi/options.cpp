@@ -1,9 +1,5 @@
 // Reading the C ABI's option structs and enums (see options.hpp for the struct_size rule).
 
-// The exported forms of the inline initialisers (cohort.h), for callers built before they were
-// inline and for FFI: this file sees the header without its inline definitions.
-#define COHORT_BUILDING_LIBRARY 1
-
 #include "capi/options.hpp"
 
 #include "capi/status.hpp"
@@ -167,21 +163,6 @@ cohort_status_t cohort_collective_options_init_sized(cohort_collective_options_t
   return initialise("cohort_collective_options_init", options, struct_size,
                     cohort_collective_options_t COHORT_COLLECTIVE_OPTIONS_INIT,
                     "cohort_collective_options_t");
-}
-
-// The layout cohort_collective_options_init first wrote (up to `algorithm`, rounded to the
-// struct's alignment): what a program calling the exported symbol has room for.
-constexpr std::size_t kFirstCollectiveOptionsSize =
-    (offsetof(cohort_collective_options_t, algorithm) + sizeof(std::int32_t) +
-     alignof(cohort_collective_options_t) - 1) /
-    alignof(cohort_collective_options_t) * alignof(cohort_collective_options_t);
-
-COHORT_API cohort_status_t cohort_init_options_init(cohort_init_options_t* options) {
-  return cohort_init_options_init_sized(options, sizeof(cohort_init_options_t));
-}
-
-COHORT_API cohort_status_t cohort_collective_options_init(cohort_collective_options_t* options) {
-  return cohort_collective_options_init_sized(options, kFirstCollectiveOptionsSize);
 }
 
 }  // extern "C"
