@@ -65,11 +65,12 @@ struct EnvironmentConfig {
 /// --map-by node` the derived node_rank is wrong; communicators never rely on it (they tell hosts
 /// apart by each rank's host identity), only code reading Environment::node_rank would. Store:
 /// store_addr from config, COHORT_STORE_ADDR, MASTER_ADDR; store_port from config,
-/// COHORT_STORE_PORT, MASTER_PORT (plus one under torchrun with TORCHELASTIC_USE_AGENT_STORE, whose
-/// agent holds MASTER_PORT); token from config, COHORT_TOKEN; job_id from config, COHORT_JOB_ID,
-/// then the source's (TORCHELASTIC_RUN_ID, OMPI_MCA_ess_base_jobid, PMI_JOBID/PMI_KVSNAME,
-/// PMIX_NAMESPACE, SLURM_JOB_ID.SLURM_STEP_ID). host_store from config, COHORT_HOST_STORE (0/1),
-/// else true for torchrun, Open MPI, PMI and Slurm (no launcher hosts cohort's store there).
+/// COHORT_STORE_PORT, MASTER_PORT plus one under every launcher (MASTER_PORT is
+/// torch.distributed's: its rank 0 or torchrun's agent binds a store there; 65535 is refused);
+/// token from config, COHORT_TOKEN; job_id from config, COHORT_JOB_ID, then the source's
+/// (TORCHELASTIC_RUN_ID, OMPI_MCA_ess_base_jobid, PMI_JOBID/PMI_KVSNAME, PMIX_NAMESPACE,
+/// SLURM_JOB_ID.SLURM_STEP_ID). host_store from config, COHORT_HOST_STORE (0/1), else true for
+/// torchrun, Open MPI, PMI and Slurm (no launcher hosts cohort's store there).
 Environment resolve_environment(const EnvironmentConfig& config = {});
 
 /// "config", "cohort", "torchrun", "openmpi", "pmi", "slurm", "standalone".

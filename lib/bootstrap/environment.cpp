@@ -312,15 +312,15 @@ Environment resolve_environment(const EnvironmentConfig& config) {
   } else if (const char* port = variable("COHORT_STORE_PORT")) {
     env.store_port = static_cast<std::uint16_t>(parse_integer("COHORT_STORE_PORT", port, 1, 65535));
   } else if (const char* master = variable("MASTER_PORT")) {
-    env.store_port = static_cast<std::uint16_t>(parse_integer("MASTER_PORT", master, 1, 65535));
-    // Recent torchrun agents host their own (torch) store on MASTER_PORT itself; cohort's then
-    // listens on the next port so the two never collide.
-    const char* agent_store = variable("TORCHELASTIC_USE_AGENT_STORE");
-    if (env.source == LaunchSource::Torchrun && agent_store &&
-        (std::string(agent_store) == "True" || std::string(agent_store) == "1")) {
-      require(env.store_port < 65535, "MASTER_PORT=65535 leaves no port for cohort's store");
-      ++env.store_port;
-    }
+    // MASTER_PORT is torch.distributed's: its rank 0 (or a recent torchrun agent) binds a store
+    // there, and job scripts for srun and mpirun export it for torch as torchrun does. Cohort's
+    // store takes the next port under every launcher, so a program using both never has its two
+    // rank-0 stores race for one port (and every rank derives the same).
+    const auto port = parse_integer("MASTER_PORT", master, 1, 65535);
+    require(port < 65535,
+            "MASTER_PORT=65535 leaves no port for cohort's store (MASTER_PORT + 1); set "
+            "COHORT_STORE_PORT");
+    env.store_port = static_cast<std::uint16_t>(port + 1);
   }
   env.token =
       config.token ? *config.token : (variable("COHORT_TOKEN") ? variable("COHORT_TOKEN") : "");

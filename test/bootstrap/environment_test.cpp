@@ -163,11 +163,11 @@ TEST_CASE("torchrun variables", "[environment][unit]") {
     CHECK(env.node_rank == 1);
     CHECK(env.num_nodes == 2);
     CHECK(env.store_addr == "node0");
-    CHECK(env.store_port == 29500);
+    CHECK(env.store_port == 29501);  // MASTER_PORT is torch's: its rank 0 binds a store there
     CHECK(env.job_id == "run-7");
     CHECK(env.host_store);  // nobody hosts cohort's store under torchrun: rank 0 does
   }
-  SECTION("an agent store on MASTER_PORT moves cohort's store to the next port") {
+  SECTION("an agent store on MASTER_PORT: cohort's store is on the next port as well") {
     clean.set("TORCHELASTIC_USE_AGENT_STORE", "True");
     CHECK(resolve_environment().store_port == 29501);
   }
@@ -199,6 +199,17 @@ TEST_CASE("Open MPI variables", "[environment][unit]") {
   CHECK(env.job_id == "3547594753");
   CHECK(env.store_addr.empty());
   CHECK(env.host_store);
+  SECTION("MASTER_* a job script exported for torch: cohort's store takes the next port") {
+    clean.set("MASTER_ADDR", "node0");
+    clean.set("MASTER_PORT", "29500");
+    const Environment with_master = resolve_environment();
+    CHECK(with_master.store_addr == "node0");
+    CHECK(with_master.store_port == 29501);
+    clean.set("MASTER_PORT", "65535");
+    expect_invalid("COHORT_STORE_PORT");
+    clean.set("COHORT_STORE_PORT", "29600");
+    CHECK(resolve_environment().store_port == 29600);
+  }
 }
 
 TEST_CASE("MPICH / PMI variables", "[environment][unit]") {
