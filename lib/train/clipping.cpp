@@ -3,9 +3,10 @@
 //
 // How it works: each rank sums |g|^p over its gradients in f64 (max |g| for the infinity norm),
 // which is the p-th power of torch's norm of per-tensor norms. With a shard group, one 8-byte
-// allreduce (Sum, or Max for the infinity norm; both propagate NaN) makes the sum global, so every
-// rank computes the same total, takes the same error_if_nonfinite decision and the same
-// coefficient. The coefficient min(1, max_norm / (total + 1e-6)) is applied in place by the
+// allgather of each rank's part and arguments makes the sum global (added, or the max for the
+// infinity norm, NaN kept, in rank order), so every rank computes the same total, takes the same
+// error_if_nonfinite decision and the same coefficient, and ranks whose arguments differ are
+// named. The coefficient min(1, max_norm / (total + 1e-6)) is applied in place by the
 // kernels' convert (a multiply rounded once to the gradient's dtype), skipped when it is 1.
 //
 // Device gradients (cuda, or managed memory on a device the runtime sees) take the same passes
@@ -16,16 +17,18 @@
 // differ from a host norm of the same values in the last bits; max |g| and the clipped values
 // for a given coefficient are identical.
 //
-// Cost: one read pass over the gradients, one write pass when clipping, one 8-byte allreduce
-// with a shard group.
+// Cost: one read pass over the gradients, one write pass when clipping, one 40-byte-per-rank
+// allgather with a shard group.
 
 #include <cohort/error.hpp>
 #include <cohort/train/gradients.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <exception>
+#include <vector>
 
 #include "train/buffer_checks.hpp"
 #include "train/device_placement.hpp"
@@ -84,8 +87,8 @@ double device_part(std::span<const Buffer> grads, double p) {
   return accumulated;
 }
 
-// Multiplies the device gradients by `factor` in place (rounded to float, as the host path
-// does) and waits for it.
+// Multiplies the device gradients by `factor` in place (rounded to float for all but f64, as
+// the host path does) and waits for it.
 void scale_on_devices(std::span<const Buffer> grads, double factor) {
   for (int device : devices_of(grads)) {
     gpu::DeviceRuntime& runtime = *gpu::device_runtime();
@@ -96,6 +99,64 @@ void scale_on_devices(std::span<const Buffer> grads, double factor) {
     }
     runtime.synchronize_stream(gpu::StreamHandle{});
   }
+}
+
+// The shard group's total: one allgather of each rank's [part, rejected, norm_type, max_norm,
+// error_if_nonfinite], combined by every rank in rank order (so every rank gets the same bits).
+// Carrying the arguments costs nothing more than an allreduce of the part would, and a rank
+// with another norm_type (summing where the others take the max) or another max_norm would
+// otherwise clip its shards by another coefficient without anyone noticing.
+double combine_across_shards(Communicator& group, double part, double p, double max_norm,
+                             bool error_if_nonfinite, bool rejected,
+                             std::optional<std::chrono::milliseconds> timeout) {
+  constexpr std::size_t kFields = 5;
+  const double mine[kFields] = {part, rejected ? 1.0 : 0.0, p, max_norm,
+                                error_if_nonfinite ? 1.0 : 0.0};
+  const auto ranks = static_cast<std::size_t>(group.size());
+  Buffer all = Buffer::allocate(kFields * ranks, DType::Float64);
+  CollectiveOptions collective;
+  collective.timeout = timeout;
+  group.allgather(Buffer::view(static_cast<const void*>(mine), kFields, DType::Float64), all,
+                  collective);
+  const double* const fields = all.data_as<double>();
+  std::vector<int> refused, differing;
+  int reference = -1;  // the first rank that accepted its arguments
+  for (std::size_t r = 0; r < ranks; ++r) {
+    const double* const theirs = fields + r * kFields;
+    if (theirs[1] != 0.0) {
+      refused.push_back(static_cast<int>(r));
+      continue;
+    }
+    if (reference < 0) {
+      reference = static_cast<int>(r);
+      continue;
+    }
+    const double* const first = fields + static_cast<std::size_t>(reference) * kFields;
+    // Accepted arguments hold no NaN, so == compares them.
+    if (theirs[2] != first[2] || theirs[3] != first[3] || theirs[4] != first[4])
+      differing.push_back(static_cast<int>(r));
+  }
+  if (rejected) return part;  // this rank throws its own error
+  if (!refused.empty()) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("clip_grad_norm: rank(s) {} of the shard group rejected their "
+                            "arguments (their errors say why); no gradient was modified",
+                            fmt::join(refused, ", ")));
+  }
+  if (!differing.empty()) {
+    throw Error(ErrorCode::InvalidArgument,
+                fmt::format("clip_grad_norm: rank(s) {} of the shard group passed another "
+                            "norm_type, max_norm or error_if_nonfinite than rank {}; no "
+                            "gradient was modified",
+                            fmt::join(differing, ", "), reference));
+  }
+  const bool infinity_norm = std::isinf(p);
+  double total = 0.0;
+  for (std::size_t r = 0; r < ranks; ++r) {
+    const double value = fields[r * kFields];
+    total = infinity_norm ? max_keeping_nan(total, value) : total + value;
+  }
+  return total;
 }
 
 }  // namespace
@@ -139,23 +200,10 @@ double clip_grad_norm(std::span<const Buffer> grads, double max_norm, const Clip
     const double part = device_part(grads, p);
     accumulated = infinity_norm ? max_keeping_nan(accumulated, part) : accumulated + part;
   }
-  if (options.shard_group && options.shard_group->size() > 1) {
-    // [Σ|g|^p or max|g|, ranks that rejected their arguments]: Sum counts them, Max flags them.
-    Buffer global = Buffer::allocate(2, DType::Float64);
-    global.data_as<double>()[0] = accumulated;
-    global.data_as<double>()[1] = local_error ? 1.0 : 0.0;
-    CollectiveOptions collective;
-    collective.timeout = usable_timeout(options.timeout);  // a rejected one still joins
-    options.shard_group->allreduce(global, infinity_norm ? ReduceOp::Max : ReduceOp::Sum,
-                                   collective);
-    if (local_error) std::rethrow_exception(local_error);
-    if (global.data_as<double>()[1] > 0.0) {
-      throw Error(ErrorCode::InvalidArgument,
-                  "clip_grad_norm: a rank of the shard group rejected its arguments (its error "
-                  "says why); no gradient was modified");
-    }
-    accumulated = global.data_as<double>()[0];
-  }
+  if (options.shard_group && options.shard_group->size() > 1)
+    accumulated = combine_across_shards(*options.shard_group, accumulated, p, max_norm,
+                                        options.error_if_nonfinite, local_error != nullptr,
+                                        usable_timeout(options.timeout));  // a rejected one joins
   if (local_error) std::rethrow_exception(local_error);
   double total = accumulated;
   if (!infinity_norm && p == 2.0) {
@@ -174,9 +222,16 @@ double clip_grad_norm(std::span<const Buffer> grads, double max_norm, const Clip
   // NaN fails the comparison, so a NaN total makes every gradient NaN, as in torch.
   const double coef = max_norm / (total + 1e-6);
   if (coef >= 1.0) return total;
+  // f64 gradients are multiplied by the coefficient in f64, as torch multiplies them by an f64
+  // coefficient; the others by its float rounding (torch's coefficient has their own dtype).
   const auto factor = static_cast<float>(coef);
   for (const Buffer& grad : grads) {
     if (grad.count() == 0 || on_device(grad)) continue;
+    if (grad.dtype() == DType::Float64) {
+      double* const values = grad.data_as<double>();
+      for (std::size_t i = 0; i < grad.count(); ++i) values[i] *= coef;
+      continue;
+    }
     kernels::convert(grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(), factor);
   }
   if (any_on_device) scale_on_devices(grads, coef);

@@ -181,7 +181,7 @@ GradientSynchronizer::GradientSynchronizer(std::shared_ptr<Communicator> comm,
     bucket->grads = layout_[b];
     bucket->dtype = options_.communication_dtype.value_or(grads_[layout_[b].front()].dtype());
     bucket->payload = offset;
-    if (!options_.communication_dtype) bucket->staging = contiguous_span(slots);
+    if (!options_.communication_dtype) bucket->staging = contiguous_span(slots, place);
     bucket->view = bucket->staging.count() > 0;
     // Avg divides inside the collective (the shared-memory engine while the sums are in cache),
     // which saves a view bucket a pass of its own. f16 and fp8 are pre-divided and summed
@@ -220,7 +220,8 @@ void GradientSynchronizer::check_arguments() const {
   place_of(grads_);
 }
 
-Buffer GradientSynchronizer::contiguous_span(const std::vector<std::size_t>& slots) const {
+Buffer GradientSynchronizer::contiguous_span(const std::vector<std::size_t>& slots,
+                                             int place) const {
   // The gradients, in slot order, must follow each other in memory without gaps or overlaps.
   const Buffer* first = nullptr;
   const std::byte* expected = nullptr;
@@ -237,7 +238,12 @@ Buffer GradientSynchronizer::contiguous_span(const std::vector<std::size_t>& slo
     count += grad.count();
   }
   if (first == nullptr) return Buffer();
-  return Buffer::view(first->data(), count, first->dtype(), first->device());
+  // The view is reduced where the bucket is placed: host memory (managed memory among host
+  // gradients included, which would otherwise steer this one bucket to the device path) or
+  // the gradients' device. It keeps the first gradient's owner alive, as the gradients do.
+  const Device device = place < 0 ? Device::cpu() : first->device();
+  return Buffer::view(first->data(), {static_cast<std::int64_t>(count)}, first->dtype(), device, {},
+                      0, first->owner());
 }
 
 void GradientSynchronizer::check_same_registration(bool arguments_rejected) {

@@ -58,6 +58,19 @@ ReduceOp parse_reduce_op(py::handle op, std::string_view what) {
 DType parse_dtype(py::handle dtype, std::string_view what) {
   if (py::isinstance<DType>(dtype)) return dtype.cast<DType>();
   if (dtype.is_none()) invalid(what, "dtype must not be None");
+  if (PyType_Check(dtype.ptr()) != 0) {
+    // A type, as numpy accepts one (np.float32, np.bool_, or a builtin): builtins mean what
+    // they mean to numpy and torch (float is float64, int is int64); numpy's scalar types
+    // are named after their dtype, with a trailing '_' where the name is a Python keyword.
+    const auto* type = reinterpret_cast<PyTypeObject*>(dtype.ptr());
+    if (type == &PyFloat_Type) return DType::Float64;
+    if (type == &PyLong_Type) return DType::Int64;
+    if (type == &PyBool_Type) return DType::Bool;
+    std::string name = lower(py::str(dtype.attr("__name__")).cast<std::string>());
+    if (!name.empty() && name.back() == '_') name.pop_back();
+    if (const auto parsed = dtype_from_name(name)) return *parsed;
+    invalid(what, "unknown dtype " + shown(dtype));
+  }
   // str() covers names and foreign dtype objects alike: numpy.dtype('int32') prints "int32",
   // torch.int32 prints "torch.int32".
   std::string name = lower(py::str(dtype).cast<std::string>());

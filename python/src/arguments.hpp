@@ -27,6 +27,9 @@ namespace py = pybind11;
 /// argument.
 [[noreturn]] void invalid(std::string_view what, const std::string& message);
 
+/// "numpy.ndarray", "torch.Tensor": the type of `object`, for messages.
+std::string type_name(py::handle object);
+
 /// Seconds (int or float, >= 0) as milliseconds, rounded up so a short positive timeout never
 /// becomes zero. None: unset.
 std::optional<std::chrono::milliseconds> parse_timeout(py::handle seconds, std::string_view what);
@@ -49,14 +52,27 @@ std::optional<Stream> parse_stream(py::handle stream, std::string_view what);
 CollectiveOptions parse_collective_options(py::handle timeout, py::handle algorithm,
                                            py::handle stream, std::string_view what);
 
+/// An int argument (`name`, anything with __index__, never a float or a bool) as T, refused when
+/// it does not fit T (a negative size, say). Bindings of collective helpers take such arguments
+/// as handles and convert them here, inside their refusal-joining conversion, rather than let
+/// pybind11 refuse them on one rank before the others' exchange starts.
+template <class T>
+T parse_integer(py::handle value, std::string_view what, std::string_view name) {
+  if (PyIndex_Check(value.ptr()) == 0 || py::isinstance<py::bool_>(value))
+    invalid(what, std::string(name) + " must be an int, not " + type_name(value));
+  try {
+    return value.cast<T>();
+  } catch (const py::cast_error&) {
+    invalid(what,
+            std::string(name) + " " + py::repr(value).cast<std::string>() + " is out of range");
+  }
+}
+
 /// A sequence of non-negative ints (element counts, one per rank).
 std::vector<std::size_t> parse_counts(py::handle counts, std::string_view what);
 
 /// The Python spelling of a dtype: torch's and numpy's names ("float32", "bfloat16",
 /// "float8_e4m3fn", "int64", "bool", ...).
 const char* dtype_python_name(DType dtype) noexcept;
-
-/// "numpy.ndarray", "torch.Tensor": the type of `object`, for messages.
-std::string type_name(py::handle object);
 
 }  // namespace cohort::python

@@ -144,7 +144,11 @@ py::object broadcast(CommunicatorHandle& self, py::object tensor, int root, py::
   // Other roots are refused by the communicator, naming the communicator's size.
   if (tensor.is_none() && root == comm.rank())
     invalid(what, "tensor is required on the root (rank " + std::to_string(root) + ")");
-  const Buffer in = optional_tensor_arg(tensor, what, "tensor", options.stream);
+  // With out given, tensor is read on the root only: elsewhere it is not imported (its memory,
+  // dtype or writability are no concern of a rank that never reads it).
+  const bool reads_tensor = out.is_none() || root == comm.rank();
+  const Buffer in =
+      reads_tensor ? optional_tensor_arg(tensor, what, "tensor", options.stream) : Buffer{};
   const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out", options.stream);
   return run<Async>(
       out.is_none() ? tensor : out, {tensor, out},
@@ -157,10 +161,13 @@ py::object reduce(CommunicatorHandle& self, py::object tensor, int root, py::han
                   py::object out, py::handle timeout, py::handle algorithm, py::handle stream) {
   const char* const what = name(Async, "reduce", "reduce_async");
   const CollectiveOptions options = parse_collective_options(timeout, algorithm, stream, what);
-  const Buffer in = tensor_arg(tensor, what, "tensor", options.stream);
-  const Buffer output = out.is_none() ? in : tensor_arg(out, what, "out", options.stream);
-  const ReduceOp reduce_op = parse_reduce_op(op, what);
   Communicator& comm = *self.comm;
+  const Buffer in = tensor_arg(tensor, what, "tensor", options.stream);
+  // out is the root's result: another rank's out is returned untouched and never imported.
+  const Buffer output = out.is_none()         ? in
+                        : root == comm.rank() ? tensor_arg(out, what, "out", options.stream)
+                                              : Buffer{};
+  const ReduceOp reduce_op = parse_reduce_op(op, what);
   return run<Async>(
       out.is_none() ? tensor : out, {tensor, out},
       [&] { comm.reduce(in, output, reduce_op, root, options); },

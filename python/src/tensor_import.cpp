@@ -31,7 +31,14 @@ Buffer from_capsule(py::handle capsule, std::string_view what, const std::string
       auto* tensor = static_cast<DLManagedTensorVersioned*>(
           PyCapsule_GetPointer(object, "dltensor_versioned"));
       if (PyCapsule_SetName(object, "used_dltensor_versioned") != 0) throw py::error_already_set();
-      return with_gil_safe_owner(from_dlpack(tensor));
+      // A producer that could not share its memory may hand over a copy (flagged, and only
+      // readable once the major version is known to be ours). The caller gets its own tensor
+      // back, never the copy, so a result written there would be lost: read-only to cohort.
+      const bool copied = tensor != nullptr &&
+                          tensor->version.major == COHORT_DLPACK_MAJOR_VERSION &&
+                          (tensor->flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0;
+      Buffer buffer = with_gil_safe_owner(from_dlpack(tensor));
+      return copied ? buffer.as_read_only() : buffer;
     }
     if (PyCapsule_IsValid(object, "dltensor") != 0) {
       auto* tensor = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(object, "dltensor"));

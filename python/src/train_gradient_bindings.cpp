@@ -11,7 +11,6 @@
 #include <cohort/error.hpp>
 #include <cohort/train/gradients.hpp>
 
-#include <cmath>
 #include <optional>
 #include <vector>
 
@@ -31,23 +30,39 @@ using train::GradientSynchronizer;
 using SynchronizerHolder = std::unique_ptr<GradientSynchronizer, DeleteWithoutGil>;
 
 SynchronizerHolder make_synchronizer(CommunicatorHandle& comm, py::handle grads,
-                                     std::size_t bucket_cap_bytes,
-                                     std::size_t first_bucket_cap_bytes,
-                                     py::handle communication_dtype, int accumulation_steps,
+                                     py::handle bucket_cap_bytes, py::handle first_bucket_cap_bytes,
+                                     py::handle communication_dtype, py::handle accumulation_steps,
                                      bool sync_each_batch, bool allow_unready,
                                      bool exact_final_window, py::handle timeout) {
+  static constexpr std::string_view what = "GradientSynchronizer";
   train::GradientSyncOptions options;
-  options.bucket_cap_bytes = bucket_cap_bytes;
-  options.first_bucket_cap_bytes = first_bucket_cap_bytes;
-  if (!communication_dtype.is_none())
-    options.communication_dtype =
-        parse_dtype(communication_dtype, "GradientSynchronizer: communication_dtype");
-  options.accumulation_steps = accumulation_steps;
   options.sync_each_batch = sync_each_batch;
   options.allow_unready = allow_unready;
   options.exact_final_window = exact_final_window;
-  options.timeout = parse_timeout(timeout, "GradientSynchronizer");
-  std::vector<Buffer> buffers = import_tensors(grads, "GradientSynchronizer: grads");
+  // Registration is compared across ranks: a rank whose arguments do not convert (a None
+  // gradient, a misspelt dtype) joins that comparison as a refusing rank (accumulation_steps 0,
+  // which the constructor refuses after the exchange), so the others fail at once instead of
+  // waiting out their timeout.
+  std::vector<Buffer> buffers = converted_or_joined(
+      [&] {
+        options.timeout = parse_timeout(timeout, what);
+        options.bucket_cap_bytes =
+            parse_integer<std::size_t>(bucket_cap_bytes, what, "bucket_cap_bytes");
+        options.first_bucket_cap_bytes =
+            parse_integer<std::size_t>(first_bucket_cap_bytes, what, "first_bucket_cap_bytes");
+        options.accumulation_steps =
+            parse_integer<int>(accumulation_steps, what, "accumulation_steps");
+        if (!communication_dtype.is_none())
+          options.communication_dtype =
+              parse_dtype(communication_dtype, "GradientSynchronizer: communication_dtype");
+        return import_tensors(grads, "GradientSynchronizer: grads");
+      },
+      [&] {
+        train::GradientSyncOptions refusing;
+        refusing.accumulation_steps = 0;
+        refusing.timeout = options.timeout;  // unset when parsing it was what failed
+        GradientSynchronizer(comm.comm, {}, refusing);
+      });
   py::gil_scoped_release release;  // collective: the registrations are compared across ranks
   return SynchronizerHolder(new GradientSynchronizer(comm.comm, std::move(buffers), options));
 }
@@ -120,13 +135,18 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
 
   train.def(
       "broadcast_parameters",
-      [](CommunicatorHandle& comm, py::handle params, int root, std::size_t chunk_bytes) {
+      [](CommunicatorHandle& comm, py::handle params, int root, py::handle chunk_bytes) {
         // Unreadable parameters join the layout agreement as a refusal (chunk_bytes 0).
+        std::size_t chunk = 0;
         const auto buffers = converted_or_joined(
-            [&] { return import_tensors(params, "broadcast_parameters: params"); },
+            [&] {
+              chunk =
+                  parse_integer<std::size_t>(chunk_bytes, "broadcast_parameters", "chunk_bytes");
+              return import_tensors(params, "broadcast_parameters: params");
+            },
             [&] { train::broadcast_parameters(*comm.comm, {}, root, 0); });
         py::gil_scoped_release release;
-        train::broadcast_parameters(*comm.comm, buffers, root, chunk_bytes);
+        train::broadcast_parameters(*comm.comm, buffers, root, chunk);
       },
       "comm"_a, "params"_a, "root"_a = 0, "chunk_bytes"_a = std::size_t{250} << 20,
       "Collective: every rank's params become the root's (DDP's initial weight sync). Pass "
@@ -151,7 +171,7 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
         options.error_if_nonfinite = error_if_nonfinite;
         if (shard_group != nullptr) options.shard_group = shard_group->comm;
         // Unreadable arguments join the shard group's norm exchange as a refusal: a norm_type
-        // <= 0 is refused there (-inf reduces by Max as an infinity norm does, 0 by Sum).
+        // of 0 is refused there.
         const auto buffers = converted_or_joined(
             [&] {
               options.timeout = parse_timeout(timeout, "clip_grad_norm");
@@ -160,7 +180,7 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
             [&] {
               if (!options.shard_group || options.shard_group->size() == 1) return;
               train::ClipOptions refusing;
-              refusing.norm_type = std::isinf(norm_type) ? -HUGE_VAL : 0.0;
+              refusing.norm_type = 0.0;
               refusing.shard_group = options.shard_group;
               refusing.timeout = options.timeout;  // unset when parsing it was what failed
               train::clip_grad_norm({}, max_norm, refusing);

@@ -17,6 +17,9 @@ import cohort  # noqa: E402
 PyCapsule_GetName = ctypes.pythonapi.PyCapsule_GetName
 PyCapsule_GetName.restype = ctypes.c_char_p
 PyCapsule_GetName.argtypes = [ctypes.py_object]
+PyCapsule_GetPointer = ctypes.pythonapi.PyCapsule_GetPointer
+PyCapsule_GetPointer.restype = ctypes.c_void_p
+PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 
 
 def capsule_name(capsule):
@@ -138,6 +141,22 @@ def imports():
     check(cohort.Buffer.from_dlpack(producer).count == 5 and producer.calls == [(1, 1)],
           f"calls {producer.calls}")
 
+    # A producer that hands over a copy (DLPack 1.x's is-copied flag) gets its own tensor back
+    # from every op, never the copy: cohort must not write results there.
+    class Copying(VersionedOnly):
+        def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+            capsule = super().__dlpack__(max_version=max_version)
+            managed = PyCapsule_GetPointer(capsule, b"dltensor_versioned")
+            # DLManagedTensorVersioned: version (two uint32), manager_ctx, deleter, then flags.
+            flags = ctypes.c_uint64.from_address(managed + 8 + 2 * ctypes.sizeof(ctypes.c_void_p))
+            flags.value |= 2  # DLPACK_FLAG_BITMASK_IS_COPIED
+            return capsule
+
+    check(not cohort.Buffer.from_dlpack(VersionedOnly(cohort.Buffer.allocate(2, "float32"))
+                                        ).read_only, "a shared tensor imported read-only")
+    check(cohort.Buffer.from_dlpack(Copying(cohort.Buffer.allocate(2, "float32"))).read_only,
+          "a producer's copy imported writable")
+
     # What DLPack cannot carry, the buffer protocol does (numpy 1.24 and bool / read-only).
     flags = cohort.Buffer.from_dlpack(np.array([True, False]))
     check(flags.dtype == cohort.DType.bool, f"{flags.dtype}")
@@ -154,9 +173,26 @@ def imports():
            lambda: cohort.Buffer.from_dlpack(np.zeros(2, dtype=np.uint16)), "16 bits")
 
 
+def dtype_names():
+    # Types name dtypes as numpy and torch read them: numpy's scalar types, and the builtins
+    # (float is float64 and int is int64 there; the string "float" is torch's float32).
+    for given, expected in ((np.float32, "float32"), (np.float16, "float16"),
+                            (np.bool_, "bool"), (np.uint8, "uint8"), (np.int64, "int64"),
+                            (float, "float64"), (int, "int64"), (bool, "bool"),
+                            (np.dtype("int16"), "int16"), (torch.bfloat16, "bfloat16"),
+                            ("float", "float32"), ("f64", "float64")):
+        got = cohort.Buffer.allocate(2, given).dtype
+        check(got == getattr(cohort.DType, expected), f"dtype {given!r} gave {got}")
+    raises(cohort.InvalidArgumentError, lambda: cohort.Buffer.allocate(2, complex),
+           "unknown dtype <class 'complex'>")
+    raises(cohort.InvalidArgumentError, lambda: cohort.Buffer.allocate(2, np.complex64),
+           "unknown dtype")
+
+
 def main():
     exports()
     imports()
+    dtype_names()
 
 
 if __name__ == "__main__":

@@ -95,7 +95,14 @@ def clipping(comm):
     bad = 7 if r == 0 else [torch.tensor([1.0])]
     raises(cohort.InvalidArgumentError,
            lambda: train.clip_grad_norm(bad, 1.0, shard_group=comm, timeout=60),
-           "expected a sequence of tensors" if r == 0 else "rejected its arguments")
+           "expected a sequence of tensors" if r == 0 else "shard group rejected")
+    # The last rank asks for another norm: every rank raises, naming it, nothing is clipped.
+    kept = [torch.tensor([3.0, 4.0])]
+    raises(cohort.InvalidArgumentError,
+           lambda: train.clip_grad_norm(kept, 1.0, math.inf if r == n - 1 else 2.0,
+                                        shard_group=comm, timeout=60),
+           f"rank(s) {n - 1} of the shard group passed another norm_type")
+    equal(kept[0], [3.0, 4.0], "not clipped after differing norm types")
 
     g = [torch.tensor([-3.0, 0.5, 7.0])]
     train.clip_grad_value(g, 1.0)
@@ -217,6 +224,18 @@ def gradients(comm):
     staged.finish()
     equal(plain[0], [(n - 1) / 2] * 5, "staged average")
     equal(plain[1], [float(n - 1)] * 3, "staged average")
+    # A rank whose arguments cannot be converted (a None gradient, a fractional bucket cap)
+    # raises its own error and every other rank raises at once, rather than waiting out its
+    # timeout in the registration's comparison.
+    for bad_arguments, own_error in (
+            (dict(grads=[torch.zeros(2), None]), "got None"),
+            (dict(grads=[torch.zeros(2)], bucket_cap_bytes=1.5), "bucket_cap_bytes must be an int"),
+            (dict(grads=[torch.zeros(2)], communication_dtype="float31"), "float31")):
+        good_arguments = dict(grads=[torch.zeros(2)])
+        arguments = bad_arguments if r == n - 1 else good_arguments
+        raises(cohort.InvalidArgumentError,
+               lambda: train.GradientSynchronizer(comm, timeout=60, **arguments),
+               own_error if r == n - 1 else f"ranks {n - 1} rejected")
     # Integer gradients are refused on every rank (the registration is compared collectively).
     raises(cohort.InvalidArgumentError,
            lambda: train.GradientSynchronizer(comm, [torch.zeros(2, dtype=torch.int64)]),

@@ -155,8 +155,8 @@ TEST_CASE("local totals: [1, inf] -> inf and [0, NaN]; no gradients -> 0; genera
     }
     {
       // f16 [3] and f64 [4]: total 5, coef 1 / (5 + 1e-6). f16: 3 x coef = 0.59999988 rounds to
-      // 1229 x 2^-11 = 0.60009765625 (bits 0x38CD); f64 gets 0.8 to the precision of the
-      // coefficient, which the kernel takes as a float.
+      // 1229 x 2^-11 = 0.60009765625 (bits 0x38CD); f64 gets 4 x coef in f64, as torch
+      // multiplies an f64 gradient by an f64 coefficient.
       Buffer half = Buffer::allocate(1, DType::Float16);
       *half.data_as<std::uint16_t>() = 0x4200;  // 3.0
       Buffer wide = Buffer::allocate(1, DType::Float64);
@@ -165,7 +165,8 @@ TEST_CASE("local totals: [1, inf] -> inf and [0, NaN]; no gradients -> 0; genera
       expect_total(clip_grad_norm(grads, 1.0), 5.0, "mixed dtypes");
       RANK_CHECK(*half.data_as<std::uint16_t>() == 0x38CD,
                  "f16 clipped bits " << std::hex << *half.data_as<std::uint16_t>());
-      RANK_CHECK(std::fabs(*wide.data_as<double>() - 0.8) < 1e-6, "f64 clipped");
+      RANK_CHECK(*wide.data_as<double>() == 4.0 * (1.0 / (5.0 + 1e-6)),
+                 "f64 clipped to " << *wide.data_as<double>());
     }
     {
       // Below max_norm nothing changes (coef clamped to 1): sqrt(0.140625 + 0.25) = 0.625.
@@ -267,5 +268,32 @@ TEST_CASE("a shard-group rank with bad arguments makes every rank throw, none mo
     std::vector<Buffer> good = {f32({30, 40})};
     const double total = clip_grad_norm(good, 1e9, options);
     expect_total(total, infinity ? 40.0 : 50.0 * std::sqrt(env.world_size), "after the error");
+  }));
+}
+
+TEST_CASE("shard-group ranks that pass other clipping arguments all throw, none modified",
+          "[train][clipping][multiproc]") {
+  const int size = GENERATE(2, 3);
+  // 0: the last rank takes the infinity norm (a Max where the others Sum), 1: another max_norm,
+  // 2: another error_if_nonfinite.
+  const int variant = GENERATE(0, 1, 2);
+  CAPTURE(size, variant);
+  REQUIRE_NOTHROW(run_ranks(size, [variant](const Environment& env) {
+    auto comm = world(env);
+    const bool odd_one = comm->rank() == env.world_size - 1;
+    std::vector<Buffer> grads = {f32({30, 40})};
+    ClipOptions options = sharded(comm);
+    double max_norm = 1.0;
+    if (odd_one && variant == 0) options.norm_type = kInfinityNorm;
+    if (odd_one && variant == 1) max_norm = 2.0;
+    if (odd_one && variant == 2) options.error_if_nonfinite = true;
+    expect_error([&] { clip_grad_norm(grads, max_norm, options); }, ErrorCode::InvalidArgument,
+                 {"rank(s) " + std::to_string(env.world_size - 1), "another norm_type, max_norm"},
+                 "differing arguments");
+    expect_f32(grads[0], {30, 40}, "not modified");
+    // Still in step: agreed arguments give 50 * sqrt(world).
+    std::vector<Buffer> good = {f32({30, 40})};
+    expect_total(clip_grad_norm(good, 1e9, sharded(comm)), 50.0 * std::sqrt(env.world_size),
+                 "after the error");
   }));
 }

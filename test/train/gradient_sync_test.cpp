@@ -533,6 +533,30 @@ TEST_CASE("broadcast_parameters: mixed dtypes and sizes around chunk_bytes",
   }));
 }
 
+TEST_CASE("a bucket of managed and host gradients in one block is reduced on the host",
+          "[train][gradients][multiproc]") {
+  // Gradients 0 (managed memory: a view of host memory labelled so, no device runtime needed)
+  // and 1 (host memory) follow each other in one block, so their bucket is a view of it. Their
+  // place is the host; a view labelled managed would take the core's device path instead.
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    auto comm = world(env);
+    Buffer block = f32_filled(5, static_cast<float>(comm->rank()));
+    auto* const data = block.data_as<float>();
+    std::vector<Buffer> grads = {
+        Buffer::view(data, {2}, DType::Float32, Device{DeviceType::CUDAManaged, 0}, {}, 0,
+                     block.owner()),
+        Buffer::view(data + 2, {3}, DType::Float32, Device::cpu(), {}, 0, block.owner())};
+    GradientSynchronizer sync(comm, grads, with_timeout());
+    sync.begin_micro_step();
+    sync.mark_ready(1);
+    sync.mark_ready(0);
+    sync.finish();
+    expect_all(block, (env.world_size - 1) / 2.0, "the block's average");
+  }));
+}
+
 TEST_CASE("broadcast_parameters: a managed parameter on the root goes with the others' host ones",
           "[train][gradients][multiproc]") {
   // Rank 0 loaded its checkpoint into managed memory (a view of host memory labelled so: no

@@ -179,7 +179,7 @@ class GradientSynchronizer {
   struct Bucket;
 
  private:
-  Buffer contiguous_span(const std::vector<std::size_t>& slots) const;
+  Buffer contiguous_span(const std::vector<std::size_t>& slots, int place) const;
   void check_arguments() const;
   void check_same_registration(bool arguments_rejected);
   void pack_locked(std::size_t index);
@@ -252,8 +252,9 @@ struct ClipOptions {
   /// the total norm is NaN or infinite. torch's default (false); Fabric passes true.
   bool error_if_nonfinite = false;
   /// When the gradients of one model are sharded across ranks (tensor/pipeline/FSDP shards), the
-  /// group whose local sums make up the whole norm: its ranks allreduce Σ|g|^p (Max for inf) so
-  /// every rank sees the same total. Null: the gradients given are the whole model.
+  /// group whose local sums make up the whole norm: its ranks allgather Σ|g|^p (max |g| for inf)
+  /// so every rank sees the same total. Every rank of it passes the same norm_type, max_norm and
+  /// error_if_nonfinite. Null: the gradients given are the whole model.
   std::shared_ptr<Communicator> shard_group;
   std::optional<std::chrono::milliseconds> timeout;
 };
@@ -270,7 +271,9 @@ struct ClipOptions {
 /// Unsupported for device gradients); the call returns once the device work is done. Throws
 /// InvalidArgument for norm_type <= 0 or NaN, a negative or NaN max_norm, or a gradient that is
 /// not such a buffer (naming it), Unsupported for device memory without CUDA or a visible
-/// device. Collective over shard_group when it is set.
+/// device. Collective over shard_group when it is set: a rank's refusal, or arguments that differ
+/// between its ranks, make every rank throw InvalidArgument (naming the ranks) before any
+/// gradient is modified.
 double clip_grad_norm(std::span<const Buffer> grads, double max_norm,
                       const ClipOptions& options = {});
 
