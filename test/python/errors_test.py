@@ -3,6 +3,7 @@ was wrong, raised before anything moves (so no rank is left waiting and nothing 
 neither numpy nor torch: tensors are cohort.Buffer and bytearray. Run with 2 or more ranks.
 """
 
+import array
 import builtins
 
 from harness import check, raises, run, world
@@ -118,10 +119,26 @@ def abort(comm):
     comm.barrier()
 
 
+def root_only_arguments(comm):
+    # What only the root reads is not even looked at elsewhere: broadcast's tensor beside out=,
+    # reduce's out (here not a tensor at all, or read-only, off the root).
+    n, r = comm.size, comm.rank
+    out = array.array("f", [0.0] * 3)
+    comm.broadcast(array.array("f", [1.0, 2.0, 3.0]) if r == 0 else "not a tensor", 0, out=out)
+    check(list(out) == [1.0, 2.0, 3.0], f"broadcast beside a root-only tensor: {list(out)}")
+    for elsewhere in ("not a tensor either", bytes(12)):
+        total = array.array("f", [0.0] * 3)
+        comm.reduce(array.array("f", [r + 1.0] * 3), 0, out=total if r == 0 else elsewhere)
+        expected = [n * (n + 1) / 2] * 3 if r == 0 else [0.0] * 3
+        check(list(total) == expected, f"reduce beside a root-only out: {list(total)}")
+    comm.barrier()
+
+
 def main():
     comm = world()
     check(comm.size >= 2, "run this test with 2 or more ranks")
     argument_errors(comm)
+    root_only_arguments(comm)
     timeouts(comm)
     abort(comm)
 
