@@ -34,9 +34,16 @@ std::string type_name(py::handle object) {
 
 std::optional<std::chrono::milliseconds> parse_timeout(py::handle seconds, std::string_view what) {
   if (seconds.is_none()) return std::nullopt;
-  if (!py::isinstance<py::int_>(seconds) && !py::isinstance<py::float_>(seconds))
+  // Any real number (numpy and torch scalars too), but not a bool: True is not a duration.
+  const bool real = PyFloat_Check(seconds.ptr()) != 0 || PyIndex_Check(seconds.ptr()) != 0 ||
+                    py::hasattr(seconds, "__float__");
+  if (!real || py::isinstance<py::bool_>(seconds) || py::isinstance<py::str>(seconds))
     invalid(what, "timeout must be a number of seconds or None, not " + type_name(seconds));
-  const double value = seconds.cast<double>();
+  const double value = PyFloat_AsDouble(seconds.ptr());
+  if (value == -1.0 && PyErr_Occurred() != nullptr) {
+    const std::string message = py::error_already_set().what();
+    invalid(what, "timeout " + shown(seconds) + " is not a number of seconds: " + message);
+  }
   if (!std::isfinite(value) || value < 0)
     invalid(what, "timeout " + shown(seconds) + " s must be finite and >= 0");
   const double ms = std::ceil(value * 1000.0);

@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace cohort::python {
@@ -56,7 +57,15 @@ py::object export_dlpack(const Buffer& buffer, py::handle stream, py::handle max
                          py::handle dl_device, py::handle copy) {
   const Device device = buffer.device();
   if (!dl_device.is_none()) {
-    const auto requested = dl_device.cast<std::pair<int, int>>();
+    std::pair<int, int> requested;
+    try {
+      requested = dl_device.cast<std::pair<int, int>>();
+    } catch (const py::cast_error&) {
+      throw py::value_error(
+          "cohort.Buffer.__dlpack__: dl_device must be a (device_type, "
+          "device_id) pair of ints, not " +
+          py::repr(dl_device).cast<std::string>());
+    }
     if (requested.first != static_cast<int>(device.type) || requested.second != device.id) {
       throw py::buffer_error(
           "cohort.Buffer on " + device.to_string() + " cannot be exported to DLPack device (" +
@@ -72,9 +81,16 @@ py::object export_dlpack(const Buffer& buffer, py::handle stream, py::handle max
 
   bool versioned = false;
   if (!max_version.is_none()) {
-    const auto version = max_version.cast<py::tuple>();
-    if (version.size() < 1) throw py::buffer_error("max_version must be a (major, minor) tuple");
-    versioned = version[0].cast<int>() >= COHORT_DLPACK_MAJOR_VERSION;
+    std::pair<int, int> version;
+    try {
+      version = max_version.cast<std::pair<int, int>>();
+    } catch (const py::cast_error&) {
+      throw py::value_error(
+          "cohort.Buffer.__dlpack__: max_version must be a (major, minor) "
+          "pair of ints, not " +
+          py::repr(max_version).cast<std::string>());
+    }
+    versioned = version.first >= COHORT_DLPACK_MAJOR_VERSION;
   }
 
   Buffer source = buffer;
@@ -104,9 +120,14 @@ py::object export_dlpack(const Buffer& buffer, py::handle stream, py::handle max
   return make_capsule(to_dlpack(source), kLegacyName, release_legacy);
 }
 
-std::vector<std::int64_t> parse_shape(py::handle shape) {
-  if (PyIndex_Check(shape.ptr()) != 0) return {shape.cast<std::int64_t>()};
-  return shape.cast<std::vector<std::int64_t>>();
+std::vector<std::int64_t> parse_shape(py::handle shape, std::string_view what) {
+  try {
+    if (PyIndex_Check(shape.ptr()) != 0) return {shape.cast<std::int64_t>()};
+    if (!py::isinstance<py::str>(shape)) return shape.cast<std::vector<std::int64_t>>();
+  } catch (const py::cast_error&) {  // reported below, as a cohort error naming the value
+  }
+  invalid(what,
+          "shape must be an int or a sequence of ints, not " + py::repr(shape).cast<std::string>());
 }
 
 // "cpu", "cuda", "cuda:N", "cuda_host", "cuda_host:N" (Device::to_string's spellings; no index
@@ -182,8 +203,8 @@ is the caller's business, as for any array.)doc")
       .def_static(
           "allocate",
           [](py::handle shape, py::handle dtype, const std::string& device) {
-            return allocate_on(parse_shape(shape), parse_dtype(dtype, "Buffer.allocate"),
-                               parse_device(device));
+            return allocate_on(parse_shape(shape, "Buffer.allocate"),
+                               parse_dtype(dtype, "Buffer.allocate"), parse_device(device));
           },
           "shape"_a, "dtype"_a = "float32", py::kw_only(), "device"_a = "cpu", R"doc(
 A new zero-filled allocation of `shape` (an int or a sequence): 64-byte-aligned host memory for
@@ -193,7 +214,7 @@ exist, InvalidArgumentError for "cuda_managed" (not offered).)doc")
       .def_static(
           "allocate_mappable",
           [](py::handle shape, py::handle dtype) {
-            const std::vector<std::int64_t> dims = parse_shape(shape);
+            const std::vector<std::int64_t> dims = parse_shape(shape, "Buffer.allocate_mappable");
             return Buffer::allocate_mappable(element_count(dims, "Buffer.allocate_mappable"),
                                              parse_dtype(dtype, "Buffer.allocate_mappable"))
                 .reshape(dims);
@@ -239,7 +260,9 @@ again. Returns the bytes let go.)doc")
       .def("flat", &Buffer::flat, "The same memory as a 1-D buffer (contiguous buffers only).")
       .def(
           "reshape",
-          [](const Buffer& b, py::handle shape) { return b.reshape(parse_shape(shape)); },
+          [](const Buffer& b, py::handle shape) {
+            return b.reshape(parse_shape(shape, "Buffer.reshape"));
+          },
           "shape"_a, "The same memory with another shape of equal element count.")
       .def("slice", &Buffer::slice, "begin"_a, "end"_a, "Rows [begin, end) along dim 0, shared.")
       .def("as_read_only", &Buffer::as_read_only, "A read-only handle to the same memory.")

@@ -52,11 +52,25 @@ py::dict state_of(const GradScaler& scaler) {
                   "hysteresis_tracker"_a = state.hysteresis_tracker);
 }
 
+// One entry of a state dict, refused naming the key when missing or of another type.
+template <class T>
+T state_entry(const py::dict& state, const char* key) {
+  if (!state.contains(key))
+    invalid("GradScaler.load_state", std::string("the state has no '") + key + "'");
+  try {
+    return state[key].cast<T>();
+  } catch (const py::cast_error&) {
+    invalid("GradScaler.load_state", std::string("'") + key + "' is " +
+                                         py::repr(state[key]).cast<std::string>() +
+                                         ", not a number of the expected kind");
+  }
+}
+
 void load_state(GradScaler& scaler, const py::dict& state) {
   train::GradScalerState loaded;
-  loaded.scale = state["scale"].cast<float>();
-  loaded.growth_tracker = state["growth_tracker"].cast<std::int64_t>();
-  loaded.hysteresis_tracker = state["hysteresis_tracker"].cast<std::int64_t>();
+  loaded.scale = state_entry<float>(state, "scale");
+  loaded.growth_tracker = state_entry<std::int64_t>(state, "growth_tracker");
+  loaded.hysteresis_tracker = state_entry<std::int64_t>(state, "hysteresis_tracker");
   scaler.load_state(loaded);
 }
 

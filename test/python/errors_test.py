@@ -75,6 +75,25 @@ def argument_errors(comm):
     raises(cohort.InvalidArgumentError,
            lambda: comm.alltoallv(x, sends, receives, out=cohort.Buffer.allocate(4, "float32")),
            f"send_counts[{me}] is 4 but recv_counts[{me}] is 3")
+    # Arguments of the wrong kind are refused as such, naming them (not pybind11's RuntimeError).
+    raises(cohort.InvalidArgumentError, lambda: comm.allreduce(x, timeout=True), "timeout must be")
+
+    class Seconds:  # a number of seconds of any type with __float__ (numpy and torch scalars)
+        def __float__(self):
+            return 30.0
+
+    comm.allreduce(x, timeout=Seconds())
+    raises(cohort.InvalidArgumentError, lambda: cohort.Buffer.allocate("abc"),
+           "Buffer.allocate: shape must be an int or a sequence of ints, not 'abc'")
+    raises(cohort.InvalidArgumentError, lambda: x.reshape([2.5]), "Buffer.reshape: shape")
+    raises(ValueError, lambda: x.__dlpack__(dl_device="cpu"), "dl_device must be")
+    raises(ValueError, lambda: x.__dlpack__(max_version=[1]), "max_version must be")
+    scaler = cohort.train.GradScaler(comm)
+    raises(cohort.InvalidArgumentError,
+           lambda: scaler.load_state({"scale": "big", "growth_tracker": 0,
+                                      "hysteresis_tracker": 0}), "'scale' is 'big'")
+    raises(cohort.InvalidArgumentError, lambda: scaler.load_state({"scale": 2.0}),
+           "no 'growth_tracker'")
     # A legacy capsule cannot say "read-only", so a read-only Buffer refuses to make one.
     raises(BufferError, lambda: x.as_read_only().__dlpack__(), "read-only")
 
