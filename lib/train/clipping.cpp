@@ -2,12 +2,13 @@
 // sharded gradients agreed across a shard group.
 //
 // How it works: each rank sums |g|^p over its gradients in f64 (max |g| for the infinity norm),
-// which is the p-th power of torch's norm of per-tensor norms. With a shard group, one 8-byte
+// which is the p-th power of torch's norm of per-tensor norms. With a shard group, one
 // allgather of each rank's part and arguments makes the sum global (added, or the max for the
 // infinity norm, NaN kept, in rank order), so every rank computes the same total, takes the same
 // error_if_nonfinite decision and the same coefficient, and ranks whose arguments differ are
-// named. The coefficient min(1, max_norm / (total + 1e-6)) is applied in place by the
-// kernels' convert (a multiply rounded once to the gradient's dtype), skipped when it is 1.
+// named. The coefficient min(1, max_norm / (total + 1e-6)) is applied in place, skipped when it
+// is 1: to f64 gradients in f64, to the others rounded to float by the kernels' convert (a
+// multiply rounded once to the gradient's dtype).
 //
 // Device gradients (cuda, or managed memory on a device the runtime sees) take the same passes
 // on their device: their parts accumulate into one device double per device, read back (the
@@ -27,6 +28,8 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <exception>
 #include <vector>
 
@@ -228,8 +231,15 @@ double clip_grad_norm(std::span<const Buffer> grads, double max_norm, const Clip
   for (const Buffer& grad : grads) {
     if (grad.count() == 0 || on_device(grad)) continue;
     if (grad.dtype() == DType::Float64) {
-      double* const values = grad.data_as<double>();
-      for (std::size_t i = 0; i < grad.count(); ++i) values[i] *= coef;
+      // Host gradients need not be aligned (a buffer-protocol view at any offset): each element
+      // is loaded and stored bytewise, which compilers turn into plain moves.
+      auto* const bytes = static_cast<std::byte*>(grad.data());
+      for (std::size_t i = 0; i < grad.count(); ++i) {
+        double value;
+        std::memcpy(&value, bytes + i * sizeof(double), sizeof(double));
+        value *= coef;
+        std::memcpy(bytes + i * sizeof(double), &value, sizeof(double));
+      }
       continue;
     }
     kernels::convert(grad.dtype(), grad.data(), grad.dtype(), grad.data(), grad.count(), factor);

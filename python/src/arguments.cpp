@@ -23,6 +23,14 @@ std::string shown(py::handle object) {
   return py::repr(object).cast<std::string>();
 }
 
+// True, numpy.bool_, a bool tensor: flags have __float__ too, but are not numbers of seconds.
+bool is_boolean(py::handle value) {
+  if (py::isinstance<py::bool_>(value)) return true;
+  if (!py::hasattr(value, "dtype")) return false;
+  const std::string dtype = lower(py::str(value.attr("dtype")).cast<std::string>());
+  return dtype.size() >= 4 && dtype.compare(dtype.size() - 4, 4, "bool") == 0;
+}
+
 }  // namespace
 
 std::string type_name(py::handle object) {
@@ -37,7 +45,7 @@ std::optional<std::chrono::milliseconds> parse_timeout(py::handle seconds, std::
   // Any real number (numpy and torch scalars too), but not a bool: True is not a duration.
   const bool real = PyFloat_Check(seconds.ptr()) != 0 || PyIndex_Check(seconds.ptr()) != 0 ||
                     py::hasattr(seconds, "__float__");
-  if (!real || py::isinstance<py::bool_>(seconds) || py::isinstance<py::str>(seconds))
+  if (!real || is_boolean(seconds) || py::isinstance<py::str>(seconds))
     invalid(what, "timeout must be a number of seconds or None, not " + type_name(seconds));
   const double value = PyFloat_AsDouble(seconds.ptr());
   if (value == -1.0 && PyErr_Occurred() != nullptr) {
@@ -75,6 +83,9 @@ DType parse_dtype(py::handle dtype, std::string_view what) {
     if (type == &PyBool_Type) return DType::Bool;
     std::string name = lower(py::str(dtype.attr("__name__")).cast<std::string>());
     if (!name.empty() && name.back() == '_') name.pop_back();
+    // C's long long, named so by numpy where long is the int64 too (Linux, macOS).
+    if (name == "longlong") return DType::Int64;
+    if (name == "ulonglong") return DType::UInt64;
     if (const auto parsed = dtype_from_name(name)) return *parsed;
     invalid(what, "unknown dtype " + shown(dtype));
   }
@@ -132,6 +143,24 @@ CollectiveOptions parse_collective_options(py::handle timeout, py::handle algori
   options.algorithm = parse_algorithm(algorithm, what);
   options.stream = parse_stream(stream, what);
   return options;
+}
+
+bool parse_flag(py::handle value, std::string_view what, std::string_view name) {
+  try {
+    return value.cast<bool>();
+  } catch (const py::cast_error&) {
+    invalid(what, std::string(name) + " must be a bool, not " + type_name(value));
+  }
+}
+
+double parse_real(py::handle value, std::string_view what, std::string_view name) {
+  if (!value.is_none() && !py::isinstance<py::str>(value)) {
+    try {
+      return value.cast<double>();
+    } catch (const py::cast_error&) {  // reported below
+    }
+  }
+  invalid(what, std::string(name) + " must be a number, not " + type_name(value));
 }
 
 std::vector<std::size_t> parse_counts(py::handle counts, std::string_view what) {

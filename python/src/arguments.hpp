@@ -68,6 +68,12 @@ T parse_integer(py::handle value, std::string_view what, std::string_view name) 
   }
 }
 
+/// A flag argument: what pybind11 converts to bool (True/False, numpy.bool_, None as False).
+bool parse_flag(py::handle value, std::string_view what, std::string_view name);
+
+/// A real-number argument (int, float, or anything with __float__, never None).
+double parse_real(py::handle value, std::string_view what, std::string_view name);
+
 /// A sequence of non-negative ints (element counts, one per rank).
 std::vector<std::size_t> parse_counts(py::handle counts, std::string_view what);
 

@@ -32,8 +32,9 @@ Buffer from_capsule(py::handle capsule, std::string_view what, const std::string
           PyCapsule_GetPointer(object, "dltensor_versioned"));
       if (PyCapsule_SetName(object, "used_dltensor_versioned") != 0) throw py::error_already_set();
       // A producer that could not share its memory may hand over a copy (flagged, and only
-      // readable once the major version is known to be ours). The caller gets its own tensor
-      // back, never the copy, so a result written there would be lost: read-only to cohort.
+      // readable once the major version is known to be ours). An op returns the caller's own
+      // tensor, never the copy, so a result written there would be lost: we choose to treat
+      // the copy as read-only everywhere (Buffer.from_dlpack's result included).
       const bool copied = tensor != nullptr &&
                           tensor->version.major == COHORT_DLPACK_MAJOR_VERSION &&
                           (tensor->flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0;

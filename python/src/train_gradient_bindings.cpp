@@ -32,13 +32,10 @@ using SynchronizerHolder = std::unique_ptr<GradientSynchronizer, DeleteWithoutGi
 SynchronizerHolder make_synchronizer(CommunicatorHandle& comm, py::handle grads,
                                      py::handle bucket_cap_bytes, py::handle first_bucket_cap_bytes,
                                      py::handle communication_dtype, py::handle accumulation_steps,
-                                     bool sync_each_batch, bool allow_unready,
-                                     bool exact_final_window, py::handle timeout) {
+                                     py::handle sync_each_batch, py::handle allow_unready,
+                                     py::handle exact_final_window, py::handle timeout) {
   static constexpr std::string_view what = "GradientSynchronizer";
   train::GradientSyncOptions options;
-  options.sync_each_batch = sync_each_batch;
-  options.allow_unready = allow_unready;
-  options.exact_final_window = exact_final_window;
   // Registration is compared across ranks: a rank whose arguments do not convert (a None
   // gradient, a misspelt dtype) joins that comparison as a refusing rank (accumulation_steps 0,
   // which the constructor refuses after the exchange), so the others fail at once instead of
@@ -52,6 +49,9 @@ SynchronizerHolder make_synchronizer(CommunicatorHandle& comm, py::handle grads,
             parse_integer<std::size_t>(first_bucket_cap_bytes, what, "first_bucket_cap_bytes");
         options.accumulation_steps =
             parse_integer<int>(accumulation_steps, what, "accumulation_steps");
+        options.sync_each_batch = parse_flag(sync_each_batch, what, "sync_each_batch");
+        options.allow_unready = parse_flag(allow_unready, what, "allow_unready");
+        options.exact_final_window = parse_flag(exact_final_window, what, "exact_final_window");
         if (!communication_dtype.is_none())
           options.communication_dtype =
               parse_dtype(communication_dtype, "GradientSynchronizer: communication_dtype");
@@ -135,18 +135,21 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
 
   train.def(
       "broadcast_parameters",
-      [](CommunicatorHandle& comm, py::handle params, int root, py::handle chunk_bytes) {
-        // Unreadable parameters join the layout agreement as a refusal (chunk_bytes 0).
+      [](CommunicatorHandle& comm, py::handle params, py::handle root, py::handle chunk_bytes) {
+        // Unreadable parameters join the layout agreement as a refusal (chunk_bytes 0; root 0
+        // when the root itself was unreadable).
+        static constexpr std::string_view what = "broadcast_parameters";
+        int root_rank = 0;
         std::size_t chunk = 0;
         const auto buffers = converted_or_joined(
             [&] {
-              chunk =
-                  parse_integer<std::size_t>(chunk_bytes, "broadcast_parameters", "chunk_bytes");
+              root_rank = parse_integer<int>(root, what, "root");
+              chunk = parse_integer<std::size_t>(chunk_bytes, what, "chunk_bytes");
               return import_tensors(params, "broadcast_parameters: params");
             },
-            [&] { train::broadcast_parameters(*comm.comm, {}, root, 0); });
+            [&] { train::broadcast_parameters(*comm.comm, {}, root_rank, 0); });
         py::gil_scoped_release release;
-        train::broadcast_parameters(*comm.comm, buffers, root, chunk);
+        train::broadcast_parameters(*comm.comm, buffers, root_rank, chunk);
       },
       "comm"_a, "params"_a, "root"_a = 0, "chunk_bytes"_a = std::size_t{250} << 20,
       "Collective: every rank's params become the root's (DDP's initial weight sync). Pass "
@@ -164,17 +167,21 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
 
   train.def(
       "clip_grad_norm",
-      [](py::handle grads, double max_norm, double norm_type, bool error_if_nonfinite,
+      [](py::handle grads, py::handle max_norm, py::handle norm_type, py::handle error_if_nonfinite,
          CommunicatorHandle* shard_group, py::handle timeout) {
+        static constexpr std::string_view what = "clip_grad_norm";
         train::ClipOptions options;
-        options.norm_type = norm_type;
-        options.error_if_nonfinite = error_if_nonfinite;
+        double max = 0.0;
         if (shard_group != nullptr) options.shard_group = shard_group->comm;
         // Unreadable arguments join the shard group's norm exchange as a refusal: a norm_type
         // of 0 is refused there.
         const auto buffers = converted_or_joined(
             [&] {
-              options.timeout = parse_timeout(timeout, "clip_grad_norm");
+              options.timeout = parse_timeout(timeout, what);
+              max = parse_real(max_norm, what, "max_norm");
+              options.norm_type = parse_real(norm_type, what, "norm_type");
+              options.error_if_nonfinite =
+                  parse_flag(error_if_nonfinite, what, "error_if_nonfinite");
               return import_gradients(grads, "clip_grad_norm: grads");
             },
             [&] {
@@ -183,10 +190,10 @@ them, with the GIL released. mark_ready may be called from any thread, the rest 
               refusing.norm_type = 0.0;
               refusing.shard_group = options.shard_group;
               refusing.timeout = options.timeout;  // unset when parsing it was what failed
-              train::clip_grad_norm({}, max_norm, refusing);
+              train::clip_grad_norm({}, 0.0, refusing);
             });
         py::gil_scoped_release release;
-        return train::clip_grad_norm(buffers, max_norm, options);
+        return train::clip_grad_norm(buffers, max, options);
       },
       "grads"_a, "max_norm"_a, "norm_type"_a = 2.0, py::kw_only(), "error_if_nonfinite"_a = false,
       "shard_group"_a = py::none(), "timeout"_a = py::none(),

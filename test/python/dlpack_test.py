@@ -180,7 +180,8 @@ def dtype_names():
                             (np.bool_, "bool"), (np.uint8, "uint8"), (np.int64, "int64"),
                             (float, "float64"), (int, "int64"), (bool, "bool"),
                             (np.dtype("int16"), "int16"), (torch.bfloat16, "bfloat16"),
-                            ("float", "float32"), ("f64", "float64")):
+                            ("float", "float32"), ("f64", "float64"),
+                            (np.longlong, "int64"), (np.ulonglong, "uint64")):
         got = cohort.Buffer.allocate(2, given).dtype
         check(got == getattr(cohort.DType, expected), f"dtype {given!r} gave {got}")
     raises(cohort.InvalidArgumentError, lambda: cohort.Buffer.allocate(2, complex),

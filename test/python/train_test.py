@@ -96,6 +96,14 @@ def clipping(comm):
     raises(cohort.InvalidArgumentError,
            lambda: train.clip_grad_norm(bad, 1.0, shard_group=comm, timeout=60),
            "expected a sequence of tensors" if r == 0 else "shard group rejected")
+    # The last rank's max_norm is not a number: it raises that, the others at once too.
+    raises(cohort.InvalidArgumentError,
+           lambda: train.clip_grad_norm([torch.tensor([1.0])], None if r == n - 1 else 1.0,
+                                        shard_group=comm, timeout=60),
+           "max_norm must be a number" if r == n - 1 else "shard group rejected")
+    # A bool tensor has __float__ but is no number of seconds.
+    raises(cohort.InvalidArgumentError,
+           lambda: comm.allreduce(torch.zeros(1), timeout=torch.tensor(True)), "timeout must be")
     # The last rank asks for another norm: every rank raises, naming it, nothing is clipped.
     kept = [torch.tensor([3.0, 4.0])]
     raises(cohort.InvalidArgumentError,
@@ -230,7 +238,8 @@ def gradients(comm):
     for bad_arguments, own_error in (
             (dict(grads=[torch.zeros(2), None]), "got None"),
             (dict(grads=[torch.zeros(2)], bucket_cap_bytes=1.5), "bucket_cap_bytes must be an int"),
-            (dict(grads=[torch.zeros(2)], communication_dtype="float31"), "float31")):
+            (dict(grads=[torch.zeros(2)], communication_dtype="float31"), "float31"),
+            (dict(grads=[torch.zeros(2)], sync_each_batch="yes"), "sync_each_batch must be")):
         good_arguments = dict(grads=[torch.zeros(2)])
         arguments = bad_arguments if r == n - 1 else good_arguments
         raises(cohort.InvalidArgumentError,

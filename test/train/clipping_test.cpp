@@ -10,6 +10,7 @@
 #include "comm/rank_checks.hpp"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -167,6 +168,20 @@ TEST_CASE("local totals: [1, inf] -> inf and [0, NaN]; no gradients -> 0; genera
                  "f16 clipped bits " << std::hex << *half.data_as<std::uint16_t>());
       RANK_CHECK(*wide.data_as<double>() == 4.0 * (1.0 / (5.0 + 1e-6)),
                  "f64 clipped to " << *wide.data_as<double>());
+    }
+    {
+      // f64 host gradients need no alignment: [3, 4] four bytes into an allocation, total 5.
+      Buffer storage = Buffer::allocate(2 * sizeof(double) + 8, DType::UInt8);
+      auto* const at = storage.data_as<std::byte>() + 4;
+      const double values[2] = {3.0, 4.0};
+      std::memcpy(at, values, sizeof(values));
+      std::vector<Buffer> grads = {Buffer::view(static_cast<void*>(at), 2, DType::Float64)};
+      expect_total(clip_grad_norm(grads, 1.0), 5.0, "unaligned f64");
+      double clipped[2];
+      std::memcpy(clipped, at, sizeof(clipped));
+      const double coef = 1.0 / (5.0 + 1e-6);
+      RANK_CHECK(clipped[0] == 3.0 * coef && clipped[1] == 4.0 * coef,
+                 "unaligned f64 clipped to " << clipped[0] << ", " << clipped[1]);
     }
     {
       // Below max_norm nothing changes (coef clamped to 1): sqrt(0.140625 + 0.25) = 0.625.
