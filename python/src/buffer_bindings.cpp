@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cohort::python {
@@ -52,20 +53,22 @@ py::object make_capsule(Managed* tensor, const char* name, PyCapsule_Destructor 
   return py::reinterpret_steal<py::object>(capsule);
 }
 
+// A pair of ints of __dlpack__'s keywords; ValueError naming the keyword otherwise.
+std::pair<int, int> int_pair(py::handle value, const char* keyword, const char* shape) {
+  try {
+    return value.cast<std::pair<int, int>>();
+  } catch (const py::cast_error&) {
+    throw py::value_error(std::string("cohort.Buffer.__dlpack__: ") + keyword + " must be a " +
+                          shape + " pair of ints, not " + py::repr(value).cast<std::string>());
+  }
+}
+
 // Buffer.__dlpack__: the Python array API's export protocol, both capsule kinds.
 py::object export_dlpack(const Buffer& buffer, py::handle stream, py::handle max_version,
                          py::handle dl_device, py::handle copy) {
   const Device device = buffer.device();
   if (!dl_device.is_none()) {
-    std::pair<int, int> requested;
-    try {
-      requested = dl_device.cast<std::pair<int, int>>();
-    } catch (const py::cast_error&) {
-      throw py::value_error(
-          "cohort.Buffer.__dlpack__: dl_device must be a (device_type, "
-          "device_id) pair of ints, not " +
-          py::repr(dl_device).cast<std::string>());
-    }
+    const auto requested = int_pair(dl_device, "dl_device", "(device_type, device_id)");
     if (requested.first != static_cast<int>(device.type) || requested.second != device.id) {
       throw py::buffer_error(
           "cohort.Buffer on " + device.to_string() + " cannot be exported to DLPack device (" +
@@ -81,15 +84,7 @@ py::object export_dlpack(const Buffer& buffer, py::handle stream, py::handle max
 
   bool versioned = false;
   if (!max_version.is_none()) {
-    std::pair<int, int> version;
-    try {
-      version = max_version.cast<std::pair<int, int>>();
-    } catch (const py::cast_error&) {
-      throw py::value_error(
-          "cohort.Buffer.__dlpack__: max_version must be a (major, minor) "
-          "pair of ints, not " +
-          py::repr(max_version).cast<std::string>());
-    }
+    const auto version = int_pair(max_version, "max_version", "(major, minor)");
     versioned = version.first >= COHORT_DLPACK_MAJOR_VERSION;
   }
 
