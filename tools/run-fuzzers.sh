@@ -8,6 +8,8 @@
 #   tools/run-fuzzers.sh build-fuzz -- --test-args=-max_total_time=600 -t 20   (a longer run)
 #   tools/run-fuzzers.sh build-san --setup    (only configure; CI builds and runs the unit suite
 #                                              in the same directory before fuzzing)
+#   tools/run-fuzzers.sh build-san --build    (configure if needed and build the harnesses, but
+#                                              do not run them: CI builds them in the background)
 #
 # Needs Debian's clang and libclang-rt-14-dev (libFuzzer and the sanitizer runtimes). Only the
 # harnesses and the static libraries they link are built: not libcohort.so, the tools, the bench
@@ -21,7 +23,9 @@ case "${1:-}" in
   *) dir=$1; shift ;;
 esac
 setup_only=false
+build_only=false
 [ "${1:-}" = "--setup" ] && { setup_only=true; shift; }
+[ "${1:-}" = "--build" ] && { build_only=true; shift; }
 [ "${1:-}" = "--" ] && shift
 
 if [ ! -f "$dir/build.ninja" ]; then
@@ -49,4 +53,5 @@ mapfile -t targets < <(for source in test/fuzz/*_fuzzer.cpp; do
   echo "test/fuzz/$name"
 done)
 ninja -C "$dir" "${targets[@]}"
+$build_only && exit 0
 meson test -C "$dir" --no-rebuild --print-errorlogs --suite fuzz "$@"
