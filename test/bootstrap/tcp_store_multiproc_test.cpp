@@ -6,6 +6,7 @@
 #include <cohort/store.hpp>
 
 #include "support/forked_child.hpp"
+#include "support/process_stop.hpp"
 #include "support/sync_pipe.hpp"
 
 #include <catch2/catch.hpp>
@@ -98,7 +99,9 @@ TEST_CASE("a server process that stops answering fails calls at the client's io_
   options.io_timeout = 300ms;
   TcpStore client(options);
   client.set_string("before", "ok");
-  REQUIRE(::kill(server_process.pid(), SIGSTOP) == 0);
+  // Stopped, not only signalled: the server's poll thread answered a check sent right after
+  // kill() returned, before its main thread had taken the signal (seen in CI on 2026-12-02).
+  REQUIRE(test::stop_process(server_process.pid(), 10s));
   // Without the option the call would wait default_store_timeout() (300 s): a bounded wait
   // here, and the server is killed on the way out so the call returns either way.
   auto call = std::async(std::launch::async, [&client] {

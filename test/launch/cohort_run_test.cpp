@@ -5,6 +5,7 @@
 
 #include "command_runner.hpp"
 
+#include "support/process_stop.hpp"
 #include "support/temp_dir.hpp"
 
 #include <catch2/catch.hpp>
@@ -30,6 +31,7 @@ namespace {
 using cohort::test::CommandResult;
 using cohort::test::run_command;
 using cohort::test::RunningCommand;
+using cohort::test::stop_process;
 using cohort::test::TempDir;
 using namespace std::chrono_literals;
 
@@ -80,27 +82,6 @@ void write_go(const std::string& path) {
   REQUIRE(fd >= 0);
   REQUIRE(::write(fd, "go\n", 3) == 3);
   ::close(fd);
-}
-
-// Sends SIGSTOP to `pid` and waits until every thread of it has stopped (the signal takes each
-// thread on its way back from the kernel: one that has not stopped yet may still answer).
-bool stop_process(pid_t pid, std::chrono::milliseconds timeout) {
-  if (::kill(pid, SIGSTOP) != 0) return false;
-  const auto until = std::chrono::steady_clock::now() + timeout;
-  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
-  while (std::chrono::steady_clock::now() < until) {
-    bool all_stopped = true;
-    std::error_code ec;
-    for (const auto& task : std::filesystem::directory_iterator(tasks, ec)) {
-      const std::string stat = read_file(task.path() / "stat");
-      const std::size_t close = stat.rfind(')');
-      if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'T')
-        all_stopped = false;
-    }
-    if (!ec && all_stopped) return true;
-    std::this_thread::yield();
-  }
-  return false;
 }
 
 struct Subreaper {
