@@ -65,7 +65,7 @@ JobLayout layout_for(int num_ranks, const LaunchOptions& options) {
     job.store_port = options.join->store_port;
     job.token = options.join->token;
     // Every launch of the job must name the same port, and only the store's is known to all.
-    if (job.store_port < 65535) job.master_port = static_cast<std::uint16_t>(job.store_port + 1);
+    job.master_port = launcher::torch_port_beside(job.store_port);
   } else {
     job.store_addr = "127.0.0.1";
     job.token = launcher::random_token();

@@ -28,6 +28,14 @@ struct RankPlacement {
   std::uint16_t master_port = 0;
 };
 
+/// The MASTER_PORT every launch of a job derives from its store's port, so that every node
+/// exports the same: the next port, or the one before for the last port (65535), which has no
+/// next. Never the store's own port.
+constexpr std::uint16_t torch_port_beside(std::uint16_t store_port) noexcept {
+  return store_port < 65535 ? static_cast<std::uint16_t>(store_port + 1)
+                            : static_cast<std::uint16_t>(store_port - 1);
+}
+
 using EnvironmentVariables = std::vector<std::pair<std::string, std::string>>;
 
 /// COHORT_RANK, COHORT_WORLD_SIZE, COHORT_LOCAL_RANK, COHORT_LOCAL_WORLD_SIZE,

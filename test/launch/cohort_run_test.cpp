@@ -136,6 +136,21 @@ TEST_CASE("cohort-run exports placement and store variables to every rank", "[co
   check_nothing_left_behind();
 }
 
+TEST_CASE("cohort-run --master-port 65535 gives torch the port before it", "[cohort-run]") {
+  // The store holds the last port, which has no next: MASTER_PORT is the one before it (every
+  // node derives the same). Before, no MASTER_ADDR or MASTER_PORT was exported at all.
+  const CommandResult r = run_command(
+      cohort_run({"-n", "2", "--master-port", "65535", "--", "sh", "-c",
+                  "echo ports $COHORT_STORE_PORT ${MASTER_ADDR:-none} ${MASTER_PORT:-none}"}));
+  CAPTURE(r.out, r.err);
+  if (r.exit_code != 0 && contains(r.err, "in use")) {
+    WARN("port 65535 is taken on this host; not tested");
+    return;
+  }
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "[rank 0] ports 65535 127.0.0.1 65534\n"));
+  CHECK(contains(r.out, "[rank 1] ports 65535 127.0.0.1 65534\n"));
+}
 TEST_CASE("cohort-run uses COHORT_TOKEN when set, and a fresh one with --standalone",
           "[cohort-run]") {
   const std::map<std::string, std::string> env{{"COHORT_TOKEN", "caller-chosen-secret"}};

@@ -178,12 +178,11 @@ class NodeJob {
   }
 
   // MASTER_PORT for the ranks: torch.distributed's rank 0 binds a store of its own there, so it
-  // cannot be the port cohort's store holds. The next one when the port was given (every node
-  // derives the same, as cohort does under torchrun's agent store), else one free here now (one
-  // node: rank 0 runs here). 0 (MASTER_* not exported) past the last port.
+  // cannot be the port cohort's store holds. The one beside it when the port was given (every
+  // node derives the same), else one free here now (one node: rank 0 runs here).
   std::uint16_t port_for_torch() const {
     if (config_.master_port == 0) return launcher::unused_tcp_port();
-    return config_.master_port < 65535 ? static_cast<std::uint16_t>(config_.master_port + 1) : 0;
+    return launcher::torch_port_beside(config_.master_port);
   }
 
   // Every rank dumps its flight records into one directory per job (flight_records.hpp): the
