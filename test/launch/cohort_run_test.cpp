@@ -151,6 +151,7 @@ TEST_CASE("cohort-run --master-port 65535 gives torch the port before it", "[coh
   CHECK(contains(r.out, "[rank 0] ports 65535 127.0.0.1 65534\n"));
   CHECK(contains(r.out, "[rank 1] ports 65535 127.0.0.1 65534\n"));
 }
+
 TEST_CASE("cohort-run uses COHORT_TOKEN when set, and a fresh one with --standalone",
           "[cohort-run]") {
   const std::map<std::string, std::string> env{{"COHORT_TOKEN", "caller-chosen-secret"}};
