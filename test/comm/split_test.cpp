@@ -9,9 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sys/resource.h>
 
 namespace {
 
@@ -235,6 +238,42 @@ TEST_CASE("a tag id handed out again does not deliver its old communicator's unr
           value, 0, 4, [](std::size_t) { return 222.0; }, "the message on the reused tag id");
     }
     w->barrier();
+  }));
+}
+
+TEST_CASE("a destroyed communicator's unreceived 256 MiB message is dropped without a copy of it",
+          "[comm][multiproc]") {
+  // Rank 1 sends 256 MiB on a dup that rank 0 never receives from; rank 0 destroys the dup,
+  // which takes the message out of UCX's unexpected queue. A rendezvous (shared memory off: UCX
+  // carries it), so until then UCX holds only its announcement. Taking it must not fetch it:
+  // rank 0's peak resident memory stays well under the message's size (a drain that received
+  // each message into memory of its own size grew it by 256 MiB), and rank 1's send still ends.
+  REQUIRE_NOTHROW(run_ranks(2, [](const Environment& env) {
+    ::setenv("COHORT_SHARED_MEMORY", "off", 1);
+    constexpr std::size_t kCount = std::size_t{64} << 20;  // 256 MiB of int32
+    auto w = world(env);
+    auto stale = w->dup();
+    Buffer big = env.rank == 1 ? Buffer::allocate(kCount, DType::Int32) : Buffer{};
+    std::optional<Work> sent;
+    if (env.rank == 1) sent = stale->send_async(big, 0, 5);
+    w->barrier();  // after the send's announcement on the same connection: rank 0 has it
+    const auto peak_kib = [] {
+      rusage usage{};
+      ::getrusage(RUSAGE_SELF, &usage);
+      return static_cast<long>(usage.ru_maxrss);
+    };
+    const long before = peak_kib();
+    if (env.rank == 0) stale.reset();
+    w->barrier();
+    if (env.rank == 1) sent->wait();  // answered by rank 0's drain (or fetched by it)
+    w->barrier();
+    if (env.rank == 0) {
+      const long grown = peak_kib() - before;
+      RANK_CHECK(grown < 64 * 1024,
+                 "draining the unreceived message grew rank 0's peak resident "
+                 "memory by "
+                     << grown / 1024 << " MiB");
+    }
   }));
 }
 

@@ -767,16 +767,17 @@ void UcxHub::forget_tag_id(std::uint32_t id) noexcept {
 void UcxHub::drain_unexpected_ucx(std::uint32_t id) noexcept {
   // Messages a peer sent for a receive never posted (an op that failed, a send nobody
   // received) wait in UCX's unexpected queue for as long as the worker lives, and would match
-  // the first receive of a communicator given this id later. Each is received into memory of
-  // its own, kept with the request (retained_) while a rendezvous still fills it.
+  // the first receive of a communicator given this id later. Each is received into no memory at
+  // all: UCX completes a receive shorter than its message as truncated and drops the rest (an
+  // eager message's fragments as they come; a rendezvous is answered without fetching its data,
+  // so its sender completes too). Receiving each into memory of its own size, as this did
+  // before, allocated and filled a whole 1 GiB buffer for a 1 GiB message nobody wanted.
   const ucp_tag_t comm_mask = ((ucp_tag_t{1} << kCommBits) - 1) << 52;
   const ucp_tag_t of_id = op_tag(id, 0, 0) & comm_mask;
   progress_locked();  // what already arrived is matched against the queue first
   for (;;) {
     try {
-      // Room first, so that a receive in progress is always kept with its memory.
-      reserve_one_more(abandoned_);
-      reserve_one_more(retained_);
+      reserve_one_more(abandoned_);  // room first, so that a receive in progress is kept
     } catch (const std::bad_alloc&) {
       COHORT_LOG_ERROR("out of memory draining the messages of a destroyed communicator");
       return;
@@ -784,20 +785,9 @@ void UcxHub::drain_unexpected_ucx(std::uint32_t id) noexcept {
     ucp_tag_recv_info_t info{};
     ucp_tag_message_h message = ucp_tag_probe_nb(worker_.get(), of_id, comm_mask, 1, &info);
     if (message == nullptr) return;
-    std::shared_ptr<std::byte[]> sink;
-    try {
-      sink = std::shared_ptr<std::byte[]>(new std::byte[std::max<std::size_t>(info.length, 1)]);
-    } catch (const std::bad_alloc&) {
-      // Taken out of the queue but not received: its descriptor is lost (a leak, and the sender
-      // of a rendezvous waits for its deadline), but no later receive matches it.
-      COHORT_LOG_ERROR("out of memory draining a {}-byte message of a destroyed communicator",
-                       info.length);
-      continue;
-    }
-    UcxRequest request = UcxRequest::recv_message(worker_.get(), sink.get(), info.length, message);
+    UcxRequest request = UcxRequest::recv_message(worker_.get(), nullptr, 0, message);
     if (request.poll() != UCS_INPROGRESS) continue;
-    retained_.push_back(Retained{id, std::move(sink)});  // reserved above: no throw
-    abandoned_.push_back(Abandoned{std::move(request), id});
+    abandoned_.push_back(Abandoned{std::move(request), id});  // reserved above: no throw
     abandoned_hint_.store(true, std::memory_order_relaxed);
   }
 }

@@ -316,7 +316,8 @@ class UcxHub {
   [[noreturn]] void refuse_peer(int peer, const char* what) const;
   // The members below are called with mutex_ held.
   void check_liveness() noexcept;
-  /// Receives and discards every message with tag id `id` in UCX's unexpected queue.
+  /// Receives and discards every message with tag id `id` in UCX's unexpected queue, into no
+  /// memory (truncated receives: nothing is allocated or copied for them).
   void drain_unexpected_ucx(std::uint32_t id) noexcept;
   /// Frees the abandoned requests UCX has finished, and hands back the owners retain_until_quiet()
   /// kept for tag ids none is left of, for the caller to drop after it lets go of the lock (their
@@ -598,7 +599,8 @@ class UcxHub {
   /// (a rendezvous whose receiver comes late), a receive it may still be filling. Freeing one
   /// would not stop UCX; the memory must stay valid until it ends or the endpoints close.
   /// Each with the tag id of its communicator, whose failed ops' memory waits for it alone: a
-  /// send that never ends (its receiver cancelled too) keeps only its own communicator's.
+  /// send that never ends (its receiver cancelled too) keeps only its own communicator's. Also
+  /// the truncated receives draining a destroyed communicator's messages (no memory of theirs).
   struct Abandoned {
     UcxRequest request;
     std::uint32_t tag_id;
