@@ -124,7 +124,7 @@ void check_tunables_at_start() {
   // value on one rank can change what all do (COHORT_SHARED_MEMORY=off), so each rank's own
   // values are the useful record; the rank prefix on each line tells them apart. Info is a
   // level users ask for, so the lines (one per tunable per rank) are wanted there.
-  if (!log::logger().should_log(spdlog::level::info)) return;
+  if (!log::enabled(log::Level::Info)) return;
   COHORT_LOG_INFO("reduction and conversion kernels: {}", reduce::active_isa());
   const std::string description = describe_tunables();
   std::string_view rest = description;

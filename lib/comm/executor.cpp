@@ -14,6 +14,7 @@
 #include <charconv>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include <pthread.h>
 

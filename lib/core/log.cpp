@@ -1,9 +1,10 @@
 #include <cohort/error.hpp>
 #include <cohort/log.hpp>
 
-#include "core/log.hpp"
+#include "core/log_sink.hpp"
 #include "core/tunables.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <atomic>
@@ -69,9 +70,33 @@ std::shared_ptr<spdlog::logger> make_logger() {
 }  // namespace
 
 namespace log {
+static_assert(static_cast<int>(Level::Trace) == spdlog::level::trace &&
+              static_cast<int>(Level::Debug) == spdlog::level::debug &&
+              static_cast<int>(Level::Info) == spdlog::level::info &&
+              static_cast<int>(Level::Warn) == spdlog::level::warn &&
+              static_cast<int>(Level::Error) == spdlog::level::err &&
+              static_cast<int>(Level::Critical) == spdlog::level::critical &&
+              static_cast<int>(Level::Off) == spdlog::level::off);
+
 spdlog::logger& logger() {
   static const std::shared_ptr<spdlog::logger> instance = make_logger();
   return *instance;
+}
+
+bool enabled(Level level) noexcept {
+  return logger().should_log(static_cast<spdlog::level::level_enum>(level));
+}
+
+void write_args(Level level, fmt::string_view format, fmt::format_args args) noexcept {
+  try {
+    fmt::memory_buffer line;  // a line of up to 500 bytes allocates nothing
+    fmt::vformat_to(fmt::appender(line), format, args);
+    // spdlog catches what its sinks throw and reports it through its error handler.
+    logger().log(static_cast<spdlog::level::level_enum>(level),
+                 fmt::string_view(line.data(), line.size()));
+  } catch (...) {
+    // Out of memory formatting it: the line is lost, the caller goes on.
+  }
 }
 
 void send_to(std::shared_ptr<spdlog::sinks::sink> sink) {

@@ -1,6 +1,6 @@
 #include "launch/echo_log_sink.hpp"
 
-#include "core/log.hpp"
+#include "core/log_sink.hpp"
 #include "launch/terminal_echo.hpp"
 
 #include <spdlog/sinks/base_sink.h>

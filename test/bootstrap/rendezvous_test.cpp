@@ -7,7 +7,7 @@
 #include <cohort/store.hpp>
 
 #include "bootstrap/socket.hpp"
-#include "core/log.hpp"
+#include "core/log_sink.hpp"
 #include "support/forked_child.hpp"
 #include "support/scoped_env.hpp"
 #include "support/sync_pipe.hpp"

@@ -11,7 +11,7 @@
 
 #include "bootstrap/socket.hpp"
 #include "bootstrap/store_admission.hpp"
-#include "core/log.hpp"
+#include "core/log_sink.hpp"
 #include "store_wire.hpp"
 #include "support/forked_child.hpp"
 #include "support/sync_pipe.hpp"
