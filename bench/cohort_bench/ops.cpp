@@ -5,7 +5,6 @@
 #include <utility>
 
 namespace cohort::bench {
-namespace {}  // namespace
 
 std::string_view bench_op_name(BenchOp op) noexcept {
   // nccl-tests' name for the point-to-point test; every other op is named as in the API.
