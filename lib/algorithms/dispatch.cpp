@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <type_traits>
 
@@ -31,10 +32,12 @@ const AlgorithmDescriptor& descriptor_of(Collective family, Algorithm algorithm)
   return *descriptor;
 }
 
-/// Runs an algorithm that accepted `args`.
+/// Runs an algorithm that accepted `args`; on the arena it announces `announcement` (nullopt:
+/// announcement_of's).
 template <class Args>
 void run_accepted(const OpContext& ctx, const Args& args, std::size_t bytes, Algorithm algorithm,
-                  const AlgorithmDescriptor& descriptor) {
+                  const AlgorithmDescriptor& descriptor,
+                  std::optional<std::uint64_t> announcement = std::nullopt) {
   try {
     // On the shared arena every flag this op publishes carries what it is, so a rank that
     // disagrees about it (or runs it by the other arena algorithm) fails, on every rank,
@@ -42,7 +45,8 @@ void run_accepted(const OpContext& ctx, const Args& args, std::size_t bytes, Alg
     if ((algorithm == Algorithm::SharedMemory || algorithm == Algorithm::SingleCopy) &&
         ctx.size > 1)
       if (transport::SharedArena* arena = ctx.arena())
-        arena->begin_op(announcement_of(args, bytes, algorithm), &describe_announcement);
+        arena->begin_op(announcement.value_or(announcement_of(args, bytes, algorithm)),
+                        &describe_announcement);
     descriptor.run(ctx, &args);
   } catch (const Error& e) {
     // The error names the algorithm that was running; the string is built only on failure.
@@ -102,18 +106,136 @@ Algorithm measured_table_side(const Candidates& candidates) {
   return Algorithm::Auto;
 }
 
+/// The rooted movers whose in-place and out-of-place calls are measured apart (CallForm): only
+/// the root knows the form, and the others learn it from its first flag (follow_root).
+template <class Args>
+constexpr bool kRootLed = std::is_same_v<Args, BroadcastArgs> ||
+                          std::is_same_v<Args, ScatterArgs> || std::is_same_v<Args, GatherArgs>;
+
+/// The root's form of the call: its own block already where it belongs.
+CallForm root_form(const BroadcastArgs& args) {
+  return args.in == args.out ? CallForm::InPlace : CallForm::OutOfPlace;
+}
+
+CallForm root_form(const ScatterArgs& args) {
+  const auto* own = static_cast<const std::byte*>(args.in) +
+                    args.displs[static_cast<std::size_t>(args.root)] * dtype_size(args.dtype);
+  return own == args.out ? CallForm::InPlace : CallForm::OutOfPlace;
+}
+
+CallForm root_form(const GatherArgs& args) {
+  const auto* own = static_cast<const std::byte*>(args.out) +
+                    args.displs[static_cast<std::size_t>(args.root)] * dtype_size(args.dtype);
+  return own == args.in ? CallForm::InPlace : CallForm::OutOfPlace;
+}
+
+/// Whether both algorithms' first step is the root's flag in the arena's main numbering, which
+/// the others can wait for to learn the form: a vector past the eager lines (broadcast), other
+/// ranks' blocks past them (scatter: the arena sends at most kEagerBytes of them through the
+/// root's eager line, whose writer may run ahead of its readers), or some other rank's block
+/// past them (gather: below, each goes through its owner's eager line).
+bool root_flag_comes_first(const BroadcastArgs& args) {
+  return args.count * dtype_size(args.dtype) > transport::SharedArena::kEagerBytes;
+}
+
+bool root_flag_comes_first(const ScatterArgs& args) {
+  std::size_t others = 0;
+  for (std::size_t r = 0; r < args.counts.size(); ++r)
+    if (r != static_cast<std::size_t>(args.root)) others += args.counts[r];
+  return others * dtype_size(args.dtype) > transport::SharedArena::kEagerBytes;
+}
+
+bool root_flag_comes_first(const GatherArgs& args) {
+  for (std::size_t r = 0; r < args.counts.size(); ++r)
+    if (r != static_cast<std::size_t>(args.root) &&
+        args.counts[r] * dtype_size(args.dtype) > transport::SharedArena::kEagerBytes)
+      return true;
+  return false;
+}
+
+/// One measured call: its class, the algorithm it runs, and what it announces on the arena.
+struct MeasuredCall {
+  MeasuredChoice* measured = nullptr;
+  Algorithm algorithm = Algorithm::Auto;
+  std::optional<std::uint64_t> announcement;
+};
+
+/// A rooted mover's measured call. The root takes its form's class and announces the form with
+/// its algorithm's first flag. The others wait for that flag (both algorithms' first step: their
+/// first wait is for it anyway), take the class and the algorithm from what it announces, and
+/// run that: every rank then records the call into the same class, so their votes pair up.
+template <class Args>
+MeasuredCall follow_root(const OpContext& ctx, const Args& args, std::size_t bytes, Algorithm table,
+                         Algorithm other, Algorithm forced) {
+  constexpr Collective kFamily = kFamilyOf<Args>;
+  MeasuredCall call;
+  if (ctx.rank == args.root) {
+    const CallForm form = root_form(args);
+    call.measured = ctx.choices->measured(kFamily, bytes, ctx.size, forced, form);
+    call.algorithm = call.measured->next() == MeasuredChoice::kAlternative ? other : table;
+    call.announcement = announcement_of(args, bytes, call.algorithm, form);
+    return call;
+  }
+  const std::array<std::uint64_t, 4> accepted{
+      announcement_of(args, bytes, table, CallForm::OutOfPlace),
+      announcement_of(args, bytes, other, CallForm::OutOfPlace),
+      announcement_of(args, bytes, table, CallForm::InPlace),
+      announcement_of(args, bytes, other, CallForm::InPlace)};
+  transport::SharedArena& arena = *ctx.arena();
+  arena.begin_op(accepted[0], &describe_announcement);
+  std::uint64_t theirs = 0;
+  try {
+    theirs =
+        arena.wait_for_one_of(args.root, arena.generation() + 1, accepted, ctx.deadline, ctx.what);
+  } catch (const Error& e) {
+    throw e.with_context(ErrorContext{.algorithm = "measured choice (the root's form)"});
+  }
+  call.measured = ctx.choices->measured(kFamily, bytes, ctx.size, forced, announced_form(theirs));
+  call.algorithm = announced_algorithm(theirs);
+  call.announcement = theirs;
+  return call;
+}
+
+/// Every rank is past the same call of this size class, its last trial: agree on the slowest
+/// rank's times, and so on which algorithm runs the class from now on.
+template <class Args>
+void vote(const OpContext& ctx, MeasuredChoice& measured, std::size_t bytes, Algorithm table,
+          Algorithm other) {
+  const std::array<double, 3> mine = measured.vote();
+  std::array<double, 3> slowest{};
+  const AllreduceArgs ballot{mine.data(), slowest.data(), mine.size(), DType::Float64,
+                             ReduceOp::Max};
+  try {
+    ctx.arena()->begin_op(vote_announcement(), &describe_announcement);
+    shared_memory_reduction(ctx, ballot.in, ballot.out, ballot.count, ballot.dtype, ballot.op);
+  } catch (const Error& e) {
+    throw e.with_context(ErrorContext{.algorithm = "shared_memory (measured choice's vote)"});
+  }
+  measured.decide(slowest);
+  COHORT_LOG_DEBUG(
+      "{}: measured choice for {} bytes: {} (table's) {:.3g} s/GB, {} {:.3g} s/GB "
+      "(slowest rank's best), {} buffers; runs {}",
+      ctx.what, bytes, algorithm_name(table), slowest[0] * 1e9, algorithm_name(other),
+      slowest[1] * 1e9,
+      !kReduction<Args>   ? "any (not asked)"
+      : slowest[2] == 0.0 ? "mappable"
+                          : "ordinary",
+      algorithm_name(measured.chosen() == MeasuredChoice::kAlternative ? other : table));
+}
+
 /// A large allreduce, reduce or reduce_scatter on one host where the table runs the arena, or a
-/// broadcast, scatter or uniform alltoall on three ranks or more where it runs the arena or
-/// single copy: the arena or single copy, whichever the communicator measured faster
-/// (measured_choice.hpp). Returns Auto, having run nothing, where no measurement applies.
+/// large broadcast, scatter or gather (each form apart), or uniform alltoall on three ranks or
+/// more, where it runs the arena or single copy: the arena or single copy, whichever the
+/// communicator measured faster (measured_choice.hpp). Returns Auto, having run nothing, where no
+/// measurement applies.
 template <class Args>
 Algorithm run_measured(const OpContext& ctx, const Args& args, std::size_t bytes,
                        const Candidates& candidates, Algorithm forced) {
   constexpr Collective kFamily = kFamilyOf<Args>;
   const Algorithm table = measured_table_side<Args>(candidates);
   if (ctx.choices == nullptr || ctx.size < 2 || table == Algorithm::Auto) return Algorithm::Auto;
-  MeasuredChoice* measured = ctx.choices->measured(kFamily, bytes, ctx.size, forced);
-  if (measured == nullptr) return Algorithm::Auto;
+  // Whether a class applies never depends on the form.
+  if (ctx.choices->measured(kFamily, bytes, ctx.size, forced) == nullptr) return Algorithm::Auto;
   const Algorithm other =
       table == Algorithm::SharedMemory ? Algorithm::SingleCopy : Algorithm::SharedMemory;
   const AlgorithmDescriptor& arena = descriptor_of(kFamily, Algorithm::SharedMemory);
@@ -122,41 +244,27 @@ Algorithm run_measured(const OpContext& ctx, const Args& args, std::size_t bytes
   // every rank allows the measurement (COHORT_MEASURED_CHOICE).
   if (!arena.accepts(ctx, &args) || !single.accepts(ctx, &args) || !ctx.arena()->measured_choice())
     return Algorithm::Auto;
-  if (measured->vote_due()) {
-    // Every rank is at the same call of this size class: agree on the slowest rank's times.
-    const std::array<double, 3> mine = measured->vote();
-    std::array<double, 3> slowest{};
-    const AllreduceArgs vote{mine.data(), slowest.data(), mine.size(), DType::Float64,
-                             ReduceOp::Max};
-    try {
-      ctx.arena()->begin_op(vote_announcement(), &describe_announcement);
-      shared_memory_reduction(ctx, vote.in, vote.out, vote.count, vote.dtype, vote.op);
-    } catch (const Error& e) {
-      throw e.with_context(ErrorContext{.algorithm = "shared_memory (measured choice's vote)"});
-    }
-    measured->decide(slowest);
-    COHORT_LOG_DEBUG(
-        "{}: measured choice for {} bytes: {} (table's) {:.3g} s/GB, {} {:.3g} s/GB "
-        "(slowest rank's best), {} buffers; runs {}",
-        ctx.what, bytes, algorithm_name(table), slowest[0] * 1e9, algorithm_name(other),
-        slowest[1] * 1e9,
-        !kReduction<Args>   ? "any (not asked)"
-        : slowest[2] == 0.0 ? "mappable"
-                            : "ordinary",
-        algorithm_name(measured->chosen() == MeasuredChoice::kAlternative ? other : table));
-  }
-  const Algorithm algorithm = measured->next() == MeasuredChoice::kAlternative ? other : table;
   const auto start = std::chrono::steady_clock::now();
-  run_accepted(ctx, args, bytes, algorithm, algorithm == Algorithm::SingleCopy ? single : arena);
+  MeasuredCall call;
+  if constexpr (kRootLed<Args>) {
+    if (!root_flag_comes_first(args)) return Algorithm::Auto;
+    call = follow_root(ctx, args, bytes, table, other, forced);
+  } else {
+    call.measured = ctx.choices->measured(kFamily, bytes, ctx.size, forced);
+    call.algorithm = call.measured->next() == MeasuredChoice::kAlternative ? other : table;
+  }
+  run_accepted(ctx, args, bytes, call.algorithm,
+               call.algorithm == Algorithm::SingleCopy ? single : arena, call.announcement);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Whether this rank's buffers are mappable: only a reduction's class below 2 MiB asks
   // (measured_choice.hpp), but every trial call looks, which costs a lookup per trial. `bytes`
   // is a reduce_scatter's whole input.
-  const bool mappable = measured->in_trials() && buffers_mappable(ctx, args, bytes);
+  const bool mappable = call.measured->in_trials() && buffers_mappable(ctx, args, bytes);
   // Per byte: calls of different sizes share a size class.
-  measured->record(seconds / static_cast<double>(bytes), mappable);
-  return algorithm;
+  call.measured->record(seconds / static_cast<double>(bytes), mappable);
+  if (call.measured->vote_due()) vote<Args>(ctx, *call.measured, bytes, table, other);
+  return call.algorithm;
 }
 
 /// Tries the candidates in order; returns the one that ran. `args` are already normalised.
@@ -168,8 +276,7 @@ Algorithm run_first_accepting(const OpContext& ctx, const Args& args, Algorithm 
       ctx.choices != nullptr
           ? ctx.choices->candidates(family, bytes, ctx.size, forced)
           : select_candidates(family, bytes, ctx.size, forced, environment_algorithm_overrides());
-  if constexpr (kReduction<Args> || std::is_same_v<Args, BroadcastArgs> ||
-                std::is_same_v<Args, ScatterArgs> || std::is_same_v<Args, AlltoallArgs>) {
+  if constexpr (kReduction<Args> || kRootLed<Args> || std::is_same_v<Args, AlltoallArgs>) {
     if (bytes >= kMeasuredChoiceMinBytes)
       if (const Algorithm ran = run_measured(ctx, args, bytes, candidates, forced);
           ran != Algorithm::Auto)

@@ -9,14 +9,16 @@
 // (bench/PERFORMANCE-LOG.md, "A slow phase"). Both fold every element in rank order, so they give
 // the same bits and a communicator may switch between them at will: it times each a few times, the
 // ranks agree on the slowest rank's times, and the faster one runs until the next measurement.
-// A large broadcast, scatter or uniform alltoall on three ranks or more is measured the same
-// way: single copy reads a peer's pages, which is faster where they are huge pages and often
-// slower on 4 KiB pages (the kernel pins each one), and no rank can see which kind another
-// rank's buffer has.
+// A large broadcast, scatter or gather, and a uniform alltoall on three ranks or more, is
+// measured the same way: single copy reads a peer's pages, which is faster where they are huge
+// pages and often slower on 4 KiB pages (the kernel pins each one), and no rank can see which kind
+// another rank's buffer has; the arena hands every piece from one core's cache to another's,
+// which some hosts make slow. A broadcast's, scatter's or gather's in-place and out-of-place calls
+// keep classes of their own (CallForm).
 //
 // The schedule is the same on every rank, since every rank runs the same sequence of ops: a
 // size class's first trial_calls() calls alternate the two algorithms (the table's choice
-// first); the next call starts with a vote (every rank contributes its best time per byte of
+// first); the last of them ends with a vote (every rank contributes its best time per byte of
 // each and whether its buffers were all mappable, MAX across ranks, through the arena under an
 // announcement of its own); then the winner runs for calls_between_trials() calls, and the
 // trials start again. Classes from kLargeClassBytes take kTrialCalls and kCallsBetweenTrials;
@@ -28,6 +30,15 @@
 #include <cstdint>
 
 namespace cohort::algorithms {
+
+/// Which form a rooted data mover's call has at its root: its own block (a broadcast's vector,
+/// a scatter's or gather's block) already where it belongs, or not. The two forms keep size
+/// classes of their own: the arena overlaps an out-of-place root's own copy with the others'
+/// copies, so on 2 ranks single copy won out of place what it lost in place, and a class that
+/// mixed the forms kept whichever its last trials happened to see (bench/PERFORMANCE-LOG.md,
+/// "The root's form"). Only the root can tell; the others learn it from the root's first
+/// announcement (dispatch.cpp).
+enum class CallForm : bool { OutOfPlace, InPlace };
 
 class MeasuredChoice {
  public:
@@ -87,7 +98,8 @@ class MeasuredChoice {
   /// Whether this call is one of the trials (its record counts).
   bool in_trials() const noexcept { return trial_ < trial_calls_; }
 
-  /// Whether a vote must run before this call: the trials have ended and were not voted on.
+  /// Whether a vote must run now, after the call just recorded: the trials have ended and were
+  /// not voted on.
   bool vote_due() const noexcept { return trial_ == trial_calls_; }
 
   /// This rank's vote: its best time for the table's choice and for the alternative, and 1 if

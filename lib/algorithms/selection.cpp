@@ -419,12 +419,15 @@ SelectionMemo::Classes SelectionMemo::measured_classes(MeasuredChoice::SmallClas
 }
 
 MeasuredChoice* SelectionMemo::measured(Collective collective, std::size_t bytes, int world_size,
-                                        Algorithm forced) {
+                                        Algorithm forced, CallForm form) {
   refresh();
   collective = algorithm_family(collective);
-  // The data movers from kMovementMeasuredMinWorldSize ranks and their own minimum size.
+  // The data movers from their own minimum size; the rooted ones by the root's form.
   const auto mover = [&](Classes& classes, std::size_t min_bytes) -> Classes* {
-    return world_size >= kMovementMeasuredMinWorldSize && bytes >= min_bytes ? &classes : nullptr;
+    return bytes >= min_bytes ? &classes : nullptr;
+  };
+  const auto by_form = [form](std::array<Classes, 2>& classes) -> Classes& {
+    return classes[form == CallForm::InPlace ? 1 : 0];
   };
   Classes* classes = nullptr;
   switch (collective) {
@@ -432,12 +435,18 @@ MeasuredChoice* SelectionMemo::measured(Collective collective, std::size_t bytes
     case Collective::Reduce: classes = &measured_reduce_; break;
     case Collective::ReduceScatter: classes = &measured_reduce_scatter_; break;
     case Collective::Broadcast:
-      classes = mover(measured_broadcast_, kBroadcastMeasuredMinBytes);
+      classes = mover(by_form(measured_broadcast_), kBroadcastMeasuredMinBytes);
       break;
-    case Collective::Scatter: classes = mover(measured_scatter_, kScatterMeasuredMinBytes); break;
+    case Collective::Scatter:
+      classes = mover(by_form(measured_scatter_), kScatterMeasuredMinBytes);
+      break;
+    case Collective::Gather:
+      classes = mover(by_form(measured_gather_), kGatherMeasuredMinBytes);
+      break;
     case Collective::Alltoall:
       // An alltoallv's sizes differ per rank (kUnknownBytes): never a class.
-      if (bytes != kUnknownBytes) classes = mover(measured_alltoall_, kAlltoallMeasuredMinBytes);
+      if (bytes != kUnknownBytes && world_size >= kAlltoallMeasuredMinWorldSize)
+        classes = mover(measured_alltoall_, kAlltoallMeasuredMinBytes);
       break;
     default: break;
   }

@@ -103,14 +103,17 @@ inline constexpr std::size_t kMeasuredChoiceMinBytes = 16 * kKiB;
 /// Size classes with a measurement of their own: powers of two from kMeasuredChoiceMinBytes,
 /// the last taking everything larger.
 inline constexpr std::size_t kMeasuredChoiceBuckets = 26;
-/// broadcast, scatter and uniform alltoall on one host, from this many ranks and the sizes
-/// below on: the arena and single copy are timed as above, over any memory, the table's first of
-/// the two being the measurement's "table" side. Single copy reads a peer's pages, which is
-/// faster on huge pages and can be slower on 4 KiB ones (the kernel pins every page it reads),
-/// and no rank can see which kind another rank's buffer has. On 2 ranks the arena's two copies
-/// overlap, and a measured broadcast there (tried 2026-11-28) lost in place what it won out of
-/// place, so 2 ranks keep the table's choice.
-inline constexpr int kMovementMeasuredMinWorldSize = 3;
+/// broadcast, scatter, gather and uniform alltoall on one host, from the sizes below on: the
+/// arena and single copy are timed as above, over any memory, the table's first of the two being
+/// the measurement's "table" side. Single copy reads a peer's pages, which is faster on huge
+/// pages and can be slower on 4 KiB ones (the kernel pins every page it reads), and no rank can
+/// see which kind another rank's buffer has. A broadcast's, scatter's and gather's in-place and
+/// out-of-place calls are measured apart (CallForm), so they are measured on 2 ranks too, where
+/// the arena's two copies overlap and a measurement that mixed the forms (tried 2026-11-28) lost
+/// in place what it won out of place. An alltoall, whose every rank knows its form, from this
+/// many ranks: on 2 the table runs single copy or pairwise exchange from 1 MiB, without the
+/// arena.
+inline constexpr int kAlltoallMeasuredMinWorldSize = 3;
 /// broadcast: on 2026-11-30's host (3 and 4 ranks on 2 vCPUs, forced, one launch each, both
 /// forms, in the loop and on fresh input) single copy took 0.29-0.85 of the arena's time at 2-8
 /// MiB on huge pages in 11 cells of 12 (1.08 in one), and 0.90-1.45 of it on 4 KiB pages (3
@@ -123,6 +126,12 @@ inline constexpr std::size_t kBroadcastMeasuredMinBytes = 1 * kMiB;
 /// the table ran the arena there.
 inline constexpr std::size_t kScatterMeasuredMinBytes = 256 * kKiB;
 inline constexpr std::size_t kAlltoallMeasuredMinBytes = 256 * kKiB;
+/// gather (its whole output; gatherv too): the table runs the arena, whose root copies every
+/// piece out of a slot a peer's core just wrote. On 2026-12-02's host, where that handoff ran at
+/// a quarter of a core's own speed (cohort-handoff-bench: shared / private 4.4), in-place
+/// gathers of 256 KiB-8 MiB on 2 ranks took 1.3-3.0x Open MPI's time in one launch and 3.8-10.6x
+/// in the next, whose root reads the peers' buffers itself, as single copy does.
+inline constexpr std::size_t kGatherMeasuredMinBytes = 256 * kKiB;
 /// allgather, 3 ranks and more: single copy from this total size (below it the arena's one
 /// handoff per piece beats n - 1 reads of small blocks).
 inline constexpr std::size_t kAllgatherSingleCopyMinBytes = 4 * kMiB;
@@ -225,14 +234,16 @@ class SelectionMemo {
                                Algorithm forced);
 
   /// The measurement for an allreduce, a reduce or a reduce_scatter of `bytes` (selection_bytes:
-  /// a reduce_scatter's whole input), or a broadcast, scatter(v) or uniform alltoall on
-  /// kMovementMeasuredMinWorldSize ranks or more, one per collective and power-of-two size
-  /// class, or null where none applies: another collective, below kMeasuredChoiceMinBytes (or
-  /// the family's own minimum above), an alltoallv (kUnknownBytes), or with a forced algorithm or
-  /// a COHORT_ALGO override for the collective (both must be the same on every rank, as for any
-  /// op). Whether every rank allows it (COHORT_MEASURED_CHOICE) is the arena's to say.
+  /// a reduce_scatter's whole input), a broadcast, scatter(v) or gather(v) whose root's call has
+  /// `form` (ignored for the others), or a uniform alltoall on kAlltoallMeasuredMinWorldSize ranks
+  /// or more, one per collective (and form) and power-of-two size class, or null where none
+  /// applies: another collective, below kMeasuredChoiceMinBytes (or the family's own minimum
+  /// above), an alltoallv (kUnknownBytes), or with a forced algorithm or a COHORT_ALGO override
+  /// for the collective (both must be the same on every rank, as for any op). Whether every rank
+  /// allows it (COHORT_MEASURED_CHOICE) is the arena's to say. Whether it is null never depends
+  /// on `form`.
   MeasuredChoice* measured(Collective collective, std::size_t bytes, int world_size,
-                           Algorithm forced);
+                           Algorithm forced, CallForm form = CallForm::OutOfPlace);
 
  private:
   struct Entry {
@@ -251,8 +262,14 @@ class SelectionMemo {
   Classes measured_allreduce_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);
   Classes measured_reduce_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);
   Classes measured_reduce_scatter_ = measured_classes(MeasuredChoice::SmallClass::MappableOnly);
-  Classes measured_broadcast_ = measured_classes(MeasuredChoice::SmallClass::AnyMemory);
-  Classes measured_scatter_ = measured_classes(MeasuredChoice::SmallClass::AnyMemory);
+  /// Rooted movers: indexed by CallForm.
+  std::array<Classes, 2> measured_broadcast_{
+      measured_classes(MeasuredChoice::SmallClass::AnyMemory),
+      measured_classes(MeasuredChoice::SmallClass::AnyMemory)};
+  std::array<Classes, 2> measured_scatter_{measured_classes(MeasuredChoice::SmallClass::AnyMemory),
+                                           measured_classes(MeasuredChoice::SmallClass::AnyMemory)};
+  std::array<Classes, 2> measured_gather_{measured_classes(MeasuredChoice::SmallClass::AnyMemory),
+                                          measured_classes(MeasuredChoice::SmallClass::AnyMemory)};
   Classes measured_alltoall_ = measured_classes(MeasuredChoice::SmallClass::AnyMemory);
   static Classes measured_classes(MeasuredChoice::SmallClass small) noexcept;
   /// Parses COHORT_ALGO again when the tunables were reloaded, and then forgets every entry.

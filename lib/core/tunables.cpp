@@ -203,11 +203,11 @@ constexpr std::array kTunables{
                 "host) stay on UCX",
                 false, &parse_single_copy},
     TunableInfo{"COHORT_MEASURED_CHOICE", "enum auto|off", "auto",
-                "auto: allreduces, reduces and reduce_scatters from 16 KiB on one host, and "
-                "broadcasts (from 1 MiB), scatters and uniform alltoalls (from 256 KiB) on 3 "
-                "ranks or "
-                "more, time the arena and single copy and run the faster (same bits); off: the "
-                "table's choice (set alike on every rank)",
+                "auto: allreduces, reduces and reduce_scatters from 16 KiB on one host, "
+                "broadcasts from 1 MiB, scatters and gathers from 256 KiB (in place and out of "
+                "place apart), and uniform alltoalls from 256 KiB on 3 ranks or more, time the "
+                "arena and single copy and run the faster (same bits); off: the table's choice "
+                "(set alike on every rank)",
                 false, &parse_measured_choice},
     TunableInfo{"COHORT_KERNEL_ISA", "enum auto|avx512|avx2|portable", "auto",
                 "instruction set of the reduction and conversion kernels (auto: the widest this "

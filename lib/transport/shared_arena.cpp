@@ -540,6 +540,27 @@ void SharedArena::wait_for(int r, Flag which, std::uint64_t generation, Deadline
   check_announcement(r, which, generation, what);
 }
 
+std::uint64_t SharedArena::wait_for_one_of(int r, std::uint64_t generation,
+                                           std::span<const std::uint64_t> accepted,
+                                           Deadline deadline, const std::string& what) {
+  if (!reached(r, Flag::Arrived, generation))
+    block_until(r, Flag::Arrived, generation, deadline, what);
+  std::atomic<std::uint64_t>& value = flag(r, Flag::Arrived, generation);
+  if (value.load(std::memory_order_acquire) == generation) {
+    const std::optional<std::uint64_t> read = read_announcement(line_of(value), generation);
+    if (read && std::find(accepted.begin(), accepted.end(), *read) != accepted.end()) return *read;
+  }
+  // Another op, or a mark: judged as every wait judges it.
+  check_announcement(r, Flag::Arrived, generation, what);
+  // Nothing to judge by: r rewrote the line for a later piece, which the caller's contract rules
+  // out.
+  mark_failed(false);
+  throw Error(ErrorCode::Internal,
+              "rank " + std::to_string(r) + " moved past shared-memory step " +
+                  std::to_string(generation) + " before this rank read what it announced there",
+              ErrorContext{.op = what, .peers = {r}});
+}
+
 void SharedArena::wait_for_all(Flag which, std::uint64_t generation, Deadline deadline,
                                const std::string& what) {
   for (int r = 0; r < size_; ++r) {

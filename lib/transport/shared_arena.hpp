@@ -59,6 +59,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -192,6 +193,8 @@ class SharedArena {
 
   /// The next piece's generation (1, 2, ...): the same sequence on every rank.
   std::uint64_t next_generation() noexcept { return ++generation_; }
+  /// The last generation taken (0 before the first): the op about to run starts at the next.
+  std::uint64_t generation() const noexcept { return generation_; }
   /// The next eager op's eager generation (1, 2, ...): the same sequence on every rank.
   std::uint64_t next_eager_generation() noexcept { return ++eager_generation_; }
 
@@ -228,6 +231,17 @@ class SharedArena {
   /// Waits until rank `r` announced `generation` for `flag`.
   void wait_for(int r, Flag flag, std::uint64_t generation, Deadline deadline,
                 const std::string& what);
+  /// Waits until rank `r` announced Arrived(`generation`) and returns what it announced there,
+  /// which must be one of `accepted` (not empty): for an op that only r knows in full (a rooted
+  /// op whose root alone can tell its form), read before this rank commits to how it runs it;
+  /// the caller then begin_op()s with the answer. Anything else is a disagreement, thrown and
+  /// marked as wait_for does (judged against accepted.front(), which begin_op must have
+  /// announced, so that `generation` belongs to the op). r must not rewrite that line
+  /// (announce Arrived(generation + 2)) before this rank announced Arrived(generation + 1),
+  /// which every algorithm that waits for its peers between its steps keeps.
+  std::uint64_t wait_for_one_of(int r, std::uint64_t generation,
+                                std::span<const std::uint64_t> accepted, Deadline deadline,
+                                const std::string& what);
   /// Waits until every other rank announced `generation` for `flag`.
   void wait_for_all(Flag flag, std::uint64_t generation, Deadline deadline,
                     const std::string& what);

@@ -182,8 +182,8 @@ TEST_CASE("measured choice: a small class tries each algorithm 8 times and measu
 }
 
 TEST_CASE(
-    "measured choice: which allreduces, reduces, reduce_scatters, broadcasts, scatters and "
-    "alltoalls a communicator measures, and "
+    "measured choice: which allreduces, reduces, reduce_scatters, broadcasts, scatters, gathers "
+    "and alltoalls a communicator measures, and "
     "in which size class",
     "[unit]") {
   using cohort::Algorithm;
@@ -232,7 +232,7 @@ TEST_CASE(
     REQUIRE(reduce != nullptr);
     CHECK(reduce != scatter);
     CHECK(reduce != allreduce(16 * kKiB, Algorithm::Auto));
-    for (Collective other : {Collective::Allgather, Collective::Gather, Collective::Barrier})
+    for (Collective other : {Collective::Allgather, Collective::Barrier})
       for (int world : {2, 3, 4})
         CHECK(memo.measured(other, 64 * kMiB, world, Algorithm::Auto) == nullptr);
   }
@@ -255,36 +255,76 @@ TEST_CASE(
       CHECK(eight->chosen() == MeasuredChoice::kAlternative);
     }
   }
-  SECTION("broadcast: from 1 MiB on 3 ranks or more, in classes of its own") {
+  SECTION("broadcast: from 1 MiB on 2 ranks or more, in classes of its own for each form") {
     using cohort::Collective;
+    using cohort::algorithms::CallForm;
     using cohort::algorithms::kBroadcastMeasuredMinBytes;
     static_assert(kBroadcastMeasuredMinBytes == kMiB, "the sizes below are written for 1 MiB");
-    CHECK(memo.measured(Collective::Broadcast, kMiB, 2, Algorithm::Auto) == nullptr);
-    CHECK(memo.measured(Collective::Broadcast, 64 * kMiB, 2, Algorithm::Auto) == nullptr);
-    CHECK(memo.measured(Collective::Broadcast, kMiB - 1, 3, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(Collective::Broadcast, kMiB - 1, 2, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(Collective::Broadcast, kMiB - 1, 3, Algorithm::Auto, CallForm::InPlace) ==
+          nullptr);
     CHECK(memo.measured(Collective::Broadcast, kMiB, 3, Algorithm::Tree) == nullptr);
-    MeasuredChoice* broadcast = memo.measured(Collective::Broadcast, kMiB, 3, Algorithm::Auto);
+    CHECK(memo.measured(Collective::Broadcast, kMiB, 2, Algorithm::Tree, CallForm::InPlace) ==
+          nullptr);
+    MeasuredChoice* broadcast = memo.measured(Collective::Broadcast, kMiB, 2, Algorithm::Auto);
     REQUIRE(broadcast != nullptr);
     CHECK(broadcast == memo.measured(Collective::Broadcast, 2 * kMiB - 1, 5, Algorithm::Auto));
     CHECK(broadcast != memo.measured(Collective::Broadcast, 2 * kMiB, 3, Algorithm::Auto));
     CHECK(broadcast != allreduce(kMiB, Algorithm::Auto));
+    // In place at the root: a class of its own, in the same size classes.
+    MeasuredChoice* in_place =
+        memo.measured(Collective::Broadcast, kMiB, 2, Algorithm::Auto, CallForm::InPlace);
+    REQUIRE(in_place != nullptr);
+    CHECK(in_place != broadcast);
+    CHECK(in_place == memo.measured(Collective::Broadcast, 2 * kMiB - 1, 4, Algorithm::Auto,
+                                    CallForm::InPlace));
+    CHECK(in_place !=
+          memo.measured(Collective::Broadcast, 2 * kMiB, 2, Algorithm::Auto, CallForm::InPlace));
     CHECK(broadcast->trial_calls() == 16);
     // Ordinary memory may win it: a third of the time, though every rank's buffers were
-    // ordinary, chooses single copy (an allreduce's class of the same size would not).
-    for (int i = 0; i < 16; ++i) broadcast->record(i % 2 == 0 ? 0.009 : 0.003, false);
+    // ordinary, chooses single copy (an allreduce's class of the same size would not); the
+    // in-place class, measured the other way round, keeps the table's.
+    for (int i = 0; i < 16; ++i) {
+      broadcast->record(i % 2 == 0 ? 0.009 : 0.003, false);
+      in_place->record(i % 2 == 0 ? 0.003 : 0.009, false);
+    }
     broadcast->decide({0.009, 0.003, 1.0});
+    in_place->decide({0.003, 0.009, 1.0});
     CHECK(broadcast->chosen() == MeasuredChoice::kAlternative);
-    // The allreduce's classes count per world size too: 2 ranks or 5, the same class.
+    CHECK(in_place->chosen() == MeasuredChoice::kTable);
+    // The allreduce's classes count per world size too: 2 ranks or 5, the same class; the form
+    // does not split them.
     CHECK(memo.measured(Collective::Allreduce, kMiB, 5, Algorithm::Auto) ==
+          allreduce(kMiB, Algorithm::Auto));
+    CHECK(memo.measured(Collective::Allreduce, kMiB, 2, Algorithm::Auto, CallForm::InPlace) ==
           allreduce(kMiB, Algorithm::Auto));
   }
   SECTION(
-      "scatter and uniform alltoall: from 256 KiB on 3 ranks or more, in classes of their own") {
+      "scatter and gather from 256 KiB on 2 ranks or more (a class per form), uniform alltoall "
+      "from 256 KiB on 3 ranks or more") {
     using cohort::Collective;
+    using cohort::algorithms::CallForm;
     using cohort::algorithms::kUnknownBytes;
+    CHECK(memo.measured(Collective::Alltoall, 256 * kKiB, 2, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(Collective::Scatter, 256 * kKiB, 2, Algorithm::Auto) != nullptr);
+    CHECK(memo.measured(Collective::Scatter, 256 * kKiB, 2, Algorithm::Auto, CallForm::InPlace) !=
+          memo.measured(Collective::Scatter, 256 * kKiB, 2, Algorithm::Auto));
+    // Gather likewise, in classes of its own.
+    CHECK(memo.measured(Collective::Gather, 256 * kKiB - 1, 2, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(Collective::Gather, 256 * kKiB, 2, Algorithm::Tree) == nullptr);
+    MeasuredChoice* gather = memo.measured(Collective::Gather, 256 * kKiB, 2, Algorithm::Auto);
+    REQUIRE(gather != nullptr);
+    CHECK(gather == memo.measured(Collective::Gather, 512 * kKiB - 1, 5, Algorithm::Auto));
+    CHECK(gather !=
+          memo.measured(Collective::Gather, 256 * kKiB, 2, Algorithm::Auto, CallForm::InPlace));
+    CHECK(gather != memo.measured(Collective::Scatter, 256 * kKiB, 2, Algorithm::Auto));
+    CHECK(memo.measured(Collective::Gather, 256 * kKiB, 2, Algorithm::Auto, CallForm::InPlace) !=
+          memo.measured(Collective::Scatter, 256 * kKiB, 2, Algorithm::Auto, CallForm::InPlace));
+    // An alltoall's form is every rank's own: one class.
+    CHECK(memo.measured(Collective::Alltoall, 256 * kKiB, 3, Algorithm::Auto, CallForm::InPlace) ==
+          memo.measured(Collective::Alltoall, 256 * kKiB, 3, Algorithm::Auto));
     for (Collective c : {Collective::Scatter, Collective::Alltoall}) {
       CAPTURE(c);
-      CHECK(memo.measured(c, 256 * kKiB, 2, Algorithm::Auto) == nullptr);
       CHECK(memo.measured(c, 256 * kKiB - 1, 3, Algorithm::Auto) == nullptr);
       CHECK(memo.measured(c, 256 * kKiB, 3, Algorithm::SingleCopy) == nullptr);
       MeasuredChoice* m = memo.measured(c, 256 * kKiB, 3, Algorithm::Auto);

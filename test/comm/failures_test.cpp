@@ -793,6 +793,36 @@ TEST_CASE("an arena reduce whose ranks disagree about the root fails on every ra
   }));
 }
 
+TEST_CASE(
+    "a measured broadcast whose ranks disagree about its length fails on every rank, naming the "
+    "root's call and its form",
+    "[comm][multiproc]") {
+  // Both lengths are measured (from 1 MiB), so the others wait for the root's first flag to learn
+  // the form of its call, and find another op there: they must fail, not follow it.
+  if (!single_copy_runs_here()) return;
+  const int size = GENERATE(2, 3);
+  CAPTURE(size);
+  REQUIRE_NOTHROW(run_ranks(size, [](const Environment& env) {
+    ::unsetenv("COHORT_DEBUG");  // the arena must find it, not COHORT_DEBUG's cross-check
+    ScopedEnv shm("COHORT_SHARED_MEMORY", "auto");
+    ScopedEnv single("COHORT_SINGLE_COPY", "auto");
+    ScopedEnv measured("COHORT_MEASURED_CHOICE", std::nullopt);
+    ScopedEnv algo("COHORT_ALGO", std::nullopt);
+    auto c = world(env);
+    allreduce_works(*c, "before");                              // sets the arena up
+    const std::size_t count = env.rank == 0 ? 262144 : 524288;  // 1 MiB at the root, else 2
+    Buffer b = Buffer::allocate(count, DType::Float32);
+    CollectiveOptions quick;
+    quick.timeout = 60s;
+    const auto start = std::chrono::steady_clock::now();
+    expect_error([&] { c->broadcast(b, 0, quick); }, ErrorCode::InvalidArgument,
+                 {"disagree", "broadcast of 1048576 bytes (float, root 0, in place at the root",
+                  "broadcast of 2097152 bytes"},
+                 "a broadcast of two lengths");
+    RANK_CHECK(std::chrono::steady_clock::now() - start < 30s, "failed before the deadline");
+  }));
+}
+
 TEST_CASE("single copy: an allreduce whose ranks disagree about the count fails on every rank",
           "[comm][multiproc]") {
   // The allreduce's two steps read at offsets every rank computes from its own count, so a

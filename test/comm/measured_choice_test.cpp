@@ -1,5 +1,5 @@
-// The measured choice between the arena and single copy for large allreduces, reduces and
-// reduce_scatters on one host, and broadcasts, scatters and uniform alltoalls on 3 ranks or more
+// The measured choice between the arena and single copy for large allreduces, reduces,
+// reduce_scatters, broadcasts and scatters on one host, and uniform alltoalls on 3 ranks or more
 // (lib/algorithms/measured_choice.hpp), through the public API on real processes: which
 // algorithm each call ran (from the flight record), and that every call gives the bits of a
 // plain float32 fold in rank order (or the root's vector), computed here, whichever algorithm
@@ -178,8 +178,9 @@ void expect_mapped_runs(std::uint64_t mapped, const std::vector<std::string>& ra
                     << (mappable ? "mappable" : "ordinary") << " buffers");
 }
 
-void expect_only(const std::vector<std::string>& ran, const std::string& algorithm) {
-  RANK_CHECK(ran.size() == kCalls, "recorded " << ran.size() << " ops");
+void expect_only(const std::vector<std::string>& ran, const std::string& algorithm,
+                 std::size_t calls = kCalls) {
+  RANK_CHECK(ran.size() == calls, "recorded " << ran.size() << " ops");
   for (const std::string& a : ran) RANK_CHECK(a == algorithm, "ran " << a);
 }
 
@@ -225,15 +226,27 @@ void run_reduces(Communicator& c, ReduceOp op, bool mappable) {
   }
 }
 
-/// kCalls broadcasts from `root`, out of place and in place on the root in pairs, every rank's
-/// output checked bit for bit against the root's input as computed here; non-roots' outputs are
-/// overwritten before each call, so a call that moved nothing fails.
+/// The rooted movers' calls: kCalls of each form, alternating out of place (even calls) and in
+/// place on the root (odd ones), so that a measurement which mixed the forms would run each
+/// form's trials out of order.
+constexpr int kRootedCalls = 2 * kCalls;
+
+/// The algorithms one form's calls ran, out of kRootedCalls that alternate as above.
+std::vector<std::string> form_calls(const std::vector<std::string>& ran, bool in_place) {
+  std::vector<std::string> form;
+  for (std::size_t call = in_place ? 1 : 0; call < ran.size(); call += 2) form.push_back(ran[call]);
+  return form;
+}
+
+/// kRootedCalls broadcasts from `root`, every rank's output checked bit for bit against the
+/// root's input as computed here; non-roots' outputs are overwritten before each call, so a
+/// call that moved nothing fails.
 void run_broadcasts(Communicator& c, int root) {
   Buffer in = Buffer::allocate(kCount, DType::Float32);
   Buffer out = Buffer::allocate(kCount, DType::Float32);
   auto* source = static_cast<float*>(in.data());
-  for (int call = 0; call < kCalls; ++call) {
-    const bool in_place = (call / 2) % 2 == 1;
+  for (int call = 0; call < kRootedCalls; ++call) {
+    const bool in_place = call % 2 == 1;
     if (c.rank() == root) {
       // A different vector per call: a reader copying an earlier call's would fail.
       for (std::size_t i = 0; i < kCount; ++i) source[i] = input(root + call, i);
@@ -258,8 +271,8 @@ float block_value(int from, int block, int call, std::size_t i) {
 }
 
 /// `calls` scatters (scatterv with every count `block` where `variable`) of `block` elements per
-/// rank from the last rank, out of place and in place on the root in pairs, each rank's block
-/// checked bit for bit; outputs are overwritten before each call.
+/// rank from the last rank, out of place (even calls) and in place on the root (odd ones)
+/// alternating, each rank's block checked bit for bit; outputs are overwritten before each call.
 void run_scatters(Communicator& c, std::size_t block, int calls, bool variable = false) {
   const int root = c.size() - 1;
   const auto ranks = static_cast<std::size_t>(c.size());
@@ -268,7 +281,7 @@ void run_scatters(Communicator& c, std::size_t block, int calls, bool variable =
   Buffer out = Buffer::allocate(block, DType::Float32);
   const auto mine = static_cast<std::int64_t>(block * static_cast<std::size_t>(c.rank()));
   for (int call = 0; call < calls; ++call) {
-    const bool in_place = (call / 2) % 2 == 1;
+    const bool in_place = call % 2 == 1;
     if (c.rank() == root) {
       auto* data = static_cast<float*>(in.data());
       for (int b = 0; b < c.size(); ++b)
@@ -290,6 +303,38 @@ void run_scatters(Communicator& c, std::size_t block, int calls, bool variable =
                  "call " << call << (in_place ? " (in place)" : "") << ", element " << i << ": got "
                          << got[i] << ", expected " << expected);
     }
+  }
+}
+
+/// `calls` gathers of `block` elements per rank to `root`, out of place (even calls) and in place
+/// on the root (odd ones: its block already sits at its place in the output) alternating; the
+/// root checks every block bit for bit, its output overwritten before each call (but for its own
+/// block in place).
+void run_gathers(Communicator& c, int root, std::size_t block, int calls) {
+  const auto ranks = static_cast<std::size_t>(c.size());
+  const auto me = static_cast<std::size_t>(c.rank());
+  Buffer in = Buffer::allocate(block, DType::Float32);
+  Buffer out = Buffer::allocate(c.rank() == root ? block * ranks : 0, DType::Float32);
+  for (int call = 0; call < calls; ++call) {
+    const bool in_place = call % 2 == 1;
+    if (c.rank() == root) std::memset(out.data(), 0xff, out.nbytes());
+    Buffer mine = c.rank() == root && in_place
+                      ? out.slice(static_cast<std::int64_t>(me * block),
+                                  static_cast<std::int64_t>((me + 1) * block))
+                      : in;
+    auto* data = static_cast<float*>(mine.data());
+    for (std::size_t i = 0; i < block; ++i) data[i] = block_value(c.rank(), 0, call, i);
+    c.gather(mine, out, root);
+    if (c.rank() != root) continue;
+    const auto* got = static_cast<const float*>(out.data());
+    for (int from = 0; from < c.size(); ++from)
+      for (std::size_t i = 0; i < block; ++i) {
+        const float expected = block_value(from, 0, call, i);
+        RANK_CHECK(std::memcmp(&got[static_cast<std::size_t>(from) * block + i], &expected,
+                               sizeof(float)) == 0,
+                   "call " << call << (in_place ? " (in place)" : "") << ", block from " << from
+                           << ", element " << i);
+      }
   }
 }
 
@@ -329,30 +374,45 @@ void expect_no_trials(const std::vector<std::string>& ran) {
   for (const std::string& a : ran) RANK_CHECK(a == ran[0], "ran " << a << ", call 0 " << ran[0]);
 }
 
+/// kRootedCalls of a rooted mover: each form's calls ran their own trials (the table's side
+/// first), then one winner each, which may differ between the forms.
+void expect_trials_then_one_per_form(const std::vector<std::string>& ran,
+                                     const std::string& table) {
+  RANK_CHECK(ran.size() == kRootedCalls, "recorded " << ran.size() << " ops");
+  for (const bool in_place : {false, true}) {
+    INFO((in_place ? "in place" : "out of place"));
+    expect_trials_then_one(form_calls(ran, in_place), table);
+  }
+}
+
 }  // namespace
 
 TEST_CASE(
-    "measured choice: large scatters and alltoalls on 3 ranks or more try single copy (the "
-    "table's) and the arena, then keep one; on 2 ranks no trials",
+    "measured choice: large scatters try single copy (the table's) and the arena in each form "
+    "apart, then keep one per form; uniform alltoalls on 3 ranks, not on 2",
     "[comm][multiproc]") {
   const bool scatter = GENERATE(true, false);
-  // Scatter on 4 ranks: on 3 the table runs single copy or the tree there, without the arena.
-  const bool two_ranks = GENERATE(true, false);
-  const int ranks = two_ranks ? 2 : scatter ? 4 : 3;
+  const int ranks = scatter ? GENERATE(2, 4) : GENERATE(2, 3);
   CAPTURE(scatter, ranks);
   const PinnedEnvironment pinned;
   const bool single_copy = single_copy_runs_here();
   REQUIRE_NOTHROW(run_ranks(ranks, [single_copy, scatter](const Environment& env) {
     auto c = world(env);
-    std::vector<std::string> ran;
-    // The flight record counts a uniform op's elements per block.
+    // Each rank's block: its input just over 16 MiB in all, the smallest large size class.
+    // (Scatter not on 3 ranks: there the table runs single copy or the tree, without the arena.)
+    const std::size_t block = kCount / static_cast<std::size_t>(c->size()) + 1;
     if (scatter) {
-      run_scatters(*c, kCount / 4, kCalls);  // 16 MiB in all on 4 ranks
-      ran = recorded_algorithms(*c, "scatter", kCount / 4);
-    } else {
-      run_alltoalls(*c);
-      ran = recorded_algorithms(*c, "alltoall", kCount / static_cast<std::size_t>(c->size()) + 1);
+      run_scatters(*c, block, kRootedCalls);
+      // The flight record counts a uniform op's elements per block.
+      const std::vector<std::string> ran = recorded_algorithms(*c, "scatter", block);
+      if (single_copy)
+        expect_trials_then_one_per_form(ran, "single_copy");
+      else
+        expect_only(ran, "shared_memory", kRootedCalls);
+      return;
     }
+    run_alltoalls(*c);
+    const std::vector<std::string> ran = recorded_algorithms(*c, "alltoall", block);
     if (single_copy && env.world_size >= 3)
       expect_trials_then_one(ran, "single_copy");
     else
@@ -362,29 +422,36 @@ TEST_CASE(
 
 TEST_CASE(
     "measured choice: a small class of scatters tries the arena (the table's) and single copy 8 "
-    "times each, scatterv sharing it; alltoallv is never measured",
+    "times each in each form, scatterv sharing it; alltoallv is never measured",
     "[comm][multiproc]") {
   const PinnedEnvironment pinned;
   const bool single_copy = single_copy_runs_here();
   REQUIRE_NOTHROW(run_ranks(3, [single_copy](const Environment& env) {
     auto c = world(env);
     // 3 x 43690 float32: 524280 bytes in all, in the 256-512 KiB class, where the table runs
-    // the arena. 16 trial calls; then 3 scatterv calls of the same layout, after the vote.
+    // the arena. 16 trial calls of each form, alternating; then 4 scatterv calls of the same
+    // layout, after each form's vote.
     constexpr std::size_t kBlock = 43690;
     constexpr int kTrials = 16;
-    run_scatters(*c, kBlock, kTrials);
-    run_scatters(*c, kBlock, 3, true);
+    run_scatters(*c, kBlock, 2 * kTrials);
+    run_scatters(*c, kBlock, 4, true);
     const std::vector<std::string> scatters = recorded_algorithms(*c, "scatter", kBlock);
     const std::vector<std::string> scatterv = recorded_algorithms(*c, "scatterv", 3 * kBlock);
-    RANK_CHECK(scatters.size() == kTrials, "recorded " << scatters.size() << " scatters");
-    RANK_CHECK(scatterv.size() == 3, "recorded " << scatterv.size() << " scatterv calls");
+    RANK_CHECK(scatters.size() == 2 * kTrials, "recorded " << scatters.size() << " scatters");
+    RANK_CHECK(scatterv.size() == 4, "recorded " << scatterv.size() << " scatterv calls");
+    // Calls 2k (out of place) and 2k + 1 (in place) are trial k of their form's class.
     for (std::size_t call = 0; call < scatters.size(); ++call) {
-      const std::string expected = !single_copy || call % 2 == 0 ? "shared_memory" : "single_copy";
-      RANK_CHECK(scatters[call] == expected, "trial " << call << " ran " << scatters[call]);
+      const std::string expected =
+          !single_copy || (call / 2) % 2 == 0 ? "shared_memory" : "single_copy";
+      RANK_CHECK(scatters[call] == expected, "call " << call << " ran " << scatters[call]);
     }
-    // Its own class would have started trials of its own (the arena, then single copy).
-    for (const std::string& a : scatterv)
-      RANK_CHECK(a == scatterv[0], "scatterv ran " << a << ", then " << scatterv[0]);
+    // Classes of their own would have started trials of their own (the arena, then single copy,
+    // in each form).
+    for (const bool in_place : {false, true}) {
+      const std::vector<std::string> form = form_calls(scatterv, in_place);
+      RANK_CHECK(form[0] == form[1], (in_place ? "in-place" : "out-of-place")
+                                         << " scatterv ran " << form[0] << ", then " << form[1]);
+    }
 
     // alltoallv: counts may differ per rank, so no class; the same layout as a uniform 512 KiB
     // alltoall, which would be measured.
@@ -412,8 +479,8 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "measured choice: large broadcasts on 3 ranks or more try the arena and single copy, then "
-    "keep one; on 2 ranks the arena runs alone",
+    "measured choice: large broadcasts try the arena and single copy in each form apart, then "
+    "keep one per form",
     "[comm][multiproc]") {
   const int size = GENERATE(2, 3, 4);
   CAPTURE(size);
@@ -421,13 +488,36 @@ TEST_CASE(
   const bool single_copy = single_copy_runs_here();
   REQUIRE_NOTHROW(run_ranks(size, [single_copy](const Environment& env) {
     auto c = world(env);
-    const int root = env.world_size - 1;
+    // Root 0 on 2 ranks, the last elsewhere: the others learn the form from whichever it is.
+    const int root = env.world_size == 2 ? 0 : env.world_size - 1;
     run_broadcasts(*c, root);
     const std::vector<std::string> ran = recorded_algorithms(*c, "broadcast", kCount);
-    if (single_copy && env.world_size >= 3)
-      expect_trials_then_one(ran);
+    if (single_copy)
+      expect_trials_then_one_per_form(ran, "shared_memory");
     else
-      expect_arena_only(ran);
+      expect_only(ran, "shared_memory", kRootedCalls);
+  }));
+}
+
+TEST_CASE(
+    "measured choice: large gathers try the arena and single copy in each form apart, then keep "
+    "one per form",
+    "[comm][multiproc]") {
+  const int size = GENERATE(2, 3, 5);
+  CAPTURE(size);
+  const PinnedEnvironment pinned;
+  const bool single_copy = single_copy_runs_here();
+  REQUIRE_NOTHROW(run_ranks(size, [single_copy](const Environment& env) {
+    auto c = world(env);
+    // The output just over 16 MiB, the smallest large size class; root 1 (2 ranks) or 2.
+    const std::size_t block = kCount / static_cast<std::size_t>(c->size()) + 1;
+    const int root = std::min(2, env.world_size - 1);
+    run_gathers(*c, root, block, kRootedCalls);
+    const std::vector<std::string> ran = recorded_algorithms(*c, "gather", block);
+    if (single_copy)
+      expect_trials_then_one_per_form(ran, "shared_memory");
+    else
+      expect_only(ran, "shared_memory", kRootedCalls);
   }));
 }
 

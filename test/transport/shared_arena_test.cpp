@@ -337,3 +337,61 @@ TEST_CASE("mark_failed: peers waiting on the rank fail at once, as a failure or 
       },
       bounded()));
 }
+
+TEST_CASE(
+    "wait_for_one_of: the others learn which accepted announcement rank 0 made; any other is a "
+    "disagreement on every rank",
+    "[arena][multiproc]") {
+  const int world = GENERATE(2, 3, 5);
+  CAPTURE(world);
+  REQUIRE_NOTHROW(cohort::launch(
+      world,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto arena = open_arena(*store, env);
+        expect(arena != nullptr, "arena");
+        const std::vector<std::uint64_t> accepted{100, 101, 102};
+        // Step 1: rank 0 announces the second accepted value; the others start from the first.
+        arena->begin_op(env.rank == 0 ? 101 : 100, nullptr);
+        const std::uint64_t g = arena->next_generation();
+        if (env.rank == 0) {
+          arena->publish(SharedArena::Flag::Arrived, g);
+        } else {
+          const std::uint64_t theirs = arena->wait_for_one_of(0, g, accepted, after(30s), "peek");
+          expect(theirs == 101, "learned " + std::to_string(theirs) + ", rank 0 announced 101");
+          arena->begin_op(theirs, nullptr);
+          arena->publish(SharedArena::Flag::Arrived, g);
+        }
+        // Everyone now announces 101 for the step: no wait finds a disagreement.
+        arena->wait_for_all(SharedArena::Flag::Arrived, g, after(30s), "step 1");
+
+        // Step 2: rank 0 announces a value nobody accepts.
+        arena->begin_op(env.rank == 0 ? 999 : 100, nullptr);
+        const std::uint64_t g2 = arena->next_generation();
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          if (env.rank == 0) {
+            arena->publish(SharedArena::Flag::Arrived, g2);
+            // Rank 1 found the disagreement and marked its flags instead of announcing g2.
+            arena->wait_for(1, SharedArena::Flag::Arrived, g2, after(60s), "gather #4");
+          } else {
+            arena->wait_for_one_of(0, g2, accepted, after(60s), "broadcast #7");
+          }
+          throw std::runtime_error("an announcement nobody accepts passed");
+        } catch (const cohort::Error& e) {
+          expect(e.code() == cohort::ErrorCode::InvalidArgument, std::string("code: ") + e.what());
+          expect(e.message().find("disagree") != std::string::npos, e.what());
+          if (env.rank != 0) {
+            // "rank 0 called 999", or, where rank 0's mark came first (it met rank 1's), "rank 0
+            // found that the ranks disagree about this op (it called 999; ...)".
+            expect(e.message().find("rank 0") != std::string::npos, e.what());
+            expect(e.message().find("called 999") != std::string::npos, e.what());
+            expect(e.message().find("broadcast #7") != std::string::npos, e.what());
+          } else {
+            expect(e.message().find("rank 1") != std::string::npos, e.what());
+          }
+        }
+        expect(std::chrono::steady_clock::now() - start < 30s, "failed before the deadline");
+      },
+      bounded()));
+}
