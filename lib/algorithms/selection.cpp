@@ -422,9 +422,10 @@ MeasuredChoice* SelectionMemo::measured(Collective collective, std::size_t bytes
                                         Algorithm forced, CallForm form) {
   refresh();
   collective = algorithm_family(collective);
-  // The data movers from their own minimum size; the rooted ones by the root's form.
-  const auto mover = [&](Classes& classes, std::size_t min_bytes) -> Classes* {
-    return bytes >= min_bytes ? &classes : nullptr;
+  // The data movers from their own minimum size (and world size); the rooted ones by the root's
+  // form.
+  const auto mover = [&](Classes& classes, std::size_t min_bytes, int min_world = 2) -> Classes* {
+    return bytes >= min_bytes && world_size >= min_world ? &classes : nullptr;
   };
   const auto by_form = [form](std::array<Classes, 2>& classes) -> Classes& {
     return classes[form == CallForm::InPlace ? 1 : 0];
@@ -438,15 +439,17 @@ MeasuredChoice* SelectionMemo::measured(Collective collective, std::size_t bytes
       classes = mover(by_form(measured_broadcast_), kBroadcastMeasuredMinBytes);
       break;
     case Collective::Scatter:
-      classes = mover(by_form(measured_scatter_), kScatterMeasuredMinBytes);
+      classes =
+          mover(by_form(measured_scatter_), kScatterMeasuredMinBytes, kScatterMeasuredMinWorldSize);
       break;
     case Collective::Gather:
       classes = mover(by_form(measured_gather_), kGatherMeasuredMinBytes);
       break;
     case Collective::Alltoall:
       // An alltoallv's sizes differ per rank (kUnknownBytes): never a class.
-      if (bytes != kUnknownBytes && world_size >= kAlltoallMeasuredMinWorldSize)
-        classes = mover(measured_alltoall_, kAlltoallMeasuredMinBytes);
+      if (bytes != kUnknownBytes)
+        classes =
+            mover(measured_alltoall_, kAlltoallMeasuredMinBytes, kAlltoallMeasuredMinWorldSize);
       break;
     default: break;
   }

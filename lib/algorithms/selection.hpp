@@ -108,12 +108,16 @@ inline constexpr std::size_t kMeasuredChoiceBuckets = 26;
 /// the measurement's "table" side. Single copy reads a peer's pages, which is faster on huge
 /// pages and can be slower on 4 KiB ones (the kernel pins every page it reads), and no rank can
 /// see which kind another rank's buffer has. A broadcast's, scatter's and gather's in-place and
-/// out-of-place calls are measured apart (CallForm), so they are measured on 2 ranks too, where
-/// the arena's two copies overlap and a measurement that mixed the forms (tried 2026-11-28) lost
-/// in place what it won out of place. An alltoall, whose every rank knows its form, from this
-/// many ranks: on 2 the table runs single copy or pairwise exchange from 1 MiB, without the
-/// arena.
+/// out-of-place calls are measured apart (CallForm), so broadcasts and gathers are measured on 2
+/// ranks too, where the arena's two copies overlap and a measurement that mixed the forms (tried
+/// 2026-11-28) lost in place what it won out of place. An alltoall, whose every rank knows its
+/// form, from this many ranks: on 2 the table runs single copy or pairwise exchange from 1 MiB,
+/// without the arena.
 inline constexpr int kAlltoallMeasuredMinWorldSize = 3;
+/// scatter, from this many ranks: on 2 the table's single copy (from 2 MiB) matched Open MPI in
+/// place and led it out of place in three launches of 2026-12-02, and measured (16 trials a
+/// class below 16 MiB) the 2 MiB class ran at twice that time in all three, in either form.
+inline constexpr int kScatterMeasuredMinWorldSize = 3;
 /// broadcast: on 2026-11-30's host (3 and 4 ranks on 2 vCPUs, forced, one launch each, both
 /// forms, in the loop and on fresh input) single copy took 0.29-0.85 of the arena's time at 2-8
 /// MiB on huge pages in 11 cells of 12 (1.08 in one), and 0.90-1.45 of it on 4 KiB pages (3
@@ -129,9 +133,12 @@ inline constexpr std::size_t kAlltoallMeasuredMinBytes = 256 * kKiB;
 /// gather (its whole output; gatherv too): the table runs the arena, whose root copies every
 /// piece out of a slot a peer's core just wrote. On 2026-12-02's host, where that handoff ran at
 /// a quarter of a core's own speed (cohort-handoff-bench: shared / private 4.4), in-place
-/// gathers of 256 KiB-8 MiB on 2 ranks took 1.3-3.0x Open MPI's time in one launch and 3.8-10.6x
-/// in the next, whose root reads the peers' buffers itself, as single copy does.
-inline constexpr std::size_t kGatherMeasuredMinBytes = 256 * kKiB;
+/// gathers of 2-8 MiB on 2 ranks took 2.4-3.4x Open MPI's time (whose root reads the peers'
+/// buffers itself, as single copy does), and 0.88-1.04x measured. Not below 2 MiB: a measured
+/// gather's others wait for the root's first flag, so they no longer write their first piece
+/// while the root still copies out the previous gather's last one, and in a loop of 256 KiB
+/// gathers the arena went from 16 to 38 us (bench/PERFORMANCE-LOG.md, "The root's form").
+inline constexpr std::size_t kGatherMeasuredMinBytes = 2 * kMiB;
 /// allgather, 3 ranks and more: single copy from this total size (below it the arena's one
 /// handoff per piece beats n - 1 reads of small blocks).
 inline constexpr std::size_t kAllgatherSingleCopyMinBytes = 4 * kMiB;
@@ -234,9 +241,10 @@ class SelectionMemo {
                                Algorithm forced);
 
   /// The measurement for an allreduce, a reduce or a reduce_scatter of `bytes` (selection_bytes:
-  /// a reduce_scatter's whole input), a broadcast, scatter(v) or gather(v) whose root's call has
-  /// `form` (ignored for the others), or a uniform alltoall on kAlltoallMeasuredMinWorldSize ranks
-  /// or more, one per collective (and form) and power-of-two size class, or null where none
+  /// a reduce_scatter's whole input), a broadcast, gather(v) or (on kScatterMeasuredMinWorldSize
+  /// ranks or more) scatter(v) whose root's call has `form` (ignored for the others), or a
+  /// uniform alltoall on kAlltoallMeasuredMinWorldSize ranks or more, one per collective (and
+  /// form) and power-of-two size class, or null where none
   /// applies: another collective, below kMeasuredChoiceMinBytes (or the family's own minimum
   /// above), an alltoallv (kUnknownBytes), or with a forced algorithm or a COHORT_ALGO override
   /// for the collective (both must be the same on every rank, as for any op). Whether every rank

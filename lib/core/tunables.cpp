@@ -204,10 +204,11 @@ constexpr std::array kTunables{
                 false, &parse_single_copy},
     TunableInfo{"COHORT_MEASURED_CHOICE", "enum auto|off", "auto",
                 "auto: allreduces, reduces and reduce_scatters from 16 KiB on one host, "
-                "broadcasts from 1 MiB, scatters and gathers from 256 KiB (in place and out of "
-                "place apart), and uniform alltoalls from 256 KiB on 3 ranks or more, time the "
-                "arena and single copy and run the faster (same bits); off: the table's choice "
-                "(set alike on every rank)",
+                "broadcasts from 1 MiB and gathers from 2 MiB (in place and out of place "
+                "apart), and scatters (each form apart) and uniform alltoalls from 256 KiB on 3 "
+                "ranks or more, "
+                "time the arena and single copy and run the faster (same bits); off: the "
+                "table's choice (set alike on every rank)",
                 false, &parse_measured_choice},
     TunableInfo{"COHORT_KERNEL_ISA", "enum auto|avx512|avx2|portable", "auto",
                 "instruction set of the reduction and conversion kernels (auto: the widest this "

@@ -300,26 +300,28 @@ TEST_CASE(
           allreduce(kMiB, Algorithm::Auto));
   }
   SECTION(
-      "scatter and gather from 256 KiB on 2 ranks or more (a class per form), uniform alltoall "
-      "from 256 KiB on 3 ranks or more") {
+      "gather from 2 MiB on 2 ranks or more, scatter from 256 KiB on 3 or more (a class per "
+      "form each), uniform alltoall from 256 KiB on 3 ranks or more") {
     using cohort::Collective;
     using cohort::algorithms::CallForm;
     using cohort::algorithms::kUnknownBytes;
     CHECK(memo.measured(Collective::Alltoall, 256 * kKiB, 2, Algorithm::Auto) == nullptr);
-    CHECK(memo.measured(Collective::Scatter, 256 * kKiB, 2, Algorithm::Auto) != nullptr);
-    CHECK(memo.measured(Collective::Scatter, 256 * kKiB, 2, Algorithm::Auto, CallForm::InPlace) !=
-          memo.measured(Collective::Scatter, 256 * kKiB, 2, Algorithm::Auto));
-    // Gather likewise, in classes of its own.
-    CHECK(memo.measured(Collective::Gather, 256 * kKiB - 1, 2, Algorithm::Auto) == nullptr);
-    CHECK(memo.measured(Collective::Gather, 256 * kKiB, 2, Algorithm::Tree) == nullptr);
-    MeasuredChoice* gather = memo.measured(Collective::Gather, 256 * kKiB, 2, Algorithm::Auto);
+    CHECK(memo.measured(Collective::Scatter, 256 * kKiB, 2, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(Collective::Scatter, 64 * kMiB, 2, Algorithm::Auto, CallForm::InPlace) ==
+          nullptr);
+    CHECK(memo.measured(Collective::Scatter, 256 * kKiB, 3, Algorithm::Auto, CallForm::InPlace) !=
+          memo.measured(Collective::Scatter, 256 * kKiB, 3, Algorithm::Auto));
+    // Gather likewise, in classes of its own, from 2 MiB.
+    CHECK(memo.measured(Collective::Gather, 2 * kMiB - 1, 2, Algorithm::Auto) == nullptr);
+    CHECK(memo.measured(Collective::Gather, 2 * kMiB, 2, Algorithm::Tree) == nullptr);
+    MeasuredChoice* gather = memo.measured(Collective::Gather, 2 * kMiB, 2, Algorithm::Auto);
     REQUIRE(gather != nullptr);
-    CHECK(gather == memo.measured(Collective::Gather, 512 * kKiB - 1, 5, Algorithm::Auto));
+    CHECK(gather == memo.measured(Collective::Gather, 4 * kMiB - 1, 5, Algorithm::Auto));
     CHECK(gather !=
-          memo.measured(Collective::Gather, 256 * kKiB, 2, Algorithm::Auto, CallForm::InPlace));
-    CHECK(gather != memo.measured(Collective::Scatter, 256 * kKiB, 2, Algorithm::Auto));
-    CHECK(memo.measured(Collective::Gather, 256 * kKiB, 2, Algorithm::Auto, CallForm::InPlace) !=
-          memo.measured(Collective::Scatter, 256 * kKiB, 2, Algorithm::Auto, CallForm::InPlace));
+          memo.measured(Collective::Gather, 2 * kMiB, 2, Algorithm::Auto, CallForm::InPlace));
+    CHECK(gather != memo.measured(Collective::Scatter, 2 * kMiB, 3, Algorithm::Auto));
+    CHECK(memo.measured(Collective::Gather, 2 * kMiB, 3, Algorithm::Auto, CallForm::InPlace) !=
+          memo.measured(Collective::Scatter, 2 * kMiB, 3, Algorithm::Auto, CallForm::InPlace));
     // An alltoall's form is every rank's own: one class.
     CHECK(memo.measured(Collective::Alltoall, 256 * kKiB, 3, Algorithm::Auto, CallForm::InPlace) ==
           memo.measured(Collective::Alltoall, 256 * kKiB, 3, Algorithm::Auto));
