@@ -161,9 +161,12 @@ struct MeasuredCall {
 };
 
 /// A rooted mover's measured call. The root takes its form's class and announces the form with
-/// its algorithm's first flag. The others wait for that flag (both algorithms' first step: their
-/// first wait is for it anyway), take the class and the algorithm from what it announces, and
-/// run that: every rank then records the call into the same class, so their votes pair up.
+/// its algorithm's first flag. The others wait for that flag, take the class and the algorithm
+/// from what it announces, and run that: every rank then records the call into the same class,
+/// so their votes pair up. A broadcast's or scatter's others wait for that flag first in either
+/// algorithm anyway; a gather's would otherwise start writing without the root, which is why
+/// gathers are measured only where that head start is a small part of the call
+/// (kGatherMeasuredMinBytes).
 template <class Args>
 MeasuredCall follow_root(const OpContext& ctx, const Args& args, std::size_t bytes, Algorithm table,
                          Algorithm other, Algorithm forced) {

@@ -52,7 +52,7 @@ constexpr SelectionRule kTable[] = {
      W::Any,
      {A::SharedMemory, A::Hierarchical, A::Ring, kEnd}},
     // broadcast: tree; scatter + allgather for large messages on 3+ ranks; across hosts with
-    // several ranks on some, hierarchical first. On 2 ranks, 32-128 KiB: single copy where the
+    // several ranks on some, hierarchical first. On 2 ranks, 32-256 KiB: single copy where the
     // kernel allows it; 256 KiB-1 MiB: the tree everywhere.
     {C::Broadcast,
      kBroadcastSingleCopyTwoRanksMinBytes,

@@ -142,12 +142,16 @@ inline constexpr std::size_t kGatherMeasuredMinBytes = 2 * kMiB;
 /// allgather, 3 ranks and more: single copy from this total size (below it the arena's one
 /// handoff per piece beats n - 1 reads of small blocks).
 inline constexpr std::size_t kAllgatherSingleCopyMinBytes = 4 * kMiB;
-/// broadcast, 2 ranks: single copy from this size up to the next. Above it the arena (or the
+/// broadcast, 2 ranks: single copy from this size up to the next, where the tree takes over. Up
+/// to one arena slot the arena cannot overlap anything: its root copies the vector in, then the
+/// receiver copies it out. At 128 KiB (2026-12-02, `--algos all`, two launches) single copy took
+/// 11.7-13.0 us out of place and 11.8-12.0 in place, the arena 20.7-23.6 and the tree 13.2-13.7;
+/// when lines moved slowly, 13.8-14.1 against the arena's 71-73. Beyond a slot the arena (or the
 /// tree) is as fast out of place and faster in place: its root copies a piece in while the
-/// receiver copies the last one out, and walking the root's pages costs more than that second
-/// copy (in place at 1 MiB, single copy took 1.5x as long on 2 MiB pages).
+/// receiver copies the last one out, and walking the root's pages costs more than that second copy
+/// (in place at 1 MiB, single copy took 1.5x as long on 2 MiB pages).
 inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMinBytes = 32 * kKiB;
-inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMaxBytes = 128 * kKiB;
+inline constexpr std::size_t kBroadcastSingleCopyTwoRanksMaxBytes = 256 * kKiB;
 /// scatter, 2 ranks: single copy from this total size. The one exception to the rule above:
 /// from 2 MiB in place on 4 KiB pages it is slower than the arena (walking the root's small
 /// pages costs more than the arena's second copy), but out of place it is about twice as fast

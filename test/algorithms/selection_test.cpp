@@ -202,8 +202,8 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
           V{A::SingleCopy, A::Pairwise});
   for (int world : {2, 3})
     REQUIRE(pick(Collective::Alltoall, kUnknownBytes, world) == V{A::SharedMemory, A::Pairwise});
-  // Broadcast on 2 ranks: single copy from 32 KiB up to (not including) 128 KiB, the tree from
-  // 256 KiB up to 1 MiB, the arena elsewhere; no single copy on 3 ranks.
+  // Broadcast on 2 ranks: single copy from 32 KiB up to (not including) 256 KiB, the tree from
+  // there up to 1 MiB, the arena elsewhere; no single copy on 3 ranks.
   REQUIRE(pick(Collective::Broadcast, kBroadcastSingleCopyTwoRanksMinBytes - 1, 2) ==
           V{A::SharedMemory, A::Hierarchical, A::Tree});
   for (std::size_t bytes :
@@ -211,10 +211,12 @@ TEST_CASE("the table picks latency algorithms for small and the ring for large",
     REQUIRE(pick(Collective::Broadcast, bytes, 2) == V{A::SingleCopy, A::SharedMemory, A::Tree});
   REQUIRE(pick(Collective::Broadcast, kBroadcastSingleCopyTwoRanksMinBytes, 3) ==
           V{A::SharedMemory, A::Hierarchical, A::Tree});
+  static_assert(kBroadcastSingleCopyTwoRanksMaxBytes == kBroadcastTreeTwoRanksMinBytes,
+                "single copy hands 2-rank broadcasts straight to the tree");
   REQUIRE(pick(Collective::Broadcast, kBroadcastTreeTwoRanksMinBytes, 2) == V{A::Tree});
   REQUIRE(pick(Collective::Broadcast, kBroadcastTreeTwoRanksMaxBytes - 1, 2) == V{A::Tree});
-  for (std::size_t bytes : {kBroadcastSingleCopyTwoRanksMaxBytes, kBroadcastTreeTwoRanksMaxBytes})
-    REQUIRE(pick(Collective::Broadcast, bytes, 2) == V{A::SharedMemory, A::Hierarchical, A::Tree});
+  REQUIRE(pick(Collective::Broadcast, kBroadcastTreeTwoRanksMaxBytes, 2) ==
+          V{A::SharedMemory, A::Hierarchical, A::Tree});
   // Allgather (and allgatherv, whose total every rank knows): on 2 ranks single copy from 32 KiB,
   // then the arena up to 2 MiB and the ring from there; on 3 ranks and more single copy from
   // 4 MiB.
