@@ -16,8 +16,8 @@ constexpr std::uint64_t kNoOp = 0xf;
 constexpr std::uint64_t kNoRoot = (1u << kRootBits) - 1;
 constexpr std::uint64_t kNoBytes = (std::uint64_t{1} << kBytesBits) - 1;
 constexpr std::uint64_t kSingleCopy = std::uint64_t{1} << 63;
-/// The reduce-op field of a measured broadcast or scatter whose root's call is in place (out of
-/// place leaves kNoOp there): beyond every ReduceOp.
+/// The reduce-op field of a measured broadcast, scatter or gather whose root's call is in place
+/// (out of place leaves kNoOp there): beyond every ReduceOp.
 constexpr std::uint64_t kRootInPlace = 0xe;
 constexpr unsigned kOpShift = 50;
 static_assert(static_cast<std::uint64_t>(ReduceOp::BXor) < kRootInPlace,
