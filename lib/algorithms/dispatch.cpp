@@ -6,6 +6,8 @@
 
 #include "algorithms/announcement.hpp"
 #include "algorithms/descriptor.hpp"
+#include "algorithms/engines/arena_rounds.hpp"
+#include "algorithms/engines/own_block.hpp"
 #include "algorithms/engines/shared_memory_reduction.hpp"
 #include "algorithms/measured_choice.hpp"
 #include "algorithms/normalise.hpp"
@@ -117,16 +119,10 @@ CallForm root_form(const BroadcastArgs& args) {
   return args.in == args.out ? CallForm::InPlace : CallForm::OutOfPlace;
 }
 
-CallForm root_form(const ScatterArgs& args) {
-  const auto* own = static_cast<const std::byte*>(args.in) +
-                    args.displs[static_cast<std::size_t>(args.root)] * dtype_size(args.dtype);
-  return own == args.out ? CallForm::InPlace : CallForm::OutOfPlace;
-}
-
-CallForm root_form(const GatherArgs& args) {
-  const auto* own = static_cast<const std::byte*>(args.out) +
-                    args.displs[static_cast<std::size_t>(args.root)] * dtype_size(args.dtype);
-  return own == args.in ? CallForm::InPlace : CallForm::OutOfPlace;
+template <class Args>
+requires std::is_same_v<Args, ScatterArgs> || std::is_same_v<Args, GatherArgs> CallForm
+root_form(const Args& args) {
+  return OwnBlock::of(args).in_place() ? CallForm::InPlace : CallForm::OutOfPlace;
 }
 
 /// Whether both algorithms' first step is the root's flag in the arena's main numbering, which
@@ -139,18 +135,13 @@ bool root_flag_comes_first(const BroadcastArgs& args) {
 }
 
 bool root_flag_comes_first(const ScatterArgs& args) {
-  std::size_t others = 0;
-  for (std::size_t r = 0; r < args.counts.size(); ++r)
-    if (r != static_cast<std::size_t>(args.root)) others += args.counts[r];
-  return others * dtype_size(args.dtype) > transport::SharedArena::kEagerBytes;
+  return packed_before(args.counts, dtype_size(args.dtype), static_cast<std::size_t>(args.root),
+                       args.counts.size()) > transport::SharedArena::kEagerBytes;
 }
 
 bool root_flag_comes_first(const GatherArgs& args) {
-  for (std::size_t r = 0; r < args.counts.size(); ++r)
-    if (r != static_cast<std::size_t>(args.root) &&
-        args.counts[r] * dtype_size(args.dtype) > transport::SharedArena::kEagerBytes)
-      return true;
-  return false;
+  return rounds_for_others(args.counts, dtype_size(args.dtype), static_cast<std::size_t>(args.root),
+                           transport::SharedArena::kEagerBytes) > 1;
 }
 
 /// One measured call: its class, the algorithm it runs, and what it announces on the arena.

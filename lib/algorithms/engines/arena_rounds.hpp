@@ -26,4 +26,15 @@ inline std::size_t rounds_for_others(std::span<const std::size_t> counts, std::s
   return (largest + piece - 1) / piece;
 }
 
+/// Bytes of the blocks of `counts` before index `until` (elements of `element_size` bytes),
+/// leaving out index `skip`: where a block sits when the others are packed one after another
+/// (a scatter's eager line), or, with `until` = counts.size(), all of them together.
+inline std::size_t packed_before(std::span<const std::size_t> counts, std::size_t element_size,
+                                 std::size_t skip, std::size_t until) {
+  std::size_t bytes = 0;
+  for (std::size_t r = 0; r < until; ++r)
+    if (r != skip) bytes += counts[r] * element_size;
+  return bytes;
+}
+
 }  // namespace cohort::algorithms

@@ -20,19 +20,16 @@ class OwnBlock {
   /// Gather: the root's input goes to displs[root] of its output.
   static OwnBlock of(const GatherArgs& args) noexcept {
     const auto root = static_cast<std::size_t>(args.root);
-    const std::size_t bytes = args.counts[root] * dtype_size(args.dtype);
-    if (bytes == 0) return {};
     return {static_cast<const std::byte*>(args.in),
-            static_cast<std::byte*>(args.out) + args.displs[root] * dtype_size(args.dtype), bytes};
+            static_cast<std::byte*>(args.out) + args.displs[root] * dtype_size(args.dtype),
+            args.counts[root] * dtype_size(args.dtype)};
   }
 
   /// Scatter: displs[root] of the root's input goes to its output.
   static OwnBlock of(const ScatterArgs& args) noexcept {
     const auto root = static_cast<std::size_t>(args.root);
-    const std::size_t bytes = args.counts[root] * dtype_size(args.dtype);
-    if (bytes == 0) return {};
     return {static_cast<const std::byte*>(args.in) + args.displs[root] * dtype_size(args.dtype),
-            static_cast<std::byte*>(args.out), bytes};
+            static_cast<std::byte*>(args.out), args.counts[root] * dtype_size(args.dtype)};
   }
 
   /// Nothing to copy (a rank that is not the root).
@@ -40,6 +37,10 @@ class OwnBlock {
 
   /// Bytes to copy: zero when in place or empty.
   std::size_t bytes() const noexcept { return bytes_; }
+
+  /// Whether the call is in place: the block's source and destination are the same bytes (the
+  /// measured choice keeps such calls apart, algorithms/measured_choice.hpp).
+  bool in_place() const noexcept { return from_ != nullptr && from_ == to_; }
 
   /// Copies what remains.
   void copy_rest() noexcept {

@@ -35,10 +35,7 @@ using Arena = transport::SharedArena;
 /// The bytes of every block but the root's that come before rank `until`'s (all of them when
 /// `until` is the world size): where a rank's block sits in the root's packed eager line.
 std::size_t packed_before(const ScatterArgs& args, std::size_t es, std::size_t until) {
-  std::size_t bytes = 0;
-  for (std::size_t r = 0; r < until; ++r)
-    if (r != static_cast<std::size_t>(args.root)) bytes += args.counts[r] * es;
-  return bytes;
+  return algorithms::packed_before(args.counts, es, static_cast<std::size_t>(args.root), until);
 }
 
 /// The other ranks' blocks, `packed` bytes in all (at most kEagerBytes), through the root's
