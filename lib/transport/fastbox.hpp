@@ -61,6 +61,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include <sys/types.h>
 
@@ -89,6 +90,8 @@ class Fastbox {
   static constexpr std::size_t kSpreadBytes = kDepth * kInlineBytes;
   /// Spread messages must be smaller than this (their size shares a word with marks).
   static constexpr std::size_t kSpreadLimit = std::size_t{1} << 28;
+  /// Size classes a ring carries its receiver's timings for (see Receiver::publish_timings).
+  static constexpr int kTimedClasses = 4;
 
   enum class Kind : std::uint8_t { Inline, Rendezvous, Ack, Spread };
   struct Message {
@@ -177,6 +180,10 @@ class Fastbox {
     /// Before sleeping on a refusal (Full): asks the receiver to report once the smallest write
     /// refused since the last one that went in (or since forget_refusals()) would fit.
     RoomRequest want_room() noexcept;
+    /// The receiver's timings for size class `size_class` (< kTimedClasses): its median copy
+    /// out of a spread message and copy of a rendezvous, in ns, once it published them.
+    std::optional<std::pair<std::uint32_t, std::uint32_t>> receiver_timings(
+        int size_class) const noexcept;
     /// Forgets the refusals so far; the owner calls it before it tries its queued writes
     /// again, so a refusal of a write that went another way since (or was cancelled) is not
     /// asked for.
@@ -223,6 +230,10 @@ class Fastbox {
     /// it is: the call returns as when no more pieces have come, until `end` is given.
     Taken take_spread(std::uint64_t bytes, std::byte* out, std::uint64_t done,
                       std::uint64_t end = UINT64_MAX) noexcept;
+    /// Tells the sender this side's timings for size class `size_class` (< kTimedClasses),
+    /// for its choice between spread and rendezvous (ring_route_choice.hpp). Once per class.
+    void publish_timings(int size_class, std::uint32_t spread_copy_out,
+                         std::uint32_t rendezvous_copy) noexcept;
     /// Lets the sender reuse the slot of the message peek() returned.
     void pop() noexcept;
     /// Slots taken so far (the sender's written() counts the same way).

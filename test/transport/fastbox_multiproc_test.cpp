@@ -1535,3 +1535,124 @@ TEST_CASE("fastbox: a thousand rendezvous sends in flight before any receive all
       },
       bounded()));
 }
+
+namespace {
+
+/// How rank 1's receiver half is told to see the two routes in route_choice_run.
+enum class Bias { RendezvousSlow, SpreadSlow, MeasuringOff };
+
+/// Rank 0 sends rank 1 messages of two size classes in turn (100000 and 200000 bytes: both fit
+/// the ring whole), each once rank 1 has posted its receive, and notes which were complete when
+/// posted: a spread message is in the ring then, a rendezvous waits for rank 1's copy. Rank 1
+/// adds a second to its timings of one route (`bias`), so the pair's verdict is known.
+void route_choice_run(Bias bias) {
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [bias](const cohort::Environment& env) {
+        using Route = RingRouteChoice::Route;
+        if (bias == Bias::MeasuringOff) {
+          setenv("COHORT_MEASURED_CHOICE", "off", 1);
+          cohort::reload_tunables();
+        }
+        if (env.rank == 1 && bias != Bias::MeasuringOff)
+          ucx::testing::slow_receive_timings(
+              bias == Bias::SpreadSlow ? Route::Spread : Route::Rendezvous, 1s);
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        constexpr int kTrials = 2 * RingRouteChoice::kTrials;  // of each class
+        constexpr int kPerClass = kTrials + 4;
+        const std::size_t sizes[] = {100000, 200000};
+        REQUIRE(RingRouteChoice::class_of(sizes[0]) != RingRouteChoice::class_of(sizes[1]));
+        const Tag tag = p2p_tag(3, 7);
+        for (int k = 0; k < 2 * kPerClass; ++k) {
+          const std::size_t bytes = sizes[k % 2];
+          const int salt = 300 + k;
+          const std::string posted = "posted " + std::to_string(k);
+          if (env.rank == 0) {
+            const auto data = payload(0, 1, bytes, salt);
+            store->get(posted, 30s);
+            const Request s = t->post_send(1, data.data(), bytes, tag);
+            const bool spread = s.is_completed();
+            wait_all(*t, {s}, "send " + std::to_string(k));
+            // Trials alternate, spread first; then every message takes the verdict.
+            const int i = k / 2;  // its place in its class
+            const bool expected = bias == Bias::MeasuringOff ? true
+                                  : i < kTrials              ? i % 2 == 0
+                                                             : bias == Bias::RendezvousSlow;
+            expect(spread == expected, "message " + std::to_string(i) + " of " +
+                                           std::to_string(bytes) + " bytes went " +
+                                           (spread ? "spread" : "by rendezvous"));
+          } else {
+            std::vector<std::uint8_t> in(bytes, 0xEE);
+            const Request r = t->post_recv(0, in.data(), bytes, tag);
+            store->set_string(posted, "1");
+            wait_all(*t, {r}, "receive " + std::to_string(k));
+            expect_payload(in, 0, 1, salt, "message " + std::to_string(k));
+          }
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "fastbox: middle-sized messages alternate spread and rendezvous until the verdict, "
+    "which follows the receiver's timings",
+    "[transport][multiproc]") {
+  if (!rendezvous_runs_here()) return;
+  SECTION("the rendezvous timed slower: spread") {
+    route_choice_run(Bias::RendezvousSlow);
+  }
+  SECTION("the spread timed slower: rendezvous") {
+    route_choice_run(Bias::SpreadSlow);
+  }
+  SECTION("COHORT_MEASURED_CHOICE=off: always spread") {
+    route_choice_run(Bias::MeasuringOff);
+  }
+}
+
+TEST_CASE("fastbox: middle-sized messages keep their order and bytes while their routes alternate",
+          "[transport][multiproc]") {
+  // Both ranks send each other every size class twice over, among small, UCX-sized and
+  // rendezvous messages on one tag, all posted before any receive and then again after the
+  // receives: while the classes are on trial, spread and rendezvous messages queue behind each
+  // other, and each receive must still meet its own message.
+  REQUIRE_NOTHROW(cohort::launch(
+      2,
+      [](const cohort::Environment& env) {
+        auto store = open_store(env);
+        auto t = connect(*store, env);
+        const std::size_t sizes[] = {40000,  100000, 8,      200000, 300000, 70000,
+                                     1000,   40001,  600000, 150000, 250000, 20000,
+                                     400000, 65536,  131072, 262144, 524288, 32769};
+        const int peer = 1 - env.rank;
+        const Tag tag = p2p_tag(3, 8);
+        for (const bool receives_first : {false, true}) {
+          const int salt = receives_first ? 500 : 400;
+          std::vector<std::vector<std::uint8_t>> out, in;
+          std::vector<Request> sends, recvs;
+          const auto post_receives = [&] {
+            for (const std::size_t bytes : sizes) {
+              in.emplace_back(bytes, 0xEE);
+              recvs.push_back(t->post_recv(peer, in.back().data(), bytes, tag));
+            }
+          };
+          if (receives_first) post_receives();
+          barrier(*store, "posted " + std::to_string(salt), env.rank, env.world_size);
+          for (std::size_t k = 0; k < std::size(sizes); ++k) {
+            out.push_back(payload(env.rank, peer, sizes[k], salt + static_cast<int>(k)));
+            sends.push_back(t->post_send(peer, out.back().data(), sizes[k], tag));
+          }
+          if (!receives_first) post_receives();
+          wait_all(*t, recvs, "receives");
+          wait_all(*t, sends, "sends");
+          for (std::size_t k = 0; k < std::size(sizes); ++k)
+            expect_payload(in[k], peer, env.rank, salt + static_cast<int>(k),
+                           "message " + std::to_string(k));
+        }
+        barrier(*store, "done", env.rank, env.world_size);
+      },
+      bounded()));
+}

@@ -522,3 +522,28 @@ TEST_CASE("fastbox: a segment smaller than its ring count needs is not mapped", 
   CHECK(Fastbox::map_peer_inbox(getpid(), inbox.fd(), 2));
   CHECK_FALSE(Fastbox::map_peer_inbox(getpid(), 1 << 20, 2));  // no such descriptor
 }
+
+TEST_CASE("fastbox: a receiver's timings reach its own ring's sender, per class, once published",
+          "[fastbox]") {
+  auto pair = make_pair(3);
+  Fastbox::Sender sender = pair.mapped.sender(1);
+  Fastbox::Receiver receiver = pair.inbox.receiver(1);
+  Fastbox::Sender other = pair.mapped.sender(2);  // another sender's ring
+  for (int c = 0; c < Fastbox::kTimedClasses; ++c) CHECK_FALSE(sender.receiver_timings(c));
+  receiver.publish_timings(2, 31000, 17000);
+  receiver.publish_timings(0, 4000, 9000);
+  CHECK_FALSE(sender.receiver_timings(1));
+  CHECK_FALSE(sender.receiver_timings(3));
+  REQUIRE(sender.receiver_timings(2));
+  CHECK(*sender.receiver_timings(2) == std::pair<std::uint32_t, std::uint32_t>{31000, 17000});
+  REQUIRE(sender.receiver_timings(0));
+  CHECK(*sender.receiver_timings(0) == std::pair<std::uint32_t, std::uint32_t>{4000, 9000});
+  for (int c = 0; c < Fastbox::kTimedClasses; ++c) CHECK_FALSE(other.receiver_timings(c));
+  // The timings' line is not a slot: messages still go through the ring as before.
+  const std::uint8_t byte = 42;
+  REQUIRE(sender.try_send({7, 1, 0}, &byte) == Fastbox::Sender::Outcome::Sent);
+  const auto message = receiver.peek();
+  REQUIRE(message);
+  CHECK(message->tag == 7);
+  CHECK(message->bytes == 1);
+}

@@ -35,6 +35,10 @@
 //   when it is smaller, the receive's own message is a large one sent earlier.
 //   The counts belong to a communicator's tag id and are forgotten with it (forget_tag_id), on
 //   every member before the id is reused (tag_ids.hpp).
+// Where the pair allows a rendezvous at those sizes too (every rank of the host has a hardware
+// thread, COHORT_SINGLE_COPY is on), the sender chooses per size class between the spread and
+// the rendezvous below by measuring both (ring_route_choice.hpp; COHORT_MEASURED_CHOICE=off
+// keeps the spread); the receiver takes either as it comes.
 // Spread messages (above kSpreadAbove, up to kSpreadMax) are copied into as many of the ring's
 // slots as they fill, all at once when they fit in the ring (a send waits in the queue until it
 // has room for every piece), else a part at a time as the receiver frees slots; the send is
@@ -83,6 +87,7 @@
 #include "transport/interruption.hpp"
 #include "transport/process_watch.hpp"
 #include "transport/request_table.hpp"
+#include "transport/ring_route_choice.hpp"
 #include "transport/send_seal.hpp"
 #include "transport/tag_ids.hpp"
 #include "transport/transport.hpp"
@@ -189,6 +194,10 @@ class UcxHub {
     std::uint64_t bytes = 0;  ///< the message's size
     std::uint64_t done = 0;   ///< bytes taken so far
     Request receive;          ///< valid: the fastbox receive it fills
+    /// Its copies out of the ring are timed for the pair's route choice (ring_route_choice.hpp):
+    /// it met its receive as it came. copy_ns: their time so far.
+    bool timed = false;
+    std::uint64_t copy_ns = 0;
     /// It fills the newest of the peer's unexpected messages. Neither this nor a receive: its
     /// pieces are dropped (its receive was cancelled, or refused it for its size).
     bool to_unexpected = false;
@@ -250,6 +259,8 @@ class UcxHub {
     std::optional<Incoming> incoming;   ///< a spread message still arriving from its ring
     LargeCounts large_sends;            ///< sent through UCX to its ring, by tag
     LargeCounts large_recvs;            ///< receives from its ring posted to UCX, by tag
+    /// Spread or rendezvous for middle-sized messages to it, measured (measured_class).
+    RingRouteChoice routes;
   };
   /// The fastbox side of a send or receive that goes through one.
   struct FastboxPart {
@@ -276,6 +287,14 @@ class UcxHub {
     SendSeal seal;
     /// A spread send's bytes in the ring so far.
     std::uint64_t spread_done = 0;
+    /// A send's way through the ring, chosen when posted (spread_this): spread over its slots,
+    /// or by rendezvous; neither: one slot, or UCX once its turn comes.
+    bool spread = false;
+    bool rendezvous = false;
+    /// A spread send whose copy into the ring is timed for the route choice; copy_ns: its time
+    /// so far, over its parts.
+    bool timed = false;
+    std::uint64_t copy_ns = 0;
   };
   /// Where a fastbox receive's rendezvous copy stands. It is made outside the hub's lock (see
   /// run_ready_copies), so a large copy holds up no other thread's sends, receives and progress.
@@ -369,13 +388,36 @@ class UcxHub {
   static bool by_spread(std::size_t bytes) noexcept {
     return bytes > kSpreadAbove && bytes <= kSpreadMax;
   }
-  static bool by_rendezvous(const Peer& peer, std::size_t bytes) noexcept {
-    return bytes > peer.rendezvous_above && !by_spread(bytes);
-  }
+  static_assert(kSpreadAbove == RingRouteChoice::kSmallest &&
+                kSpreadMax == RingRouteChoice::kLargest &&
+                RingRouteChoice::kClasses == Fastbox::kTimedClasses);
   /// A point-to-point message of `bytes` goes through the rings with `peer` (when attached).
   static bool ring_takes(const Peer& peer, std::size_t bytes) noexcept {
-    return bytes <= Fastbox::kInlineBytes || by_spread(bytes) || by_rendezvous(peer, bytes);
+    return bytes <= Fastbox::kInlineBytes || by_spread(bytes) || bytes > peer.rendezvous_above;
   }
+  /// The size class (ring_route_choice.hpp) of the pair's messages of `bytes` when they may go
+  /// either way and this rank measures which (COHORT_MEASURED_CHOICE); -1 otherwise.
+  static int measured_class(const Peer& peer, std::size_t bytes) noexcept {
+    if (!by_spread(bytes) || bytes <= peer.rendezvous_above || !tunables().measured_choice)
+      return -1;
+    return RingRouteChoice::class_of(bytes);
+  }
+  /// Whether a send of `bytes` (by_spread) to `peer` goes spread rather than by rendezvous:
+  /// always where only the spread is open to the pair, else as its route choice says, counting
+  /// the send as a trial while the class has no verdict.
+  bool spread_this(Peer& peer, std::size_t bytes) noexcept;
+  /// Whether this rank times its part of a message of `bytes` from `peer` that goes `route`.
+  static bool times_receive(const Peer& peer, std::size_t bytes,
+                            RingRouteChoice::Route route) noexcept {
+    const int c = measured_class(peer, bytes);
+    return c >= 0 && peer.routes.wants_receive_timing(c, route);
+  }
+  /// Records this rank's part of a message of `bytes` from `peer` (`ns`), and publishes the
+  /// class's medians in the ring once they are complete.
+  static void note_receive_time(Peer& peer, std::size_t bytes, RingRouteChoice::Route route,
+                                std::uint64_t ns) noexcept;
+  /// Records the copy into the ring of spread send `send` once its last piece is in.
+  static void note_send_time(Peer& peer, const Pending& send) noexcept;
   bool fastbox_send_route(const Peer& peer, Tag tag, std::size_t bytes) const noexcept {
     return (tag & kP2PFlag) != 0 && ring_takes(peer, bytes) && peer.to_peer.attached() &&
            !peer.failed;
@@ -662,6 +704,10 @@ struct SleepHooks {
   bool refuse_eventfds = false;
 };
 void set_sleep_hooks(const SleepHooks& hooks) noexcept;
+/// Adds `extra` to every timing this process's receiver half takes of `route` (a slower copy
+/// out of the ring, or a slower rendezvous), so a test knows which way the pair's route choice
+/// must go (ring_route_choice.hpp). Zero: as measured.
+void slow_receive_timings(RingRouteChoice::Route route, std::chrono::nanoseconds extra) noexcept;
 }  // namespace testing
 
 }  // namespace cohort::transport::ucx

@@ -15,11 +15,19 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <span>
 
 namespace cohort::transport::ucx {
 namespace {
+
+/// Times the copies the route choice compares (ring_route_choice.hpp), during its trials only.
+using Clock = std::chrono::steady_clock;
+std::uint64_t elapsed_ns(Clock::time_point start) noexcept {
+  return static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
+}
 
 /// The active message that wakes a peer asleep on its worker's event fd. Its handler does
 /// nothing: the wake-up itself is the point, and the message it announces is in the ring.
@@ -50,6 +58,8 @@ struct WithdrawalWire {
 
 /// testing::refuse_immediate_messages.
 std::atomic<bool> refusing_immediate_messages{false};
+/// testing::slow_receive_timings's additions, per route (Spread, Rendezvous), in ns.
+std::atomic<std::uint64_t> receive_timing_additions[2]{};
 
 /// Sends `header` to `endpoint` as active message `id` at once, or not at all (false): the
 /// header lives on the caller's stack, and a request left pending would wait for this rank's
@@ -171,30 +181,41 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
   if (ring_free && bytes <= Fastbox::kInlineBytes &&
       write_fastbox(peer, {tag, bytes, large_before}, data))
     return Request::completed();
+  const bool spread = by_spread(bytes) && spread_this(peer, bytes);
+  const bool rendezvous = !spread && bytes > peer.rendezvous_above;
+  const int size_class = measured_class(peer, bytes);
+  FastboxPart part{.send_data = data,
+                   .large_before = large_before,
+                   .spread = spread,
+                   .rendezvous = rendezvous,
+                   .timed = spread && size_class >= 0 && peer.routes.wants_send_timing(size_class)};
   // A spread message's first pieces go now; the rest follow as the receiver frees slots.
-  std::uint64_t spread_done = 0;
-  if (ring_free && by_spread(bytes)) {
-    delivered(peer, peer.to_peer.try_send_spread({tag, bytes, large_before}, data, spread_done));
-    if (spread_done == bytes) return Request::completed();
+  if (ring_free && spread) {
+    const auto start = part.timed ? Clock::now() : Clock::time_point{};
+    delivered(peer,
+              peer.to_peer.try_send_spread({tag, bytes, large_before}, data, part.spread_done));
+    if (part.timed) part.copy_ns += elapsed_ns(start);
+    if (part.spread_done == bytes) {
+      if (part.timed) peer.routes.sent_spread(size_class, part.copy_ns);
+      return Request::completed();
+    }
   }
   // A rendezvous send is sealed now (progress, which may announce it later, cannot throw).
+  if (rendezvous) part.seal = SendSeal::make();
+  const bool pieces_in_ring = part.spread_done > 0;
   Request handle;
   try {
-    handle = requests_.emplace(
-        Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Send, 0),
-                FastboxPart{.send_data = data,
-                            .large_before = large_before,
-                            .seal = by_rendezvous(peer, bytes) ? SendSeal::make() : SendSeal(),
-                            .spread_done = spread_done}});
+    handle = requests_.emplace(Pending{peer.rank, origin, bytes, tag,
+                                       UcxRequest::completed(UcxRequest::Kind::Send, 0),
+                                       std::move(part)});
   } catch (...) {
     // Out of memory with a spread message's first pieces in the ring: it ends there, as a
     // cancelled one does, before anything else can follow them.
-    if (spread_done > 0 && !send_withdrawal_message(peer)) peer.withdrawal_queued = true;
+    if (pieces_in_ring && !send_withdrawal_message(peer)) peer.withdrawal_queued = true;
     throw;
   }
   // A rendezvous send is announced now if it can be, and completes with the receiver's ack.
-  if (!(ring_free && by_rendezvous(peer, bytes) &&
-        write_rendezvous(peer, handle, *requests_.find(handle))))
+  if (!(ring_free && rendezvous && write_rendezvous(peer, handle, *requests_.find(handle))))
     peer.queued_sends.push_back(handle);
   return handle;
 }
@@ -273,9 +294,46 @@ bool UcxHub::write_fastbox(Peer& peer, const Fastbox::Message& message, const vo
 
 bool UcxHub::write_spread(Peer& peer, Pending& send) {
   FastboxPart& part = *send.fastbox;
+  const auto start = part.timed ? Clock::now() : Clock::time_point{};
   delivered(peer, peer.to_peer.try_send_spread({send.tag, send.bytes, part.large_before},
                                                part.send_data, part.spread_done));
-  return part.spread_done == send.bytes;
+  if (part.timed) part.copy_ns += elapsed_ns(start);
+  if (part.spread_done != send.bytes) return false;
+  note_send_time(peer, send);
+  return true;
+}
+
+bool UcxHub::spread_this(Peer& peer, std::size_t bytes) noexcept {
+  const int c = measured_class(peer, bytes);
+  if (c < 0) return true;
+  RingRouteChoice& routes = peer.routes;
+  if (!routes.settled(c)) {
+    if (const auto theirs = peer.to_peer.receiver_timings(c);
+        theirs && routes.decide(c, {theirs->first, theirs->second})) {
+      COHORT_LOG_DEBUG(
+          "point-to-point messages of {}-{} KiB to world rank {}: {} (spread: copy in {:.1f} us "
+          "+ copy out {:.1f} us; rendezvous: copy {:.1f} us; medians of {})",
+          (RingRouteChoice::kSmallest << c) / 1024, (RingRouteChoice::kSmallest << (c + 1)) / 1024,
+          peer.rank, routes.next(c) == RingRouteChoice::Route::Spread ? "spread" : "rendezvous",
+          routes.median_copy_in(c) / 1e3, theirs->first / 1e3, theirs->second / 1e3,
+          RingRouteChoice::kTrials);
+    }
+  }
+  return routes.next(c) == RingRouteChoice::Route::Spread;
+}
+
+void UcxHub::note_receive_time(Peer& peer, std::size_t bytes, RingRouteChoice::Route route,
+                               std::uint64_t ns) noexcept {
+  const int c = measured_class(peer, bytes);
+  if (c < 0) return;
+  ns += receive_timing_additions[static_cast<std::size_t>(route)].load(std::memory_order_relaxed);
+  if (const auto medians = peer.routes.received(c, route, ns))
+    peer.from_peer.publish_timings(c, medians->spread_copy_out, medians->rendezvous_copy);
+}
+
+void UcxHub::note_send_time(Peer& peer, const Pending& send) noexcept {
+  if (send.fastbox->timed)
+    peer.routes.sent_spread(measured_class(peer, send.bytes), send.fastbox->copy_ns);
 }
 
 bool UcxHub::flush_withdrawal(Peer& peer) noexcept {
@@ -309,9 +367,12 @@ bool UcxHub::continue_incoming(Peer& peer) noexcept {
     into = peer.unexpected.back().data.data();
   }
   const std::uint64_t before = incoming.done;
+  const bool timed = incoming.timed && recv != nullptr;
+  const auto start = timed ? Clock::now() : Clock::time_point{};
   const Fastbox::Receiver::Taken taken = peer.from_peer.take_spread(
       incoming.bytes, into, incoming.done,
       peer.withdrawn_at.empty() ? UINT64_MAX : peer.withdrawn_at.front());
+  if (timed) incoming.copy_ns += elapsed_ns(start);
   incoming.done = taken.done;
   // An end reached is used up (not one of a later message, when a Withdrawal piece ended it).
   while (!peer.withdrawn_at.empty() && peer.withdrawn_at.front() <= peer.from_peer.taken())
@@ -334,6 +395,8 @@ bool UcxHub::continue_incoming(Peer& peer) noexcept {
       // accept() made its request complete already; it ends now that its bytes are in.
       recv->fastbox->streaming = false;
       recv->fastbox->matched = true;
+      if (timed)
+        note_receive_time(peer, incoming.bytes, RingRouteChoice::Route::Spread, incoming.copy_ns);
     }
     peer.incoming.reset();
   }
@@ -430,9 +493,14 @@ void UcxHub::run_ready_copies() noexcept {
     Peer& peer = *peers_[static_cast<std::size_t>(recv->peer)];
     void* const into = recv->fastbox->recv_data;
     const std::size_t bytes = recv->bytes;
+    const bool timed = times_receive(peer, bytes, RingRouteChoice::Route::Rendezvous);
     lock.unlock();
+    const auto start = timed ? Clock::now() : Clock::time_point{};
     const int error = copy_rendezvous(peer, into, bytes, message);
+    const std::uint64_t copy_ns = timed ? elapsed_ns(start) : 0;
     lock.lock();
+    if (timed && error == 0)
+      note_receive_time(peer, bytes, RingRouteChoice::Route::Rendezvous, copy_ns);
     // Still there: nothing releases a receive whose copy runs (cancel_owned waits for it).
     recv = requests_.find(handle);
     recv->copy = Copy::None;
@@ -561,6 +629,8 @@ bool UcxHub::progress_fastboxes() noexcept {
             // Its pieces go to the receive as they come (or nowhere, when the sizes disagree).
             if (accept(recv, message->bytes, message->large_before)) {
               peer->incoming->receive = *waiting;
+              peer->incoming->timed =
+                  times_receive(*peer, message->bytes, RingRouteChoice::Route::Spread);
               recv.fastbox->matched = false;
               recv.fastbox->streaming = true;
             }
@@ -610,14 +680,14 @@ bool UcxHub::progress_fastboxes() noexcept {
     while (!peer->queued_sends.empty()) {
       const Request handle = peer->queued_sends.front();
       Pending& send = *requests_.find(handle);
-      if (by_rendezvous(*peer, send.bytes)) {
+      if (send.fastbox->rendezvous) {
         // Announced; it completes with the receiver's ack.
         if (!write_rendezvous(*peer, handle, send)) break;
         peer->queued_sends.pop_front();
         moved = true;
         continue;
       }
-      if (by_spread(send.bytes)) {
+      if (send.fastbox->spread) {
         const std::uint64_t before = send.fastbox->spread_done;
         if (!write_spread(*peer, send)) {
           if (send.fastbox->spread_done != before) moved = true;
@@ -747,6 +817,11 @@ namespace testing {
 
 void refuse_immediate_messages(bool refuse) noexcept {
   refusing_immediate_messages.store(refuse, std::memory_order_relaxed);
+}
+
+void slow_receive_timings(RingRouteChoice::Route route, std::chrono::nanoseconds extra) noexcept {
+  receive_timing_additions[static_cast<std::size_t>(route)].store(
+      static_cast<std::uint64_t>(extra.count()), std::memory_order_relaxed);
 }
 
 }  // namespace testing
