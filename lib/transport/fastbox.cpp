@@ -90,6 +90,7 @@ struct RendezvousBody {
   std::uint64_t seal_at;
   std::uint64_t seal;
   std::uint64_t tail;
+  std::uint64_t sent_at;
 };
 static_assert(sizeof(RendezvousBody) <= Fastbox::kInlineBytes &&
               sizeof(Fastbox::Ack) <= Fastbox::kInlineBytes);
@@ -274,8 +275,8 @@ Fastbox::Sender::Outcome Fastbox::Sender::try_send_rendezvous(const Message& mes
   slot->tag = message.tag;
   slot->bytes = kRendezvousMark;
   slot->large_before = message.large_before;
-  const RendezvousBody wire{message.bytes, body.address, body.cookie,
-                            body.seal_at,  body.seal,    body.tail};
+  const RendezvousBody wire{message.bytes, body.address, body.cookie,    body.seal_at,
+                            body.seal,     body.tail,    message.sent_at};
   std::memcpy(slot->data, &wire, sizeof wire);
   return publish(*slot);
 }
@@ -311,7 +312,8 @@ Fastbox::Sender::Outcome Fastbox::Sender::try_send_spread(const Message& message
     FastboxSlot* slot = claim();
     if (slot == nullptr) break;
     const std::uint64_t length = std::min<std::uint64_t>(kInlineBytes, bytes - done);
-    slot->tag = message.tag;
+    // A piece after the first needs no tag: its word carries the message's sent_at instead.
+    slot->tag = done == 0 ? message.tag : message.sent_at;
     slot->bytes = kSpreadMark | static_cast<std::uint32_t>(done == 0 ? bytes : 0);
     slot->large_before = message.large_before;
     copy_piece(slot->data, from + done, length);
@@ -343,6 +345,7 @@ Fastbox::Sender::Outcome Fastbox::Sender::try_send_withdrawal() noexcept {
 Fastbox::Receiver::Taken Fastbox::Receiver::take_spread(std::uint64_t bytes, std::byte* out,
                                                         std::uint64_t done,
                                                         std::uint64_t end) noexcept {
+  std::uint64_t sent_at = 0;
   do {
     // Withdrawn with its slots up to `end`: what follows is the next message's.
     if (received_ >= end) return Taken{done, true};
@@ -359,12 +362,13 @@ Fastbox::Receiver::Taken Fastbox::Receiver::take_spread(std::uint64_t bytes, std
       }
       if (slot.bytes != kSpreadMark) break;
     }
+    if (done > 0) sent_at = slot.tag;
     const std::uint64_t length = std::min<std::uint64_t>(kInlineBytes, bytes - done);
     if (out != nullptr) copy_piece(out + done, slot.data, length);
     done += length;
     pop();
   } while (done < bytes);
-  return Taken{done, false};
+  return Taken{done, false, sent_at};
 }
 
 std::optional<Fastbox::Message> Fastbox::Receiver::peek() const noexcept {
@@ -383,7 +387,7 @@ std::optional<Fastbox::Message> Fastbox::Receiver::peek() const noexcept {
 Fastbox::Rendezvous Fastbox::Receiver::rendezvous() const noexcept {
   RendezvousBody wire;
   std::memcpy(&wire, ring_->slots[received_ % kDepth].data, sizeof wire);
-  return Rendezvous{wire.address, wire.cookie, wire.seal_at, wire.seal, wire.tail};
+  return Rendezvous{wire.address, wire.cookie, wire.seal_at, wire.seal, wire.tail, wire.sent_at};
 }
 
 Fastbox::Ack Fastbox::Receiver::ack() const noexcept {

@@ -101,6 +101,10 @@ class Fastbox {
     /// ring) before this one; the owner's to keep and read (UcxHub matches sizes with it).
     std::uint32_t large_before = 0;
     Kind kind = Kind::Inline;
+    /// When the sender posted it (its steady clock, in ns), for the route choice
+    /// (ring_route_choice.hpp). Spread messages carry it in their pieces after the first
+    /// (take_spread reports it), rendezvous ones in their body; 0 where not needed.
+    std::uint64_t sent_at = 0;
   };
   /// A Rendezvous message's body.
   struct Rendezvous {
@@ -114,6 +118,7 @@ class Fastbox {
     /// The message's last 8 bytes (all of them when shorter): the receiver's single read puts
     /// the seal there, then these back (process_memory.hpp's read_sealed_process_memory).
     std::uint64_t tail = 0;
+    std::uint64_t sent_at = 0;  ///< Message::sent_at
   };
   /// An Ack message's body (its Message has no tag and no bytes).
   struct Ack {
@@ -219,6 +224,8 @@ class Fastbox {
     struct Taken {
       std::uint64_t done = 0;  ///< the message's bytes taken so far
       bool withdrawn = false;  ///< its sender withdrew it: no more pieces come
+      /// Message::sent_at, once a piece after the first was taken by this call; else 0.
+      std::uint64_t sent_at = 0;
     };
     /// For the Spread message of `bytes` whose first slot peek() returned: copies the pieces
     /// that have arrived, from byte `done` on, to `out` + that offset (`out` null: drops them),

@@ -14,14 +14,19 @@
 // limit is right on both.
 //
 // How: the sender decides, since the receiver takes either kind as it comes. Until a class has a
-// verdict, the sender alternates the two ways, spread first. The receiver times its part of each
-// message: for a spread message that met its receive, the copies out of the ring (not the waits
-// for pieces); for a rendezvous, the process_vm_readv. Once it holds kTrials of each it publishes
-// their medians on its ring's line for that sender (Fastbox::Receiver::publish_timings). The
-// sender, holding kTrials timings of its own copies into the ring, then compares: a spread costs
-// its copy in plus the receiver's copy out, a rendezvous the receiver's copy. That is the work
-// each way puts on the two cores; in an exchange (sendrecv, halo) each core makes both copies of
-// a spread and one of a rendezvous.
+// verdict, the sender alternates the two ways in blocks of kTrials messages, spread first (a
+// block is timed as the way runs once chosen), and stamps each message with the
+// time it posted it (both processes read one CLOCK_MONOTONIC). The receiver times each message
+// whose receive was waiting for it: from the later of the send's and the receive's posting to
+// the last byte in the receive's buffer. That is the whole transfer as the receive sees it: for
+// a spread, the sender's copy in, the pieces' handover and the copy out, and in an exchange
+// (sendrecv, halo) the receiver's own copy into its peer's ring, which holds up its receive;
+// for a rendezvous, the announcement's handover and the receiver's process_vm_readv. (Timing
+// the copies alone missed most of a spread's cost: on the 2026-12-02 host a 64 KiB exchange's
+// copies took 8 us in and 1-2 out, the exchange 14-16, against 11 by rendezvous.) Once the
+// receiver holds kTrials timings of each way it publishes their medians on its ring's line for
+// that sender (Fastbox::Receiver::publish_timings), and the sender takes the faster (the spread
+// only by a clear margin, kSpreadShare).
 //
 // The verdict stands for the life of the pair. A class still without one after kMaxTrials sends
 // (its receives came too late to be timed, or the receiver does not measure) keeps the spread.
@@ -45,41 +50,48 @@ class RingRouteChoice {
   static constexpr std::size_t kLargest = 512 * 1024;  ///< inclusive
   /// Timings of each way a median is taken over, on each side.
   static constexpr int kTrials = 8;
-  /// Sends of a class after which, without a verdict, it stays spread.
-  static constexpr int kMaxTrials = 64;
+  /// Sends of a class after which, without a verdict, it stays spread (eight blocks).
+  static constexpr int kMaxTrials = 8 * kTrials;
+  /// The spread wins a class only where its receives took at most this share of the
+  /// rendezvous's time (decide()).
+  static constexpr struct { std::uint64_t num, den; } kSpreadShare{9, 10};
 
   /// The class of a message of `bytes`; -1 when outside (kSmallest, kLargest].
   static int class_of(std::size_t bytes) noexcept;
 
   /// The receiver's medians for one class, as it publishes them, in nanoseconds.
   struct ReceiverTimings {
-    std::uint32_t spread_copy_out = 0;
-    std::uint32_t rendezvous_copy = 0;
+    std::uint32_t spread = 0;
+    std::uint32_t rendezvous = 0;
   };
 
   // The sender's half.
 
   /// Whether class `c` has a verdict, or has run out of trials.
   bool settled(int c) const noexcept;
-  /// Gives class `c` its verdict from the receiver's medians, once this side holds kTrials
-  /// timings of its own; true if it did now.
-  bool decide(int c, const ReceiverTimings& theirs) noexcept;
-  /// The route of the next message of class `c` (counted as one of its trials while unsettled).
+  /// Gives class `c` its verdict from the receiver's medians (`theirs`), plus this rank's own
+  /// for the messages of class `c` the other way where it has them (own_timings): the spread
+  /// where its receives took at most kSpreadShare of the rendezvous's time, else the
+  /// rendezvous. True if it did now. With both directions counted, the two ranks of a pair that
+  /// exchange messages reach the same verdict: one direction spread and the other by rendezvous
+  /// made 64 KiB exchanges slower than either way (15.8 us against 7.7-10).
+  bool decide(int c, const ReceiverTimings& theirs,
+              const std::optional<ReceiverTimings>& mine = std::nullopt) noexcept;
+  /// The route of the next message of class `c` (counted as one of its trials while unsettled):
+  /// blocks of kTrials of each way in turn, spread first, until the verdict.
   Route next(int c) noexcept;
-  /// Whether the sender should time its copy of the spread messages of class `c`.
-  bool wants_send_timing(int c) const noexcept;
-  /// The copy of one spread message of class `c` into the ring took `ns` (all its parts).
-  void sent_spread(int c, std::uint64_t ns) noexcept;
-  /// The verdict's figures, for the log: the sender's median copy in (0 before a verdict).
-  std::uint32_t median_copy_in(int c) const noexcept;
 
   // The receiver's half.
 
-  /// Whether the receiver should time its part of the messages of class `c` taking `route`.
+  /// Whether the receiver should time the messages of class `c` taking `route`.
   bool wants_receive_timing(int c, Route route) const noexcept;
-  /// The receiver's part of one message of class `c` took `ns`. Returns the class's medians
-  /// the first time both ways hold kTrials timings: the caller publishes them.
+  /// Whether it should time those of class `c` at all (either route).
+  bool wants_receive_timing(int c) const noexcept;
+  /// One message of class `c` that took `route` took `ns`, as its receive saw it. Returns the
+  /// class's medians the first time both ways hold kTrials timings: the caller publishes them.
   std::optional<ReceiverTimings> received(int c, Route route, std::uint64_t ns) noexcept;
+  /// The medians received() returned for class `c`, once it has.
+  std::optional<ReceiverTimings> own_timings(int c) const noexcept;
 
  private:
   struct Timings {
@@ -90,14 +102,13 @@ class RingRouteChoice {
     std::uint32_t median() const noexcept;
   };
   struct Sending {
-    Timings copy_in;
     int sent = 0;
     std::optional<Route> verdict;
   };
   struct Receiving {
-    Timings spread_copy_out;
-    Timings rendezvous_copy;
-    bool published = false;
+    Timings spread;
+    Timings rendezvous;
+    std::optional<ReceiverTimings> published;
   };
   std::array<Sending, kClasses> sending_{};
   std::array<Receiving, kClasses> receiving_{};

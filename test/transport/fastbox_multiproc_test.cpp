@@ -1559,10 +1559,11 @@ void route_choice_run(Bias bias) {
               bias == Bias::SpreadSlow ? Route::Spread : Route::Rendezvous, 1s);
         auto store = open_store(env);
         auto t = connect(*store, env);
-        // Trials of each class: at least two per timing the verdict needs, and more where a
+        // Trials of each class: a block of each way (kTrials each), and more blocks where a
         // spread trial went through ring slots written for the first time (not timed).
-        constexpr int kTrials = 2 * RingRouteChoice::kTrials;
-        constexpr int kPerClass = kTrials + 12;
+        constexpr int kBlock = RingRouteChoice::kTrials;
+        constexpr int kTrials = 2 * kBlock;
+        constexpr int kPerClass = 2 * kTrials + 4;
         const std::size_t sizes[] = {100000, 200000};
         REQUIRE(RingRouteChoice::class_of(sizes[0]) != RingRouteChoice::class_of(sizes[1]));
         const Tag tag = p2p_tag(3, 7);
@@ -1576,12 +1577,12 @@ void route_choice_run(Bias bias) {
             const Request s = t->post_send(1, data.data(), bytes, tag);
             const bool spread = s.is_completed();
             wait_all(*t, {s}, "send " + std::to_string(k));
-            // Trials alternate, spread first; then every message takes the verdict (by the
-            // last four of each class at the latest).
+            // Trials: a block of spread, a block of rendezvous; then every message takes the
+            // verdict (by the last four of each class at the latest).
             const int i = k / 2;  // its place in its class
             if (i >= kTrials && i < kPerClass - 4 && bias != Bias::MeasuringOff) continue;
             const bool expected = bias == Bias::MeasuringOff ? true
-                                  : i < kTrials              ? i % 2 == 0
+                                  : i < kTrials              ? i < kBlock
                                                              : bias == Bias::RendezvousSlow;
             expect(spread == expected, "message " + std::to_string(i) + " of " +
                                            std::to_string(bytes) + " bytes went " +
@@ -1602,7 +1603,7 @@ void route_choice_run(Bias bias) {
 }  // namespace
 
 TEST_CASE(
-    "fastbox: middle-sized messages alternate spread and rendezvous until the verdict, "
+    "fastbox: middle-sized messages take spread and rendezvous in turn until the verdict, "
     "which follows the receiver's timings",
     "[transport][multiproc]") {
   if (!rendezvous_runs_here()) return;

@@ -119,11 +119,12 @@ TEST_CASE("fastbox: rendezvous announcements and acks come out as such among inl
   const std::uint64_t address = 0x1122334455667788ull, cookie = 0x99aabbccddeeff01ull;
   const std::uint64_t seal_at = 0x0213243546576879ull, seal = 0x8a9bacbdcedfe0f1ull;
   const std::uint64_t tail = 0x1c2d3e4f50617283ull;
+  const std::uint64_t sent_at = 0x2e3f40516273849full;
   // An inline message of the largest size a slot takes.
   const auto largest = bytes_of(7, Fastbox::kInlineBytes);
   // Three messages a lap: the slots go round the ring three times.
   for (int lap = 0; lap < static_cast<int>(Fastbox::kDepth) + 2; ++lap) {
-    REQUIRE(sender.try_send_rendezvous({77, huge, 3, Kind::Rendezvous},
+    REQUIRE(sender.try_send_rendezvous({77, huge, 3, Kind::Rendezvous, sent_at + lap},
                                        {address + lap, cookie, seal_at, seal + lap, tail - lap}) ==
             Fastbox::Sender::Outcome::Sent);
     REQUIRE(sender.try_send({78, largest.size(), 4}, largest.data()) ==
@@ -142,6 +143,7 @@ TEST_CASE("fastbox: rendezvous announcements and acks come out as such among inl
     CHECK(body.seal_at == seal_at);
     CHECK(body.seal == seal + lap);
     CHECK(body.tail == tail - static_cast<std::uint64_t>(lap));
+    CHECK(body.sent_at == sent_at + static_cast<std::uint64_t>(lap));
     receiver.pop();
 
     message = receiver.peek();
@@ -546,4 +548,27 @@ TEST_CASE("fastbox: a receiver's timings reach its own ring's sender, per class,
   REQUIRE(message);
   CHECK(message->tag == 7);
   CHECK(message->bytes == 1);
+}
+
+TEST_CASE("fastbox: a spread message's pieces after the first bring its sent_at, and its tag stays",
+          "[fastbox]") {
+  Pair pair = make_pair(1);
+  Fastbox::Sender sender = pair.mapped.sender(0);
+  Fastbox::Receiver receiver = pair.inbox.receiver(0);
+  const std::uint64_t sent_at = 0x0123456789abcdefull;
+  const auto data = bytes_of(9, 3 * Fastbox::kInlineBytes + 5);  // four pieces
+  std::uint64_t sent = 0;
+  REQUIRE(sender.try_send_spread({61, data.size(), 2, Fastbox::Kind::Spread, sent_at}, data.data(),
+                                 sent) == Fastbox::Sender::Outcome::Sent);
+  const auto message = receiver.peek();
+  REQUIRE(message);
+  CHECK(message->kind == Fastbox::Kind::Spread);
+  CHECK(message->tag == 61);
+  CHECK(message->bytes == data.size());
+  std::vector<std::byte> got(data.size());
+  const auto taken = receiver.take_spread(data.size(), got.data(), 0);
+  CHECK(taken.done == data.size());
+  CHECK_FALSE(taken.withdrawn);
+  CHECK(taken.sent_at == sent_at);
+  CHECK(got == data);
 }

@@ -1,10 +1,13 @@
 // RingRouteChoice (transport/ring_route_choice.hpp): the size classes' bounds, the sender's
-// trials (alternating, spread first), its verdict from hand-computed medians either way, the
-// receiver's medians published once, and the spread kept when no verdict comes.
+// trials (blocks of each way in turn, spread first), its verdict either way, the receiver's
+// hand-computed medians published once, and the spread kept when no verdict comes.
 
 #include "transport/ring_route_choice.hpp"
 
 #include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <optional>
 
 namespace {
 
@@ -28,57 +31,69 @@ TEST_CASE("route choice: size classes by powers of two from 32 KiB (exclusive) t
   CHECK(RingRouteChoice::class_of(524289) == -1);
 }
 
-TEST_CASE("route choice: trials alternate spread first, per class, until the verdict",
-          "[route_choice]") {
+TEST_CASE(
+    "route choice: trials go in blocks of each way, spread first, per class, until the "
+    "verdict",
+    "[route_choice]") {
+  constexpr int kBlock = RingRouteChoice::kTrials;
   RingRouteChoice choice;
-  for (int i = 0; i < 6; ++i) {
-    CHECK(choice.next(1) == (i % 2 == 0 ? Route::Spread : Route::Rendezvous));
+  for (int i = 0; i < 3 * kBlock; ++i) {
+    CHECK(choice.next(1) == (i / kBlock == 1 ? Route::Rendezvous : Route::Spread));
     CHECK_FALSE(choice.settled(1));
   }
   // Another class has its own count.
   CHECK(choice.next(3) == Route::Spread);
-  CHECK(choice.next(3) == Route::Rendezvous);
-  CHECK(choice.next(1) == Route::Spread);  // the seventh of class 1
+  CHECK(choice.next(1) == Route::Rendezvous);  // the fourth block of class 1
 }
 
-TEST_CASE("route choice: the verdict sums the two copies of a spread against the rendezvous",
+TEST_CASE("route choice: the verdict takes the way whose receives took less, the spread by a tenth",
           "[route_choice]") {
-  // Copy in: 8 timings whose median (lower and upper middle 5000 and 7000) is 6000 ns.
-  const std::uint64_t copy_in[] = {9000, 5000, 1000, 7000, 200000, 3000, 8000, 4000};
-  SECTION("rendezvous dearer than 6000 + 4000: spread") {
+  SECTION("rendezvous faster: rendezvous, from then on, once") {
     RingRouteChoice choice;
-    for (const auto ns : copy_in) choice.sent_spread(0, ns);
-    CHECK_FALSE(choice.wants_send_timing(0));
-    REQUIRE(choice.decide(0, {4000, 10001}));
-    CHECK(choice.settled(0));
-    CHECK(choice.median_copy_in(0) == 6000);
-    for (int i = 0; i < 5; ++i) CHECK(choice.next(0) == Route::Spread);
-    CHECK_FALSE(choice.decide(0, {1, 1}));  // once
-    CHECK(choice.next(0) == Route::Spread);
-  }
-  SECTION("rendezvous cheaper than 6000 + 4000: rendezvous") {
-    RingRouteChoice choice;
-    for (const auto ns : copy_in) choice.sent_spread(2, ns);
-    REQUIRE(choice.decide(2, {4000, 9999}));
+    CHECK(choice.next(2) == Route::Spread);
+    REQUIRE(choice.decide(2, {10001, 10000}));
+    CHECK(choice.settled(2));
     for (int i = 0; i < 5; ++i) CHECK(choice.next(2) == Route::Rendezvous);
+    CHECK_FALSE(choice.decide(2, {1, 100000}));  // once
+    CHECK(choice.next(2) == Route::Rendezvous);
     CHECK_FALSE(choice.settled(1));  // other classes untouched
+    CHECK(choice.next(1) == Route::Spread);
   }
-  SECTION("equal: spread (no round trip, and the send completes at once)") {
+  SECTION("spread at 0.9 of the rendezvous's time: spread") {
     RingRouteChoice choice;
-    for (const auto ns : copy_in) choice.sent_spread(3, ns);
-    REQUIRE(choice.decide(3, {4000, 10000}));
-    CHECK(choice.next(3) == Route::Spread);
+    REQUIRE(choice.decide(0, {9000, 10000}));
+    for (int i = 0; i < 5; ++i) CHECK(choice.next(0) == Route::Spread);
   }
-  SECTION("no verdict before the sender holds its own timings") {
+  SECTION("spread faster, but by less than a tenth: rendezvous") {
     RingRouteChoice choice;
-    for (int i = 0; i < RingRouteChoice::kTrials - 1; ++i) choice.sent_spread(1, 100);
-    CHECK(choice.wants_send_timing(1));
-    CHECK_FALSE(choice.decide(1, {100, 1}));
-    CHECK_FALSE(choice.settled(1));
-    choice.sent_spread(1, 100);
-    CHECK(choice.decide(1, {100, 1}));
-    CHECK(choice.next(1) == Route::Rendezvous);
+    REQUIRE(choice.decide(3, {9001, 10000}));
+    CHECK(choice.next(3) == Route::Rendezvous);
   }
+}
+
+TEST_CASE("route choice: a rank that times the other direction too counts both, so a pair agrees",
+          "[route_choice]") {
+  // Messages to the peer: spread 9000 ns, rendezvous 10000 (spread wins alone, at 0.9). Messages
+  // from it: spread 13000, rendezvous 12000. Both directions: 22000 against 22000, above 0.9:
+  // the rendezvous, which the peer computes from the same four medians.
+  RingRouteChoice alone, both, peer;
+  REQUIRE(alone.decide(1, {9000, 10000}));
+  CHECK(alone.next(1) == Route::Spread);
+  REQUIRE(both.decide(1, {9000, 10000}, RingRouteChoice::ReceiverTimings{13000, 12000}));
+  CHECK(both.next(1) == Route::Rendezvous);
+  REQUIRE(peer.decide(1, {13000, 12000}, RingRouteChoice::ReceiverTimings{9000, 10000}));
+  CHECK(peer.next(1) == Route::Rendezvous);
+  // own_timings: what received() returned, once.
+  RingRouteChoice receiver;
+  CHECK_FALSE(receiver.own_timings(2));
+  for (int i = 0; i < RingRouteChoice::kTrials; ++i) {
+    receiver.received(2, Route::Spread, 700);
+    receiver.received(2, Route::Rendezvous, 500);
+  }
+  REQUIRE(receiver.own_timings(2));
+  CHECK(receiver.own_timings(2)->spread == 700);
+  CHECK(receiver.own_timings(2)->rendezvous == 500);
+  CHECK_FALSE(receiver.own_timings(1));
 }
 
 TEST_CASE("route choice: a class without a verdict after kMaxTrials sends stays spread",
@@ -92,22 +107,39 @@ TEST_CASE("route choice: a class without a verdict after kMaxTrials sends stays 
 TEST_CASE("route choice: the receiver publishes each class's medians once both ways are timed",
           "[route_choice]") {
   RingRouteChoice choice;
-  // Spread copies out 1..8 us (median 4500 ns), rendezvous 10, 30, 20, ... (median 45000).
+  CHECK(choice.wants_receive_timing(1));
+  // Spread receives took 1..8 us (median: the mean of 4000 and 5000), rendezvous ones 10, 30,
+  // 20, ... us (median: the mean of 40000 and 50000).
   for (int i = 0; i < RingRouteChoice::kTrials; ++i) {
     REQUIRE(choice.wants_receive_timing(1, Route::Spread));
     CHECK_FALSE(choice.received(1, Route::Spread, 1000u * static_cast<unsigned>(i + 1)));
   }
   CHECK_FALSE(choice.wants_receive_timing(1, Route::Spread));
   CHECK(choice.wants_receive_timing(1, Route::Rendezvous));
+  CHECK(choice.wants_receive_timing(1));
   const std::uint64_t rendezvous[] = {10000, 30000, 20000, 80000, 50000, 40000, 70000};
   for (const auto ns : rendezvous) CHECK_FALSE(choice.received(1, Route::Rendezvous, ns));
   // A further spread timing changes nothing.
   CHECK_FALSE(choice.received(1, Route::Spread, 1));
   const auto medians = choice.received(1, Route::Rendezvous, 60000);
   REQUIRE(medians);
-  CHECK(medians->spread_copy_out == 4500);
-  CHECK(medians->rendezvous_copy == 45000);
-  CHECK_FALSE(choice.wants_receive_timing(1, Route::Rendezvous));
+  CHECK(medians->spread == 4500);
+  CHECK(medians->rendezvous == 45000);
+  CHECK_FALSE(choice.wants_receive_timing(1));
   CHECK_FALSE(choice.received(1, Route::Rendezvous, 5));  // published once
   CHECK(choice.wants_receive_timing(0, Route::Spread));   // other classes still timed
+}
+
+TEST_CASE("route choice: a median is robust to one preempted receive", "[route_choice]") {
+  RingRouteChoice choice;
+  // 8 spread timings, one of a receive whose process was preempted for 50 ms.
+  const std::uint64_t spread[] = {3000, 50000000, 1000, 4000, 2000, 6000, 5000, 7000};
+  for (const auto ns : spread) choice.received(0, Route::Spread, ns);
+  std::optional<RingRouteChoice::ReceiverTimings> medians;
+  for (int i = 0; i < RingRouteChoice::kTrials; ++i)
+    medians = choice.received(0, Route::Rendezvous, 4500);
+  REQUIRE(medians);
+  // Sorted: 1000 2000 3000 4000 5000 6000 7000 50000000: the middles 4000 and 5000.
+  CHECK(medians->spread == 4500);
+  CHECK(medians->rendezvous == 4500);
 }

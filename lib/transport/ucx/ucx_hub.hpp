@@ -194,10 +194,10 @@ class UcxHub {
     std::uint64_t bytes = 0;  ///< the message's size
     std::uint64_t done = 0;   ///< bytes taken so far
     Request receive;          ///< valid: the fastbox receive it fills
-    /// Its copies out of the ring are timed for the pair's route choice (ring_route_choice.hpp):
-    /// it met its receive as it came. copy_ns: their time so far.
+    /// It met its receive waiting, and is timed for the pair's route choice
+    /// (ring_route_choice.hpp); sent_at: Fastbox::Message::sent_at, once a piece brought it.
     bool timed = false;
-    std::uint64_t copy_ns = 0;
+    std::uint64_t sent_at = 0;
     /// It fills the newest of the peer's unexpected messages. Neither this nor a receive: its
     /// pieces are dropped (its receive was cancelled, or refused it for its size).
     bool to_unexpected = false;
@@ -291,10 +291,11 @@ class UcxHub {
     /// or by rendezvous; neither: one slot, or UCX once its turn comes.
     bool spread = false;
     bool rendezvous = false;
-    /// A spread send whose copy into the ring is timed for the route choice; copy_ns: its time
-    /// so far, over its parts.
+    /// For a send or receive of a measured class (measured_class): when it was posted (steady
+    /// clock, ns; a send's travels with its message as Fastbox::Message::sent_at); else 0.
+    std::uint64_t posted_at = 0;
+    /// A receive whose rendezvous message met it waiting: its copy is timed for the route choice.
     bool timed = false;
-    std::uint64_t copy_ns = 0;
   };
   /// Where a fastbox receive's rendezvous copy stands. It is made outside the hub's lock (see
   /// run_ready_copies), so a large copy holds up no other thread's sends, receives and progress.
@@ -406,18 +407,19 @@ class UcxHub {
   /// always where only the spread is open to the pair, else as its route choice says, counting
   /// the send as a trial while the class has no verdict.
   bool spread_this(Peer& peer, std::size_t bytes) noexcept;
-  /// Whether this rank times its part of a message of `bytes` from `peer` that goes `route`.
+  /// Whether this rank times messages of `bytes` from `peer` that go `route` (either route:
+  /// nullopt) for the pair's route choice.
   static bool times_receive(const Peer& peer, std::size_t bytes,
-                            RingRouteChoice::Route route) noexcept {
+                            std::optional<RingRouteChoice::Route> route = std::nullopt) noexcept {
     const int c = measured_class(peer, bytes);
-    return c >= 0 && peer.routes.wants_receive_timing(c, route);
+    return c >= 0 && (route ? peer.routes.wants_receive_timing(c, *route)
+                            : peer.routes.wants_receive_timing(c));
   }
-  /// Records this rank's part of a message of `bytes` from `peer` (`ns`), and publishes the
-  /// class's medians in the ring once they are complete.
-  static void note_receive_time(Peer& peer, std::size_t bytes, RingRouteChoice::Route route,
-                                std::uint64_t ns) noexcept;
-  /// Records the copy into the ring of spread send `send` once its last piece is in.
-  static void note_send_time(Peer& peer, const Pending& send) noexcept;
+  /// Records a message of `bytes` from `peer` that went `route` and is in its receive's buffer
+  /// now: sent at `sent_at`, received by a receive posted at `posted_at` (steady clock, ns).
+  /// Publishes the class's medians in the ring once they are complete.
+  static void note_received(Peer& peer, std::size_t bytes, RingRouteChoice::Route route,
+                            std::uint64_t sent_at, std::uint64_t posted_at) noexcept;
   bool fastbox_send_route(const Peer& peer, Tag tag, std::size_t bytes) const noexcept {
     return (tag & kP2PFlag) != 0 && ring_takes(peer, bytes) && peer.to_peer.attached() &&
            !peer.failed;

@@ -22,18 +22,20 @@
 namespace cohort::transport::ucx {
 namespace {
 
-/// Times the copies the route choice compares (ring_route_choice.hpp), during its trials only.
-using Clock = std::chrono::steady_clock;
+/// The steady clock (CLOCK_MONOTONIC, one for every process of a host) in ns: when a middle-sized
+/// send or receive was posted, for the route choice (ring_route_choice.hpp).
+std::uint64_t now_ns() noexcept {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
 /// Whether a ring whose `slots` slots were used so far has been round once, so the spread
 /// message that starts there writes or reads no slot for the first time. Only those are timed:
-/// a process's first touch of each of the ring's pages faults it into its mapping, which cost
-/// the first 64 KiB messages' copies in 24-36 us against 12-16 for the 128 KiB ones after them.
+/// a process's first touch of each of the ring's pages faults it into its mapping, which made
+/// the first 64 KiB messages' copies 24-36 us against 12-16 for the 128 KiB ones after them.
 bool ring_lapped(std::uint64_t slots) noexcept {
   return slots >= Fastbox::kDepth;
-}
-std::uint64_t elapsed_ns(Clock::time_point start) noexcept {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
 }
 
 /// The active message that wakes a peer asleep on its worker's event fd. Its handler does
@@ -190,24 +192,17 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
     return Request::completed();
   const bool spread = by_spread(bytes) && spread_this(peer, bytes);
   const bool rendezvous = !spread && bytes > peer.rendezvous_above;
-  const int size_class = measured_class(peer, bytes);
   FastboxPart part{.send_data = data,
                    .large_before = large_before,
                    .spread = spread,
                    .rendezvous = rendezvous,
-                   .timed = spread && size_class >= 0 &&
-                            peer.routes.wants_send_timing(size_class) &&
-                            ring_lapped(peer.to_peer.written())};
+                   .posted_at = measured_class(peer, bytes) >= 0 ? now_ns() : 0};
   // A spread message's first pieces go now; the rest follow as the receiver frees slots.
   if (ring_free && spread) {
-    const auto start = part.timed ? Clock::now() : Clock::time_point{};
-    delivered(peer,
-              peer.to_peer.try_send_spread({tag, bytes, large_before}, data, part.spread_done));
-    if (part.timed) part.copy_ns += elapsed_ns(start);
-    if (part.spread_done == bytes) {
-      if (part.timed) peer.routes.sent_spread(size_class, part.copy_ns);
-      return Request::completed();
-    }
+    delivered(peer, peer.to_peer.try_send_spread(
+                        {tag, bytes, large_before, Fastbox::Kind::Spread, part.posted_at}, data,
+                        part.spread_done));
+    if (part.spread_done == bytes) return Request::completed();
   }
   // A rendezvous send is sealed now (progress, which may announce it later, cannot throw).
   if (rendezvous) part.seal = SendSeal::make();
@@ -235,7 +230,9 @@ Request UcxHub::post_fastbox_recv(Peer& peer, void* data, std::size_t bytes, Tag
   // Braced, not emplace's parentheses: clang before 16 cannot build an aggregate from them.
   const Request handle = requests_.emplace(
       Pending{peer.rank, origin, bytes, tag, UcxRequest::completed(UcxRequest::Kind::Recv, 0),
-              FastboxPart{.recv_data = data, .large_before = large_before}});
+              FastboxPart{.recv_data = data,
+                          .large_before = large_before,
+                          .posted_at = times_receive(peer, bytes) ? now_ns() : 0}});
   Pending& recv = *requests_.find(handle);
   // A message with this tag already taken from the ring is older than any still in it. (No
   // receive with this tag is queued then: it would have taken that message.)
@@ -303,13 +300,10 @@ bool UcxHub::write_fastbox(Peer& peer, const Fastbox::Message& message, const vo
 
 bool UcxHub::write_spread(Peer& peer, Pending& send) {
   FastboxPart& part = *send.fastbox;
-  const auto start = part.timed ? Clock::now() : Clock::time_point{};
-  delivered(peer, peer.to_peer.try_send_spread({send.tag, send.bytes, part.large_before},
+  delivered(peer, peer.to_peer.try_send_spread({send.tag, send.bytes, part.large_before,
+                                                Fastbox::Kind::Spread, part.posted_at},
                                                part.send_data, part.spread_done));
-  if (part.timed) part.copy_ns += elapsed_ns(start);
-  if (part.spread_done != send.bytes) return false;
-  note_send_time(peer, send);
-  return true;
+  return part.spread_done == send.bytes;
 }
 
 bool UcxHub::spread_this(Peer& peer, std::size_t bytes) noexcept {
@@ -318,31 +312,35 @@ bool UcxHub::spread_this(Peer& peer, std::size_t bytes) noexcept {
   RingRouteChoice& routes = peer.routes;
   if (!routes.settled(c)) {
     if (const auto theirs = peer.to_peer.receiver_timings(c);
-        theirs && routes.decide(c, {theirs->first, theirs->second})) {
+        theirs && routes.decide(c, {theirs->first, theirs->second}, routes.own_timings(c))) {
       COHORT_LOG_DEBUG(
-          "point-to-point messages of {}-{} KiB to world rank {}: {} (spread: copy in {:.1f} us "
-          "+ copy out {:.1f} us; rendezvous: copy {:.1f} us; medians of {})",
+          "point-to-point messages of {}-{} KiB to world rank {}: {} (its receives took {:.1f} us "
+          "spread, {:.1f} us by rendezvous{}; medians of {})",
           (RingRouteChoice::kSmallest << c) / 1024, (RingRouteChoice::kSmallest << (c + 1)) / 1024,
           peer.rank, routes.next(c) == RingRouteChoice::Route::Spread ? "spread" : "rendezvous",
-          routes.median_copy_in(c) / 1e3, theirs->first / 1e3, theirs->second / 1e3,
+          theirs->first / 1e3, theirs->second / 1e3,
+          routes.own_timings(c)
+              ? fmt::format("; this rank's {:.1f} and {:.1f}", routes.own_timings(c)->spread / 1e3,
+                            routes.own_timings(c)->rendezvous / 1e3)
+              : std::string(),
           RingRouteChoice::kTrials);
     }
   }
   return routes.next(c) == RingRouteChoice::Route::Spread;
 }
 
-void UcxHub::note_receive_time(Peer& peer, std::size_t bytes, RingRouteChoice::Route route,
-                               std::uint64_t ns) noexcept {
+void UcxHub::note_received(Peer& peer, std::size_t bytes, RingRouteChoice::Route route,
+                           std::uint64_t sent_at, std::uint64_t posted_at) noexcept {
   const int c = measured_class(peer, bytes);
-  if (c < 0) return;
-  ns += receive_timing_additions[static_cast<std::size_t>(route)].load(std::memory_order_relaxed);
+  const std::uint64_t start = std::max(sent_at, posted_at);
+  const std::uint64_t now = now_ns();
+  // A send stamped by a clock ahead of this one (another time namespace) is not timed.
+  if (c < 0 || sent_at == 0 || posted_at == 0 || now < start) return;
+  const std::uint64_t ns =
+      now - start +
+      receive_timing_additions[static_cast<std::size_t>(route)].load(std::memory_order_relaxed);
   if (const auto medians = peer.routes.received(c, route, ns))
-    peer.from_peer.publish_timings(c, medians->spread_copy_out, medians->rendezvous_copy);
-}
-
-void UcxHub::note_send_time(Peer& peer, const Pending& send) noexcept {
-  if (send.fastbox->timed)
-    peer.routes.sent_spread(measured_class(peer, send.bytes), send.fastbox->copy_ns);
+    peer.from_peer.publish_timings(c, medians->spread, medians->rendezvous);
 }
 
 bool UcxHub::flush_withdrawal(Peer& peer) noexcept {
@@ -376,12 +374,10 @@ bool UcxHub::continue_incoming(Peer& peer) noexcept {
     into = peer.unexpected.back().data.data();
   }
   const std::uint64_t before = incoming.done;
-  const bool timed = incoming.timed && recv != nullptr;
-  const auto start = timed ? Clock::now() : Clock::time_point{};
   const Fastbox::Receiver::Taken taken = peer.from_peer.take_spread(
       incoming.bytes, into, incoming.done,
       peer.withdrawn_at.empty() ? UINT64_MAX : peer.withdrawn_at.front());
-  if (timed) incoming.copy_ns += elapsed_ns(start);
+  if (taken.sent_at != 0) incoming.sent_at = taken.sent_at;
   incoming.done = taken.done;
   // An end reached is used up (not one of a later message, when a Withdrawal piece ended it).
   while (!peer.withdrawn_at.empty() && peer.withdrawn_at.front() <= peer.from_peer.taken())
@@ -404,8 +400,9 @@ bool UcxHub::continue_incoming(Peer& peer) noexcept {
       // accept() made its request complete already; it ends now that its bytes are in.
       recv->fastbox->streaming = false;
       recv->fastbox->matched = true;
-      if (timed)
-        note_receive_time(peer, incoming.bytes, RingRouteChoice::Route::Spread, incoming.copy_ns);
+      if (incoming.timed)
+        note_received(peer, incoming.bytes, RingRouteChoice::Route::Spread, incoming.sent_at,
+                      recv->fastbox->posted_at);
     }
     peer.incoming.reset();
   }
@@ -435,7 +432,7 @@ Request request_of(std::uint64_t cookie) noexcept {
 
 bool UcxHub::write_rendezvous(Peer& peer, const Request& handle, const Pending& send) {
   const Fastbox::Message message{send.tag, send.bytes, send.fastbox->large_before,
-                                 Fastbox::Kind::Rendezvous};
+                                 Fastbox::Kind::Rendezvous, send.fastbox->posted_at};
   // The last 8 bytes travel with the announcement: the receiver reads the seal into their place
   // (read_sealed_process_memory).
   std::uint64_t tail = 0;
@@ -502,14 +499,9 @@ void UcxHub::run_ready_copies() noexcept {
     Peer& peer = *peers_[static_cast<std::size_t>(recv->peer)];
     void* const into = recv->fastbox->recv_data;
     const std::size_t bytes = recv->bytes;
-    const bool timed = times_receive(peer, bytes, RingRouteChoice::Route::Rendezvous);
     lock.unlock();
-    const auto start = timed ? Clock::now() : Clock::time_point{};
     const int error = copy_rendezvous(peer, into, bytes, message);
-    const std::uint64_t copy_ns = timed ? elapsed_ns(start) : 0;
     lock.lock();
-    if (timed && error == 0)
-      note_receive_time(peer, bytes, RingRouteChoice::Route::Rendezvous, copy_ns);
     // Still there: nothing releases a receive whose copy runs (cancel_owned waits for it).
     recv = requests_.find(handle);
     recv->copy = Copy::None;
@@ -556,6 +548,9 @@ void UcxHub::finish_rendezvous(Peer& peer, const Request& handle, Pending& recv,
       recv.request = UcxRequest::failed(UcxRequest::Kind::Recv, UCS_ERR_NO_MEMORY);
     }
   }
+  if (error == 0 && recv.fastbox->timed)
+    note_received(peer, recv.bytes, RingRouteChoice::Route::Rendezvous, message.sent_at,
+                  recv.fastbox->posted_at);
   // After the copy: the sender may reuse its buffer once it sees this.
   memory_fence(std::memory_order_seq_cst);
   acknowledge(peer, message.cookie, error, handle);
@@ -639,12 +634,16 @@ bool UcxHub::progress_fastboxes() noexcept {
             if (accept(recv, message->bytes, message->large_before)) {
               peer->incoming->receive = *waiting;
               peer->incoming->timed =
+                  recv.fastbox->posted_at != 0 &&
                   times_receive(*peer, message->bytes, RingRouteChoice::Route::Spread) &&
                   ring_lapped(peer->from_peer.taken());
               recv.fastbox->matched = false;
               recv.fastbox->streaming = true;
             }
           } else if (rendezvous) {
+            recv.fastbox->timed =
+                recv.fastbox->posted_at != 0 &&
+                times_receive(*peer, message->bytes, RingRouteChoice::Route::Rendezvous);
             settle_rendezvous(*peer, *waiting, recv,
                               accept(recv, message->bytes, message->large_before), *rendezvous);
           } else if (accept(recv, message->bytes, message->large_before)) {
