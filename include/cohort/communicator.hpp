@@ -234,11 +234,13 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   /// Point-to-point. Messages between a pair with the same tag arrive in send order. tag >= 0.
   /// A send may complete before its receive is posted (MPI's standard mode): between ranks of
-  /// one host, messages up to 512 KiB are copied into the receiver's shared-memory ring, or
+  /// one host, messages up to 32 KiB are copied into the receiver's shared-memory ring, or
   /// UCX's, and held on the receiving side until their receive comes, without a limit on how
-  /// many (one larger than the ring, about 256 KiB, once the receiver's process has taken its
-  /// first part); larger ones wait for their receive. A program must not rely on either: a send may
-  /// also wait for its receive at any size (a full ring, another transport). Sends to a peer
+  /// many; those of 32-512 KiB too (one larger than the ring, about 256 KiB, once the receiver's
+  /// process has taken its first part), unless the pair measured its rendezvous faster for
+  /// their size (COHORT_MEASURED_CHOICE; its first trials of a size go each way), in which case
+  /// they wait for their receive, as larger ones do. A program must not rely on either: a send
+  /// may also wait for its receive at any size (a full ring, another transport). Sends to a peer
   /// and receives from it are ordered per tag, not across tags.
   /// On host buffers, sends and receives do not wait for the collectives called before them
   /// (MPI's progress rule): one called while an earlier collective is queued or running (an

@@ -207,8 +207,9 @@ constexpr std::array kTunables{
                 "broadcasts from 1 MiB and gathers from 2 MiB (in place and out of place "
                 "apart), and scatters (each form apart) and uniform alltoalls from 256 KiB on 3 "
                 "ranks or more, "
-                "time the arena and single copy and run the faster (same bits); off: the "
-                "table's choice (set alike on every rank)",
+                "time the arena and single copy and run the faster (same bits), and same-host "
+                "send/recv of 32-512 KiB times the spread over the ring against the rendezvous "
+                "per pair; off: the table's choice, and the spread (set alike on every rank)",
                 false, &parse_measured_choice},
     TunableInfo{"COHORT_KERNEL_ISA", "enum auto|avx512|avx2|portable", "auto",
                 "instruction set of the reduction and conversion kernels (auto: the widest this "

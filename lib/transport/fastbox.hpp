@@ -28,14 +28,16 @@
 // - Ack: through the ring the other way, naming the send (its cookie), after which the sender
 //   may reuse its buffer.
 // - Spread: a middle-sized message copied into consecutive slots, each stamped as it is
-//   written, the first one carrying the size; a message larger than the free slots goes in
-//   parts, as the receiver frees them. The receiver copies the pieces out as they come. A
+//   written, the first one carrying the size and the others the time it was posted (the
+//   owner's route choice times it; ring_route_choice.hpp); a message larger than the free slots
+//   goes in parts, as the receiver frees them. The receiver copies the pieces out as they come. A
 //   sender that gives up on one it has begun ends it with a Withdrawal piece, or its owner
 //   tells the receiver's owner where its pieces end (take_spread's `end`). Two copies through
 //   memory both processes map beat one copy out of the sender's memory (process_vm_readv) up to a
 //   few hundred KiB: the kernel pins each 4 KiB page of the sender's buffer before it copies, and
 //   pinning costs more than the copy there (see bench/PERFORMANCE-LOG.md, "Middle-sized send/recv
-//   spread over the ring").
+//   spread over the ring"); not on every host, so the owner measures which way a pair's messages
+//   of each size go ("Spread or rendezvous, measured per pair").
 // The owner decides which messages go which way; the rings only carry them.
 //
 // Waking: a receiver about to sleep counts itself in its inbox header's `sleepers`; a sender

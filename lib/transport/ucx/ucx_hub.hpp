@@ -382,8 +382,10 @@ class UcxHub {
   /// FIFO as well, takes them as fast, and multi-slot messages of 4-8 KiB were slower than it.
   static constexpr std::size_t kSpreadAbove = 32 * 1024;
   /// The largest spread message: twice what the ring holds, so its sender writes it in parts.
-  /// Up to 512 KiB two copies beat the rendezvous's one on pages of either size; from 1 MiB the
-  /// rendezvous wins on 2 MiB pages (bench/PERFORMANCE-LOG.md).
+  /// On 2026-11-28's host two copies beat the rendezvous's one up to 512 KiB on pages of either
+  /// size, and from 1 MiB the rendezvous won on 2 MiB pages; on 2026-12-02's the rendezvous won
+  /// from 64 KiB, hence the measured choice below it (ring_route_choice.hpp,
+  /// bench/PERFORMANCE-LOG.md).
   static constexpr std::size_t kSpreadMax = 512 * 1024;
   static_assert(kSpreadMax < Fastbox::kSpreadLimit);
   static bool by_spread(std::size_t bytes) noexcept {
