@@ -105,23 +105,24 @@ struct alignas(64) Fastbox::Ring {
   /// (never 0 when set: the ring was full for it). The receiver clears it when it wakes it.
   std::atomic<std::uint64_t> room_wanted{0};
   /// The receiver's timings for the sender's route choice (ring_route_choice.hpp), per class:
-  /// its median copy out of a spread message and copy of a rendezvous, in ns, each valid once
-  /// the class's bit in `timed` is set. Written once per class; on a line of its own, which the
+  /// the median time its receives of spread and of rendezvous messages took (from the later of
+  /// the send's and the receive's posting to the last byte in), in ns, valid once the class's
+  /// bit in `timed` is set. Written once per class; on a line of its own, which the
   /// sender reads only until it has its verdicts.
   struct alignas(64) Timings {
     std::atomic<std::uint32_t> timed{0};
-    std::atomic<std::uint32_t> spread_copy_out[kTimedClasses]{};
-    std::atomic<std::uint32_t> rendezvous_copy[kTimedClasses]{};
+    std::atomic<std::uint32_t> spread[kTimedClasses]{};
+    std::atomic<std::uint32_t> rendezvous[kTimedClasses]{};
   } timings;
   FastboxSlot slots[kDepth];
 };
 
-void Fastbox::Receiver::publish_timings(int size_class, std::uint32_t spread_copy_out,
-                                        std::uint32_t rendezvous_copy) noexcept {
+void Fastbox::Receiver::publish_timings(int size_class, std::uint32_t spread,
+                                        std::uint32_t rendezvous) noexcept {
   COHORT_CHECK(size_class >= 0 && size_class < kTimedClasses);
   const auto c = static_cast<std::size_t>(size_class);
-  ring_->timings.spread_copy_out[c].store(spread_copy_out, std::memory_order_relaxed);
-  ring_->timings.rendezvous_copy[c].store(rendezvous_copy, std::memory_order_relaxed);
+  ring_->timings.spread[c].store(spread, std::memory_order_relaxed);
+  ring_->timings.rendezvous[c].store(rendezvous, std::memory_order_relaxed);
   ring_->timings.timed.fetch_or(1u << c, std::memory_order_release);
 }
 
@@ -130,8 +131,8 @@ std::optional<std::pair<std::uint32_t, std::uint32_t>> Fastbox::Sender::receiver
   COHORT_CHECK(size_class >= 0 && size_class < kTimedClasses);
   const auto c = static_cast<std::size_t>(size_class);
   if ((ring_->timings.timed.load(std::memory_order_acquire) & (1u << c)) == 0) return std::nullopt;
-  return std::pair{ring_->timings.spread_copy_out[c].load(std::memory_order_relaxed),
-                   ring_->timings.rendezvous_copy[c].load(std::memory_order_relaxed)};
+  return std::pair{ring_->timings.spread[c].load(std::memory_order_relaxed),
+                   ring_->timings.rendezvous[c].load(std::memory_order_relaxed)};
 }
 
 std::size_t Fastbox::bytes_for(int rings) noexcept {

@@ -13,7 +13,8 @@
 // Layout: every process owns one segment (an anonymous memfd, mapped by its same-host peers
 // through /proc/<pid>/fd/<fd>, like the shared arena), its inbox: a header line, then one ring
 // per same-host rank, indexed by the sender's place among the host's ranks in world order. Ring:
-// one line with the receiver's `consumed` count, then kDepth slots of kSlotBytes. Message n
+// one line with the receiver's `consumed` count, one with its timings for the sender's route
+// choice (Receiver::publish_timings), then kDepth slots of kSlotBytes. Message n
 // (0, 1, ...) of a ring goes into slot n % kDepth and is stamped n + 1 once written; the sender
 // rewrites a slot only once `consumed` passed its previous message, so a ring holds at most
 // kDepth slots the receiver has not taken yet.
@@ -187,8 +188,8 @@ class Fastbox {
     /// Before sleeping on a refusal (Full): asks the receiver to report once the smallest write
     /// refused since the last one that went in (or since forget_refusals()) would fit.
     RoomRequest want_room() noexcept;
-    /// The receiver's timings for size class `size_class` (< kTimedClasses): its median copy
-    /// out of a spread message and copy of a rendezvous, in ns, once it published them.
+    /// The receiver's timings for size class `size_class` (< kTimedClasses), spread and
+    /// rendezvous (Receiver::publish_timings), once it published them.
     std::optional<std::pair<std::uint32_t, std::uint32_t>> receiver_timings(
         int size_class) const noexcept;
     /// Forgets the refusals so far; the owner calls it before it tries its queued writes
@@ -239,10 +240,10 @@ class Fastbox {
     /// it is: the call returns as when no more pieces have come, until `end` is given.
     Taken take_spread(std::uint64_t bytes, std::byte* out, std::uint64_t done,
                       std::uint64_t end = UINT64_MAX) noexcept;
-    /// Tells the sender this side's timings for size class `size_class` (< kTimedClasses),
-    /// for its choice between spread and rendezvous (ring_route_choice.hpp). Once per class.
-    void publish_timings(int size_class, std::uint32_t spread_copy_out,
-                         std::uint32_t rendezvous_copy) noexcept;
+    /// Tells the sender this side's timings for size class `size_class` (< kTimedClasses): the
+    /// median time its receives of spread and of rendezvous messages took, in ns, for the
+    /// sender's choice between the two (ring_route_choice.hpp). Once per class.
+    void publish_timings(int size_class, std::uint32_t spread, std::uint32_t rendezvous) noexcept;
     /// Lets the sender reuse the slot of the message peek() returned.
     void pop() noexcept;
     /// Slots taken so far (the sender's written() counts the same way).

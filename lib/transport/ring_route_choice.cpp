@@ -44,11 +44,12 @@ bool RingRouteChoice::settled(int c) const noexcept {
   return s.verdict.has_value() || s.sent >= kMaxTrials;
 }
 
-bool RingRouteChoice::decide(int c, const ReceiverTimings& theirs,
-                             const std::optional<ReceiverTimings>& mine) noexcept {
+bool RingRouteChoice::decide(int c, const ReceiverTimings& theirs) noexcept {
   COHORT_CHECK(c >= 0 && c < kClasses);
   Sending& s = sending_[static_cast<std::size_t>(c)];
   if (s.verdict) return false;
+  if (timing_under_way(c) && s.sent < kMaxTrials / 2) return false;
+  const std::optional<ReceiverTimings> mine = own_timings(c);
   const std::uint64_t spread = std::uint64_t{theirs.spread} + (mine ? mine->spread : 0);
   const std::uint64_t rendezvous = std::uint64_t{theirs.rendezvous} + (mine ? mine->rendezvous : 0);
   // The spread only where its receives took at most kSpreadShare of the rendezvous's time:
@@ -96,6 +97,12 @@ std::optional<RingRouteChoice::ReceiverTimings> RingRouteChoice::received(
 std::optional<RingRouteChoice::ReceiverTimings> RingRouteChoice::own_timings(int c) const noexcept {
   COHORT_CHECK(c >= 0 && c < kClasses);
   return receiving_[static_cast<std::size_t>(c)].published;
+}
+
+bool RingRouteChoice::timing_under_way(int c) const noexcept {
+  COHORT_CHECK(c >= 0 && c < kClasses);
+  const Receiving& r = receiving_[static_cast<std::size_t>(c)];
+  return !r.published && (r.spread.count > 0 || r.rendezvous.count > 0);
 }
 
 }  // namespace cohort::transport

@@ -26,7 +26,10 @@
 // copies took 8 us in and 1-2 out, the exchange 14-16, against 11 by rendezvous.) Once the
 // receiver holds kTrials timings of each way it publishes their medians on its ring's line for
 // that sender (Fastbox::Receiver::publish_timings), and the sender takes the faster (the spread
-// only by a clear margin, kSpreadShare).
+// only by a clear margin, kSpreadShare), counting its own medians for the other direction too
+// where it receives that class, so the two ranks of an exchanging pair agree. Spread messages
+// through slots of a ring's first lap are not timed (the process's first touch of each page
+// faults it in).
 //
 // The verdict stands for the life of the pair. A class still without one after kMaxTrials sends
 // (its receives came too late to be timed, or the receiver does not measure) keeps the spread.
@@ -70,13 +73,14 @@ class RingRouteChoice {
   /// Whether class `c` has a verdict, or has run out of trials.
   bool settled(int c) const noexcept;
   /// Gives class `c` its verdict from the receiver's medians (`theirs`), plus this rank's own
-  /// for the messages of class `c` the other way where it has them (own_timings): the spread
-  /// where its receives took at most kSpreadShare of the rendezvous's time, else the
-  /// rendezvous. True if it did now. With both directions counted, the two ranks of a pair that
-  /// exchange messages reach the same verdict: one direction spread and the other by rendezvous
-  /// made 64 KiB exchanges slower than either way (15.8 us against 7.7-10).
-  bool decide(int c, const ReceiverTimings& theirs,
-              const std::optional<ReceiverTimings>& mine = std::nullopt) noexcept;
+  /// for the messages of class `c` the other way (own_timings): the spread where its receives
+  /// took at most kSpreadShare of the rendezvous's time, else the rendezvous. True if it did
+  /// now. While this rank has begun timing class `c` the other way but not finished, it waits
+  /// for its own medians (up to kMaxTrials / 2 sends, then it decides on theirs alone), so that
+  /// the two ranks of a pair that exchange messages count the same four medians and reach the
+  /// same verdict: one direction spread and the other by rendezvous made 64 KiB exchanges slower
+  /// than either way (15.8 us against 7.7-10).
+  bool decide(int c, const ReceiverTimings& theirs) noexcept;
   /// The route of the next message of class `c` (counted as one of its trials while unsettled):
   /// blocks of kTrials of each way in turn, spread first, until the verdict.
   Route next(int c) noexcept;
@@ -92,6 +96,8 @@ class RingRouteChoice {
   std::optional<ReceiverTimings> received(int c, Route route, std::uint64_t ns) noexcept;
   /// The medians received() returned for class `c`, once it has.
   std::optional<ReceiverTimings> own_timings(int c) const noexcept;
+  /// Whether this rank has timed some messages of class `c` and not yet published.
+  bool timing_under_way(int c) const noexcept;
 
  private:
   struct Timings {

@@ -15,6 +15,7 @@
 // and so the launch.
 
 #include "core/tunables.hpp"
+#include "transport/cpu_set.hpp"
 #include "transport/fastbox.hpp"
 #include "transport/transport_factory.hpp"
 #include "transport/ucx/ucx_hub.hpp"
@@ -39,6 +40,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -155,7 +157,13 @@ void polled_until_done(Transport& t, const Request& r, std::chrono::seconds boun
 /// memory, and each has a hardware thread (else the limit is 4 MiB). Says so when not, as the
 /// 2-rank tests of the rendezvous itself then skip.
 bool rendezvous_runs_here() {
-  if (std::thread::hardware_concurrency() < 2) {
+  // The ranks' CPUs as the hub counts them (the union of their affinity masks; forked ranks
+  // inherit this process's), not the machine's: under taskset or a cpuset of one CPU the pair's
+  // rendezvous starts above 4 MiB.
+  const CpuSet cpus = affinity_cpus();
+  unsigned count = 0;
+  for (const std::uint64_t word : cpus) count += static_cast<unsigned>(std::popcount(word));
+  if ((cpus.empty() ? std::thread::hardware_concurrency() : count) < 2) {
     WARN("one hardware thread: 2 ranks send only messages above 4 MiB by rendezvous");
     return false;
   }
@@ -240,8 +248,9 @@ TEST_CASE(
     "pairs on UCX both ways (all messages, or the large ones)",
     "[transport][multiproc]") {
   // With COHORT_SINGLE_COPY=off, pairs 0-2 use the rendezvous above 512 KiB and pairs with
-  // rank 1 UCX there (32-512 KiB are spread over the ring either way); both sides of each pair
-  // must agree, or the large sizes of all_pairs_mixed would disagree.
+  // rank 1 UCX there (32-512 KiB go through the ring either way: spread, and for pair 0-2 by
+  // rendezvous too while it measures which); both sides of each pair must agree, or the large
+  // sizes of all_pairs_mixed would disagree.
   const std::string variable =
       GENERATE(as<std::string>{}, "COHORT_SHARED_MEMORY", "COHORT_SINGLE_COPY");
   CAPTURE(variable);
@@ -1620,10 +1629,11 @@ TEST_CASE(
 
 TEST_CASE("fastbox: middle-sized messages keep their order and bytes while their routes alternate",
           "[transport][multiproc]") {
-  // Both ranks send each other every size class twice over, among small, UCX-sized and
-  // rendezvous messages on one tag, all posted before any receive and then again after the
-  // receives: while the classes are on trial, spread and rendezvous messages queue behind each
-  // other, and each receive must still meet its own message.
+  // Both ranks send each other every size class four times over (3 or 4 messages of each class
+  // a round), among small, UCX-sized and rendezvous messages on one tag, posted before any
+  // receive, then after the receives, in turn: a class's first 8 messages go spread and its
+  // next 8 by rendezvous (RingRouteChoice's blocks), so from the third round on both kinds of
+  // middle-sized message queue behind each other, and each receive must still meet its own.
   REQUIRE_NOTHROW(cohort::launch(
       2,
       [](const cohort::Environment& env) {
@@ -1634,8 +1644,9 @@ TEST_CASE("fastbox: middle-sized messages keep their order and bytes while their
                                      400000, 65536,  131072, 262144, 524288, 32769};
         const int peer = 1 - env.rank;
         const Tag tag = p2p_tag(3, 8);
-        for (const bool receives_first : {false, true}) {
-          const int salt = receives_first ? 500 : 400;
+        for (int round = 0; round < 4; ++round) {
+          const bool receives_first = round % 2 == 1;
+          const int salt = 400 + 100 * round;
           std::vector<std::vector<std::uint8_t>> out, in;
           std::vector<Request> sends, recvs;
           const auto post_receives = [&] {

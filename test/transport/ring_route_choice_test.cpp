@@ -76,24 +76,52 @@ TEST_CASE("route choice: a rank that times the other direction too counts both, 
   // Messages to the peer: spread 9000 ns, rendezvous 10000 (spread wins alone, at 0.9). Messages
   // from it: spread 13000, rendezvous 12000. Both directions: 22000 against 22000, above 0.9:
   // the rendezvous, which the peer computes from the same four medians.
+  const auto receive = [](RingRouteChoice& choice, int c, std::uint64_t spread,
+                          std::uint64_t rendezvous) {
+    for (int i = 0; i < RingRouteChoice::kTrials; ++i) {
+      choice.received(c, Route::Spread, spread);
+      choice.received(c, Route::Rendezvous, rendezvous);
+    }
+  };
   RingRouteChoice alone, both, peer;
   REQUIRE(alone.decide(1, {9000, 10000}));
   CHECK(alone.next(1) == Route::Spread);
-  REQUIRE(both.decide(1, {9000, 10000}, RingRouteChoice::ReceiverTimings{13000, 12000}));
+  receive(both, 1, 13000, 12000);
+  REQUIRE(both.own_timings(1));
+  REQUIRE(both.decide(1, {9000, 10000}));
   CHECK(both.next(1) == Route::Rendezvous);
-  REQUIRE(peer.decide(1, {13000, 12000}, RingRouteChoice::ReceiverTimings{9000, 10000}));
+  receive(peer, 1, 9000, 10000);
+  REQUIRE(peer.decide(1, {13000, 12000}));
   CHECK(peer.next(1) == Route::Rendezvous);
-  // own_timings: what received() returned, once.
-  RingRouteChoice receiver;
-  CHECK_FALSE(receiver.own_timings(2));
-  for (int i = 0; i < RingRouteChoice::kTrials; ++i) {
-    receiver.received(2, Route::Spread, 700);
-    receiver.received(2, Route::Rendezvous, 500);
+  CHECK_FALSE(alone.own_timings(2));
+}
+
+TEST_CASE(
+    "route choice: a rank still timing the other direction waits for it, up to half the "
+    "trials",
+    "[route_choice]") {
+  RingRouteChoice choice;
+  choice.received(0, Route::Spread, 13000);  // timing under way, not complete
+  CHECK(choice.timing_under_way(0));
+  CHECK_FALSE(choice.timing_under_way(1));
+  int sent = 0;
+  for (; sent < RingRouteChoice::kMaxTrials / 2; ++sent) {
+    CHECK_FALSE(choice.decide(0, {9000, 10000}));
+    choice.next(0);
   }
-  REQUIRE(receiver.own_timings(2));
-  CHECK(receiver.own_timings(2)->spread == 700);
-  CHECK(receiver.own_timings(2)->rendezvous == 500);
-  CHECK_FALSE(receiver.own_timings(1));
+  // Half the trials gone: the peer's medians alone (spread at 0.9).
+  REQUIRE(choice.decide(0, {9000, 10000}));
+  CHECK(choice.next(0) == Route::Spread);
+  // Once complete, this rank's medians join, and it no longer waits.
+  RingRouteChoice other;
+  for (int i = 0; i < RingRouteChoice::kTrials; ++i) {
+    CHECK(other.timing_under_way(3) == (i > 0));
+    other.received(3, Route::Spread, 40000);
+    other.received(3, Route::Rendezvous, 10000);
+  }
+  CHECK_FALSE(other.timing_under_way(3));
+  REQUIRE(other.decide(3, {9000, 10000}));  // 49000 against 20000
+  CHECK(other.next(3) == Route::Rendezvous);
 }
 
 TEST_CASE("route choice: a class without a verdict after kMaxTrials sends stays spread",

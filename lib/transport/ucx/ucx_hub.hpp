@@ -18,10 +18,11 @@
 // (Request::completed(), unless the ring is full). Sizes above that up to 32 KiB go through UCX,
 // those up to 512 KiB spread over the ring's slots, and the largest by rendezvous through the
 // rings (below). Both sides pick the way by size (and by what the pair
-// agreed at construction), so a send and its receive meet when they agree on the size; the
-// receiver matches ring messages to receives per tag, oldest first, as UCX does. When they
-// disagree across a limit, the receive still fails with "sizes disagree" naming the size, as a
-// UCX receive would ("large" below: sent through UCX):
+// agreed at construction; within 32-512 KiB the sender picks spread or rendezvous by measurement,
+// and the receiver takes a ring message of either kind), so a send and its receive meet when they
+// agree on the size; the receiver matches ring messages to receives per tag, oldest first, as UCX
+// does. When they disagree across a limit, the receive still fails with "sizes disagree" naming the
+// size, as a UCX receive would ("large" below: sent through UCX):
 // - a small receive sees the large message waiting in UCX (ucp_tag_probe_nb) while nothing came
 //   through the ring for it;
 // - a large receive is told apart from a later one by counting. Per peer and tag, the sender
@@ -238,9 +239,9 @@ class UcxHub {
     Fastbox peer_inbox;           ///< its inbox, mapped here
     Fastbox::Sender to_peer;      ///< attached: p2p messages to it go through its inbox
     Fastbox::Receiver from_peer;  ///< attached: its p2p messages come through our inbox
-    /// Messages larger than this (and than kSpreadMax) go through the rings by rendezvous, both
-    /// ways (the larger of the two ranks' rendezvous_limit(), agreed at construction);
-    /// kNoRendezvous: none.
+    /// Messages larger than this go through the rings by rendezvous, both ways (the larger of
+    /// the two ranks' rendezvous_limit(), agreed at construction), those of at most kSpreadMax
+    /// only where the pair's route choice says so (measured_class); kNoRendezvous: none.
     std::uint64_t rendezvous_above = kNoRendezvous;
     std::deque<QueuedAck> queued_acks;  ///< acks waiting for room in its ring, in order
     std::deque<Request> queued_sends;   ///< sends whose message waits for room, in order
@@ -294,7 +295,8 @@ class UcxHub {
     /// For a send or receive of a measured class (measured_class): when it was posted (steady
     /// clock, ns; a send's travels with its message as Fastbox::Message::sent_at); else 0.
     std::uint64_t posted_at = 0;
-    /// A receive whose rendezvous message met it waiting: its copy is timed for the route choice.
+    /// A receive whose rendezvous message met it waiting: its transfer is timed for the route
+    /// choice (note_received).
     bool timed = false;
   };
   /// Where a fastbox receive's rendezvous copy stands. It is made outside the hub's lock (see
@@ -362,7 +364,8 @@ class UcxHub {
   static constexpr std::uint64_t kNoRendezvous = UINT64_MAX;
   /// Point-to-point messages larger than this, and than kSpreadMax, go by rendezvous where the
   /// pair allows it, when every rank of the host has a hardware thread (from 32 KiB to
-  /// kSpreadMax they are spread over the ring first). UCX sends up to 32 KiB eagerly through shared
+  /// kSpreadMax only where the pair measured the rendezvous faster than the spread:
+  /// measured_class). UCX sends up to 32 KiB eagerly through shared
   /// memory (cohort sets UCX_MM_SEG_SIZE=33K), two copies but no round trip, which was faster
   /// than a rendezvous at 32 KiB (6.0-6.4 against 7.9-8.4 us per 2-rank exchange) and slower at
   /// 33 KiB, where UCX turns to its own rendezvous (10.0-11.4 against 8.1-8.8; see

@@ -312,18 +312,21 @@ bool UcxHub::spread_this(Peer& peer, std::size_t bytes) noexcept {
   RingRouteChoice& routes = peer.routes;
   if (!routes.settled(c)) {
     if (const auto theirs = peer.to_peer.receiver_timings(c);
-        theirs && routes.decide(c, {theirs->first, theirs->second}, routes.own_timings(c))) {
+        theirs && routes.decide(c, {theirs->first, theirs->second})) {
+      // Two lines, not one formatted here: this function may not throw.
+      const char* verdict =
+          routes.next(c) == RingRouteChoice::Route::Spread ? "spread" : "rendezvous";
+      const auto low = (RingRouteChoice::kSmallest << c) / 1024;
       COHORT_LOG_DEBUG(
           "point-to-point messages of {}-{} KiB to world rank {}: {} (its receives took {:.1f} us "
-          "spread, {:.1f} us by rendezvous{}; medians of {})",
-          (RingRouteChoice::kSmallest << c) / 1024, (RingRouteChoice::kSmallest << (c + 1)) / 1024,
-          peer.rank, routes.next(c) == RingRouteChoice::Route::Spread ? "spread" : "rendezvous",
-          theirs->first / 1e3, theirs->second / 1e3,
-          routes.own_timings(c)
-              ? fmt::format("; this rank's {:.1f} and {:.1f}", routes.own_timings(c)->spread / 1e3,
-                            routes.own_timings(c)->rendezvous / 1e3)
-              : std::string(),
+          "spread, {:.1f} us by rendezvous; medians of {})",
+          low, 2 * low, peer.rank, verdict, theirs->first / 1e3, theirs->second / 1e3,
           RingRouteChoice::kTrials);
+      if (const auto mine = routes.own_timings(c))
+        COHORT_LOG_DEBUG(
+            "  counted with this rank's receives of them from world rank {}: {:.1f} "
+            "us spread, {:.1f} us by rendezvous",
+            peer.rank, mine->spread / 1e3, mine->rendezvous / 1e3);
     }
   }
   return routes.next(c) == RingRouteChoice::Route::Spread;
