@@ -408,10 +408,11 @@ class UcxHub {
       return -1;
     return RingRouteChoice::class_of(bytes);
   }
-  /// Whether a send of `bytes` (by_spread) to `peer` goes spread rather than by rendezvous:
-  /// always where only the spread is open to the pair, else as its route choice says, counting
-  /// the send as a trial while the class has no verdict.
-  bool spread_this(Peer& peer, std::size_t bytes) noexcept;
+  /// Whether a send (by_spread) of measured class `size_class` (measured_class; -1: none) to
+  /// `peer` goes spread rather than by rendezvous: always where only the spread is open to the
+  /// pair, else as its route choice says, counting the send as a trial while the class has no
+  /// verdict.
+  bool spread_this(Peer& peer, int size_class) noexcept;
   /// Whether this rank times messages of `bytes` from `peer` that go `route` (either route:
   /// nullopt) for the pair's route choice.
   static bool times_receive(const Peer& peer, std::size_t bytes,

@@ -190,13 +190,15 @@ Request UcxHub::post_fastbox_send(Peer& peer, const void* data, std::size_t byte
   if (ring_free && bytes <= Fastbox::kInlineBytes &&
       write_fastbox(peer, {tag, bytes, large_before}, data))
     return Request::completed();
-  const bool spread = by_spread(bytes) && spread_this(peer, bytes);
+  const int size_class = measured_class(peer, bytes);
+  const bool spread = by_spread(bytes) && spread_this(peer, size_class);
   const bool rendezvous = !spread && bytes > peer.rendezvous_above;
   FastboxPart part{.send_data = data,
                    .large_before = large_before,
                    .spread = spread,
                    .rendezvous = rendezvous,
-                   .posted_at = measured_class(peer, bytes) >= 0 ? now_ns() : 0};
+                   // Stamped for the peer's timings only while the class is on trial.
+                   .posted_at = size_class >= 0 && !peer.routes.settled(size_class) ? now_ns() : 0};
   // A spread message's first pieces go now; the rest follow as the receiver frees slots.
   if (ring_free && spread) {
     delivered(peer, peer.to_peer.try_send_spread(
@@ -306,8 +308,7 @@ bool UcxHub::write_spread(Peer& peer, Pending& send) {
   return part.spread_done == send.bytes;
 }
 
-bool UcxHub::spread_this(Peer& peer, std::size_t bytes) noexcept {
-  const int c = measured_class(peer, bytes);
+bool UcxHub::spread_this(Peer& peer, int c) noexcept {
   if (c < 0) return true;
   RingRouteChoice& routes = peer.routes;
   if (!routes.settled(c)) {
